@@ -1,0 +1,461 @@
+/* eagle's CPU executor; see executor.h for the contract. */
+#include "executor.h"
+
+#include <stdatomic.h>
+#include <time.h>
+
+#include "openmp_helpers.h"
+
+/* How often (at least) the calling thread takes the GIL during a nogil launch
+ * to run signal handlers: Ctrl-C must stop a long launch promptly. */
+#define SIGNAL_CHECK_NS 5e6
+/* Replays measured serially at the start of the first launch to learn node costs. */
+#define MEASURED_REPLAYS 2
+
+static int forked_child = 0;
+static int parallel_region_ran = 0;
+
+void eagle_mark_forked_child(void) { if (parallel_region_ran) forked_child = 1; }
+int eagle_is_forked_child(void) { return forked_child; }
+int eagle_have_openmp(void) { return EAGLE_HAVE_OPENMP; }
+
+static inline double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* ---- running one node ------------------------------------------------- */
+
+/* Call an opaque node; the caller holds the GIL. */
+static inline int call_opaque(const eagle_node *node)
+{
+    PyObject *res = PyObject_CallNoArgs(node->callable);
+    if (res == NULL)
+        return -1;
+    Py_DECREF(res);
+    return 0;
+}
+
+static inline void call_native(const eagle_node *node, int64_t start, int64_t stop)
+{
+    if (stop > start)
+        node->kernel(start, stop, node->data, node->strides, node->user_data);
+}
+
+/* ---- team choice --------------------------------------------------------- */
+
+static double node_cost(const eagle_node *n, int64_t logical_size)
+{
+    if (n->cost_ns < 0)
+        return -1;
+    return (n->kind == EAGLE_NODE_NATIVE && n->split) ? n->cost_ns * (double)logical_size : n->cost_ns;
+}
+
+void eagle_choose_teams(eagle_plan *plan)
+{
+    int parallel_ok = plan->num_threads > 1 && !forked_child && EAGLE_HAVE_OPENMP;
+    for (int32_t s = 0; s < plan->n_stages; ++s) {
+        eagle_stage *st = &plan->stages[s];
+        double cost = 0;
+        int splittable = 0;
+        for (int32_t i = st->first; i < st->first + st->count; ++i) {
+            const eagle_node *n = &plan->nodes[i];
+            double c = node_cost(n, plan->logical_size);
+            cost = (c < 0 || cost < 0) ? -1 : cost + c;
+            splittable |= n->kind == EAGLE_NODE_NATIVE && n->split && plan->logical_size > 1;
+        }
+        st->cost_ns = cost;
+        int parallel;
+        if (st->policy == EAGLE_TEAM_SERIAL)
+            parallel = 0;
+        else if (st->policy == EAGLE_TEAM_ALL)
+            parallel = 1;
+        else  /* auto: only a stage whose known cost pays for a barrier and a hand-off */
+            parallel = cost >= plan->parallel_threshold_ns && (st->count > 1 || splittable);
+        st->team = (parallel && parallel_ok) ? plan->num_threads : 1;
+    }
+}
+
+/* ---- serial execution on the calling thread ------------------------------ */
+
+/* Run one replay's stages [s0, s1) on this thread, every node whole.
+ * has_gil says whether opaque nodes can be called directly. Timing is
+ * recorded into the nodes when measure is set. */
+static int run_stages_serial(eagle_plan *plan, int32_t s0, int32_t s1, int measure,
+                             int32_t *failed_node)
+{
+    for (int32_t s = s0; s < s1; ++s) {
+        const eagle_stage *st = &plan->stages[s];
+        for (int32_t i = st->first; i < st->first + st->count; ++i) {
+            eagle_node *n = &plan->nodes[i];
+            double t0 = measure ? now_ns() : 0;
+            if (n->kind == EAGLE_NODE_OPAQUE) {
+                if (call_opaque(n) < 0) {
+                    *failed_node = i;
+                    return -1;
+                }
+            } else {
+                call_native(n, 0, plan->logical_size);
+            }
+            if (measure) {
+                double c = now_ns() - t0;
+                if (n->kind == EAGLE_NODE_NATIVE && n->split)
+                    c = plan->logical_size > 0 ? c / (double)plan->logical_size : -1;
+                if (c >= 0 && (n->cost_ns < 0 || c < n->cost_ns))
+                    n->cost_ns = c;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Serial replays holding the GIL (the plan has opaque nodes). */
+static int replay_serial_gil(eagle_plan *plan, int64_t r0, int64_t r1, int measure,
+                             eagle_failure *failure)
+{
+    for (int64_t r = r0; r < r1; ++r) {
+        if (run_stages_serial(plan, 0, plan->n_stages, measure, &failure->node) < 0) {
+            failure->replay = r;
+            return -1;
+        }
+        if (PyErr_CheckSignals() < 0) {
+            failure->node = -1;
+            failure->replay = r;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Take the GIL to run signal handlers if enough time went by since the last
+ * check. `stride` adapts so that cheap replays do not read the clock each time. */
+typedef struct {
+    double last_ns;
+    int64_t stride, countdown;
+} signal_clock;
+
+static void signal_clock_init(signal_clock *c)
+{
+    c->last_ns = now_ns();
+    c->stride = c->countdown = 1;
+}
+
+/* Returns -1 if a signal handler raised (the exception is set, GIL released again). */
+static int signal_clock_tick(signal_clock *c, PyThreadState **save)
+{
+    if (--c->countdown > 0)
+        return 0;
+    double t = now_ns();
+    if (t - c->last_ns < SIGNAL_CHECK_NS) {
+        if (c->stride < (1 << 20))
+            c->stride *= 2;
+        c->countdown = c->stride;
+        return 0;
+    }
+    c->stride = c->stride > 1 ? c->stride / 2 : 1;
+    c->countdown = c->stride;
+    c->last_ns = t;
+    PyEval_RestoreThread(*save);
+    int rc = PyErr_CheckSignals();
+    *save = PyEval_SaveThread();
+    return rc;
+}
+
+/* Serial replays without the GIL (every node is native). */
+static int replay_serial_nogil(eagle_plan *plan, int64_t r0, int64_t r1, int measure,
+                               eagle_failure *failure)
+{
+    signal_clock clock;
+    signal_clock_init(&clock);
+    int32_t unused;
+    int rc = 0;
+    PyThreadState *save = PyEval_SaveThread();
+    for (int64_t r = r0; r < r1; ++r) {
+        run_stages_serial(plan, 0, plan->n_stages, measure, &unused);
+        if (signal_clock_tick(&clock, &save) < 0) {
+            failure->node = -1;
+            failure->replay = r;
+            rc = -1;
+            break;
+        }
+    }
+    PyEval_RestoreThread(save);
+    return rc;
+}
+
+/* ---- parallel execution ---------------------------------------------------- */
+
+#if EAGLE_HAVE_OPENMP
+
+/* A worker's hold on the GIL for the length of one parallel region: the first
+ * opaque call makes (or finds) the thread's Python state, later ones reuse it. */
+typedef struct {
+    int have_state;
+    PyGILState_STATE gstate;
+    PyThreadState *tstate;
+} gil_slot;
+
+static inline void gil_take(gil_slot *g)
+{
+    if (!g->have_state) {
+        g->gstate = PyGILState_Ensure();
+        g->have_state = 1;
+    } else {
+        PyEval_RestoreThread(g->tstate);
+    }
+}
+
+static inline void gil_drop(gil_slot *g) { g->tstate = PyEval_SaveThread(); }
+
+static inline void gil_finish(gil_slot *g)
+{
+    if (g->have_state) {
+        PyEval_RestoreThread(g->tstate);
+        PyGILState_Release(g->gstate);
+    }
+}
+
+/* State shared by the team during one launch. */
+typedef struct {
+    eagle_plan *plan;
+    /* Number of barriers passed when the first failure happened; threads leave
+     * at the first barrier after it, so all of them pass the same barriers. */
+    _Atomic int64_t failed_at;
+    int32_t failed_node;
+    int64_t failed_replay;
+    PyObject *exc_type, *exc_value, *exc_tb;   /* the failure's exception, owned */
+} team_state;
+
+/* Keep the first failure (earliest barrier); the caller holds the GIL and the
+ * Python error indicator is set (or node == -1 for an interrupt). */
+static void record_failure(team_state *ts, int64_t barriers, int32_t node, int64_t replay)
+{
+    int keep = 0;
+    #pragma omp critical(eagle_failure)
+    {
+        int64_t cur = atomic_load(&ts->failed_at);
+        if (barriers < cur || (ts->exc_type == NULL && barriers == cur)) {
+            atomic_store(&ts->failed_at, barriers);
+            keep = 1;
+            Py_CLEAR(ts->exc_type);
+            Py_CLEAR(ts->exc_value);
+            Py_CLEAR(ts->exc_tb);
+            PyErr_Fetch(&ts->exc_type, &ts->exc_value, &ts->exc_tb);
+            ts->failed_node = node;
+            ts->failed_replay = replay;
+        }
+    }
+    if (!keep)
+        PyErr_Clear();
+}
+
+/* This thread's share of one stage run by a team of nt threads. */
+static int run_stage_share(team_state *ts, const eagle_stage *st, int tid, int nt,
+                           gil_slot *gil, int32_t *failed_node)
+{
+    eagle_plan *plan = ts->plan;
+    int64_t n = plan->logical_size;
+    int32_t unsplit = 0;  /* deal unsplit nodes round-robin, continuing across nodes */
+    for (int32_t i = st->first; i < st->first + st->count; ++i) {
+        const eagle_node *node = &plan->nodes[i];
+        if (node->kind == EAGLE_NODE_NATIVE && node->split) {
+            call_native(node, n * tid / nt, n * (tid + 1) / nt);
+            continue;
+        }
+        if (unsplit++ % nt != tid)
+            continue;
+        if (node->kind == EAGLE_NODE_NATIVE) {
+            call_native(node, 0, n);
+        } else {
+            gil_take(gil);
+            int rc = call_opaque(node);
+            if (rc < 0) {
+                *failed_node = i;
+                return -1;   /* returns holding the GIL, the error set */
+            }
+            gil_drop(gil);
+        }
+    }
+    return 0;
+}
+
+static int run_stage_alone(team_state *ts, const eagle_stage *st, gil_slot *gil,
+                           int32_t *failed_node)
+{
+    eagle_plan *plan = ts->plan;
+    for (int32_t i = st->first; i < st->first + st->count; ++i) {
+        const eagle_node *node = &plan->nodes[i];
+        if (node->kind == EAGLE_NODE_NATIVE) {
+            call_native(node, 0, plan->logical_size);
+        } else {
+            gil_take(gil);
+            if (call_opaque(node) < 0) {
+                *failed_node = i;
+                return -1;
+            }
+            gil_drop(gil);
+        }
+    }
+    return 0;
+}
+
+/* A barrier is needed between two consecutive stages unless both run on the
+ * calling thread alone. */
+static inline int needs_barrier(const eagle_stage *a, const eagle_stage *b)
+{
+    return a->team > 1 || b->team > 1;
+}
+
+static int replay_parallel(eagle_plan *plan, int64_t r0, int64_t r1, eagle_failure *failure)
+{
+    team_state ts = {.plan = plan, .failed_node = -1, .failed_replay = -1};
+    atomic_store(&ts.failed_at, INT64_MAX);
+    parallel_region_ran = 1;
+    const int32_t ns = plan->n_stages;
+
+    PyThreadState *save = PyEval_SaveThread();
+    #pragma omp parallel num_threads(plan->num_threads)
+    {
+        const int tid = eagle_omp_thread_num(), nt = eagle_omp_num_threads();
+        gil_slot gil = {0};
+        int64_t barriers = 0;
+        int stopping = 0;            /* this thread failed: skip work until the exit barrier */
+        signal_clock clock;
+        signal_clock_init(&clock);
+
+        for (int64_t r = r0; r < r1; ++r) {
+            for (int32_t s = 0; s < ns; ++s) {
+                const eagle_stage *st = &plan->stages[s];
+                const eagle_stage *prev = &plan->stages[s == 0 ? ns - 1 : s - 1];
+                if (!(r == r0 && s == 0) && needs_barrier(prev, st)) {
+                    #pragma omp barrier
+                    ++barriers;
+                    if (atomic_load(&ts.failed_at) < barriers)
+                        goto leave;
+                }
+                if (stopping)
+                    continue;
+                int32_t failed_node = -1;
+                int rc;
+                if (st->team > 1)
+                    rc = run_stage_share(&ts, st, tid, nt, &gil, &failed_node);
+                else
+                    rc = tid == 0 ? run_stage_alone(&ts, st, &gil, &failed_node) : 0;
+                if (rc < 0) {
+                    record_failure(&ts, barriers, failed_node, r);
+                    gil_drop(&gil);
+                    stopping = 1;
+                }
+            }
+            if (tid == 0 && !stopping) {
+                /* the GIL is taken through this thread's own state here */
+                if (--clock.countdown <= 0) {
+                    double t = now_ns();
+                    if (t - clock.last_ns >= SIGNAL_CHECK_NS) {
+                        clock.last_ns = t;
+                        clock.stride = clock.stride > 1 ? clock.stride / 2 : 1;
+                        gil_take(&gil);
+                        if (PyErr_CheckSignals() < 0) {
+                            record_failure(&ts, barriers, -1, r);
+                            stopping = 1;
+                        }
+                        gil_drop(&gil);
+                    } else if (clock.stride < (1 << 20)) {
+                        clock.stride *= 2;
+                    }
+                    clock.countdown = clock.stride;
+                }
+            }
+        }
+    leave:
+        gil_finish(&gil);
+    }
+    PyEval_RestoreThread(save);
+
+    if (ts.exc_type != NULL || ts.failed_node >= 0 || atomic_load(&ts.failed_at) != INT64_MAX) {
+        failure->node = ts.failed_node;
+        failure->replay = ts.failed_replay;
+        PyErr_Restore(ts.exc_type, ts.exc_value, ts.exc_tb);
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "eagle: a replay failed without an exception");
+        return -1;
+    }
+    return 0;
+}
+
+double eagle_barrier_cost_ns(int n_threads)
+{
+    if (n_threads < 2)
+        return 0;
+    const int rounds = 2000;
+    double t0 = 0, t1 = 0;
+    #pragma omp parallel num_threads(n_threads)
+    {
+        #pragma omp barrier
+        #pragma omp master
+        t0 = now_ns();
+        for (int i = 0; i < rounds; ++i) {
+            #pragma omp barrier
+        }
+        #pragma omp master
+        t1 = now_ns();
+    }
+    parallel_region_ran = 1;
+    return (t1 - t0) / rounds;
+}
+
+#else  /* no OpenMP: every stage has team 1 and the parallel path is never taken */
+
+static int replay_parallel(eagle_plan *plan, int64_t r0, int64_t r1, eagle_failure *failure)
+{
+    return plan->has_opaque ? replay_serial_gil(plan, r0, r1, 0, failure)
+                            : replay_serial_nogil(plan, r0, r1, 0, failure);
+}
+
+double eagle_barrier_cost_ns(int n_threads) { (void)n_threads; return 0; }
+
+#endif
+
+/* ---- entry point ---------------------------------------------------------- */
+
+static int plan_needs_measuring(const eagle_plan *plan)
+{
+    for (int32_t s = 0; s < plan->n_stages; ++s)
+        if (plan->stages[s].policy == EAGLE_TEAM_AUTO && plan->stages[s].cost_ns < 0)
+            return 1;
+    return 0;
+}
+
+int eagle_execute(eagle_plan *plan, int64_t n_replays, eagle_failure *failure)
+{
+    failure->node = -1;
+    failure->replay = -1;
+    if (n_replays <= 0 || plan->n_stages == 0)
+        return 0;
+
+    int64_t r = 0;
+    eagle_choose_teams(plan);
+    if (plan_needs_measuring(plan) && plan->num_threads > 1) {
+        /* Opaque and fresh native nodes have unknown costs until they run: run
+         * the first replays on this thread, timing each node, then choose. */
+        int64_t m = n_replays < MEASURED_REPLAYS ? n_replays : MEASURED_REPLAYS;
+        int rc = plan->has_opaque ? replay_serial_gil(plan, 0, m, 1, failure)
+                                  : replay_serial_nogil(plan, 0, m, 1, failure);
+        if (rc < 0)
+            return rc;
+        r = m;
+        eagle_choose_teams(plan);
+    }
+    if (r == n_replays)
+        return 0;
+
+    int any_team = 0;
+    for (int32_t s = 0; s < plan->n_stages; ++s)
+        any_team |= plan->stages[s].team > 1;
+    if (any_team)
+        return replay_parallel(plan, r, n_replays, failure);
+    return plan->has_opaque ? replay_serial_gil(plan, r, n_replays, 0, failure)
+                            : replay_serial_nogil(plan, r, n_replays, 0, failure);
+}

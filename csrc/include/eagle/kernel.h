@@ -1,0 +1,35 @@
+/* eagle's native kernel API: the C signature of a node's work.
+ *
+ * A native kernel processes samples [start, stop) of the graph's logical size.
+ * data[k] is the data pointer of the node's k-th declared array (its reads
+ * first, then its writes, each in declaration order); sample i of array k
+ * lives at data[k] + i * strides[k] (strides[k] is the byte stride of the
+ * array's axis 0, or 0 for a 0-d array). user_data is the pointer given when
+ * the node was made.
+ *
+ * Thread-safety: the CPU executor may call one kernel from several threads at
+ * once, on disjoint [start, stop) ranges of the same replay; a kernel must
+ * only touch samples in its range (or be made with split=False). It runs
+ * without the GIL and must not call into Python.
+ * Ownership: eagle owns data and strides; they stay valid for the call only.
+ */
+#ifndef EAGLE_KERNEL_H
+#define EAGLE_KERNEL_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef void (*eagle_kernel)(int64_t start, int64_t stop, char **data,
+                             const int64_t *strides, void *user_data);
+
+/* The name a PyCapsule holding an eagle_kernel must carry. */
+#define EAGLE_KERNEL_SIGNATURE "void (int64_t, int64_t, char **, const int64_t *, void *)"
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

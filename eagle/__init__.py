@@ -1,0 +1,43 @@
+"""eagle: record a compute step once as a graph, replay it many times with one call.
+
+    import eagle
+    from eagle.graph import opaque, native
+
+    g = eagle.Graph()
+    g.add_node(opaque(step, reads={"x": x}, writes={"y": y}), name="step")
+    g.build()          # cpu for NumPy arrays, cuda for CuPy arrays
+    g.launch(1000)     # 1000 replays, one call
+    g.set_logical_size(500)   # sized nodes now process 500 samples, no re-recording
+"""
+import os
+
+from eagle._executor import get_num_threads, have_openmp, set_num_threads
+from eagle.graph import Graph, GroupConflict, NotBuiltError
+
+__version__ = "0.1.0"
+__all__ = ["Graph", "GroupConflict", "NotBuiltError", "get_num_threads", "set_num_threads",
+           "show_config", "get_include", "__version__"]
+
+
+def get_include() -> str:
+    """Directory of eagle's C and C++ headers (``eagle/kernel.h``, ``eagle/cuda.hpp``)."""
+    return os.path.join(os.path.dirname(__file__), "include")
+
+
+def show_config() -> None:
+    """Print how this eagle was built and what it will use at run time."""
+    import numpy as np
+
+    from eagle._executor import usable_cpus
+
+    print(f"eagle {__version__}")
+    print(f"  numpy            {np.__version__}")
+    print(f"  OpenMP executor  {'yes' if have_openmp() else 'NO: built without OpenMP, the cpu backend runs serially'}")
+    print(f"  threads          {get_num_threads()} (usable CPUs: {usable_cpus()}, "
+          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')})")
+    try:
+        from eagle import _cuda
+    except ImportError:
+        print("  cuda backend     not built")
+    else:
+        print(f"  cuda backend     {_cuda.runtime_status()}")

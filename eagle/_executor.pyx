@@ -1,0 +1,262 @@
+# cython: freethreading_compatible = False
+"""The Cython face of the C executor (csrc/executor.c): a CPU plan and thread control."""
+import os
+
+from cpython.ref cimport PyObject
+from libc.stdint cimport int32_t, int64_t, uintptr_t
+from libc.stdlib cimport calloc, free
+
+from eagle.native cimport Kernel, kernel_t
+
+cdef extern from "executor.h" nogil:
+    enum:
+        EAGLE_NODE_OPAQUE
+        EAGLE_NODE_NATIVE
+        EAGLE_TEAM_AUTO
+        EAGLE_TEAM_SERIAL
+        EAGLE_TEAM_ALL
+
+    ctypedef struct eagle_node:
+        int kind
+        int split
+        PyObject *callable
+        kernel_t kernel
+        char **data
+        const int64_t *strides
+        void *user_data
+        double cost_ns
+
+    ctypedef struct eagle_stage:
+        int32_t first, count
+        int32_t policy
+        int32_t team
+        double cost_ns
+
+    ctypedef struct eagle_plan:
+        eagle_node *nodes
+        int32_t n_nodes
+        eagle_stage *stages
+        int32_t n_stages
+        int64_t logical_size
+        int32_t num_threads
+        int32_t has_opaque
+        double parallel_threshold_ns
+
+    ctypedef struct eagle_failure:
+        int32_t node
+        int64_t replay
+
+    void eagle_choose_teams(eagle_plan *plan)
+    int eagle_have_openmp()
+    double eagle_barrier_cost_ns(int n_threads)
+    void eagle_mark_forked_child()
+    int eagle_is_forked_child()
+
+cdef extern from "executor.h":
+    # called with the GIL; releases it inside where it can
+    int eagle_execute(eagle_plan *plan, int64_t n_replays, eagle_failure *failure) except -1
+
+cdef extern from "openmp_helpers.h" nogil:
+    int eagle_omp_max_threads()
+    void eagle_omp_set_num_threads(int n)
+
+
+# ---- threads --------------------------------------------------------------
+
+_explicit_threads = False
+
+
+def have_openmp():
+    """Whether eagle's executor was built with OpenMP (else it runs serially)."""
+    return bool(eagle_have_openmp())
+
+
+def usable_cpus():
+    """CPUs this process may run on: the affinity mask, capped by a cgroup CPU quota."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:
+        n = os.cpu_count() or 1
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            quota, period = f.read().split()[:2]
+        if quota != "max":
+            n = min(n, max(1, int(quota) // int(period)))
+    except (OSError, ValueError):
+        pass
+    return max(1, n)
+
+
+def get_num_threads():
+    """Threads a parallel stage uses.
+
+    OpenMP's own setting (``OMP_NUM_THREADS``, ``set_num_threads``, a
+    threadpoolctl limit) when one was given; otherwise the CPUs the process may
+    use (affinity and cgroup quota), which OpenMP alone does not see. Always 1
+    when eagle was built without OpenMP or runs in a child forked after a
+    parallel region (libgomp is not fork-safe).
+    """
+    if not eagle_have_openmp() or eagle_is_forked_child():
+        return 1
+    n = eagle_omp_max_threads()
+    if not _explicit_threads and "OMP_NUM_THREADS" not in os.environ:
+        n = min(n, usable_cpus())
+    return max(1, n)
+
+
+def set_num_threads(int n):
+    """Set the threads parallel stages use (OpenMP's ``omp_set_num_threads``;
+    threadpoolctl sees and can change it)."""
+    global _explicit_threads
+    if n < 1:
+        raise ValueError(f"set_num_threads needs n >= 1, got {n}")
+    eagle_omp_set_num_threads(n)
+    _explicit_threads = True
+
+
+_barrier_cost = {}
+
+
+def barrier_cost_ns(int n_threads):
+    """Measured cost of one OpenMP barrier for n_threads (cached per team size)."""
+    if n_threads not in _barrier_cost:
+        _barrier_cost[n_threads] = min(eagle_barrier_cost_ns(n_threads) for _ in range(3))
+    return _barrier_cost[n_threads]
+
+
+# A stage cheaper than this many barriers runs on one thread: the barrier and the
+# wake-up of the team would cost more than splitting the work saves.
+PARALLEL_MIN_BARRIERS = 50
+# ...and never below this, whatever the barrier measured (a GIL hand-off costs µs).
+PARALLEL_MIN_NS = 20_000.0
+
+
+def parallel_threshold_ns(int n_threads):
+    return max(PARALLEL_MIN_NS, PARALLEL_MIN_BARRIERS * barrier_cost_ns(n_threads))
+
+
+def _after_fork_in_child():
+    eagle_mark_forked_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+# ---- the plan -------------------------------------------------------------
+
+_POLICIES = {"auto": EAGLE_TEAM_AUTO, "serial": EAGLE_TEAM_SERIAL, "parallel": EAGLE_TEAM_ALL}
+_POLICY_NAMES = {v: k for k, v in _POLICIES.items()}
+
+
+cdef class CpuPlan:
+    """Nodes in stage order, ready for eagle_execute.
+
+    Built from ``stages`` (lists of node specs). Each spec is a tuple
+    ``(kind, work, arrays, split)``: kind "opaque" (work: a callable) or
+    "native" (work: an eagle.native.Kernel; arrays: the declared arrays in
+    kernel order). The plan keeps every object it points into alive.
+    """
+    cdef eagle_plan plan
+    cdef list keepalive
+    cdef readonly list order      # graph node index of each plan node
+    cdef readonly object last_failure  # (plan node or -1 for an interrupt, replay) of the last failed launch
+
+    def __cinit__(self):
+        self.keepalive = []
+
+    def __init__(self, stages, policies, int64_t logical_size):
+        cdef int32_t n_nodes = sum(len(s) for s in stages)
+        cdef int32_t i = 0, k, s
+        cdef eagle_node *node
+        cdef Kernel kern
+        self.plan.nodes = <eagle_node *>calloc(max(n_nodes, 1), sizeof(eagle_node))
+        self.plan.stages = <eagle_stage *>calloc(max(len(stages), 1), sizeof(eagle_stage))
+        if self.plan.nodes == NULL or self.plan.stages == NULL:
+            raise MemoryError()
+        self.plan.n_nodes = n_nodes
+        self.plan.n_stages = len(stages)
+        self.plan.logical_size = logical_size
+        self.order = []
+        for s, specs in enumerate(stages):
+            self.plan.stages[s].first = i
+            self.plan.stages[s].count = len(specs)
+            self.plan.stages[s].policy = _POLICIES[policies[s]]
+            self.plan.stages[s].team = 1
+            self.plan.stages[s].cost_ns = -1
+            for index, kind, work, arrays, split in specs:
+                node = &self.plan.nodes[i]
+                node.cost_ns = -1
+                self.order.append(index)
+                if kind == "opaque":
+                    node.kind = EAGLE_NODE_OPAQUE
+                    node.callable = <PyObject *>work
+                    self.plan.has_opaque = 1
+                else:
+                    kern = <Kernel>work
+                    node.kind = EAGLE_NODE_NATIVE
+                    node.split = 1 if split else 0
+                    node.kernel = kern.fn
+                    node.user_data = kern.user_data
+                    node.data = <char **>calloc(max(len(arrays), 1), sizeof(char *))
+                    node.strides = <int64_t *>calloc(max(len(arrays), 1), sizeof(int64_t))
+                    if node.data == NULL or node.strides == NULL:
+                        raise MemoryError()
+                    for k, a in enumerate(arrays):
+                        node.data[k] = <char *><uintptr_t>a.__array_interface__["data"][0]
+                        (<int64_t *>node.strides)[k] = a.strides[0] if a.ndim else 0
+                self.keepalive.append((work, arrays))
+                i += 1
+        self.set_threads(get_num_threads())
+
+    def __dealloc__(self):
+        cdef int32_t i
+        if self.plan.nodes != NULL:
+            for i in range(self.plan.n_nodes):
+                free(self.plan.nodes[i].data)
+                free(<void *>self.plan.nodes[i].strides)
+            free(self.plan.nodes)
+        free(self.plan.stages)
+
+    def set_threads(self, int n):
+        self.plan.num_threads = n
+        self.plan.parallel_threshold_ns = parallel_threshold_ns(n) if n > 1 else 0
+
+    def launch(self, int64_t n):
+        """Replay n times. If a node raises (or Ctrl-C), the exception propagates
+        and ``last_failure`` says where: (plan node index or -1, replay index)."""
+        cdef eagle_failure failure
+        n_threads = get_num_threads()
+        if n_threads != self.plan.num_threads:
+            self.set_threads(n_threads)
+        try:
+            eagle_execute(&self.plan, n, &failure)
+        except BaseException:
+            self.last_failure = (failure.node, failure.replay)
+            raise
+
+    @property
+    def logical_size(self):
+        return self.plan.logical_size
+
+    @logical_size.setter
+    def logical_size(self, int64_t n):
+        self.plan.logical_size = n
+
+    @property
+    def num_threads(self):
+        return self.plan.num_threads
+
+    def teams(self):
+        """Per stage: (policy, team size chosen for the current logical size, cost estimate in ns or None)."""
+        eagle_choose_teams(&self.plan)
+        out = []
+        for s in range(self.plan.n_stages):
+            st = self.plan.stages[s]
+            out.append((_POLICY_NAMES[st.policy], st.team, st.cost_ns if st.cost_ns >= 0 else None))
+        return out
+
+    def node_costs(self):
+        """Measured cost per plan node in ns (per sample for split native nodes), None if unknown."""
+        return [self.plan.nodes[i].cost_ns if self.plan.nodes[i].cost_ns >= 0 else None
+                for i in range(self.plan.n_nodes)]

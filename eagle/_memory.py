@@ -1,0 +1,150 @@
+"""The memory an array covers, and whether two arrays' memory overlaps.
+
+eagle orders nodes by memory, not by object identity: two views of one buffer
+that overlap conflict, disjoint slices do not. An array's *extent* is the byte
+range [lo, hi) between its first and last element; extents that do not meet
+cannot share memory. When extents meet but an array has holes (a strided
+view), NumPy's exact ``shares_memory`` decides, so ``x[::2]`` and ``x[1::2]``
+stay independent.
+
+Arrays are grouped by the allocation they live in (their *bucket*), so staging
+compares an access only with the views of the same allocation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+#: the bucket of arrays whose owner eagle cannot identify (foreign buffers, generic
+#: ``__cuda_array_interface__`` objects): they are compared with each other by extent.
+SHARED_BUCKET = "shared"
+
+# NumPy's exact overlap test solves a small integer program; past this much work
+# it gives up and eagle assumes the two views conflict (safe: it only orders them).
+_SHARES_MEMORY_MAX_WORK = 10_000
+
+
+def array_kind(a: Any) -> str | None:
+    """'numpy', 'cuda', or None when ``a`` is not an array eagle can schedule."""
+    if isinstance(a, np.ndarray):
+        return "numpy"
+    if hasattr(a, "__cuda_array_interface__"):
+        return "cuda"
+    return None
+
+
+def validate_access_dict(d: Mapping[str, Any] | None, what: str) -> dict:
+    """Check a ``reads=``/``writes=`` argument and return it as a plain ordered dict."""
+    if d is None:
+        return {}
+    if not isinstance(d, Mapping):
+        raise TypeError(f"{what} must be a dict of name -> array, got {type(d).__name__}")
+    out = {}
+    for name, a in d.items():
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"{what}: array names must be non-empty strings, got {name!r}")
+        if array_kind(a) is None:
+            raise TypeError(
+                f"{what}[{name!r}] must be a NumPy array or an object with "
+                f"__cuda_array_interface__ (a CuPy array), got {type(a).__name__}")
+        out[name] = a
+    return out
+
+
+def array_family(arrays) -> str | None:
+    """'numpy' or 'cuda' for a list of arrays; mixing them is an error."""
+    kinds = {array_kind(a) for a in arrays}
+    if len(kinds) > 1:
+        raise TypeError("a node mixes NumPy arrays and CUDA arrays; eagle runs a graph on one "
+                        "device: use NumPy arrays for the cpu backend or CuPy arrays for cuda")
+    return kinds.pop() if kinds else None
+
+
+@dataclass(frozen=True)
+class Extent:
+    """Where an array's bytes lie: [lo, hi), plus what an exact test needs."""
+
+    bucket: Any
+    lo: int
+    hi: int
+    contiguous: bool
+    array: Any
+
+    @property
+    def empty(self) -> bool:
+        return self.hi <= self.lo
+
+    def key(self):
+        """Identity of the view: accesses to the same view share one staging entry."""
+        a = self.array
+        if isinstance(a, np.ndarray):
+            return (self.lo, self.hi, a.shape, a.strides, a.dtype.itemsize)
+        iface = a.__cuda_array_interface__
+        return (self.lo, self.hi, tuple(iface["shape"]), iface.get("strides"), iface["typestr"])
+
+    def overlaps(self, other: "Extent") -> bool:
+        if self.empty or other.empty or self.hi <= other.lo or other.hi <= self.lo:
+            return False
+        if self.contiguous and other.contiguous:
+            return True
+        a, b = self.array, other.array
+        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+            try:
+                return bool(np.shares_memory(a, b, max_work=_SHARES_MEMORY_MAX_WORK))
+            except np.exceptions.TooHardError:
+                return True
+        return True  # device arrays: extents meet, assume they conflict
+
+
+def _span(ptr: int, shape, strides, itemsize: int):
+    if any(n == 0 for n in shape):
+        return ptr, ptr
+    lo = hi = ptr
+    for n, s in zip(shape, strides):
+        if s >= 0:
+            hi += s * (n - 1)
+        else:
+            lo += s * (n - 1)
+    return lo, hi + itemsize
+
+
+def _c_strides(shape, itemsize):
+    strides, step = [], itemsize
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def _numpy_owner(a: np.ndarray):
+    root = a
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    return root
+
+
+def extent_of(a: Any) -> Extent:
+    if isinstance(a, np.ndarray):
+        lo, hi = _span(a.__array_interface__["data"][0], a.shape, a.strides, a.itemsize)
+        owner = _numpy_owner(a)
+        bucket = id(owner) if (owner.base is None and owner.flags.owndata) else SHARED_BUCKET
+        contiguous = a.flags.c_contiguous or a.flags.f_contiguous
+        return Extent(bucket, lo, hi, contiguous, a)
+    iface = a.__cuda_array_interface__
+    ptr = iface["data"][0]
+    shape = tuple(iface["shape"])
+    itemsize = np.dtype(iface["typestr"]).itemsize
+    strides = iface.get("strides") or _c_strides(shape, itemsize)
+    lo, hi = _span(ptr, shape, strides, itemsize)
+    mem = getattr(getattr(a, "data", None), "mem", None)  # CuPy: the allocation the view lives in
+    bucket = ("cuda", id(mem)) if mem is not None else SHARED_BUCKET
+    contiguous = tuple(strides) == _c_strides(shape, itemsize)
+    return Extent(bucket, lo, hi, contiguous, a)
+
+
+def leading_length(a: Any) -> int | None:
+    """Length of the sample axis (axis 0), or None for a 0-d array."""
+    shape = a.shape if isinstance(a, np.ndarray) else tuple(a.__cuda_array_interface__["shape"])
+    return shape[0] if shape else None

@@ -1,0 +1,413 @@
+"""Text picture of a staged graph: what ``print(g)`` shows.
+
+``render(header, stages, boxes, edges, stage_notes)`` returns the header line,
+then one row of boxes per stage, with the dependencies drawn between rows.
+Pure Python, no other eagle module is imported.
+
+Conventions
+-----------
+Rows
+    Each stage is one row.  A left column holds ``stage N`` (plus the stage
+    note after build, e.g. ``stage 0 work_share``), padded to the widest label
+    plus two spaces.  Rows are never wrapped: a stage with many nodes gives one
+    long line (wrapping would force edges to pass between box lines, which
+    cannot be drawn without crossings).  Characters are assumed to be one
+    column wide.
+
+Boxes
+    ``┌─┐ │ │ └─┘`` with one space of padding around the text; the total width
+    is odd (the inner part is widened by one space on the right when needed)
+    so every box has a center column, where its edges attach.  Boxes in a row
+    are at least 3 spaces apart.  A box that has drawn outgoing edges has ``┬``
+    at the center of its bottom border, one with drawn incoming edges ``┴`` at
+    the center of its top border.
+
+Edges between adjacent stages ("bands")
+    The lines between two rows are: one or more *label lines*, one *routing
+    line*, then (only when needed) label lines on the consumer side.  Every
+    drawn edge belongs to exactly one *star*, drawn with its own stretch of the
+    routing line:
+
+    * a merge: n >= 1 producers -> one consumer, e.g. ``└────┬────┘``; the
+      labels are written under the producers.  A single producer is a straight
+      ``│`` (or a jog ``└───┐`` when the consumer could not sit right below).
+    * a split (fan-out): one producer -> n >= 2 consumers, e.g.
+      ``┌────┴────┐``.  When every branch carries the same arrays the label is
+      written once under the producer, otherwise each branch's label is written
+      just above its consumer.
+
+    Layout: the first row is packed from the left; a consumer is centered under
+    its merge point (the middle of its producers' columns), the consumers of a
+    split are packed as a group centered under the producer, everything else is
+    packed left to right.  Boxes are only ever pushed right, never reordered.
+
+Labels
+    A label is the array name an edge carries (read-after-write); several
+    arrays on one edge are joined with commas (``a,b``).  Labels that would
+    touch each other are stacked on extra label lines.
+
+Ordering-only edges (label ``None``: write-after-read / write-after-write)
+    Drawn dotted (``┆`` and ``┄``) and carry no label; junctions and corners
+    stay solid because box drawing has no dotted corners.  When an edge carries
+    both data and ``None``, the data wins (it orders the nodes as well).
+
+Notes (the fall-back, never a wrong picture)
+    An edge that cannot be drawn cleanly is written as a note to the right of
+    its consumer's row: ``<z> ◀ a from <x>, after <y>`` means node ``<z>``
+    reads ``a`` written by ``<x>`` and must run after ``<y>`` (ordering only).
+    This is used for edges that skip a stage, for edges between a node that
+    fans out and a node that merges (they cannot be one star), for a star whose
+    routing line would overlap another star's (a crossing), and for a label
+    that has no room.  When two boxes have the same text, notes add ``#index``.
+
+An empty graph renders as the header plus ``(empty)``.
+"""
+
+from __future__ import annotations
+
+GAP = 3  # spaces between neighbouring boxes in a row
+
+DOT_V, DOT_H = "┆", "┄"
+
+# Routing-line character from which sides a cell connects: (up, down, left, right).
+_JUNCTION = {
+    (True, True, False, False): "│",
+    (False, False, True, True): "─",
+    (True, False, False, True): "└",
+    (True, False, True, False): "┘",
+    (True, False, True, True): "┴",
+    (False, True, False, True): "┌",
+    (False, True, True, False): "┐",
+    (False, True, True, True): "┬",
+    (True, True, False, True): "├",
+    (True, True, True, False): "┤",
+    (True, True, True, True): "┼",
+}
+
+
+def render(header: str, stages: list[list[int]], boxes: list[str],
+           edges: list[tuple[int, int, str | None]],
+           stage_notes: list[str] | None = None) -> str:
+    """Draw the graph; see the module docstring for the conventions."""
+    if not boxes:
+        return f"{header}\n(empty)"
+    return _Picture(stages, boxes, edges, stage_notes).draw(header)
+
+
+def box_width(text: str) -> int:
+    """Odd total width of the box around ``text`` (borders and padding)."""
+    width = len(text) + 4
+    return width if width % 2 else width + 1
+
+
+class _Star:
+    """Edges of one band drawn on one stretch of the routing line."""
+
+    def __init__(self, kind: str, edges: list[tuple[int, int]]):
+        self.kind = kind  # "merge" (n -> 1) or "split" (1 -> n, n >= 2)
+        self.edges = edges
+
+
+class _Item:
+    """Something crossing a label line at ``col``: a vertical, maybe a label."""
+
+    def __init__(self, col: int, text: str, data: bool, edges):
+        self.col, self.text, self.data, self.edges = col, text, data, edges
+        self.line = None  # index of the label line holding the text
+        self.start = 0
+
+
+class _Canvas:
+    """Lines of sparse characters; rendered with trailing spaces stripped."""
+
+    def __init__(self):
+        self.lines: list[dict[int, str]] = []
+
+    def add_line(self) -> int:
+        self.lines.append({})
+        return len(self.lines) - 1
+
+    def put(self, y: int, x: int, text: str) -> None:
+        for k, ch in enumerate(text):
+            self.lines[y][x + k] = ch
+
+    def text(self) -> str:
+        out = []
+        for cells in self.lines:
+            row = [" "] * (max(cells) + 1 if cells else 0)
+            for x, ch in cells.items():
+                row[x] = ch
+            out.append("".join(row).rstrip())
+        return "\n".join(out)
+
+
+class _Picture:
+    def __init__(self, stages, boxes, edges, stage_notes):
+        self.stages = [list(row) for row in stages]
+        self.boxes = list(boxes)
+        n = len(self.boxes)
+        self.stage_of: dict[int, int] = {}
+        self.pos: dict[int, int] = {}
+        for s, row in enumerate(self.stages):
+            for k, i in enumerate(row):
+                if not 0 <= i < n or i in self.stage_of:
+                    raise ValueError(f"node {i} is out of range or in two stages")
+                self.stage_of[i], self.pos[i] = s, k
+        if len(self.stage_of) != n:
+            raise ValueError("every node must be in exactly one stage")
+        self.labels: dict[tuple[int, int], list[str]] = {}  # [] = ordering only
+        for src, dst, label in edges:
+            if self.stage_of[src] >= self.stage_of[dst]:
+                raise ValueError(f"edge {src}->{dst} does not go to a later stage")
+            labels = self.labels.setdefault((src, dst), [])
+            if label is not None and label not in labels:
+                labels.append(label)
+        notes = list(stage_notes or [])
+        notes += [None] * (len(self.stages) - len(notes))
+        self.row_labels = [f"stage {s}" + (f" {note}" if note else "")
+                           for s, note in enumerate(notes[:len(self.stages)])]
+        self.notes: dict[int, set[int]] = {}  # consumer -> producers of noted edges
+        self.width = {i: box_width(t) for i, t in enumerate(self.boxes)}
+        self.left: dict[int, int] = {}
+        self._plan_bands()
+        self._layout()
+        self.band_items = [self._label_items(b) for b in range(len(self.bands))]
+
+    # -- helpers --------------------------------------------------------------
+
+    def center(self, i: int) -> int:
+        return self.left[i] + self.width[i] // 2
+
+    def is_data(self, edge) -> bool:
+        return bool(self.labels[edge])
+
+    def note(self, edge) -> None:
+        self.notes.setdefault(edge[1], set()).add(edge[0])
+
+    def order_key(self, i: int):
+        return self.stage_of[i], self.pos[i]
+
+    # -- planning: which edges are drawn, as which star -----------------------
+
+    def _plan_bands(self) -> None:
+        nbands = max(len(self.stages) - 1, 0)
+        band_edges: list[list[tuple[int, int]]] = [[] for _ in range(nbands)]
+        for src, dst in self.labels:
+            if self.stage_of[dst] == self.stage_of[src] + 1:
+                band_edges[self.stage_of[src]].append((src, dst))
+            else:
+                self.note((src, dst))  # skips a stage
+        self.bands = [self._stars(es) for es in band_edges]
+
+    def _stars(self, edges) -> list[_Star]:
+        def degrees(es):
+            out, inn = {}, {}
+            for s, d in es:
+                out[s] = out.get(s, 0) + 1
+                inn[d] = inn.get(d, 0) + 1
+            return out, inn
+
+        # An edge from a fanning-out node into a merging node belongs to no
+        # star; removing all of those leaves only stars (a path p-c-p'-c'
+        # would need such an edge in the middle).
+        out, inn = degrees(edges)
+        kept = []
+        for e in edges:
+            if out[e[0]] > 1 and inn[e[1]] > 1:
+                self.note(e)
+            else:
+                kept.append(e)
+        out, _ = degrees(kept)
+        splits: dict[int, list] = {}
+        merges: dict[int, list] = {}
+        for s, d in kept:
+            if out[s] > 1:
+                splits.setdefault(s, []).append((s, d))
+            else:
+                merges.setdefault(d, []).append((s, d))
+        key = lambda e: (self.pos[e[0]], self.pos[e[1]])  # noqa: E731
+        return ([_Star("split", sorted(es, key=key)) for es in splits.values()]
+                + [_Star("merge", sorted(es, key=key)) for es in merges.values()])
+
+    # -- layout: left column of every box -------------------------------------
+
+    def _layout(self) -> None:
+        self.margin = max(len(t) for t in self.row_labels) + 2
+        for r, row in enumerate(self.stages):
+            want = self._wanted_lefts(r - 1) if r else {}
+            x_min = None  # no floor yet: a split may want to start left of it
+            for i in row:
+                x = want.get(i, self.margin)  # unconnected boxes are packed
+                self.left[i] = x if x_min is None else max(x, x_min)
+                x_min = self.left[i] + self.width[i] + GAP
+        # Translate the whole picture right so nothing sits in the stage
+        # column; clamping instead would make splits lopsided.
+        shift = self.margin - min(self.left.values())
+        for i in self.left:
+            self.left[i] += max(shift, 0)
+        for band in range(len(self.bands)):
+            self._drop_crossings(band)
+
+    def _wanted_lefts(self, band: int) -> dict[int, int]:
+        want = {}
+        for star in self.bands[band]:
+            if star.kind == "merge":
+                cols = [self.center(p) for p, _ in star.edges]
+                dst = star.edges[0][1]
+                want[dst] = (min(cols) + max(cols)) // 2 - self.width[dst] // 2
+            else:  # children packed as a group centered under the producer
+                kids = [d for _, d in star.edges]
+                total = sum(self.width[k] for k in kids) + GAP * (len(kids) - 1)
+                x = self.center(star.edges[0][0]) - total // 2
+                for k in kids:
+                    want[k] = x
+                    x += self.width[k] + GAP
+        return want
+
+    def span(self, star: _Star) -> tuple[int, int]:
+        cols = [self.center(i) for e in star.edges for i in e]
+        return min(cols), max(cols)
+
+    def _drop_crossings(self, band: int) -> None:
+        # Stars share one routing line, so their stretches must not overlap
+        # (nor touch); an overlapping star becomes notes.
+        kept, spans = [], []
+        for star in sorted(self.bands[band], key=self.span):
+            lo, hi = self.span(star)
+            if any(lo <= h + 1 and l <= hi + 1 for l, h in spans):
+                for e in star.edges:
+                    self.note(e)
+            else:
+                kept.append(star)
+                spans.append((lo, hi))
+        self.bands[band] = kept
+
+    # -- labels ---------------------------------------------------------------
+
+    def _label_items(self, band: int):
+        """Items on the producer-side and consumer-side label lines."""
+        above, below = [], []
+        for star in self.bands[band]:
+            texts = [",".join(self.labels[e]) for e in star.edges]
+            if star.kind == "merge":
+                for e, t in zip(star.edges, texts):
+                    above.append(_Item(self.center(e[0]), t, self.is_data(e), [e]))
+                below.append(_Item(self.center(star.edges[0][1]), "",
+                                   any(map(self.is_data, star.edges)), []))
+            else:
+                shared = len(set(texts)) == 1
+                above.append(_Item(self.center(star.edges[0][0]),
+                                   texts[0] if shared else "",
+                                   any(map(self.is_data, star.edges)),
+                                   star.edges if shared else []))
+                for e, t in zip(star.edges, texts):
+                    below.append(_Item(self.center(e[1]), "" if shared else t,
+                                       self.is_data(e), [e]))
+        return above, self._place_labels(above), below, self._place_labels(below)
+
+    def _place_labels(self, items: list[_Item]) -> int:
+        """Give each labelled item a line and start column; return line count."""
+        lines: list[list[tuple[int, int]]] = []  # per line: occupied [a, b]
+        cols = [it.col for it in items]
+        for it in sorted(items, key=lambda it: it.col):
+            if not it.text:
+                continue
+            n = len(it.text)
+            # Starts that keep the text clear of every other vertical, most
+            # centered first.
+            starts = sorted(range(it.col - n + 1, it.col + 1),
+                            key=lambda s: abs(s - (it.col - (n - 1) // 2)))
+            starts = [s for s in starts if s >= 0 and not any(
+                c != it.col and s - 1 <= c <= s + n for c in cols)]
+            if not starts:  # no room at all: the line is drawn bare, with a note
+                for e in it.edges:
+                    self.note(e)
+                it.text = ""
+                continue
+            s = starts[0]
+            for k, used in enumerate(lines):
+                if all(s + n < a or b < s - 1 for a, b in used):
+                    break
+            else:
+                k = len(lines)
+                lines.append([])
+            lines[k].append((s, s + n - 1))
+            it.line, it.start = k, s
+        return len(lines)
+
+    # -- drawing --------------------------------------------------------------
+
+    def draw(self, header: str) -> str:
+        cv = _Canvas()
+        cv.put(cv.add_line(), 0, header)
+        drawn = {e for band in self.bands for star in band for e in star.edges}
+        has_in = {d for _, d in drawn}
+        out_data: dict[int, bool] = {}
+        for e in drawn:
+            out_data[e[0]] = out_data.get(e[0], False) or self.is_data(e)
+        for r, row in enumerate(self.stages):
+            self._draw_row(cv, r, row, has_in, out_data)
+            if r < len(self.bands):
+                self._draw_band(cv, r)
+        return cv.text()
+
+    def _draw_row(self, cv, r, row, has_in, out_data) -> None:
+        notes = [self._note_text(i) for i in row if i in self.notes]
+        ys = [cv.add_line() for _ in range(max(3 if row else 1, 1 + len(notes)))]
+        cv.put(ys[0], 0, self.row_labels[r])
+        for i in row:
+            x, w, c = self.left[i], self.width[i], self.center(i)
+            cv.put(ys[0], x, "┌" + "─" * (w - 2) + "┐")
+            cv.put(ys[1], x, "│ " + self.boxes[i].ljust(w - 4) + " │")
+            cv.put(ys[2], x, "└" + "─" * (w - 2) + "┘")
+            if i in has_in:
+                cv.put(ys[0], c, "┴")
+            if i in out_data:
+                cv.put(ys[2], c, "┬")
+                for y in ys[3:]:  # extra note lines: the edge keeps going down
+                    cv.put(y, c, "│" if out_data[i] else DOT_V)
+        if notes:
+            x = max(self.left[i] + self.width[i] for i in row) + GAP
+            for y, text in zip(ys[1:], notes):
+                cv.put(y, x, text)
+
+    def _draw_band(self, cv, band: int) -> None:
+        above, n_above, below, n_below = self.band_items[band]
+        if not self.bands[band]:
+            return  # nothing drawn between these rows: stack them directly
+        self._draw_label_lines(cv, above, max(n_above, 1))
+        y = cv.add_line()
+        for star in self.bands[band]:
+            ups = {self.center(s) for s, _ in star.edges}
+            downs = {self.center(d) for _, d in star.edges}
+            lo, hi = self.span(star)
+            for x in range(lo, hi + 1):
+                ch = _JUNCTION[(x in ups, x in downs, x > lo, x < hi)]
+                solid = any(self.is_data(e) and min(map(self.center, e)) <= x
+                            <= max(map(self.center, e)) for e in star.edges)
+                if not solid:
+                    ch = {"─": DOT_H, "│": DOT_V}.get(ch, ch)
+                cv.put(y, x, ch)
+        self._draw_label_lines(cv, below, n_below)
+
+    @staticmethod
+    def _draw_label_lines(cv, items, count) -> None:
+        for k in range(count):
+            y = cv.add_line()
+            for it in items:
+                if it.text and it.line == k:
+                    cv.put(y, it.start, it.text)
+                else:
+                    cv.put(y, it.col, "│" if it.data else DOT_V)
+
+    def _note_text(self, dst: int) -> str:
+        parts = []
+        for src in sorted(self.notes[dst], key=self.order_key):
+            labels = self.labels[(src, dst)]
+            parts.append(f"{','.join(labels)} from {self._name(src)}" if labels
+                         else f"after {self._name(src)}")
+        return f"{self._name(dst)} ◀ " + ", ".join(parts)
+
+    def _name(self, i: int) -> str:
+        text = self.boxes[i]
+        return text if self.boxes.count(text) == 1 else f"{text}#{i}"

@@ -1,0 +1,122 @@
+"""Stages from memory hazards, computed incrementally as nodes are recorded.
+
+A node's stage is one past the latest stage of any earlier node it conflicts
+with (read-after-write, write-after-read, write-after-write on overlapping
+memory); 0 if none. Nodes in one stage may run side by side.
+
+For every view of an allocation that some node touched, an *entry* keeps its
+last writer and the readers since that write. A new access only consults the
+entries of its own allocation that overlap it, so staging costs
+O(accesses x views per allocation), not O(nodes^2). Keeping only the last
+writer is enough: every earlier writer of the entry conflicts with it and so
+sits in an earlier stage.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from eagle._memory import extent_of
+
+
+@dataclass
+class _Entry:
+    extent: object
+    last_writer: int | None = None
+    writer_name: str | None = None
+    readers: list = field(default_factory=list)
+
+
+@dataclass
+class Dependency:
+    """``dst`` must run after ``src``. ``label`` is the array name carried (RAW), else None."""
+
+    src: int
+    dst: int
+    label: str | None
+
+
+class GroupConflict(ValueError):
+    pass
+
+
+class Stager:
+    """Incremental staging state of one graph."""
+
+    def __init__(self):
+        self._buckets: dict = {}   # allocation -> {view key: _Entry}
+        self.stage_of: list[int] = []
+        self.edges: list[Dependency] = []
+
+    @property
+    def n_stages(self) -> int:
+        return max(self.stage_of, default=-1) + 1
+
+    def _overlapping(self, ext):
+        views = self._buckets.get(ext.bucket)
+        if not views:
+            return
+        for entry in views.values():
+            if entry.extent.overlaps(ext):
+                yield entry
+
+    def _dependencies(self, index, accesses):
+        """Earlier nodes that ``accesses`` (list of (name, extent, is_write)) must follow."""
+        deps = {}  # (src, label) -> Dependency, in discovery order
+        for name, ext, is_write in accesses:
+            for entry in self._overlapping(ext):
+                if entry.last_writer is not None:
+                    # RAW carries data; WAW only orders
+                    label = None if is_write else entry.writer_name
+                    deps.setdefault((entry.last_writer, label), Dependency(entry.last_writer, index, label))
+                if is_write:
+                    for r in entry.readers:
+                        deps.setdefault((r, None), Dependency(r, index, None))
+        # an ordering edge is redundant beside a data edge from the same node
+        data_srcs = {d.src for d in deps.values() if d.label is not None}
+        return [d for d in deps.values() if d.label is not None or d.src not in data_srcs]
+
+    def _record(self, index, accesses):
+        for name, ext, is_write in accesses:
+            if ext.empty:
+                continue
+            views = self._buckets.setdefault(ext.bucket, {})
+            key = ext.key()
+            own = views.get(key)
+            if own is None:
+                own = views[key] = _Entry(ext)
+            if is_write:
+                # the view is now last written by this node; overlapping views
+                # learn of the write too, so later readers of them depend on it
+                for entry in self._overlapping(ext):
+                    entry.last_writer, entry.writer_name, entry.readers = index, name, []
+            else:
+                own.readers.append(index)
+
+    @staticmethod
+    def accesses(node):
+        return [(name, extent_of(a), is_write) for name, a, is_write in node.arrays()]
+
+    def check_group(self, names, access_lists):
+        """Reject a group whose members conflict, naming both nodes and the array."""
+        for i in range(len(access_lists)):
+            for j in range(i + 1, len(access_lists)):
+                for name_i, ext_i, w_i in access_lists[i]:
+                    for name_j, ext_j, w_j in access_lists[j]:
+                        if (w_i or w_j) and ext_i.overlaps(ext_j):
+                            what = ("both write" if w_i and w_j else
+                                    f"{names[i] if w_i else names[j]!r} writes what "
+                                    f"{names[j] if w_i else names[i]!r} reads")
+                            raise GroupConflict(
+                                f"group members {names[i]!r} and {names[j]!r} conflict on the "
+                                f"array {name_i!r} of {names[i]!r} / {name_j!r} of {names[j]!r} "
+                                f"({what}); a group must hold independent nodes")
+
+    def add(self, first_index, access_lists):
+        """Stage nodes ``first_index ...``; several nodes form a group sharing one stage."""
+        deps = [self._dependencies(first_index + k, acc) for k, acc in enumerate(access_lists)]
+        stage = max((self.stage_of[d.src] + 1 for ds in deps for d in ds), default=0)
+        for k, acc in enumerate(access_lists):
+            self.stage_of.append(stage)
+            self.edges.extend(deps[k])
+            self._record(first_index + k, acc)
+        return stage

@@ -1,0 +1,369 @@
+"""Recording: ``eagle.Graph`` and the node constructors.
+
+    g = eagle.Graph()
+    g.add_group([opaque(run_l, reads={"x": x}, writes={"a": left}),
+                 opaque(run_r, reads={"x": x}, writes={"b": right})], names=["l", "r"])
+    g.add_node(opaque(run_join, reads={"a": left, "b": right}, writes={"out": out}), name="join")
+    g.build()
+    g.launch(3)
+
+Recording runs nothing. Each node is staged as it is recorded (see
+``eagle._staging``), so ``print(g)`` shows the stages at any time.
+
+Rules a user can rely on:
+
+* Recording after ``build()`` is allowed and un-builds the graph: the picture
+  says ``(not built)`` again and ``launch`` raises ``NotBuiltError`` until
+  ``build()`` is called again. Nothing is rebuilt behind your back.
+* Launching one graph from two threads at once is serialized: the second call
+  waits for the first. Recording into a graph while another thread launches it
+  waits too. A node that launches or records into its own graph gets a
+  ``RuntimeError`` (it would deadlock).
+* Every bad input raises before anything changes.
+"""
+from __future__ import annotations
+
+import operator
+import threading
+from dataclasses import dataclass
+
+from eagle._memory import leading_length
+from eagle._nodes import NativeNode, Node, OpaqueNode, native, opaque
+from eagle._picture import render
+from eagle._staging import GroupConflict, Stager
+
+__all__ = ["Graph", "Node", "opaque", "native", "NotBuiltError", "GroupConflict", "Plan"]
+
+
+class NotBuiltError(RuntimeError):
+    """launch() on a graph that was never built or was recorded into since build()."""
+
+
+def _plural(n, word):
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _count(n, what):
+    if isinstance(n, bool):
+        raise TypeError(f"{what} needs an integer count, got a bool")
+    try:
+        n = operator.index(n)
+    except TypeError:
+        raise TypeError(f"{what} needs an integer count, got {type(n).__name__}") from None
+    if n < 0:
+        raise ValueError(f"{what} needs a count >= 0, got {n}")
+    return n
+
+
+@dataclass
+class StagePlan:
+    stage: int
+    nodes: list
+    policy: str       # how the team was to be chosen: auto, serial, parallel
+    team: int         # threads that run the stage at the current logical size
+    cost_ns: float | None
+
+
+@dataclass
+class Plan:
+    """How a built graph runs: per stage, the team chosen and why. ``print`` it."""
+
+    backend: str
+    num_threads: int
+    logical_size: int
+    capacity: int
+    threshold_ns: float
+    stages: list
+
+    def __str__(self):
+        lines = [f"eagle plan · backend: {self.backend} · {_plural(self.num_threads, 'thread')} · "
+                 f"logical size {self.logical_size} of {self.capacity} · "
+                 f"stages under {self.threshold_ns / 1e3:.1f} µs run on one thread"]
+        for sp in self.stages:
+            cost = "cost not measured yet" if sp.cost_ns is None else f"{sp.cost_ns / 1e3:.2f} µs"
+            lines.append(f"stage {sp.stage}  team {sp.team:<3} ({sp.policy:8}) {cost:>24}   "
+                         + " ".join(sp.nodes))
+        return "\n".join(lines)
+
+
+class Graph:
+    """A recorded compute step: nodes staged by the memory they read and write.
+
+    Record with ``add_node``/``add_group``, then ``build()`` once, ``launch(n)``
+    many times, and ``set_logical_size(n)`` to change how many samples the
+    native nodes process, without re-recording.
+    """
+
+    def __init__(self):
+        self._nodes: list[Node] = []
+        self._names: list[str] = []
+        self._name_set: set[str] = set()
+        self._group_of: list[int | None] = []
+        self._n_groups = 0
+        self._stager = Stager()
+        self._family: str | None = None
+        self._backend = None
+        self._build_options: dict = {}
+        self._logical_size: int | None = None   # None: follow the capacity
+        self._lock = threading.Lock()
+        self._holder: int | None = None
+        self._ever_built = False
+
+    # ---- recording ------------------------------------------------------
+
+    def add_node(self, node: Node, name: str | None = None) -> None:
+        """Record one node. ``name`` defaults to the function's or kernel's name."""
+        self._add([node], [name], group=False)
+
+    def add_group(self, nodes, names=None) -> None:
+        """Record nodes that are independent of each other and share one stage.
+
+        A group whose members conflict (one writes memory another reads or
+        writes) is rejected, naming both nodes and the array.
+        """
+        nodes = list(nodes)
+        if not nodes:
+            raise ValueError("add_group() needs at least one node")
+        if names is None:
+            names = [None] * len(nodes)
+        else:
+            names = list(names)
+            if len(names) != len(nodes):
+                raise ValueError(f"add_group() got {len(nodes)} nodes but {len(names)} names")
+        self._add(nodes, names, group=True)
+
+    def _add(self, nodes, names, group):
+        with self._exclusive("record into"):
+            for node in nodes:
+                if not isinstance(node, Node):
+                    raise TypeError(
+                        "a graph records nodes made by eagle.graph.opaque(fn, reads=..., writes=...) "
+                        f"or eagle.graph.native(kernel, ...), got {type(node).__name__}")
+            families = {n.family for n in nodes if n.family} | ({self._family} if self._family else set())
+            if len(families) > 1:
+                raise TypeError("this graph would mix NumPy and CUDA arrays; a graph runs on one "
+                                "device: NumPy arrays build for the cpu backend, CuPy arrays for cuda")
+            final = self._assign_names(nodes, names)
+            accesses = [Stager.accesses(n) for n in nodes]
+            if group:
+                self._stager.check_group(final, accesses)
+            # validated: from here on nothing can fail
+            first = len(self._nodes)
+            self._stager.add(first, accesses)
+            group_id = None
+            if group:
+                group_id = self._n_groups
+                self._n_groups += 1
+            for node, name in zip(nodes, final):
+                self._nodes.append(node)
+                self._names.append(name)
+                self._name_set.add(name)
+                self._group_of.append(group_id)
+            self._family = families.pop() if families else None
+            self._backend = None
+
+    def _assign_names(self, nodes, names):
+        taken = set(self._name_set)
+        final = []
+        for node, name in zip(nodes, names):
+            if name is None:
+                base = node.default_name()
+                name, k = base, 2
+                while name in taken:
+                    name, k = f"{base}_{k}", k + 1
+            elif not isinstance(name, str) or not name or any(c in name for c in "\n\r\t"):
+                raise TypeError(f"a node name must be a non-empty one-line string, got {name!r}")
+            elif name in taken:
+                raise ValueError(f"the graph already has a node named {name!r}; node names are unique")
+            taken.add(name)
+            final.append(name)
+        return final
+
+    # ---- what was recorded -------------------------------------------------
+
+    @property
+    def nodes(self) -> list[str]:
+        """Node names in recording order."""
+        return list(self._names)
+
+    @property
+    def stages(self) -> list[list[str]]:
+        """Node names per stage, in recording order within a stage."""
+        return [[self._names[i] for i in idx] for idx in self._stage_indexes()]
+
+    def stage_of(self, name: str) -> int:
+        return self._stager.stage_of[self._names.index(name)]
+
+    def _stage_indexes(self):
+        rows = [[] for _ in range(self._stager.n_stages)]
+        for i, s in enumerate(self._stager.stage_of):
+            rows[s].append(i)
+        return rows
+
+    @property
+    def dependencies(self) -> list[tuple[str, str, str | None]]:
+        """(before, after, array name or None for an ordering-only hazard)."""
+        return [(self._names[d.src], self._names[d.dst], d.label) for d in self._stager.edges]
+
+    @property
+    def backend(self) -> str | None:
+        """'cpu' or 'cuda' once built, else None."""
+        return self._backend.name if self._backend is not None else None
+
+    @property
+    def capacity(self) -> int:
+        """The largest logical size the arrays can hold: the shortest axis 0 among
+        the arrays of sized (native) nodes, or of all arrays if there are none."""
+        sized = [n for n in self._nodes if n.sized]
+        lengths = [leading_length(a) for n in (sized or self._nodes) for _, a, _ in n.arrays()]
+        lengths = [m for m in lengths if m is not None]
+        return min(lengths) if lengths else 0
+
+    @property
+    def logical_size(self) -> int:
+        """How many samples the sized nodes process on each replay."""
+        return self.capacity if self._logical_size is None else self._logical_size
+
+    @logical_size.setter
+    def logical_size(self, n):
+        self.set_logical_size(n)
+
+    # ---- build, launch, retune ------------------------------------------------
+
+    def build(self, *, teams="auto") -> "Graph":
+        """Make the recording launchable on the backend its arrays call for.
+
+        NumPy arrays build for ``cpu``, CuPy (``__cuda_array_interface__``)
+        arrays for ``cuda``. ``teams`` sets how each CPU stage's work is
+        shared: ``"auto"`` (a stage runs on the whole team only when its
+        measured cost pays for a barrier), ``"serial"``, ``"parallel"``, or a
+        list with one of these per stage. Returns the graph.
+        """
+        with self._exclusive("build"):
+            n_stages = self._stager.n_stages
+            if isinstance(teams, str):
+                policies = [teams] * n_stages
+            else:
+                policies = list(teams)
+                if len(policies) != n_stages:
+                    raise ValueError(f"teams= needs one policy per stage ({n_stages}), got {len(policies)}")
+            bad = [p for p in policies if p not in ("auto", "serial", "parallel")]
+            if bad:
+                raise ValueError(f"a team policy is 'auto', 'serial' or 'parallel', got {bad[0]!r}")
+            if self._logical_size is not None and self._logical_size > self.capacity:
+                raise ValueError(f"logical size {self._logical_size} exceeds the capacity {self.capacity} "
+                                 "of the arrays recorded since; call set_logical_size() first")
+            if self._family == "cuda":
+                try:
+                    from eagle._backend_cuda import CudaBackend
+                except ImportError as e:
+                    raise NotImplementedError(
+                        "this graph holds CUDA arrays, and this eagle was built without the cuda "
+                        f"backend ({e}); use NumPy arrays for the cpu backend") from e
+                self._backend = CudaBackend(self, policies)
+            else:
+                from eagle._backend_cpu import CpuBackend
+                self._backend = CpuBackend(self, policies)
+            self._ever_built = True
+        return self
+
+    def launch(self, n: int = 1) -> None:
+        """Replay the built graph ``n`` times.
+
+        If a node raises, the replay stops there and the exception reaches you
+        with a note naming the node, its stage and the replay; the graph stays
+        usable. Ctrl-C stops a long launch at the next replay.
+        """
+        n = _count(n, "launch()")
+        with self._exclusive("launch"):
+            if self._backend is None:
+                raise NotBuiltError(
+                    "the graph was recorded into since build(); call g.build() again"
+                    if self._ever_built else "launch() needs a built graph: call g.build() first")
+            try:
+                self._backend.launch(n)
+            except BaseException as e:
+                self._note_failure(e, n)
+                raise
+
+    def _note_failure(self, exc, n):
+        where = getattr(self._backend, "last_failure", None)
+        if where is None:
+            return
+        node, replay = where
+        if node is None or node < 0:
+            note = f"eagle: launch({n}) interrupted in replay {replay}"
+        else:
+            note = (f"eagle: raised by node {self._names[node]!r} (stage {self._stager.stage_of[node]}) "
+                    f"in replay {replay} of launch({n})")
+        if hasattr(exc, "add_note"):
+            exc.add_note(note)
+        else:  # Python 3.10
+            exc.__notes__ = getattr(exc, "__notes__", []) + [note]
+
+    def set_logical_size(self, n: int) -> None:
+        """Process samples [0, n) on the next replays: 0 <= n <= capacity. No rebuild."""
+        if isinstance(n, bool):
+            raise TypeError("set_logical_size() needs an integer, got a bool")
+        try:
+            n = operator.index(n)
+        except TypeError:
+            raise TypeError(f"set_logical_size() needs an integer, got {type(n).__name__}") from None
+        cap = self.capacity
+        if not 0 <= n <= cap:
+            raise ValueError(f"logical size must be in 0..{cap} (the capacity of the arrays), got {n}")
+        with self._exclusive("retune"):
+            if self._backend is not None:
+                self._backend.set_logical_size(n)
+            self._logical_size = n
+
+    def plan(self) -> Plan:
+        """How the built graph runs: per stage, the team chosen and the cost it was chosen from."""
+        if self._backend is None:
+            raise NotBuiltError("plan() needs a built graph: call g.build() first")
+        return self._backend.plan()
+
+    # ---- thread-safety ---------------------------------------------------------
+
+    def _exclusive(self, what):
+        me = threading.get_ident()
+        if self._holder == me:
+            raise RuntimeError(f"cannot {what} this graph from inside its own launch (a node of the "
+                               "graph called back into it)")
+        return _Held(self, me)
+
+    # ---- the picture ------------------------------------------------------------
+
+    def _header(self):
+        backend = self.backend or "(not built)"
+        text = (f"eagle.Graph {_plural(len(self._nodes), 'node')} · "
+                f"{_plural(self._n_groups, 'group')} · backend: {backend}")
+        if any(n.sized for n in self._nodes):
+            text += f" · logical size {self.logical_size} of {self.capacity}"
+        return text
+
+    def __str__(self):
+        boxes = [f"{n.box[0]}{name}{n.box[1]}" for n, name in zip(self._nodes, self._names)]
+        edges = [(d.src, d.dst, d.label) for d in self._stager.edges]
+        notes = self._backend.stage_notes() if self._backend is not None else None
+        return render(self._header(), self._stage_indexes(), boxes, edges, notes)
+
+    def __repr__(self):
+        return f"<{self._header()}>"
+
+
+class _Held:
+    """The graph's lock, held by one thread at a time; blocking, so launches serialize."""
+
+    __slots__ = ("g", "me")
+
+    def __init__(self, g, me):
+        self.g, self.me = g, me
+
+    def __enter__(self):
+        self.g._lock.acquire()
+        self.g._holder = self.me
+
+    def __exit__(self, *exc):
+        self.g._holder = None
+        self.g._lock.release()

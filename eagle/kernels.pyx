@@ -1,0 +1,99 @@
+"""eagle's own native kernels, written against the public kernel API (eagle/native.pxd).
+
+Each works on 1-d float64 arrays, one sample per element, and is used as
+``eagle.graph.native(eagle.kernels.axpy(2.0), reads={"x": x}, writes={"y": y})``.
+The arrays are taken in declaration order: reads first, then writes.
+"""
+from libc.stdint cimport int64_t
+
+from eagle.native cimport Kernel, kernel_t, wrap_kernel
+
+
+cdef class _Scalar:
+    """A double that lives as long as the kernel using it (the kernel's user_data)."""
+    cdef double value
+
+    def __cinit__(self, double value):
+        self.value = value
+
+
+cdef inline double *at(char **data, const int64_t *strides, int k, int64_t i) noexcept nogil:
+    return <double *>(data[k] + i * strides[k])
+
+
+cdef void _fill(int64_t start, int64_t stop, char **data, const int64_t *strides,
+                void *user_data) noexcept nogil:
+    cdef double v = (<double *>user_data)[0]
+    cdef int64_t i
+    for i in range(start, stop):
+        at(data, strides, 0, i)[0] = v
+
+
+cdef void _copy(int64_t start, int64_t stop, char **data, const int64_t *strides,
+                void *user_data) noexcept nogil:
+    cdef int64_t i
+    for i in range(start, stop):
+        at(data, strides, 1, i)[0] = at(data, strides, 0, i)[0]
+
+
+cdef void _scale(int64_t start, int64_t stop, char **data, const int64_t *strides,
+                 void *user_data) noexcept nogil:
+    cdef double a = (<double *>user_data)[0]
+    cdef int64_t i
+    for i in range(start, stop):
+        at(data, strides, 1, i)[0] = a * at(data, strides, 0, i)[0]
+
+
+cdef void _axpy(int64_t start, int64_t stop, char **data, const int64_t *strides,
+                void *user_data) noexcept nogil:
+    cdef double a = (<double *>user_data)[0]
+    cdef int64_t i
+    for i in range(start, stop):
+        at(data, strides, 1, i)[0] += a * at(data, strides, 0, i)[0]
+
+
+cdef void _add(int64_t start, int64_t stop, char **data, const int64_t *strides,
+               void *user_data) noexcept nogil:
+    cdef int64_t i
+    for i in range(start, stop):
+        at(data, strides, 2, i)[0] = at(data, strides, 0, i)[0] + at(data, strides, 1, i)[0]
+
+
+cdef void _nothing(int64_t start, int64_t stop, char **data, const int64_t *strides,
+                   void *user_data) noexcept nogil:
+    pass
+
+
+cdef Kernel _with_scalar(kernel_t fn, str name, double value, int n_reads, int n_writes):
+    s = _Scalar(value)
+    return wrap_kernel(fn, name, &(<_Scalar>s).value, s, n_reads, n_writes, "float64")
+
+
+def fill(double value):
+    """out[i] = value. Arrays: writes={out}."""
+    return _with_scalar(_fill, "fill", value, 0, 1)
+
+
+def copy():
+    """out[i] = x[i]. Arrays: reads={x}, writes={out}."""
+    return wrap_kernel(_copy, "copy", NULL, None, 1, 1, "float64")
+
+
+def scale(double alpha):
+    """out[i] = alpha * x[i]. Arrays: reads={x}, writes={out}."""
+    return _with_scalar(_scale, "scale", alpha, 1, 1)
+
+
+def axpy(double alpha):
+    """y[i] += alpha * x[i]. Arrays: reads={x}, writes={y} (y is read and written)."""
+    return _with_scalar(_axpy, "axpy", alpha, 1, 1)
+
+
+def add():
+    """out[i] = a[i] + b[i]. Arrays: reads={a, b}, writes={out}."""
+    return wrap_kernel(_add, "add", NULL, None, 2, 1, "float64")
+
+
+def nothing():
+    """Does nothing: a kernel to measure eagle's own per-node cost. Any arrays."""
+    return wrap_kernel(_nothing, "nothing", NULL, None, None, None, None)

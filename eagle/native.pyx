@@ -1,0 +1,141 @@
+"""Native kernels: nogil C functions a node runs over samples [start, stop).
+
+``Kernel`` is to eagle what scipy's ``LowLevelCallable`` is to scipy: one object
+that accepts a kernel however it was made and checks its signature:
+
+* a Cython ``cdef void f(int64_t, int64_t, char **, const int64_t *, void *) noexcept nogil``,
+  through ``eagle.native.wrap_kernel`` (cimport it from ``eagle/native.pxd``),
+* a ``PyCapsule`` named with the C signature (``eagle.native.SIGNATURE``),
+* a ctypes function pointer with that signature (``eagle.native.CTYPES_KERNEL``),
+* a cffi function pointer of the C type ``void(*)(int64_t, int64_t, char **, const int64_t *, void *)``,
+* a numba ``cfunc`` with signature ``void(int64, int64, CPointer(voidptr), CPointer(int64), voidptr)``.
+"""
+import ctypes
+
+from cpython.pycapsule cimport PyCapsule_GetName, PyCapsule_GetPointer, PyCapsule_IsValid, PyCapsule_CheckExact
+from libc.stdint cimport uintptr_t
+
+#: the C signature of a kernel; a PyCapsule must carry exactly this name
+SIGNATURE = "void (int64_t, int64_t, char **, const int64_t *, void *)"
+#: the ctypes prototype of a kernel
+CTYPES_KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64,
+                                 ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_int64),
+                                 ctypes.c_void_p)
+_CFFI_TYPES = (
+    "void(*)(int64_t, int64_t, char * *, int64_t *, void *)",
+    "void(*)(int64_t, int64_t, char * *, const int64_t *, void *)",
+)
+_CTYPES_ARGTYPES = {
+    (ctypes.c_int64, ctypes.c_int64, ctypes.POINTER(ctypes.c_char_p),
+     ctypes.POINTER(ctypes.c_int64), ctypes.c_void_p),
+    (ctypes.c_int64, ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p),
+     ctypes.POINTER(ctypes.c_int64), ctypes.c_void_p),
+}
+
+
+cdef class Kernel:
+    """A native kernel eagle can call without the GIL.
+
+    ``Kernel(obj, user_data=None, name=None)`` accepts a PyCapsule, a ctypes or
+    cffi function pointer, a numba ``cfunc`` or another ``Kernel``; a wrong
+    signature raises ``TypeError``. ``user_data`` is an integer address (or a
+    ctypes object, whose address is taken and which is kept alive) handed to
+    every call.
+    """
+
+    def __init__(self, obj, user_data=None, name=None):
+        cdef Kernel other
+        owner = [obj]
+        if isinstance(obj, Kernel):
+            other = <Kernel>obj
+            self.fn, self.user_data, owner = other.fn, other.user_data, [other.owner]
+            self.n_reads, self.n_writes, self.dtype = other.n_reads, other.n_writes, other.dtype
+            name = name or other.name
+        else:
+            address, default_name = _function_address(obj)
+            self.fn = <kernel_t><uintptr_t>address
+            name = name or default_name
+        if user_data is not None:
+            if isinstance(user_data, int):
+                self.user_data = <void *><uintptr_t>user_data
+            elif isinstance(user_data, ctypes._SimpleCData) or isinstance(user_data, ctypes.Structure) \
+                    or isinstance(user_data, ctypes.Array):
+                self.user_data = <void *><uintptr_t>ctypes.addressof(user_data)
+            else:
+                raise TypeError("user_data must be an integer address or a ctypes object, "
+                                f"got {type(user_data).__name__}")
+            owner.append(user_data)
+        self.name = name or "kernel"
+        self.owner = tuple(owner)
+
+    @property
+    def address(self):
+        """The kernel's function address."""
+        return <uintptr_t>self.fn
+
+    @property
+    def user_data_address(self):
+        return <uintptr_t>self.user_data
+
+    def __repr__(self):
+        return f"eagle.native.Kernel({self.name!r} at 0x{<uintptr_t>self.fn:x})"
+
+
+def _function_address(obj):
+    """(address, name) of a kernel function given as a capsule, ctypes, cffi or numba object."""
+    if PyCapsule_CheckExact(obj):
+        name_ptr = PyCapsule_GetName(obj)
+        name = (<bytes>name_ptr).decode() if name_ptr != NULL else None
+        if name != SIGNATURE:
+            raise TypeError(f"a kernel capsule must be named {SIGNATURE!r}, this one is named {name!r}")
+        return <uintptr_t>PyCapsule_GetPointer(obj, name_ptr), "capsule"
+    if hasattr(obj, "address") and hasattr(obj, "ctypes") and hasattr(obj, "native_name"):
+        # numba cfunc: check through its ctypes view
+        address, _ = _function_address(obj.ctypes)
+        return address, getattr(obj, "__name__", "cfunc")
+    if isinstance(obj, ctypes._CFuncPtr):
+        argtypes = tuple(obj.argtypes or ())
+        if argtypes not in _CTYPES_ARGTYPES or obj.restype is not None:
+            raise TypeError(
+                f"a ctypes kernel must have the prototype eagle.native.CTYPES_KERNEL "
+                f"({SIGNATURE}); got argtypes={argtypes}, restype={obj.restype}")
+        return ctypes.cast(obj, ctypes.c_void_p).value, getattr(obj, "__name__", "ctypes")
+    ffi_type = _cffi_type(obj)
+    if ffi_type is not None:
+        ffi, ctype = ffi_type
+        if ffi.getctype(ctype) not in _CFFI_TYPES:
+            raise TypeError(f"a cffi kernel must have the C type "
+                            f"void(*)(int64_t, int64_t, char **, const int64_t *, void *); got {ffi.getctype(ctype)}")
+        return int(ffi.cast("uintptr_t", obj)), "cffi"
+    raise TypeError(
+        f"cannot make an eagle kernel of {type(obj).__name__}: give a PyCapsule named {SIGNATURE!r}, "
+        "a ctypes or cffi function pointer, a numba cfunc, or a Cython function through "
+        "eagle.native.wrap_kernel")
+
+
+def _cffi_type(obj):
+    if type(obj).__module__ != "_cffi_backend":
+        return None
+    import cffi
+    ffi = cffi.FFI()
+    try:
+        ctype = ffi.typeof(obj)
+    except TypeError:
+        return None
+    if ctype.kind != "pointer" or ctype.item.kind != "function":
+        raise TypeError(f"a cffi kernel must be a function pointer, got {ffi.getctype(ctype)}")
+    return ffi, ctype
+
+
+cdef Kernel wrap_kernel(kernel_t fn, str name, void *user_data=NULL, object owner=None,
+                        object n_reads=None, object n_writes=None, object dtype=None):
+    """A Kernel of a Cython function: the way Cython code hands eagle a kernel."""
+    cdef Kernel k = Kernel.__new__(Kernel)
+    k.fn = fn
+    k.user_data = user_data
+    k.name = name
+    k.owner = owner
+    k.n_reads = n_reads
+    k.n_writes = n_writes
+    k.dtype = dtype
+    return k

@@ -1,0 +1,97 @@
+"""Build eagle's compiled parts: the Cython modules in eagle/ and the C layer in csrc/.
+
+OpenMP is used where the compiler supports it; without it the executor is built
+serial and says so (at build time here, and at run time in eagle.show_config()).
+Nothing here needs a CUDA toolkit: the CUDA runtime is opened at run time.
+"""
+import os
+import shutil
+import sys
+import sysconfig
+import tempfile
+
+import numpy as np
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CSRC = os.path.join("csrc")
+PUBLIC_HEADERS = os.path.join(CSRC, "include")
+
+
+def compiler_supports_openmp():
+    """Compile and link a tiny OpenMP program with the compiler Python was built with."""
+    if os.environ.get("EAGLE_DISABLE_OPENMP"):
+        return False
+    from setuptools._distutils.ccompiler import new_compiler
+    from setuptools._distutils.sysconfig import customize_compiler
+
+    cc = new_compiler()
+    customize_compiler(cc)
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "omp_check.c")
+        with open(src, "w") as f:
+            f.write("#include <omp.h>\nint main(void){int n=0;\n#pragma omp parallel\n{n=omp_get_num_threads();}\nreturn n>0?0:1;}\n")
+        try:
+            objs = cc.compile([src], output_dir=tmp, extra_postargs=["-fopenmp"])
+            cc.link_executable(objs, os.path.join(tmp, "omp_check"), extra_postargs=["-fopenmp"])
+        except Exception:
+            return False
+    return True
+
+
+HAVE_OPENMP = compiler_supports_openmp()
+if HAVE_OPENMP:
+    print("eagle: building the CPU executor with OpenMP")
+    omp_compile, omp_link = ["-fopenmp"], ["-fopenmp"]
+else:
+    print("eagle: WARNING: the compiler has no OpenMP; the CPU executor is built serial "
+          "(eagle.show_config() says so)", file=sys.stderr)
+    omp_compile, omp_link = [], []
+
+common = dict(
+    include_dirs=[np.get_include(), CSRC, PUBLIC_HEADERS],
+    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_9_API_VERSION"),
+                   ("EAGLE_HAVE_OPENMP", "1" if HAVE_OPENMP else "0")],
+    extra_compile_args=["-O2", "-std=c11"] if sys.platform != "win32" else [],
+)
+
+
+def ext(name, sources, openmp=False, libraries=()):
+    kw = dict(common)
+    kw["extra_compile_args"] = list(common["extra_compile_args"]) + (omp_compile if openmp else [])
+    kw["extra_link_args"] = omp_link if openmp else []
+    kw["libraries"] = list(libraries)
+    return Extension(name, sources, **kw)
+
+
+EXTENSIONS = [
+    ext("eagle._executor", ["eagle/_executor.pyx", "csrc/executor.c"], openmp=True),
+    ext("eagle.native", ["eagle/native.pyx"]),
+    ext("eagle.kernels", ["eagle/kernels.pyx"]),
+]
+if os.path.exists(os.path.join(HERE, "eagle", "_cuda.pyx")):
+    EXTENSIONS.append(ext("eagle._cuda", ["eagle/_cuda.pyx", "csrc/cuda_shim.c"], libraries=["dl"]))
+
+
+class build_py_with_headers(build_py):
+    """Install csrc/include (the C and C++ faces) as eagle/include, for eagle.get_include()."""
+
+    def run(self):
+        super().run()
+        dst = os.path.join(self.build_lib, "eagle", "include")
+        if os.path.isdir(dst):
+            shutil.rmtree(dst)
+        shutil.copytree(os.path.join(HERE, PUBLIC_HEADERS), dst)
+
+
+setup(
+    ext_modules=cythonize(
+        EXTENSIONS,
+        compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False,
+                             "cdivision": True, "embedsignature": True},
+        compile_time_env={"EAGLE_HAVE_OPENMP": HAVE_OPENMP},
+    ),
+    cmdclass={"build_py": build_py_with_headers},
+)
