@@ -31,7 +31,11 @@ static inline double now_ns(void)
 /* Call an opaque node; the caller holds the GIL. */
 static inline int call_opaque(const eagle_node *node)
 {
-    PyObject *res = PyObject_CallNoArgs(node->callable);
+    /* the callable's vectorcall slot, looked up once at plan time, skips the
+     * generic call protocol's dispatch on every replay */
+    PyObject *res = node->vectorcall != NULL
+        ? node->vectorcall(node->callable, NULL, 0, NULL)
+        : PyObject_CallNoArgs(node->callable);
     if (res == NULL)
         return -1;
     Py_DECREF(res);

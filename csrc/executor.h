@@ -35,6 +35,7 @@ typedef struct eagle_node {
     int kind;
     int split;              /* native: divide [0, logical_size) among the team */
     PyObject *callable;     /* opaque: borrowed */
+    vectorcallfunc vectorcall;  /* opaque: the callable's vectorcall slot, or NULL */
     eagle_kernel kernel;    /* native */
     char **data;
     const int64_t *strides;

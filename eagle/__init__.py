@@ -11,6 +11,7 @@
 """
 import os
 
+from eagle import kernels, native
 from eagle._executor import get_num_threads, have_openmp, set_num_threads
 from eagle.graph import Graph, GroupConflict, NotBuiltError
 

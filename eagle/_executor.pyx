@@ -8,6 +8,10 @@ from libc.stdlib cimport calloc, free
 
 from eagle.native cimport Kernel, kernel_t
 
+cdef extern from "Python.h":
+    ctypedef void *vectorcallfunc
+    vectorcallfunc PyVectorcall_Function(object callable)
+
 cdef extern from "executor.h" nogil:
     enum:
         EAGLE_NODE_OPAQUE
@@ -20,6 +24,7 @@ cdef extern from "executor.h" nogil:
         int kind
         int split
         PyObject *callable
+        vectorcallfunc vectorcall
         kernel_t kernel
         char **data
         const int64_t *strides
@@ -191,6 +196,7 @@ cdef class CpuPlan:
                 if kind == "opaque":
                     node.kind = EAGLE_NODE_OPAQUE
                     node.callable = <PyObject *>work
+                    node.vectorcall = PyVectorcall_Function(work)
                     self.plan.has_opaque = 1
                 else:
                     kern = <Kernel>work
