@@ -57,6 +57,36 @@ static double node_cost(const eagle_node *n, int64_t logical_size)
     return (n->kind == EAGLE_NODE_NATIVE && n->split) ? n->cost_ns * (double)logical_size : n->cost_ns;
 }
 
+/* A stage cheaper than this runs on one thread whatever a barrier costs: a GIL
+ * hand-off and waking the team cost microseconds. */
+#define PARALLEL_MIN_NS 20e3
+/* ... and a stage must cost this many barriers to be worth splitting. */
+#define PARALLEL_MIN_BARRIERS 50
+
+double eagle_parallel_threshold_ns(int n_threads)
+{
+    /* Measured once per team size, and only when a stage is expensive enough
+     * to ask: a measurement starts the OpenMP pool, whose idle threads spin. */
+    static double cache[256];
+    if (n_threads < 2)
+        return PARALLEL_MIN_NS;
+    double *c = n_threads < 256 ? &cache[n_threads] : NULL;
+    if (c && *c > 0)
+        return *c;
+    double best = -1;
+    for (int k = 0; k < 3; ++k) {
+        double b = eagle_barrier_cost_ns(n_threads);
+        if (best < 0 || b < best)
+            best = b;
+    }
+    double t = best * PARALLEL_MIN_BARRIERS;
+    if (t < PARALLEL_MIN_NS)
+        t = PARALLEL_MIN_NS;
+    if (c)
+        *c = t;
+    return t;
+}
+
 void eagle_choose_teams(eagle_plan *plan)
 {
     int parallel_ok = plan->num_threads > 1 && !forked_child && EAGLE_HAVE_OPENMP;
@@ -77,7 +107,8 @@ void eagle_choose_teams(eagle_plan *plan)
         else if (st->policy == EAGLE_TEAM_ALL)
             parallel = 1;
         else  /* auto: only a stage whose known cost pays for a barrier and a hand-off */
-            parallel = cost >= plan->parallel_threshold_ns && (st->count > 1 || splittable);
+            parallel = parallel_ok && cost >= PARALLEL_MIN_NS && (st->count > 1 || splittable)
+                       && cost >= eagle_parallel_threshold_ns(plan->num_threads);
         st->team = (parallel && parallel_ok) ? plan->num_threads : 1;
     }
 }
@@ -115,14 +146,36 @@ static int run_stages_serial(eagle_plan *plan, int32_t s0, int32_t s1, int measu
     return 0;
 }
 
-/* Serial replays holding the GIL (the plan has opaque nodes). */
+/* Serial replays holding the GIL (the plan has opaque nodes). The nodes are
+ * stored in stage order, so a flat walk over them is the recording-order
+ * program; this is the hot loop of a graph of small Python nodes. */
 static int replay_serial_gil(eagle_plan *plan, int64_t r0, int64_t r1, int measure,
                              eagle_failure *failure)
 {
+    if (measure) {
+        for (int64_t r = r0; r < r1; ++r) {
+            if (run_stages_serial(plan, 0, plan->n_stages, 1, &failure->node) < 0) {
+                failure->replay = r;
+                return -1;
+            }
+        }
+        return 0;
+    }
+    const eagle_node *nodes = plan->nodes;
+    const int32_t n = plan->n_nodes;
+    const int64_t size = plan->logical_size;
     for (int64_t r = r0; r < r1; ++r) {
-        if (run_stages_serial(plan, 0, plan->n_stages, measure, &failure->node) < 0) {
-            failure->replay = r;
-            return -1;
+        for (int32_t i = 0; i < n; ++i) {
+            const eagle_node *node = &nodes[i];
+            if (node->kind == EAGLE_NODE_OPAQUE) {
+                if (call_opaque(node) < 0) {
+                    failure->node = i;
+                    failure->replay = r;
+                    return -1;
+                }
+            } else {
+                call_native(node, 0, size);
+            }
         }
         if (PyErr_CheckSignals() < 0) {
             failure->node = -1;

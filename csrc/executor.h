@@ -60,7 +60,6 @@ typedef struct eagle_plan {
     int64_t logical_size;
     int32_t num_threads;            /* team size for parallel stages */
     int32_t has_opaque;
-    double parallel_threshold_ns;   /* a stage cheaper than this runs on one thread */
 } eagle_plan;
 
 typedef struct eagle_failure {
@@ -77,6 +76,10 @@ void eagle_choose_teams(eagle_plan *plan);
 
 /* Whether the executor was built with OpenMP. */
 int eagle_have_openmp(void);
+
+/* Cost in ns below which an auto stage runs on one thread, for a team of n
+ * (measured from the barrier cost on first use, then cached). */
+double eagle_parallel_threshold_ns(int n_threads);
 
 /* Measured cost in ns of one barrier of a team of n threads. */
 double eagle_barrier_cost_ns(int n_threads);

@@ -11,7 +11,31 @@
 """
 import os
 
-from eagle import kernels, native
+
+def _defer_to_installed_copy():
+    """Run from a source checkout that has no compiled modules (``python -m eagle``
+    right after ``pip install .`` puts the checkout first on sys.path), import
+    eagle's modules from the installed copy instead."""
+    import importlib.machinery
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    if any(f.startswith("_executor") and f.endswith(suffixes) for f in os.listdir(here)):
+        return
+    for entry in sys.path:
+        candidate = os.path.join(os.path.abspath(entry or os.curdir), "eagle")
+        if candidate != here and os.path.isdir(candidate) and any(
+                f.startswith("_executor") and f.endswith(suffixes) for f in os.listdir(candidate)):
+            __path__[:] = [candidate]
+            return
+    raise ImportError(f"eagle's compiled modules are missing in {here} and no installed eagle was "
+                      "found: run `pip install .` (or `pip install -e .` to work on the source)")
+
+
+_defer_to_installed_copy()
+
+from eagle import kernels, native  # noqa: E402
 from eagle._executor import get_num_threads, have_openmp, set_num_threads
 from eagle.graph import Graph, GroupConflict, NotBuiltError
 
@@ -22,7 +46,7 @@ __all__ = ["Graph", "GroupConflict", "NotBuiltError", "get_num_threads", "set_nu
 
 def get_include() -> str:
     """Directory of eagle's C and C++ headers (``eagle/kernel.h``, ``eagle/cuda.hpp``)."""
-    return os.path.join(os.path.dirname(__file__), "include")
+    return os.path.join(__path__[0], "include")
 
 
 def show_config() -> None:

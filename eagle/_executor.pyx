@@ -45,7 +45,6 @@ cdef extern from "executor.h" nogil:
         int64_t logical_size
         int32_t num_threads
         int32_t has_opaque
-        double parallel_threshold_ns
 
     ctypedef struct eagle_failure:
         int32_t node
@@ -54,6 +53,7 @@ cdef extern from "executor.h" nogil:
     void eagle_choose_teams(eagle_plan *plan)
     int eagle_have_openmp()
     double eagle_barrier_cost_ns(int n_threads)
+    double eagle_parallel_threshold_ns(int n_threads)
     void eagle_mark_forked_child()
     int eagle_is_forked_child()
 
@@ -119,25 +119,14 @@ def set_num_threads(int n):
     _explicit_threads = True
 
 
-_barrier_cost = {}
-
-
 def barrier_cost_ns(int n_threads):
-    """Measured cost of one OpenMP barrier for n_threads (cached per team size)."""
-    if n_threads not in _barrier_cost:
-        _barrier_cost[n_threads] = min(eagle_barrier_cost_ns(n_threads) for _ in range(3))
-    return _barrier_cost[n_threads]
-
-
-# A stage cheaper than this many barriers runs on one thread: the barrier and the
-# wake-up of the team would cost more than splitting the work saves.
-PARALLEL_MIN_BARRIERS = 50
-# ...and never below this, whatever the barrier measured (a GIL hand-off costs µs).
-PARALLEL_MIN_NS = 20_000.0
+    """Measured cost of one OpenMP barrier for a team of n_threads."""
+    return eagle_barrier_cost_ns(n_threads)
 
 
 def parallel_threshold_ns(int n_threads):
-    return max(PARALLEL_MIN_NS, PARALLEL_MIN_BARRIERS * barrier_cost_ns(n_threads))
+    """An auto stage cheaper than this runs on one thread (max of 20 µs and 50 barriers)."""
+    return eagle_parallel_threshold_ns(n_threads)
 
 
 def _after_fork_in_child():
@@ -226,7 +215,6 @@ cdef class CpuPlan:
 
     def set_threads(self, int n):
         self.plan.num_threads = n
-        self.plan.parallel_threshold_ns = parallel_threshold_ns(n) if n > 1 else 0
 
     def launch(self, int64_t n):
         """Replay n times. If a node raises (or Ctrl-C), the exception propagates
