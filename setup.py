@@ -4,6 +4,7 @@ OpenMP is used where the compiler supports it; without it the executor is built
 serial and says so (at build time here, and at run time in eagle.show_config()).
 Nothing here needs a CUDA toolkit: the CUDA runtime is opened at run time.
 """
+import glob
 import os
 import shutil
 import sys
@@ -60,6 +61,8 @@ common = dict(
 
 def ext(name, sources, openmp=False, libraries=()):
     kw = dict(common)
+    # a header change must rebuild the module (setuptools only tracks sources)
+    kw["depends"] = sorted(glob.glob("csrc/*.h") + glob.glob("csrc/include/eagle/*") + glob.glob("eagle/*.pxd"))
     kw["extra_compile_args"] = list(common["extra_compile_args"]) + (omp_compile if openmp else [])
     kw["extra_link_args"] = omp_link if openmp else []
     kw["libraries"] = list(libraries)

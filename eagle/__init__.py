@@ -36,11 +36,12 @@ def _defer_to_installed_copy():
 _defer_to_installed_copy()
 
 from eagle import kernels, native  # noqa: E402
+from eagle._errors import CudaError
 from eagle._executor import get_num_threads, have_openmp, set_num_threads
 from eagle.graph import Graph, GroupConflict, NotBuiltError
 
 __version__ = "0.1.0"
-__all__ = ["Graph", "GroupConflict", "NotBuiltError", "get_num_threads", "set_num_threads",
+__all__ = ["Graph", "GroupConflict", "NotBuiltError", "CudaError", "get_num_threads", "set_num_threads",
            "show_config", "get_include", "__version__"]
 
 

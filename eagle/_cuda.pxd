@@ -129,6 +129,9 @@ cdef class Graph:
     cdef eagle_cudaGraph_t handle
     cdef bint owned
 
+    @staticmethod
+    cdef Graph _own(eagle_cudaGraph_t g)
+
 
 # one registered sized kernel node of a GraphExec
 ctypedef struct eagle_sized_kernel:
@@ -151,3 +154,5 @@ cdef class GraphExec:
     cdef Py_ssize_t n_sized
     cdef Py_ssize_t cap_sized
     cdef object _lock
+
+    cdef int _alive(self) except -1

@@ -101,6 +101,9 @@ typedef struct eagle_cuda_table {
 } eagle_cuda_table;
 
 static eagle_cuda_table eagle_cuda_T;
+/* Error names stay available when a runtime was found but no device is
+ * usable (the table is not committed then), so that status says which. */
+static eagle_fn_err_str eagle_cuda_found_err_name, eagle_cuda_found_err_str;
 static pthread_mutex_t eagle_cuda_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void eagle_cuda_msg(char *buf, size_t n, const char *fmt, const char *a, const char *b,
@@ -240,6 +243,8 @@ static int eagle_cuda_bind(eagle_sym_fn resolve, void *ctx, void *dl, const char
         int st = t.GetDeviceCount(&count);
         if (st == 0 && count == 0) st = EAGLE_CUDA_ERR_NO_DEVICE;
         if (st != 0) {
+            eagle_cuda_found_err_name = t.GetErrorName;
+            eagle_cuda_found_err_str = t.GetErrorString;
             if (errbuf && errn)
                 snprintf(errbuf, errn,
                          "CUDA runtime %s found but no GPU/driver usable "
@@ -303,7 +308,9 @@ int eagle_cuda_load(char *errbuf, size_t errbuf_size) {
             st = EAGLE_CUDA_ERROR_NOT_LOADED;
         } else {
             st = eagle_cuda_bind(eagle_cuda_dlsym_resolver, dl, dl, label, errbuf, errbuf_size);
-            if (st != 0) dlclose(dl);
+            /* keep a runtime that only lacks a device open: its error names
+             * are still used */
+            if (st < 0) dlclose(dl);
         }
     }
     pthread_mutex_unlock(&eagle_cuda_lock);
@@ -377,6 +384,9 @@ void eagle_cuda_status_text(int status, const char **name, const char **text) {
         if (status > 0 && eagle_cuda_T.loaded) {
             n = eagle_cuda_T.GetErrorName(status);
             x = eagle_cuda_T.GetErrorString(status);
+        } else if (status > 0 && eagle_cuda_found_err_name) {
+            n = eagle_cuda_found_err_name(status);
+            x = eagle_cuda_found_err_str(status);
         }
         if (!n) n = "cudaErrorUnrecognized";
         if (!x) x = "unrecognized error code";
