@@ -1,4 +1,3 @@
-# cython: freethreading_compatible = False
 """The Cython face of the C executor (csrc/executor.c): a CPU plan and thread control."""
 import os
 
@@ -68,7 +67,7 @@ cdef extern from "openmp_helpers.h" nogil:
 
 # ---- threads --------------------------------------------------------------
 
-_explicit_threads = False
+cdef bint _explicit_threads = False
 
 
 def have_openmp():
@@ -92,21 +91,27 @@ def usable_cpus():
     return max(1, n)
 
 
-def get_num_threads():
+# Read once: libgomp reads OMP_NUM_THREADS once, at load, and the CPUs a process
+# may use rarely change; get_num_threads() is on the path of every launch.
+cdef int _usable_cpus = usable_cpus()
+cdef bint _omp_env_set = "OMP_NUM_THREADS" in os.environ
+
+
+cpdef int get_num_threads():
     """Threads a parallel stage uses.
 
     OpenMP's own setting (``OMP_NUM_THREADS``, ``set_num_threads``, a
     threadpoolctl limit) when one was given; otherwise the CPUs the process may
-    use (affinity and cgroup quota), which OpenMP alone does not see. Always 1
-    when eagle was built without OpenMP or runs in a child forked after a
-    parallel region (libgomp is not fork-safe).
+    use (affinity and cgroup quota, read at import), which OpenMP alone does
+    not see. Always 1 when eagle was built without OpenMP or runs in a child
+    forked after a parallel region (libgomp is not fork-safe).
     """
     if not eagle_have_openmp() or eagle_is_forked_child():
         return 1
-    n = eagle_omp_max_threads()
-    if not _explicit_threads and "OMP_NUM_THREADS" not in os.environ:
-        n = min(n, usable_cpus())
-    return max(1, n)
+    cdef int n = eagle_omp_max_threads()
+    if not _explicit_threads and not _omp_env_set and n > _usable_cpus:
+        n = _usable_cpus
+    return n if n > 1 else 1
 
 
 def set_num_threads(int n):
@@ -146,10 +151,11 @@ _POLICY_NAMES = {v: k for k, v in _POLICIES.items()}
 cdef class CpuPlan:
     """Nodes in stage order, ready for eagle_execute.
 
-    Built from ``stages`` (lists of node specs). Each spec is a tuple
-    ``(kind, work, arrays, split)``: kind "opaque" (work: a callable) or
-    "native" (work: an eagle.native.Kernel; arrays: the declared arrays in
-    kernel order). The plan keeps every object it points into alive.
+    Built from ``stages`` (lists of node specs) and one team policy per stage
+    ("auto", "serial", "parallel"). Each spec is a tuple ``(graph index, kind,
+    work, arrays, split)``: kind "opaque" (work: a callable) or "native"
+    (work: an eagle.native.Kernel; arrays: the declared arrays in kernel
+    order). The plan keeps every object it points into alive.
     """
     cdef eagle_plan plan
     cdef list keepalive
@@ -220,7 +226,7 @@ cdef class CpuPlan:
         """Replay n times. If a node raises (or Ctrl-C), the exception propagates
         and ``last_failure`` says where: (plan node index or -1, replay index)."""
         cdef eagle_failure failure
-        n_threads = get_num_threads()
+        cdef int n_threads = get_num_threads()
         if n_threads != self.plan.num_threads:
             self.set_threads(n_threads)
         try:

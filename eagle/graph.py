@@ -108,6 +108,10 @@ class Graph:
         self._lock = threading.Lock()
         self._holder: int | None = None
         self._ever_built = False
+        # shortest axis 0 among the arrays of sized nodes / of all nodes (None: no such array)
+        self._cap_sized: int | None = None
+        self._cap_all: int | None = None
+        self._has_sized = False
 
     # ---- recording ------------------------------------------------------
 
@@ -155,6 +159,13 @@ class Graph:
                 group_id = self._n_groups
                 self._n_groups += 1
             for node, name in zip(nodes, final):
+                for _, a, _ in node.arrays():
+                    m = leading_length(a)
+                    if m is not None:
+                        self._cap_all = m if self._cap_all is None else min(self._cap_all, m)
+                        if node.sized:
+                            self._cap_sized = m if self._cap_sized is None else min(self._cap_sized, m)
+                self._has_sized |= node.sized
                 self._nodes.append(node)
                 self._names.append(name)
                 self._name_set.add(name)
@@ -214,10 +225,7 @@ class Graph:
     def capacity(self) -> int:
         """The largest logical size the arrays can hold: the shortest axis 0 among
         the arrays of sized (native) nodes, or of all arrays if there are none."""
-        sized = [n for n in self._nodes if n.sized]
-        lengths = [leading_length(a) for n in (sized or self._nodes) for _, a, _ in n.arrays()]
-        lengths = [m for m in lengths if m is not None]
-        return min(lengths) if lengths else 0
+        return (self._cap_sized if self._has_sized else self._cap_all) or 0
 
     @property
     def logical_size(self) -> int:
@@ -274,7 +282,8 @@ class Graph:
         with a note naming the node, its stage and the replay; the graph stays
         usable. Ctrl-C stops a long launch at the next replay.
         """
-        n = _count(n, "launch()")
+        if type(n) is not int or n < 0:
+            n = _count(n, "launch()")
         with self._exclusive("launch"):
             if self._backend is None:
                 raise NotBuiltError(
@@ -303,19 +312,30 @@ class Graph:
 
     def set_logical_size(self, n: int) -> None:
         """Process samples [0, n) on the next replays: 0 <= n <= capacity. No rebuild."""
-        if isinstance(n, bool):
-            raise TypeError("set_logical_size() needs an integer, got a bool")
-        try:
-            n = operator.index(n)
-        except TypeError:
-            raise TypeError(f"set_logical_size() needs an integer, got {type(n).__name__}") from None
-        cap = self.capacity
+        if type(n) is not int:
+            if isinstance(n, bool):
+                raise TypeError("set_logical_size() needs an integer, got a bool")
+            try:
+                n = operator.index(n)
+            except TypeError:
+                raise TypeError(f"set_logical_size() needs an integer, got {type(n).__name__}") from None
+        cap = (self._cap_sized if self._has_sized else self._cap_all) or 0
         if not 0 <= n <= cap:
             raise ValueError(f"logical size must be in 0..{cap} (the capacity of the arrays), got {n}")
-        with self._exclusive("retune"):
-            if self._backend is not None:
-                self._backend.set_logical_size(n)
-            self._logical_size = n
+        lock = self._lock
+        if not lock.acquire(False):   # busy (or called from inside a launch): the general path
+            with self._exclusive("retune"):
+                self._retune(n)
+            return
+        try:
+            self._retune(n)
+        finally:
+            lock.release()
+
+    def _retune(self, n):
+        if self._backend is not None:
+            self._backend.set_logical_size(n)
+        self._logical_size = n
 
     def plan(self) -> Plan:
         """How the built graph runs: per stage, the team chosen and the cost it was chosen from."""
@@ -326,11 +346,7 @@ class Graph:
     # ---- thread-safety ---------------------------------------------------------
 
     def _exclusive(self, what):
-        me = threading.get_ident()
-        if self._holder == me:
-            raise RuntimeError(f"cannot {what} this graph from inside its own launch (a node of the "
-                               "graph called back into it)")
-        return _Held(self, me)
+        return _Held(self, what)
 
     # ---- the picture ------------------------------------------------------------
 
@@ -338,7 +354,7 @@ class Graph:
         backend = self.backend or "(not built)"
         text = (f"eagle.Graph {_plural(len(self._nodes), 'node')} · "
                 f"{_plural(self._n_groups, 'group')} · backend: {backend}")
-        if any(n.sized for n in self._nodes):
+        if self._has_sized:
             text += f" · logical size {self.logical_size} of {self.capacity}"
         return text
 
@@ -353,16 +369,23 @@ class Graph:
 
 
 class _Held:
-    """The graph's lock, held by one thread at a time; blocking, so launches serialize."""
+    """The graph's lock, held by one thread at a time; blocking, so launches serialize.
+    The holder's own thread asking again is refused: it would wait for itself."""
 
-    __slots__ = ("g", "me")
+    __slots__ = ("g", "what")
 
-    def __init__(self, g, me):
-        self.g, self.me = g, me
+    def __init__(self, g, what):
+        self.g, self.what = g, what
 
     def __enter__(self):
-        self.g._lock.acquire()
-        self.g._holder = self.me
+        g = self.g
+        me = threading.get_ident()
+        if not g._lock.acquire(False):
+            if g._holder == me:
+                raise RuntimeError(f"cannot {self.what} this graph from inside its own launch (a node "
+                                   "of the graph called back into it)")
+            g._lock.acquire()
+        g._holder = me
 
     def __exit__(self, *exc):
         self.g._holder = None
