@@ -146,6 +146,46 @@ static int run_stages_serial(eagle_plan *plan, int32_t s0, int32_t s1, int measu
     return 0;
 }
 
+/* A cheap "every few milliseconds": the clock is read only every `stride`
+ * replays, and the stride adapts so a check falls about every SIGNAL_CHECK_NS. */
+typedef struct {
+    double last_ns;
+    int64_t stride, countdown;
+} signal_clock;
+
+static void signal_clock_init(signal_clock *c)
+{
+    c->last_ns = now_ns();
+    c->stride = c->countdown = 1;
+}
+
+/* Called when the countdown ran out: whether SIGNAL_CHECK_NS went by. */
+static int signal_clock_due(signal_clock *c)
+{
+    double t = now_ns();
+    int due = t - c->last_ns >= SIGNAL_CHECK_NS;
+    if (due) {
+        c->last_ns = t;
+        c->stride = c->stride > 1 ? c->stride / 2 : 1;
+    } else if (c->stride < (1 << 20)) {
+        c->stride *= 2;
+    }
+    c->countdown = c->stride;
+    return due;
+}
+
+/* Without the GIL: take it to run signal handlers when a check is due.
+ * Returns -1 if a handler raised (the exception is set, the GIL released again). */
+static int signal_clock_tick(signal_clock *c, PyThreadState **save)
+{
+    if (--c->countdown > 0 || !signal_clock_due(c))
+        return 0;
+    PyEval_RestoreThread(*save);
+    int rc = PyErr_CheckSignals();
+    *save = PyEval_SaveThread();
+    return rc;
+}
+
 /* Serial replays holding the GIL (the plan has opaque nodes). The nodes are
  * stored in stage order, so a flat walk over them is the recording-order
  * program; this is the hot loop of a graph of small Python nodes. */
@@ -164,6 +204,8 @@ static int replay_serial_gil(eagle_plan *plan, int64_t r0, int64_t r1, int measu
     const eagle_node *nodes = plan->nodes;
     const int32_t n = plan->n_nodes;
     const int64_t size = plan->logical_size;
+    signal_clock clock;
+    signal_clock_init(&clock);
     for (int64_t r = r0; r < r1; ++r) {
         for (int32_t i = 0; i < n; ++i) {
             const eagle_node *node = &nodes[i];
@@ -182,42 +224,14 @@ static int replay_serial_gil(eagle_plan *plan, int64_t r0, int64_t r1, int measu
             failure->replay = r;
             return -1;
         }
+        /* nodes that are C callables never let other Python threads run:
+         * hand the GIL over every few milliseconds, as the interpreter does */
+        if (--clock.countdown <= 0 && signal_clock_due(&clock)) {
+            Py_BEGIN_ALLOW_THREADS
+            Py_END_ALLOW_THREADS
+        }
     }
     return 0;
-}
-
-/* Take the GIL to run signal handlers if enough time went by since the last
- * check. `stride` adapts so that cheap replays do not read the clock each time. */
-typedef struct {
-    double last_ns;
-    int64_t stride, countdown;
-} signal_clock;
-
-static void signal_clock_init(signal_clock *c)
-{
-    c->last_ns = now_ns();
-    c->stride = c->countdown = 1;
-}
-
-/* Returns -1 if a signal handler raised (the exception is set, GIL released again). */
-static int signal_clock_tick(signal_clock *c, PyThreadState **save)
-{
-    if (--c->countdown > 0)
-        return 0;
-    double t = now_ns();
-    if (t - c->last_ns < SIGNAL_CHECK_NS) {
-        if (c->stride < (1 << 20))
-            c->stride *= 2;
-        c->countdown = c->stride;
-        return 0;
-    }
-    c->stride = c->stride > 1 ? c->stride / 2 : 1;
-    c->countdown = c->stride;
-    c->last_ns = t;
-    PyEval_RestoreThread(*save);
-    int rc = PyErr_CheckSignals();
-    *save = PyEval_SaveThread();
-    return rc;
 }
 
 /* Serial replays without the GIL (every node is native). */
@@ -406,24 +420,13 @@ static int replay_parallel(eagle_plan *plan, int64_t r0, int64_t r1, eagle_failu
                     stopping = 1;
                 }
             }
-            if (tid == 0 && !stopping) {
-                /* the GIL is taken through this thread's own state here */
-                if (--clock.countdown <= 0) {
-                    double t = now_ns();
-                    if (t - clock.last_ns >= SIGNAL_CHECK_NS) {
-                        clock.last_ns = t;
-                        clock.stride = clock.stride > 1 ? clock.stride / 2 : 1;
-                        gil_take(&gil);
-                        if (PyErr_CheckSignals() < 0) {
-                            record_failure(&ts, barriers, -1, r);
-                            stopping = 1;
-                        }
-                        gil_drop(&gil);
-                    } else if (clock.stride < (1 << 20)) {
-                        clock.stride *= 2;
-                    }
-                    clock.countdown = clock.stride;
+            if (tid == 0 && !stopping && --clock.countdown <= 0 && signal_clock_due(&clock)) {
+                gil_take(&gil);
+                if (PyErr_CheckSignals() < 0) {
+                    record_failure(&ts, barriers, -1, r);
+                    stopping = 1;
                 }
+                gil_drop(&gil);
             }
         }
     leave:

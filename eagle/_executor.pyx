@@ -1,4 +1,5 @@
 """The Cython face of the C executor (csrc/executor.c): a CPU plan and thread control."""
+import operator
 import os
 
 from cpython.ref cimport PyObject
@@ -114,10 +115,20 @@ cpdef int get_num_threads():
     return n if n > 1 else 1
 
 
-def set_num_threads(int n):
+def set_num_threads(n):
     """Set the threads parallel stages use (OpenMP's ``omp_set_num_threads``;
-    threadpoolctl sees and can change it)."""
+    threadpoolctl sees and can change it).
+
+    As in OpenMP, the setting belongs to the calling thread: launches from
+    other threads keep their own (``OMP_NUM_THREADS`` or all usable CPUs).
+    """
     global _explicit_threads
+    if isinstance(n, bool):
+        raise TypeError("set_num_threads() needs an integer, got a bool")
+    try:
+        n = operator.index(n)
+    except TypeError:
+        raise TypeError(f"set_num_threads() needs an integer, got {type(n).__name__}") from None
     if n < 1:
         raise ValueError(f"set_num_threads needs n >= 1, got {n}")
     eagle_omp_set_num_threads(n)

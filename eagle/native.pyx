@@ -122,7 +122,7 @@ def _cffi_type(obj):
         ctype = ffi.typeof(obj)
     except TypeError:
         return None
-    if ctype.kind != "pointer" or ctype.item.kind != "function":
+    if ctype.kind != "function":  # cffi's kind for a function-pointer type
         raise TypeError(f"a cffi kernel must be a function pointer, got {ffi.getctype(ctype)}")
     return ffi, ctype
 

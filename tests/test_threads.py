@@ -1,0 +1,447 @@
+"""Threads: OpenMP's conventions for the thread count, threadpoolctl, fork,
+Ctrl-C during a long launch, and one graph launched from two threads.
+
+Whatever can hang (fork after a parallel region, a missed SIGINT) runs in a
+subprocess with a timeout. Time limits here are deadlock guards, not speed
+requirements.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import eagle
+import eagle.kernels as ek
+from eagle.graph import native, opaque
+
+# the directory holding the eagle under test, so a subprocess imports the same one
+EAGLE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(eagle.__file__)))
+posix_only = pytest.mark.skipif(os.name != "posix", reason="needs POSIX signals and fork")
+needs_openmp = pytest.mark.skipif(not eagle.have_openmp(), reason="eagle was built without OpenMP")
+
+
+def child_env(**extra):
+    env = dict(os.environ)
+    env.pop("OMP_NUM_THREADS", None)
+    env["PYTHONPATH"] = EAGLE_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def run_python(code, timeout=120, **env):
+    """Run code in a fresh interpreter; return its stdout (fails the test on an error or a hang)."""
+    try:
+        p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                           timeout=timeout, env=child_env(**env), cwd=EAGLE_ROOT)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"the subprocess hung (no exit within {timeout} s); output so far: {e.stdout!r} {e.stderr!r}")
+    assert p.returncode == 0, f"subprocess failed ({p.returncode}):\n{p.stdout}\n{p.stderr}"
+    return p.stdout
+
+
+@pytest.fixture
+def threads():
+    """Set eagle's thread count inside a test (skips a count > 1 in a build without OpenMP);
+    the count in force before is restored."""
+    before = eagle.get_num_threads()
+
+    def set_threads(n):
+        if n > 1 and not eagle.have_openmp():
+            pytest.skip("eagle was built without OpenMP: it runs on one thread")
+        eagle.set_num_threads(n)
+
+    yield set_threads
+    eagle.set_num_threads(before)
+
+
+def axpy_graph(n=100_000, teams="auto"):
+    x = np.ones(n)
+    y = np.zeros(n)
+    g = eagle.Graph()
+    g.add_node(native(ek.axpy(1.0), reads={"x": x}, writes={"y": y}), name="axpy")
+    g.build(teams=teams)
+    return g, y
+
+
+# ---- the thread count -------------------------------------------------------------
+
+
+@needs_openmp
+@pytest.mark.parametrize("value", [1, 2, 3, 5])
+def test_omp_num_threads_sets_the_count(value):
+    out = run_python("""
+        import numpy as np, eagle, eagle.kernels as ek
+        from eagle.graph import native
+        x = np.arange(10_000.0); y = np.zeros(10_000)
+        g = eagle.Graph()
+        g.add_node(native(ek.scale(2.0), reads={"x": x}, writes={"y": y}))
+        g.build(teams="parallel")
+        g.launch(2)
+        assert (y == 2 * x).all()
+        plan = g.plan()
+        print(eagle.get_num_threads(), plan.num_threads, plan.stages[0].team)
+    """, OMP_NUM_THREADS=value)
+    assert out.split() == [str(value)] * 3
+
+
+def test_default_count_is_at_least_one():
+    out = run_python("import eagle; print(eagle.get_num_threads())")
+    assert int(out) >= 1
+
+
+def test_set_num_threads(threads):
+    for n in (1, 3, 2):
+        threads(n)
+        assert eagle.get_num_threads() == n
+        g, y = axpy_graph(teams="parallel")
+        g.launch(3)
+        assert (y == 3.0).all()
+        plan = g.plan()
+        assert plan.num_threads == n
+        assert plan.stages[0].team == n
+    # a graph built under one count follows a later change
+    threads(1)
+    g, y = axpy_graph(teams="parallel")
+    threads(2)
+    g.launch(1)
+    assert g.plan().num_threads == 2 and g.plan().stages[0].team == 2
+
+
+@pytest.mark.parametrize("bad", [0, -1])
+def test_set_num_threads_rejects_non_positive(threads, bad):
+    before = eagle.get_num_threads()
+    with pytest.raises(ValueError):
+        eagle.set_num_threads(bad)
+    assert eagle.get_num_threads() == before
+
+
+@pytest.mark.parametrize("bad", ["2", None, 2.5, 1.0, True], ids=["str", "None", "float", "float-int", "bool"])
+def test_set_num_threads_rejects_non_integers(threads, bad):
+    # like launch() and set_logical_size(): a float is not silently truncated, a bool is not a count
+    threads(2)
+    with pytest.raises(TypeError):
+        eagle.set_num_threads(bad)
+    assert eagle.get_num_threads() == 2
+
+
+def test_set_num_threads_accepts_integer_likes(threads):
+    eagle.set_num_threads(np.int64(1))
+    assert eagle.get_num_threads() == 1
+
+
+@needs_openmp
+def test_set_num_threads_beats_omp_num_threads():
+    out = run_python("""
+        import eagle
+        a = eagle.get_num_threads()
+        eagle.set_num_threads(1)
+        print(a, eagle.get_num_threads())
+    """, OMP_NUM_THREADS=3)
+    assert out.split() == ["3", "1"]
+
+
+# ---- threadpoolctl ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def threadpoolctl():
+    return pytest.importorskip("threadpoolctl")
+
+
+def test_threadpoolctl_sees_eagles_openmp(threadpoolctl):
+    if not eagle.have_openmp():
+        pytest.skip("eagle was built without OpenMP")
+    info = threadpoolctl.threadpool_info()
+    openmp = [lib for lib in info if lib["user_api"] == "openmp"]
+    assert openmp, f"threadpoolctl found no OpenMP runtime after importing eagle: {info}"
+
+
+def test_threadpoolctl_sees_eagles_openmp_in_a_fresh_process(threadpoolctl):
+    out = run_python("""
+        import json, eagle, threadpoolctl
+        info = threadpoolctl.threadpool_info()
+        print(json.dumps([eagle.have_openmp(), [lib["user_api"] for lib in info]]))
+    """)
+    have_openmp, apis = json.loads(out)
+    if not have_openmp:
+        pytest.skip("eagle was built without OpenMP")
+    assert "openmp" in apis
+
+
+@pytest.mark.parametrize("user_api", [None, "openmp"])
+def test_threadpool_limits_limits_eagle(threadpoolctl, threads, user_api):
+    if not eagle.have_openmp():
+        pytest.skip("eagle was built without OpenMP")
+    threads(2)
+    g, y = axpy_graph(teams="parallel")
+    with threadpoolctl.threadpool_limits(limits=1, user_api=user_api):
+        assert eagle.get_num_threads() == 1
+        g.launch(2)
+        assert g.plan().num_threads == 1
+        assert g.plan().stages[0].team == 1
+    assert eagle.get_num_threads() == 2
+    g.launch(1)
+    assert (y == 3.0).all()
+    assert g.plan().stages[0].team == 2
+
+
+@needs_openmp
+def test_threadpool_limits_in_a_fresh_process(threadpoolctl):
+    out = run_python("""
+        import eagle, threadpoolctl
+        with threadpoolctl.threadpool_limits(1):
+            inside = eagle.get_num_threads()
+        print(inside, eagle.get_num_threads())
+    """, OMP_NUM_THREADS=2)
+    assert out.split() == ["1", "2"]
+
+
+# ---- fork -------------------------------------------------------------------------------
+
+
+@needs_openmp
+@posix_only
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork")
+def test_child_forked_after_a_parallel_region_runs_serially():
+    out = run_python("""
+        import os, json, numpy as np, eagle, eagle.kernels as ek
+        from eagle.graph import native
+        eagle.set_num_threads(2)
+        n = 200_000
+        x = np.ones(n); y = np.zeros(n)
+        g = eagle.Graph()
+        g.add_node(native(ek.axpy(1.0), reads={"x": x}, writes={"y": y}))
+        g.build(teams="parallel")
+        g.launch(10)                                   # a parallel region ran
+        assert g.plan().stages[0].team == 2 and (y == 10).all()
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(r)
+                res = {"threads": eagle.get_num_threads()}
+                g.launch(5)                             # the parent's graph
+                res["old_team"] = g.plan().stages[0].team
+                res["old_ok"] = bool((y == 15).all())
+                z = np.zeros(n)
+                g2 = eagle.Graph()
+                g2.add_node(native(ek.fill(3.0), writes={"z": z}))
+                g2.build(teams="parallel")              # a new graph in the child
+                g2.launch(2)
+                res["new_team"] = g2.plan().stages[0].team
+                res["new_ok"] = bool((z == 3).all())
+                os.write(w, json.dumps(res).encode())
+            finally:
+                os._exit(0)
+        os.close(w)
+        data = b""
+        while chunk := os.read(r, 4096):
+            data += chunk
+        _, status = os.waitpid(pid, 0)
+        child = json.loads(data)
+        g.launch(1)                                     # the parent still runs in parallel
+        child["parent_ok"] = bool((y == 11).all())
+        child["parent_team"] = g.plan().stages[0].team
+        child["status"] = status
+        print(json.dumps(child))
+    """, timeout=120)
+    res = json.loads(out)
+    assert res == {"threads": 1, "old_team": 1, "old_ok": True, "new_team": 1, "new_ok": True,
+                   "parent_ok": True, "parent_team": 2, "status": 0}
+
+
+# ---- Ctrl-C -----------------------------------------------------------------------------
+
+SIGINT_CHILD = r"""
+import itertools, json, os, sys, threading, time
+import numpy as np
+import eagle, eagle.kernels as ek
+from eagle.graph import native, opaque
+
+kind, n_threads, teams = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+eagle.set_num_threads(n_threads)
+x = np.ones(1000)
+y = np.zeros(1000)
+z = np.zeros(1000)
+g = eagle.Graph()
+
+def ready():
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+
+if kind == "native":
+    g.add_node(native(ek.axpy(1.0), reads={"x": x}, writes={"y": y}), name="axpy")
+    g.add_node(native(ek.scale(2.0), reads={"y": y}, writes={"z": z}), name="scale")
+
+    def watch():  # runs only because the native launch lets go of the GIL
+        while y[0] < 1000:
+            time.sleep(0.001)
+        ready()
+    threading.Thread(target=watch, daemon=True).start()
+elif kind == "opaque-builtin":
+    # C callables only: no Python frame runs in the node, the executor must see the signal itself.
+    say_ready = map(os.write, [1], [b"ready\n"])
+    import functools
+    g.add_node(opaque(functools.partial(next, say_ready, None), reads={"x": x}), name="say_ready")
+    g.add_node(opaque([].clear, reads={"y": y}), name="clear")
+elif kind == "opaque-python":
+    calls = [0]
+    def step():
+        calls[0] += 1
+        if calls[0] == 1000:
+            ready()
+    g.add_node(opaque(step, reads={"y": y}), name="step")
+else:
+    raise SystemExit("unknown kind " + kind)
+
+g.build(teams=teams)
+try:
+    g.launch(10**9)
+except KeyboardInterrupt as e:
+    notes = getattr(e, "__notes__", [])
+    g.launch(3)                       # still usable
+    print(json.dumps({"interrupted": True, "notes": notes}), flush=True)
+    sys.exit(0)
+print(json.dumps({"interrupted": False}), flush=True)
+"""
+
+
+def interrupt(tmp_path, kind, n_threads, teams):
+    script = tmp_path / "sigint_child.py"
+    script.write_text(SIGINT_CHILD)
+    p = subprocess.Popen([sys.executable, str(script), kind, str(n_threads), teams],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(),
+                         cwd=EAGLE_ROOT)
+    try:
+        line = p.stdout.readline()
+        assert line.strip() == "ready", f"child did not start its launch: {line!r} {p.stderr.read()!r}"
+        time.sleep(0.05)
+        sent = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+        waited = time.monotonic() - sent
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        pytest.fail("the launch did not stop within 60 s of SIGINT")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 0, f"child failed ({p.returncode}): {out!r} {err!r}"
+    res = json.loads(out.strip().splitlines()[-1])
+    assert res["interrupted"], "launch(10**9) finished instead of being interrupted"
+    # a correctness bound, generous on a loaded machine: the executor checks signals every few ms
+    assert waited < 20, f"SIGINT took {waited:.1f} s to stop the launch"
+    return res["notes"]
+
+
+@posix_only
+@pytest.mark.parametrize("n_threads, teams", [(1, "serial"), (2, "serial"), (2, "parallel"), (2, "auto")])
+def test_ctrl_c_stops_a_nogil_native_launch(tmp_path, n_threads, teams):
+    notes = interrupt(tmp_path, "native", n_threads, teams)
+    assert len(notes) == 1 and "interrupted" in notes[0], notes
+    assert "launch(1000000000)" in notes[0]
+
+
+@posix_only
+@pytest.mark.parametrize("n_threads, teams", [(1, "serial"), (2, "serial"), (2, "parallel"), (2, "auto")])
+def test_ctrl_c_stops_an_opaque_launch(tmp_path, n_threads, teams):
+    notes = interrupt(tmp_path, "opaque-builtin", n_threads, teams)
+    assert len(notes) == 1 and "interrupted" in notes[0], notes
+
+
+@posix_only
+@pytest.mark.parametrize("n_threads, teams", [(1, "serial"), (2, "parallel")])
+def test_ctrl_c_stops_a_python_opaque_launch(tmp_path, n_threads, teams):
+    # The KeyboardInterrupt may surface inside the node's own Python code (then the
+    # note names the node) or at the executor's check (then it says "interrupted").
+    notes = interrupt(tmp_path, "opaque-python", n_threads, teams)
+    assert len(notes) == 1, notes
+    assert "interrupted" in notes[0] or "'step'" in notes[0], notes
+
+
+# ---- one graph, two launching threads -----------------------------------------------------
+
+
+def launch_together(g, counts):
+    start = threading.Barrier(len(counts))
+    errors = []
+
+    def run(n):
+        try:
+            start.wait()
+            g.launch(n)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=run, args=(n,)) for n in counts]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout=300)
+    assert not any(t.is_alive() for t in ts), "a launching thread hung"
+    assert not errors, errors
+
+
+@pytest.mark.parametrize("teams", ["serial", "parallel", "auto"])
+def test_two_threads_launching_a_native_graph(threads, teams):
+    threads(2)
+    n = 500_000
+    x = np.ones(n)
+    y = np.zeros(n)
+    z = np.zeros(n)
+    g = eagle.Graph()
+    g.add_node(native(ek.axpy(1.0), reads={"x": x}, writes={"y": y}), name="axpy")
+    g.add_node(native(ek.axpy(2.0), reads={"y": y}, writes={"z": z}), name="accumulate")
+    g.build(teams=teams)
+    launch_together(g, [150, 250])
+    # sequential oracle: y_k = k, z = 2 * sum(k for k in 1..400)
+    assert (y == 400.0).all()
+    assert (z == 2.0 * 400 * 401 / 2).all()
+
+
+@pytest.mark.parametrize("teams", ["serial", "parallel", "auto"])
+def test_two_threads_launching_a_mixed_graph_are_serialized(threads, teams):
+    threads(2)
+    n = 10_000
+    x = np.ones(n)
+    y = np.zeros(n)
+    state = {"active": 0, "overlap": 0, "calls": 0}
+
+    def guarded():
+        state["calls"] += 1
+        state["active"] += 1
+        if state["active"] > 1:
+            state["overlap"] += 1
+        time.sleep(0)          # lets the other launching thread run, if it could
+        state["active"] -= 1
+
+    g = eagle.Graph()
+    g.add_node(native(ek.axpy(1.0), reads={"x": x}, writes={"y": y}), name="axpy")
+    g.add_node(opaque(guarded, reads={"y": y}), name="guarded")
+    g.build(teams=teams)
+    launch_together(g, [300, 200, 100])
+    assert state["calls"] == 600
+    assert state["overlap"] == 0, "two launches of one graph ran at once"
+    assert (y == 600.0).all()
+
+
+def test_a_node_launching_its_own_graph_is_refused():
+    g = eagle.Graph()
+    y = np.zeros(3)
+    g.add_node(opaque(lambda: g.launch(1), writes={"y": y}), name="again")
+    g.build()
+    with pytest.raises(RuntimeError, match="inside its own launch"):
+        g.launch(1)
+    with pytest.raises(RuntimeError):      # and the graph is usable (still raises the same way)
+        g.launch(1)
