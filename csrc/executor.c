@@ -9,8 +9,11 @@
 /* How often (at least) the calling thread takes the GIL during a nogil launch
  * to run signal handlers: Ctrl-C must stop a long launch promptly. */
 #define SIGNAL_CHECK_NS 5e6
-/* Replays measured serially at the start of the first launch to learn node costs. */
-#define MEASURED_REPLAYS 2
+/* Replays measured serially, on this thread, before an auto stage may use the
+ * team: the cheapest of them counts, so one cold first replay (page faults,
+ * first calls) cannot put a cheap stage on the team for good. They may be
+ * spread over several launches. */
+#define MEASURED_REPLAYS 3
 
 static int forked_child = 0;
 static int parallel_region_ran = 0;
@@ -48,13 +51,37 @@ static inline void call_native(const eagle_node *node, int64_t start, int64_t st
         node->kernel(start, stop, node->data, node->strides, node->user_data);
 }
 
+static inline void call_team(const eagle_node *node, int32_t phase, int tid, int nt, int64_t size)
+{
+    if (phase < node->n_phases)
+        node->team_kernel(phase, tid, nt, size, node->data, node->strides, node->user_data);
+}
+
+/* Whether a node's cost grows with the logical size (measured per sample). */
+static inline int is_sized(const eagle_node *n)
+{
+    return n->kind == EAGLE_NODE_TEAM || (n->kind == EAGLE_NODE_NATIVE && n->split);
+}
+
+/* After a replay: take the next logical size from the plan's size source.
+ * Returns 1 when the launch should stop (until_empty and no sample left). */
+static inline int end_of_replay(eagle_plan *plan, int64_t replay)
+{
+    plan->replays_done = replay + 1;
+    if (plan->size_source != NULL) {
+        int64_t n = *plan->size_source;
+        plan->logical_size = n < 0 ? 0 : (n > plan->capacity ? plan->capacity : n);
+    }
+    return plan->until_empty && plan->logical_size == 0;
+}
+
 /* ---- team choice --------------------------------------------------------- */
 
 static double node_cost(const eagle_node *n, int64_t logical_size)
 {
     if (n->cost_ns < 0)
         return -1;
-    return (n->kind == EAGLE_NODE_NATIVE && n->split) ? n->cost_ns * (double)logical_size : n->cost_ns;
+    return is_sized(n) ? n->cost_ns * (double)logical_size : n->cost_ns;
 }
 
 /* A stage cheaper than this runs on one thread whatever a barrier costs: a GIL
@@ -98,7 +125,7 @@ void eagle_choose_teams(eagle_plan *plan)
             const eagle_node *n = &plan->nodes[i];
             double c = node_cost(n, plan->logical_size);
             cost = (c < 0 || cost < 0) ? -1 : cost + c;
-            splittable |= n->kind == EAGLE_NODE_NATIVE && n->split && plan->logical_size > 1;
+            splittable |= is_sized(n) && plan->logical_size > 1;
         }
         st->cost_ns = cost;
         int parallel;
@@ -107,7 +134,7 @@ void eagle_choose_teams(eagle_plan *plan)
         else if (st->policy == EAGLE_TEAM_ALL)
             parallel = 1;
         else  /* auto: only a stage whose known cost pays for a barrier and a hand-off */
-            parallel = parallel_ok && cost >= PARALLEL_MIN_NS && (st->count > 1 || splittable)
+            parallel = parallel_ok && plan->measured_replays >= MEASURED_REPLAYS && cost >= PARALLEL_MIN_NS && (st->count > 1 || splittable)
                        && cost >= eagle_parallel_threshold_ns(plan->num_threads);
         st->team = (parallel && parallel_ok) ? plan->num_threads : 1;
     }
@@ -131,12 +158,15 @@ static int run_stages_serial(eagle_plan *plan, int32_t s0, int32_t s1, int measu
                     *failed_node = i;
                     return -1;
                 }
+            } else if (n->kind == EAGLE_NODE_TEAM) {
+                for (int32_t p = 0; p < n->n_phases; ++p)
+                    call_team(n, p, 0, 1, plan->logical_size);
             } else {
                 call_native(n, 0, plan->logical_size);
             }
             if (measure) {
                 double c = now_ns() - t0;
-                if (n->kind == EAGLE_NODE_NATIVE && n->split)
+                if (is_sized(n))
                     c = plan->logical_size > 0 ? c / (double)plan->logical_size : -1;
                 if (c >= 0 && (n->cost_ns < 0 || c < n->cost_ns))
                     n->cost_ns = c;
@@ -198,15 +228,17 @@ static int replay_serial_gil(eagle_plan *plan, int64_t r0, int64_t r1, int measu
                 failure->replay = r;
                 return -1;
             }
+            if (end_of_replay(plan, r))
+                break;
         }
         return 0;
     }
     const eagle_node *nodes = plan->nodes;
     const int32_t n = plan->n_nodes;
-    const int64_t size = plan->logical_size;
     signal_clock clock;
     signal_clock_init(&clock);
     for (int64_t r = r0; r < r1; ++r) {
+        const int64_t size = plan->logical_size;
         for (int32_t i = 0; i < n; ++i) {
             const eagle_node *node = &nodes[i];
             if (node->kind == EAGLE_NODE_OPAQUE) {
@@ -215,10 +247,15 @@ static int replay_serial_gil(eagle_plan *plan, int64_t r0, int64_t r1, int measu
                     failure->replay = r;
                     return -1;
                 }
-            } else {
+            } else if (node->kind == EAGLE_NODE_NATIVE) {
                 call_native(node, 0, size);
+            } else {
+                for (int32_t p = 0; p < node->n_phases; ++p)
+                    call_team(node, p, 0, 1, size);
             }
         }
+        if (end_of_replay(plan, r))
+            break;
         if (PyErr_CheckSignals() < 0) {
             failure->node = -1;
             failure->replay = r;
@@ -245,6 +282,8 @@ static int replay_serial_nogil(eagle_plan *plan, int64_t r0, int64_t r1, int mea
     PyThreadState *save = PyEval_SaveThread();
     for (int64_t r = r0; r < r1; ++r) {
         run_stages_serial(plan, 0, plan->n_stages, measure, &unused);
+        if (end_of_replay(plan, r))
+            break;
         if (signal_clock_tick(&clock, &save) < 0) {
             failure->node = -1;
             failure->replay = r;
@@ -291,16 +330,18 @@ static inline void gil_finish(gil_slot *g)
 /* State shared by the team during one launch. */
 typedef struct {
     eagle_plan *plan;
-    /* Number of barriers passed when the first failure happened; threads leave
-     * at the first barrier after it, so all of them pass the same barriers. */
+    /* Number of barriers passed when the first failure (or stop) happened;
+     * threads leave at the first barrier after it, so all of them pass the
+     * same barriers. */
     _Atomic int64_t failed_at;
     int32_t failed_node;
     int64_t failed_replay;
+    int64_t stopped_after;                     /* replays done when until_empty stopped, or -1 */
     PyObject *exc_type, *exc_value, *exc_tb;   /* the failure's exception, owned */
 } team_state;
 
 /* Keep the first failure (earliest barrier); the caller holds the GIL and the
- * Python error indicator is set (or node == -1 for an interrupt). */
+ * Python error indicator is set. */
 static void record_failure(team_state *ts, int64_t barriers, int32_t node, int64_t replay)
 {
     int keep = 0;
@@ -322,15 +363,35 @@ static void record_failure(team_state *ts, int64_t barriers, int32_t node, int64
         PyErr_Clear();
 }
 
-/* This thread's share of one stage run by a team of nt threads. */
-static int run_stage_share(team_state *ts, const eagle_stage *st, int tid, int nt,
+/* until_empty ran out of samples: everyone leaves at the next barrier. */
+static void record_stop(team_state *ts, int64_t barriers, int64_t replays_done)
+{
+    #pragma omp critical(eagle_failure)
+    {
+        if (barriers < atomic_load(&ts->failed_at))
+            atomic_store(&ts->failed_at, barriers);
+        ts->stopped_after = replays_done;
+    }
+}
+
+/* This thread's part of phase `phase` of a stage run by a team of nt threads.
+ * Phase 0 holds every node: split native nodes take their slice of
+ * [0, logical_size), unsplit and opaque nodes are dealt out round-robin, team
+ * nodes run their phase 0. Later phases belong to team nodes only. */
+static int run_stage_share(team_state *ts, const eagle_stage *st, int32_t phase, int tid, int nt,
                            gil_slot *gil, int32_t *failed_node)
 {
     eagle_plan *plan = ts->plan;
     int64_t n = plan->logical_size;
-    int32_t unsplit = 0;  /* deal unsplit nodes round-robin, continuing across nodes */
+    int32_t unsplit = 0;
     for (int32_t i = st->first; i < st->first + st->count; ++i) {
         const eagle_node *node = &plan->nodes[i];
+        if (node->kind == EAGLE_NODE_TEAM) {
+            call_team(node, phase, tid, nt, n);
+            continue;
+        }
+        if (phase > 0)
+            continue;
         if (node->kind == EAGLE_NODE_NATIVE && node->split) {
             call_native(node, n * tid / nt, n * (tid + 1) / nt);
             continue;
@@ -341,8 +402,7 @@ static int run_stage_share(team_state *ts, const eagle_stage *st, int tid, int n
             call_native(node, 0, n);
         } else {
             gil_take(gil);
-            int rc = call_opaque(node);
-            if (rc < 0) {
+            if (call_opaque(node) < 0) {
                 *failed_node = i;
                 return -1;   /* returns holding the GIL, the error set */
             }
@@ -352,13 +412,18 @@ static int run_stage_share(team_state *ts, const eagle_stage *st, int tid, int n
     return 0;
 }
 
-static int run_stage_alone(team_state *ts, const eagle_stage *st, gil_slot *gil,
+/* Phase `phase` of a stage run by the calling thread alone. */
+static int run_stage_alone(team_state *ts, const eagle_stage *st, int32_t phase, gil_slot *gil,
                            int32_t *failed_node)
 {
     eagle_plan *plan = ts->plan;
     for (int32_t i = st->first; i < st->first + st->count; ++i) {
         const eagle_node *node = &plan->nodes[i];
-        if (node->kind == EAGLE_NODE_NATIVE) {
+        if (node->kind == EAGLE_NODE_TEAM) {
+            call_team(node, phase, 0, 1, plan->logical_size);
+        } else if (phase > 0) {
+            continue;
+        } else if (node->kind == EAGLE_NODE_NATIVE) {
             call_native(node, 0, plan->logical_size);
         } else {
             gil_take(gil);
@@ -379,9 +444,19 @@ static inline int needs_barrier(const eagle_stage *a, const eagle_stage *b)
     return a->team > 1 || b->team > 1;
 }
 
+/* Every thread of the team passes the same barriers; after each, all leave
+ * together if a failure or stop was recorded before it. */
+#define BARRIER_OR_LEAVE()                                   \
+    do {                                                     \
+        _Pragma("omp barrier")                               \
+        ++barriers;                                          \
+        if (atomic_load(&ts.failed_at) < barriers)           \
+            goto leave;                                      \
+    } while (0)
+
 static int replay_parallel(eagle_plan *plan, int64_t r0, int64_t r1, eagle_failure *failure)
 {
-    team_state ts = {.plan = plan, .failed_node = -1, .failed_replay = -1};
+    team_state ts = {.plan = plan, .failed_node = -1, .failed_replay = -1, .stopped_after = -1};
     atomic_store(&ts.failed_at, INT64_MAX);
     parallel_region_ran = 1;
     const int32_t ns = plan->n_stages;
@@ -400,23 +475,31 @@ static int replay_parallel(eagle_plan *plan, int64_t r0, int64_t r1, eagle_failu
             for (int32_t s = 0; s < ns; ++s) {
                 const eagle_stage *st = &plan->stages[s];
                 const eagle_stage *prev = &plan->stages[s == 0 ? ns - 1 : s - 1];
-                if (!(r == r0 && s == 0) && needs_barrier(prev, st)) {
-                    #pragma omp barrier
-                    ++barriers;
-                    if (atomic_load(&ts.failed_at) < barriers)
-                        goto leave;
+                if (!(r == r0 && s == 0) && needs_barrier(prev, st))
+                    BARRIER_OR_LEAVE();
+                for (int32_t p = 0; p < st->n_phases; ++p) {
+                    if (p > 0 && st->team > 1)
+                        BARRIER_OR_LEAVE();
+                    if (stopping)
+                        continue;
+                    int32_t failed_node = -1;
+                    int rc;
+                    if (st->team > 1)
+                        rc = run_stage_share(&ts, st, p, tid, nt, &gil, &failed_node);
+                    else
+                        rc = tid == 0 ? run_stage_alone(&ts, st, p, &gil, &failed_node) : 0;
+                    if (rc < 0) {
+                        record_failure(&ts, barriers, failed_node, r);
+                        gil_drop(&gil);
+                        stopping = 1;
+                    }
                 }
-                if (stopping)
-                    continue;
-                int32_t failed_node = -1;
-                int rc;
-                if (st->team > 1)
-                    rc = run_stage_share(&ts, st, tid, nt, &gil, &failed_node);
-                else
-                    rc = tid == 0 ? run_stage_alone(&ts, st, &gil, &failed_node) : 0;
-                if (rc < 0) {
-                    record_failure(&ts, barriers, failed_node, r);
-                    gil_drop(&gil);
+            }
+            if (plan->size_source != NULL) {
+                /* the next logical size is read once every thread's part is done */
+                BARRIER_OR_LEAVE();
+                if (tid == 0 && !stopping && end_of_replay(plan, r)) {
+                    record_stop(&ts, barriers, r + 1);
                     stopping = 1;
                 }
             }
@@ -434,14 +517,14 @@ static int replay_parallel(eagle_plan *plan, int64_t r0, int64_t r1, eagle_failu
     }
     PyEval_RestoreThread(save);
 
-    if (ts.exc_type != NULL || ts.failed_node >= 0 || atomic_load(&ts.failed_at) != INT64_MAX) {
+    if (ts.exc_type != NULL) {
         failure->node = ts.failed_node;
         failure->replay = ts.failed_replay;
+        plan->replays_done = ts.failed_replay;
         PyErr_Restore(ts.exc_type, ts.exc_value, ts.exc_tb);
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_RuntimeError, "eagle: a replay failed without an exception");
         return -1;
     }
+    plan->replays_done = ts.stopped_after >= 0 ? ts.stopped_after : r1;
     return 0;
 }
 
@@ -482,8 +565,10 @@ double eagle_barrier_cost_ns(int n_threads) { (void)n_threads; return 0; }
 
 static int plan_needs_measuring(const eagle_plan *plan)
 {
+    if (plan->measured_replays >= MEASURED_REPLAYS)
+        return 0;
     for (int32_t s = 0; s < plan->n_stages; ++s)
-        if (plan->stages[s].policy == EAGLE_TEAM_AUTO && plan->stages[s].cost_ns < 0)
+        if (plan->stages[s].policy == EAGLE_TEAM_AUTO)
             return 1;
     return 0;
 }
@@ -492,22 +577,25 @@ int eagle_execute(eagle_plan *plan, int64_t n_replays, eagle_failure *failure)
 {
     failure->node = -1;
     failure->replay = -1;
-    if (n_replays <= 0 || plan->n_stages == 0)
+    plan->replays_done = 0;
+    if (n_replays <= 0 || plan->n_stages == 0 || (plan->until_empty && plan->logical_size == 0))
         return 0;
 
     int64_t r = 0;
-    eagle_choose_teams(plan);
     if (plan_needs_measuring(plan) && plan->num_threads > 1) {
         /* Opaque and fresh native nodes have unknown costs until they run: run
          * the first replays on this thread, timing each node, then choose. */
-        int64_t m = n_replays < MEASURED_REPLAYS ? n_replays : MEASURED_REPLAYS;
+        int64_t m = MEASURED_REPLAYS - plan->measured_replays;
+        if (m > n_replays)
+            m = n_replays;
         int rc = plan->has_opaque ? replay_serial_gil(plan, 0, m, 1, failure)
                                   : replay_serial_nogil(plan, 0, m, 1, failure);
-        if (rc < 0)
+        plan->measured_replays += (int32_t)plan->replays_done;
+        if (rc < 0 || plan->replays_done < m)
             return rc;
         r = m;
-        eagle_choose_teams(plan);
     }
+    eagle_choose_teams(plan);
     if (r == n_replays)
         return 0;
 

@@ -7,6 +7,11 @@
  * dealt out one per thread. One parallel region serves a whole launch; a
  * barrier separates two stages only when one of them uses the team.
  *
+ * Team nodes (eagle_team_kernel) run in phases, with a barrier between
+ * phases when the stage uses the team. A plan with a size source (a
+ * compaction node) takes its logical size from it after every replay, and
+ * with until_empty stops once that size is 0.
+ *
  * GIL: eagle_execute is called with the GIL held and returns with it held.
  * A plan with no opaque node runs without the GIL; opaque nodes take it
  * (worker threads through PyGILState_Ensure). The calling thread takes it
@@ -29,7 +34,7 @@
 extern "C" {
 #endif
 
-enum { EAGLE_NODE_OPAQUE = 0, EAGLE_NODE_NATIVE = 1 };
+enum { EAGLE_NODE_OPAQUE = 0, EAGLE_NODE_NATIVE = 1, EAGLE_NODE_TEAM = 2 };
 
 typedef struct eagle_node {
     int kind;
@@ -37,6 +42,8 @@ typedef struct eagle_node {
     PyObject *callable;     /* opaque: borrowed */
     vectorcallfunc vectorcall;  /* opaque: the callable's vectorcall slot, or NULL */
     eagle_kernel kernel;    /* native */
+    eagle_team_kernel team_kernel;  /* team: run in n_phases phases by the whole team */
+    int32_t n_phases;
     char **data;
     const int64_t *strides;
     void *user_data;
@@ -49,6 +56,7 @@ typedef struct eagle_stage {
     int32_t first, count;   /* nodes[first .. first + count) */
     int32_t policy;         /* EAGLE_TEAM_*: how the team is chosen */
     int32_t team;           /* chosen for the current launch: 1 or the team size */
+    int32_t n_phases;       /* most phases of a team node in the stage (1 if none) */
     double cost_ns;         /* estimate for the current logical size; < 0: unknown */
 } eagle_stage;
 
@@ -60,6 +68,13 @@ typedef struct eagle_plan {
     int64_t logical_size;
     int32_t num_threads;            /* team size for parallel stages */
     int32_t has_opaque;
+    /* Where a node (compaction) writes the next replay's logical size, or NULL.
+     * Read at the end of every replay, clamped to [0, capacity]. */
+    const int64_t *size_source;
+    int64_t capacity;
+    int32_t until_empty;            /* stop the launch once the logical size is 0 */
+    int64_t replays_done;           /* out: replays completed by the last launch */
+    int32_t measured_replays;       /* replays timed so far to learn the nodes' costs */
 } eagle_plan;
 
 typedef struct eagle_failure {

@@ -28,7 +28,11 @@ class CpuBackend:
                     specs.append((i, "native", node.kernel, node.arrays_in_order, node.split))
             stages.append(specs)
         self._stage_names = [[graph._names[i] for i in idx] for idx in graph._stage_indexes()]
-        self._plan = CpuPlan(stages, policies, graph.logical_size)
+        self._partitions = [n.partition for n in graph._nodes if getattr(n, "partition", None) is not None]
+        resizer = [n for n in graph._nodes if n.resizes]
+        self.resizes = bool(resizer)
+        self._plan = CpuPlan(stages, policies, graph.logical_size, graph.capacity,
+                             resizer[0].partition if resizer else None)
 
     @property
     def last_failure(self):
@@ -39,8 +43,17 @@ class CpuBackend:
         node, replay = where
         return (self._plan.order[node] if node >= 0 else -1), replay
 
-    def launch(self, n: int) -> None:
-        self._plan.launch(n)
+    def launch(self, n: int, until_empty: bool = False) -> int:
+        done = self._plan.launch(n, until_empty)
+        for p in self._partitions:
+            if p.take_invalid_keys():
+                raise ValueError(f"reorder: a key outside [0, n_keys) was met in the last launch; the "
+                                 "samples were left in place on that replay")
+        return done
+
+    @property
+    def logical_size(self) -> int:
+        return self._plan.logical_size
 
     def set_logical_size(self, n: int) -> None:
         self._plan.logical_size = n

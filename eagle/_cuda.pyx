@@ -128,7 +128,11 @@ def library():
 def runtime_status():
     """One line for ``eagle.show_config()``: the runtime in use, or why there is none."""
     try:
-        path = load()
+        try:  # with the cuda backend's fallbacks (runtimes from wheels, beside CuPy)
+            from eagle._backend_cuda import load_runtime
+        except ImportError:
+            load_runtime = load
+        path = load_runtime()
         return (f"{path} (runtime {runtime_version()}, driver {driver_version()}, "
                 f"{device_count()} device(s))")
     except CudaError as e:

@@ -6,7 +6,7 @@ from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uintptr_t
 from libc.stdlib cimport calloc, free
 
-from eagle.native cimport Kernel, kernel_t
+from eagle.native cimport Kernel, kernel_t, team_kernel_t
 
 cdef extern from "Python.h":
     ctypedef void *vectorcallfunc
@@ -16,6 +16,7 @@ cdef extern from "executor.h" nogil:
     enum:
         EAGLE_NODE_OPAQUE
         EAGLE_NODE_NATIVE
+        EAGLE_NODE_TEAM
         EAGLE_TEAM_AUTO
         EAGLE_TEAM_SERIAL
         EAGLE_TEAM_ALL
@@ -26,6 +27,8 @@ cdef extern from "executor.h" nogil:
         PyObject *callable
         vectorcallfunc vectorcall
         kernel_t kernel
+        team_kernel_t team_kernel
+        int32_t n_phases
         char **data
         const int64_t *strides
         void *user_data
@@ -35,6 +38,7 @@ cdef extern from "executor.h" nogil:
         int32_t first, count
         int32_t policy
         int32_t team
+        int32_t n_phases
         double cost_ns
 
     ctypedef struct eagle_plan:
@@ -45,6 +49,10 @@ cdef extern from "executor.h" nogil:
         int64_t logical_size
         int32_t num_threads
         int32_t has_opaque
+        const int64_t *size_source
+        int64_t capacity
+        int32_t until_empty
+        int64_t replays_done
 
     ctypedef struct eagle_failure:
         int32_t node
@@ -176,7 +184,7 @@ cdef class CpuPlan:
     def __cinit__(self):
         self.keepalive = []
 
-    def __init__(self, stages, policies, int64_t logical_size):
+    def __init__(self, stages, policies, int64_t logical_size, int64_t capacity=0, size_source=None):
         cdef int32_t n_nodes = sum(len(s) for s in stages)
         cdef int32_t i = 0, k, s
         cdef eagle_node *node
@@ -188,12 +196,18 @@ cdef class CpuPlan:
         self.plan.n_nodes = n_nodes
         self.plan.n_stages = len(stages)
         self.plan.logical_size = logical_size
+        self.plan.capacity = capacity
+        if size_source is not None:
+            # an object (a compaction's Partition) whose kernel writes the next logical size
+            self.plan.size_source = <const int64_t *><uintptr_t>size_source.size_source_address
+            self.keepalive.append(size_source)
         self.order = []
         for s, specs in enumerate(stages):
             self.plan.stages[s].first = i
             self.plan.stages[s].count = len(specs)
             self.plan.stages[s].policy = _POLICIES[policies[s]]
             self.plan.stages[s].team = 1
+            self.plan.stages[s].n_phases = 1
             self.plan.stages[s].cost_ns = -1
             for index, kind, work, arrays, split in specs:
                 node = &self.plan.nodes[i]
@@ -206,9 +220,16 @@ cdef class CpuPlan:
                     self.plan.has_opaque = 1
                 else:
                     kern = <Kernel>work
-                    node.kind = EAGLE_NODE_NATIVE
-                    node.split = 1 if split else 0
-                    node.kernel = kern.fn
+                    if kern.phases:
+                        node.kind = EAGLE_NODE_TEAM
+                        node.team_kernel = kern.team_fn
+                        node.n_phases = kern.phases
+                        if kern.phases > self.plan.stages[s].n_phases:
+                            self.plan.stages[s].n_phases = kern.phases
+                    else:
+                        node.kind = EAGLE_NODE_NATIVE
+                        node.split = 1 if split else 0
+                        node.kernel = kern.fn
                     node.user_data = kern.user_data
                     node.data = <char **>calloc(max(len(arrays), 1), sizeof(char *))
                     node.strides = <int64_t *>calloc(max(len(arrays), 1), sizeof(int64_t))
@@ -233,18 +254,21 @@ cdef class CpuPlan:
     def set_threads(self, int n):
         self.plan.num_threads = n
 
-    def launch(self, int64_t n):
-        """Replay n times. If a node raises (or Ctrl-C), the exception propagates
-        and ``last_failure`` says where: (plan node index or -1, replay index)."""
+    def launch(self, int64_t n, bint until_empty=False):
+        """Replay n times (with until_empty: until the logical size is 0, at most n);
+        returns the replays done. If a node raises (or Ctrl-C), the exception
+        propagates and ``last_failure`` says where: (plan node index or -1, replay)."""
         cdef eagle_failure failure
         cdef int n_threads = get_num_threads()
         if n_threads != self.plan.num_threads:
             self.set_threads(n_threads)
+        self.plan.until_empty = until_empty
         try:
             eagle_execute(&self.plan, n, &failure)
         except BaseException:
             self.last_failure = (failure.node, failure.replay)
             raise
+        return self.plan.replays_done
 
     @property
     def logical_size(self):

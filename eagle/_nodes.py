@@ -45,6 +45,13 @@ class Node:
     def default_name(self) -> str:
         return self.kind
 
+    def sample_arrays(self):
+        """The arrays whose axis 0 is the sample axis (they bound the capacity)."""
+        return [a for _, a, _ in self.arrays()]
+
+    #: whether the node sets the next replay's logical size (compaction)
+    resizes = False
+
 
 class OpaqueNode(Node):
     """A Python callable with no arguments, run whole on every replay, under the GIL."""

@@ -27,12 +27,15 @@ import operator
 import threading
 from dataclasses import dataclass
 
+from eagle._cuda_kernel import SIZE, CudaKernelNode, cuda_kernel
+from eagle._finished import PartitionNode, compact, reorder
 from eagle._memory import leading_length
 from eagle._nodes import NativeNode, Node, OpaqueNode, native, opaque
 from eagle._picture import render
 from eagle._staging import GroupConflict, Stager
 
-__all__ = ["Graph", "Node", "opaque", "native", "NotBuiltError", "GroupConflict", "Plan"]
+__all__ = ["Graph", "Node", "opaque", "native", "cuda_kernel", "SIZE", "compact", "reorder",
+           "NotBuiltError", "GroupConflict", "Plan"]
 
 
 class NotBuiltError(RuntimeError):
@@ -141,12 +144,16 @@ class Graph:
             for node in nodes:
                 if not isinstance(node, Node):
                     raise TypeError(
-                        "a graph records nodes made by eagle.graph.opaque(fn, reads=..., writes=...) "
-                        f"or eagle.graph.native(kernel, ...), got {type(node).__name__}")
+                        "a graph records nodes made by eagle.graph.opaque(fn, reads=..., writes=...), "
+                        "native(kernel, ...), cuda_kernel(...), compact(...) or reorder(...), "
+                        f"got {type(node).__name__}")
             families = {n.family for n in nodes if n.family} | ({self._family} if self._family else set())
             if len(families) > 1:
                 raise TypeError("this graph would mix NumPy and CUDA arrays; a graph runs on one "
                                 "device: NumPy arrays build for the cpu backend, CuPy arrays for cuda")
+            if sum(n.resizes for n in nodes) + any(n.resizes for n in self._nodes) > 1:
+                raise ValueError("a graph has at most one compaction node: it alone sets the next "
+                                 "replay's logical size")
             final = self._assign_names(nodes, names)
             accesses = [Stager.accesses(n) for n in nodes]
             if group:
@@ -159,7 +166,7 @@ class Graph:
                 group_id = self._n_groups
                 self._n_groups += 1
             for node, name in zip(nodes, final):
-                for _, a, _ in node.arrays():
+                for a in node.sample_arrays():
                     m = leading_length(a)
                     if m is not None:
                         self._cap_all = m if self._cap_all is None else min(self._cap_all, m)
@@ -229,7 +236,8 @@ class Graph:
 
     @property
     def logical_size(self) -> int:
-        """How many samples the sized nodes process on each replay."""
+        """How many samples the sized nodes process on the next replay (a compaction
+        node changes it as samples finish)."""
         return self.capacity if self._logical_size is None else self._logical_size
 
     @logical_size.setter
@@ -284,16 +292,34 @@ class Graph:
         """
         if type(n) is not int or n < 0:
             n = _count(n, "launch()")
+        self._run(n, False)
+
+    def launch_until_done(self, max_replays: int) -> int:
+        """Replay until no sample is left (a compaction node's live count reaches 0),
+        at most ``max_replays`` times, without returning to Python in between.
+        Returns the replays run."""
+        max_replays = _count(max_replays, "launch_until_done()")
+        if not any(n.resizes for n in self._nodes):
+            raise ValueError("launch_until_done() needs a compaction node (eagle.graph.compact) "
+                             "to know when the samples are done")
+        return self._run(max_replays, True)
+
+    def _run(self, n, until_done):
         with self._exclusive("launch"):
-            if self._backend is None:
+            backend = self._backend
+            if backend is None:
                 raise NotBuiltError(
                     "the graph was recorded into since build(); call g.build() again"
                     if self._ever_built else "launch() needs a built graph: call g.build() first")
             try:
-                self._backend.launch(n)
+                done = backend.launch(n, until_done) if until_done else backend.launch(n)
             except BaseException as e:
                 self._note_failure(e, n)
                 raise
+            finally:
+                if backend.resizes:
+                    self._logical_size = backend.logical_size
+            return done
 
     def _note_failure(self, exc, n):
         where = getattr(self._backend, "last_failure", None)

@@ -13,14 +13,22 @@
 #
 # data[k] is the k-th declared array's data pointer (reads, then writes, in
 # declaration order); sample i of it is at data[k] + i * strides[k].
-from libc.stdint cimport int64_t, uintptr_t
+from libc.stdint cimport int32_t, int64_t, uintptr_t
 
 ctypedef void (*kernel_t)(int64_t start, int64_t stop, char **data,
                           const int64_t *strides, void *user_data) noexcept nogil
 
+# A team kernel runs in phases over samples [0, size); all threads finish
+# phase p before any starts p + 1 (see csrc/include/eagle/kernel.h).
+ctypedef void (*team_kernel_t)(int32_t phase, int32_t thread, int32_t n_threads, int64_t size,
+                               char **data, const int64_t *strides, void *user_data) noexcept nogil
+
 
 cdef class Kernel:
     cdef kernel_t fn
+    cdef team_kernel_t team_fn
+    # 0 for a kernel over [start, stop); else the phases of a team kernel
+    cdef readonly int phases
     cdef void *user_data
     cdef readonly str name
     # what keeps user_data (and the code behind fn) alive
@@ -33,3 +41,7 @@ cdef class Kernel:
 
 cdef Kernel wrap_kernel(kernel_t fn, str name, void *user_data=*, object owner=*,
                         object n_reads=*, object n_writes=*, object dtype=*)
+
+
+cdef Kernel wrap_team_kernel(team_kernel_t fn, int phases, str name, void *user_data=*,
+                             object owner=*, object n_reads=*, object n_writes=*)

@@ -49,6 +49,7 @@ cdef class Kernel:
         if isinstance(obj, Kernel):
             other = <Kernel>obj
             self.fn, self.user_data, owner = other.fn, other.user_data, [other.owner]
+            self.team_fn, self.phases = other.team_fn, other.phases
             self.n_reads, self.n_writes, self.dtype = other.n_reads, other.n_writes, other.dtype
             name = name or other.name
         else:
@@ -78,6 +79,8 @@ cdef class Kernel:
         return <uintptr_t>self.user_data
 
     def __repr__(self):
+        if self.phases:
+            return f"eagle.native.Kernel({self.name!r}, team kernel of {self.phases} phases)"
         return f"eagle.native.Kernel({self.name!r} at 0x{<uintptr_t>self.fn:x})"
 
 
@@ -138,4 +141,15 @@ cdef Kernel wrap_kernel(kernel_t fn, str name, void *user_data=NULL, object owne
     k.n_reads = n_reads
     k.n_writes = n_writes
     k.dtype = dtype
+    return k
+
+
+cdef Kernel wrap_team_kernel(team_kernel_t fn, int phases, str name, void *user_data=NULL,
+                             object owner=None, object n_reads=None, object n_writes=None):
+    """A Kernel of a Cython team kernel run in `phases` phases by the whole team."""
+    if phases < 1:
+        raise ValueError(f"a team kernel needs at least one phase, got {phases}")
+    cdef Kernel k = wrap_kernel(<kernel_t>NULL, name, user_data, owner, n_reads, n_writes, None)
+    k.team_fn = fn
+    k.phases = phases
     return k

@@ -4,7 +4,10 @@
 #   tests/gpu/run_on_gpu.sh            # from the repository root
 #   EAGLE_SKIP_INSTALL=1 tests/gpu/run_on_gpu.sh   # eagle (and CuPy) already installed
 #
-# 1. installs eagle with its CUDA and test extras (pip install .[cuda,test]);
+# 1. installs eagle with its CUDA and test extras (pip install .[cuda,test]); with
+#    CuPy, pytest and Cython already installed it builds eagle alone, offline
+#    (pip install --no-deps --no-build-isolation .); EAGLE_WHEEL=path installs a
+#    carried wheel instead; EAGLE_WHEELHOUSE=dir lets pip find the extras there;
 # 2. prints the setup (driver, eagle.show_config());
 # 3. runs the GPU tests: pytest -m gpu tests/gpu, plus the gpu-marked shim
 #    test that runs the seed page's C++ example (tests/cuda);
@@ -35,7 +38,16 @@ fi
 
 if [[ -z "${EAGLE_SKIP_INSTALL:-}" ]]; then
     echo "== install"
-    "$PY" -m pip install --quiet ".[cuda,test]"
+    if [[ -n "${EAGLE_WHEEL:-}" ]]; then
+        # a wheel built elsewhere and carried here (offline machines)
+        step "$PY" -m pip install --quiet --force-reinstall --no-deps "$EAGLE_WHEEL"
+    elif "$PY" -c "import cupy, pytest, Cython, setuptools, numpy" 2>/dev/null; then
+        # CuPy and the build/test tools are already here: build eagle alone, offline
+        step "$PY" -m pip install --quiet --force-reinstall --no-deps --no-build-isolation .
+    else
+        # the documented install (needs the package index, or EAGLE_WHEELHOUSE=dir of wheels)
+        step "$PY" -m pip install --quiet ${EAGLE_WHEELHOUSE:+--find-links "$EAGLE_WHEELHOUSE"} ".[cuda,test]"
+    fi
 fi
 
 echo "== config"

@@ -28,6 +28,18 @@ typedef void (*eagle_kernel)(int64_t start, int64_t stop, char **data,
 /* The name a PyCapsule holding an eagle_kernel must carry. */
 #define EAGLE_KERNEL_SIGNATURE "void (int64_t, int64_t, char **, const int64_t *, void *)"
 
+/* A team kernel works in phases over samples [0, size): every thread of the
+ * team runs phase p (knowing its index `thread` among `n_threads`) and all of
+ * them finish it before any starts phase p + 1. It is how a node that needs
+ * the whole team to cooperate (a prefix sum, a counting sort) runs without
+ * the GIL and without a parallel region of its own. Run alone, it is called
+ * with thread 0 of 1 for each phase in turn.
+ * Thread-safety: phases of one replay run on all threads at once; a phase
+ * must only write what its thread owns until the phase ends. */
+typedef void (*eagle_team_kernel)(int32_t phase, int32_t thread, int32_t n_threads,
+                                  int64_t size, char **data, const int64_t *strides,
+                                  void *user_data);
+
 #ifdef __cplusplus
 }
 #endif

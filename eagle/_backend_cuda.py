@@ -1,0 +1,430 @@
+"""The cuda backend: a graph captured once into a CUDA graph, replayed with ``cudaGraphLaunch``.
+
+``g.build()`` picks this backend when the graph's arrays are CUDA arrays (CuPy
+arrays or any object with ``__cuda_array_interface__``). It
+
+1. binds the CUDA runtime (``eagle._cuda``: the one CuPy loaded, the system's,
+   or ``EAGLE_CUDA_RUNTIME``) and raises :class:`eagle.CudaError` saying
+   whether no runtime library was found or a runtime was found but no GPU /
+   driver is usable;
+2. captures the whole graph in **one** stream capture on eagle's own stream,
+   in relaxed capture mode, stage by stage in recording order. A stage with
+   several nodes is captured as side-by-side branches: an event recorded on
+   eagle's stream forks the side streams, each node is captured on its own
+   stream, and events join them back before the next stage. One capture with
+   fork/join keeps every kernel node at the top level of the CUDA graph, where
+   ``set_logical_size`` can patch it. With CuPy imported, the stream a node is
+   captured on is made CuPy's current stream (``cupy.cuda.ExternalStream``)
+   and CuPy allocates from a memory pool that belongs to this graph, so the
+   temporaries a node allocates while it is captured (``2 * x`` makes a new
+   array) are baked into the graph and never handed to other allocations
+   (returned to CuPy's shared pool they would be reused, and replays would
+   corrupt them);
+3. instantiates the captured graph once (a failure names the eagle node);
+4. registers every ``cuda_kernel`` node as a sized kernel node of the
+   instantiated graph.
+
+**Opaque nodes run once, while the graph is captured.** Their Python code does
+not run again on replay: each replay repeats the GPU work they launched during
+capture, with the arguments, sizes and temporaries of that moment. (On the CPU
+an opaque node runs on every replay.) So after ``g.build(); g.launch(3)`` the
+seed page's ``calls`` reads ``{'l': 1, 'r': 1, 'join': 1}`` on a GPU, and
+``out`` holds the replayed result. Code that must run each replay belongs in
+kernels. A node that synchronizes (``.get()``, ``float(x)``, printing a CuPy
+array) cannot be captured: the capture fails with the node named. CuPy
+compiles and loads kernels on first use, which may then happen during capture:
+drivers for CUDA 12.3 and newer allow that; with older drivers run the step's
+CuPy code once before ``build()``.
+
+``cuda_kernel`` nodes are launched by eagle itself during capture; ``set_logical_size(n)``
+patches their grid and size argument in the instantiated graph (no re-capture,
+no re-instantiation). Kernels launched from inside opaque nodes keep the size
+they were captured with.
+
+``launch(n)`` issues ``n`` graph launches (one ``cudaGraphLaunch`` each, from
+C without the GIL) on eagle's stream, ordered after the work already queued on
+CuPy's current stream, then **synchronizes** eagle's stream: when ``launch``
+returns, the arrays hold the result, as on the CPU. Ctrl-C stops a long launch
+between chunks of replays (the replays already issued finish first).
+"""
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import sys
+import threading
+from dataclasses import dataclass
+
+from eagle import _cuda  # ImportError: eagle was built without the cuda backend (Graph.build says so)
+from eagle._errors import CudaError
+from eagle.graph import Plan, StagePlan
+
+__all__ = ["CudaBackend", "CudaPlan", "capture_stream", "ensure_runtime", "load_runtime"]
+
+# graph launches issued per C call; Ctrl-C is seen between chunks
+_CHUNK = 4096
+
+_tls = threading.local()
+
+
+def capture_stream():
+    """The ``eagle._cuda.Stream`` the current node is being captured on, or None.
+
+    Inside an opaque node during ``build()`` on the cuda backend this is the
+    stream its GPU work must go to (CuPy code needs nothing: the stream is
+    CuPy's current stream then). Other libraries can wrap its ``.ptr``, e.g.
+    ``torch.cuda.ExternalStream(eagle._backend_cuda.capture_stream().ptr)``.
+    """
+    return getattr(_tls, "stream", None)
+
+
+def _cupy():
+    """CuPy if the program imported it (eagle never imports it itself)."""
+    return sys.modules.get("cupy")
+
+
+# ---- the runtime --------------------------------------------------------------------
+
+def _runtime_candidates():
+    """libcudart files to try when the default lookup found none or none usable:
+    NVIDIA's wheels (via cuda-pathfinder or site-packages), CuPy's CUDA path,
+    CUDA_HOME / CUDA_PATH, /usr/local/cuda. The major version CuPy runs on first."""
+    found = []
+    try:  # NVIDIA's finder for runtimes installed from wheels or the system
+        from cuda.pathfinder import load_nvidia_dynamic_lib  # type: ignore
+
+        lib = load_nvidia_dynamic_lib("cudart")
+        path = getattr(lib, "abs_path", None)
+        if path:
+            found.append(path)
+    except Exception:
+        pass
+    roots = [p for p in sys.path if p and os.path.isdir(os.path.join(p, "nvidia"))]
+    for root in roots:
+        found += sorted(glob.glob(os.path.join(root, "nvidia", "**", "libcudart.so.*[0-9]"),
+                                  recursive=True))
+    homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
+    cp = _cupy()
+    if cp is not None:
+        try:
+            homes.insert(0, cp.cuda.get_cuda_path())
+        except Exception:
+            pass
+    homes += ["/usr/local/cuda"] + sorted(glob.glob("/usr/local/cuda-*"), reverse=True)
+    for home in filter(None, homes):
+        for sub in ("lib64", "lib", os.path.join("targets", "x86_64-linux", "lib")):
+            found += sorted(glob.glob(os.path.join(home, sub, "libcudart.so.*[0-9]")))
+    want = None
+    if cp is not None:
+        try:
+            want = cp.cuda.runtime.runtimeGetVersion() // 1000
+        except Exception:
+            pass
+
+    def major(path):
+        tail = path.rsplit("libcudart.so.", 1)[-1].split(".")[0]
+        return int(tail) if tail.isdigit() else 0
+
+    out, seen = [], set()
+    for path in sorted(found, key=lambda p: (major(p) != want, -major(p))):
+        real = os.path.realpath(path)
+        if real not in seen and os.path.exists(real):
+            seen.add(real)
+            out.append(path)
+    return out
+
+
+_load_lock = threading.Lock()
+
+
+def load_runtime() -> str:
+    """Bind a usable CUDA runtime; return its path, or raise the shim's CudaError.
+
+    ``eagle._cuda.load()`` first (``EAGLE_CUDA_RUNTIME``, a runtime already
+    loaded in the process, then the system's ``libcudart.so.13/.12``); when that
+    finds nothing usable and ``EAGLE_CUDA_RUNTIME`` is unset, the runtimes
+    installed from NVIDIA's wheels, beside CuPy or under CUDA_HOME, the major
+    version CuPy runs on first (so a runtime newer than the driver is skipped).
+    The first failure is the one reported.
+    """
+    if _cuda.is_loaded():
+        return _cuda.library()
+    with _load_lock:
+        try:
+            return _cuda.load()
+        except CudaError as first:
+            error = first
+        if not os.environ.get("EAGLE_CUDA_RUNTIME"):
+            for path in _runtime_candidates():
+                os.environ["EAGLE_CUDA_RUNTIME"] = path  # load() reads it on each try
+                try:
+                    return _cuda.load()
+                except CudaError:
+                    continue
+                finally:
+                    os.environ.pop("EAGLE_CUDA_RUNTIME", None)
+        raise error
+
+
+def ensure_runtime() -> str:
+    """Bind the CUDA runtime and check that a GPU is usable; return the library's path.
+
+    Raises :class:`eagle.CudaError` whose message says which failed: no CUDA
+    runtime library was found (``status`` -1, and what was tried), or a runtime
+    was found but no GPU / driver is usable (``status`` the runtime's error).
+    """
+    try:
+        return load_runtime()
+    except CudaError as error:
+        what = ("no CUDA runtime" if error.status == _cuda.ERROR_NOT_LOADED
+                else "a CUDA runtime but no usable GPU or driver")
+        raise CudaError(error.status, error.name, error.text,
+                        f"the cuda backend (this graph holds CUDA arrays) found {what}: "
+                        f"{error.detail or error}") from None
+
+
+# ---- the plan -------------------------------------------------------------------------
+
+@dataclass
+class CudaPlan(Plan):
+    """How a graph built for cuda runs: per stage, captured on one stream or as branches."""
+
+    runtime: str = ""
+    graph_nodes: int = 0
+    sized_kernels: int = 0
+
+    def __str__(self):
+        lines = [f"eagle plan · backend: cuda · {self.runtime} · logical size {self.logical_size} of "
+                 f"{self.capacity} · {self.graph_nodes} CUDA graph nodes, {self.sized_kernels} "
+                 "retuned by set_logical_size · one cudaGraphLaunch per replay"]
+        for sp in self.stages:
+            streams = "1 stream " if sp.team == 1 else f"{sp.team} streams"
+            lines.append(f"stage {sp.stage}  {sp.policy:8} on {streams}   " + " ".join(sp.nodes))
+        return "\n".join(lines)
+
+
+# ---- the backend ----------------------------------------------------------------------
+
+class CudaBackend:
+    """A recorded graph captured into one CUDA graph, instantiated once (see the module doc).
+
+    Attributes for the curious: ``stream`` (eagle's stream, an
+    ``eagle._cuda.Stream``), ``exec`` (the ``eagle._cuda.GraphExec``),
+    ``graph_nodes`` (nodes in the captured CUDA graph), ``sized_kernels``
+    (kernel nodes ``set_logical_size`` patches), ``replays`` (graph launches
+    issued so far), ``library`` (the CUDA runtime in use).
+    """
+
+    name = "cuda"
+    #: a cuda graph has no compaction node yet: its logical size changes only by set_logical_size
+    resizes = False
+
+    def __init__(self, graph, policies):
+        self.library = ensure_runtime()
+        self._graph = graph
+        self._cp = _cupy()
+        stages = graph._stage_indexes()
+        for i, node in enumerate(graph._nodes):
+            if node.kind not in ("opaque", "cuda_kernel"):
+                raise TypeError(f"node {graph._names[i]!r} is a {node.kind} node, which runs on the CPU; "
+                                "a graph of CUDA arrays takes opaque() and cuda_kernel() nodes")
+        # a stage of several nodes is captured as branches, unless its policy is "serial"
+        self._branches = [len(idx) > 1 and policies[s] != "serial" for s, idx in enumerate(stages)]
+        self._stage_names = [[graph._names[i] for i in idx] for idx in stages]
+        width = max([len(idx) for s, idx in enumerate(stages) if self._branches[s]] or [1])
+
+        self.stream = _cuda.Stream()
+        self._sides = [_cuda.Stream() for _ in range(width - 1)]
+        self._cupy_streams = {}
+        # temporaries allocated while capturing live in this pool, as long as the graph
+        self._pool = self._cp.cuda.MemoryPool() if self._cp is not None else None
+        self._in_event = _cuda.Event()
+        self.last_failure = None
+        self.replays = 0
+
+        size = graph.logical_size
+        owners = _cuda.NodeOwners(self.stream)
+        sized = []
+        captured = self._capture(stages, size, owners, sized)
+        try:
+            self.exec = captured.instantiate(upload_stream=self.stream, owners=owners,
+                                             names=graph._names)
+        except CudaError as e:
+            if e.node_index is not None:
+                _add_note(e, f"eagle: the CUDA graph captured from node {e.node_name!r} (stage "
+                             f"{graph._stager.stage_of[e.node_index]}) failed to instantiate")
+            captured.close()
+            raise
+        for handle, node in sized:
+            self.exec.add_sized_kernel(handle, node.nargs, node.size_arg, node.size_type,
+                                       per_block=node.block)
+        self.graph_nodes = len(captured.nodes())
+        self.sized_kernels = len(sized)
+        self._logical_size = size
+
+    # -- capture ------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _on(self, stream):
+        """Make ``stream`` the one a node's GPU work goes to (CuPy's current stream)."""
+        prev = getattr(_tls, "stream", None)
+        _tls.stream = stream
+        try:
+            if self._cp is None:
+                yield
+            else:
+                ext = self._cupy_streams.get(stream.ptr)
+                if ext is None:
+                    ext = self._cupy_streams[stream.ptr] = self._cp.cuda.ExternalStream(stream.ptr)
+                with ext:
+                    yield
+        finally:
+            _tls.stream = prev
+
+    def _capture(self, stages, size, owners, sized):
+        g = self._graph
+        s0 = self.stream
+        events = []
+        where = None
+        with contextlib.ExitStack() as scope:
+            if self._pool is not None:
+                scope.enter_context(self._cp.cuda.using_allocator(self._pool.malloc))
+            s0.begin_capture(_cuda.CAPTURE_MODE_RELAXED)
+            try:
+                for s, idx in enumerate(stages):
+                    sides = self._sides[:len(idx) - 1] if self._branches[s] else []
+                    if sides:
+                        ev = _cuda.Event()
+                        events.append(ev)
+                        _cuda.fork(s0, sides, ev)
+                    streams = [s0] + sides if sides else [s0] * len(idx)
+                    for i, stream in zip(idx, streams):
+                        where = (i, s)
+                        node = g._nodes[i]
+                        with self._on(stream):
+                            if node.kind == "cuda_kernel":
+                                node.launch(stream, size)
+                                sized.append((stream.last_node(), node))
+                            else:
+                                node.fn()
+                        if stream.capture_status() != _cuda.CAPTURE_STATUS_ACTIVE:
+                            st = 901  # cudaErrorStreamCaptureInvalidated
+                            raise CudaError(st, _cuda.status_name(st), _cuda.status_text(st),
+                                            f"node {g._names[i]!r} invalidated the CUDA graph capture "
+                                            "(a GPU call inside it failed or is not allowed while "
+                                            "capturing)", node_index=i, node_name=g._names[i])
+                        owners.mark(i)
+                    where = None
+                    if sides:
+                        joins = [_cuda.Event() for _ in sides]
+                        events += joins
+                        _cuda.join(s0, sides, joins)
+            except BaseException as exc:
+                self._abandon(events)
+                if where is not None:
+                    i, s = where
+                    if isinstance(exc, CudaError) and exc.node_index is None:
+                        exc.node_index, exc.node_name = i, g._names[i]
+                    _add_note(exc, f"eagle: raised by node {g._names[i]!r} (stage {s}) while build() "
+                                   "captured the CUDA graph; the capture was ended and the graph "
+                                   "is not built")
+                raise
+            try:
+                captured = s0.end_capture()
+            except CudaError as exc:
+                _add_note(exc, "eagle: ending the CUDA graph capture failed in build(); the graph "
+                               "is not built")
+                raise
+            finally:
+                for ev in events:
+                    ev.close()
+        return captured
+
+    def _abandon(self, events):
+        """End a failed capture, whatever state it is in, so every stream stays usable."""
+        s0 = self.stream
+        with contextlib.suppress(CudaError):  # join what joined the capture, for a clean end
+            sides = [s for s in self._sides if s.capture_status() != _cuda.CAPTURE_STATUS_NONE]
+            joins = [_cuda.Event() for _ in sides]
+            events += joins
+            _cuda.join(s0, sides, joins)
+        with contextlib.suppress(CudaError):
+            if s0.capture_status() != _cuda.CAPTURE_STATUS_NONE:
+                s0.end_capture().close()
+        for ev in events:
+            with contextlib.suppress(CudaError):
+                ev.close()
+
+    # -- the backend interface ----------------------------------------------------------
+
+    def launch(self, n: int) -> None:
+        """``n`` graph launches on eagle's stream, then wait for them (synchronize)."""
+        self.last_failure = None
+        if n == 0:
+            return
+        cp = self._cp
+        if cp is not None:  # run after what the program queued on CuPy's current stream
+            cur = cp.cuda.get_current_stream().ptr
+            if cur != self.stream.ptr:
+                self._in_event.record(cur)
+                self.stream.wait_event(self._in_event)
+        done = 0
+        try:
+            while done < n:
+                chunk = min(n - done, _CHUNK)
+                self.exec.launch(self.stream, chunk)
+                done += chunk
+        except KeyboardInterrupt:
+            self.last_failure = (-1, done)
+            self._settle()
+            raise
+        except CudaError as e:
+            if done:
+                _add_note(e, f"eagle: {done} replays of launch({n}) had been issued before this chunk")
+            self._settle()
+            raise
+        finally:
+            self.replays += done
+        self.stream.synchronize()
+
+    def _settle(self):
+        with contextlib.suppress(CudaError):
+            self.stream.synchronize()
+
+    def set_logical_size(self, n: int) -> None:
+        """Patch grid and size argument of every ``cuda_kernel`` node in the instantiated graph."""
+        self.exec.set_logical_size(n)
+        self._logical_size = n
+
+    def stage_notes(self):
+        """Per stage: ``branches`` (its nodes captured side by side on their own streams)
+        or ``stream`` (captured in order on eagle's stream)."""
+        return ["branches" if b else "stream" for b in self._branches]
+
+    def plan(self) -> CudaPlan:
+        g = self._graph
+        boxes = {name: f"{node.box[0]}{name}{node.box[1]}" for node, name in zip(g._nodes, g._names)}
+        stages = [StagePlan(s, [boxes[n] for n in names], "branches" if b else "stream",
+                            len(names) if b else 1, None)
+                  for s, (names, b) in enumerate(zip(self._stage_names, self._branches))]
+        return CudaPlan("cuda", 1, g.logical_size, g.capacity, 0.0, stages,
+                        runtime=self.library, graph_nodes=self.graph_nodes,
+                        sized_kernels=self.sized_kernels)
+
+    def close(self) -> None:
+        """Release the CUDA objects now (collection does it too)."""
+        self._settle()
+        self.exec.close()
+        for s in [self.stream] + self._sides:
+            s.close()
+        self._in_event.close()
+        if self._pool is not None:
+            self._pool.free_all_blocks()
+
+
+def _add_note(exc, note):
+    if hasattr(exc, "add_note"):
+        exc.add_note(note)
+    else:  # Python 3.10
+        exc.__notes__ = getattr(exc, "__notes__", []) + [note]

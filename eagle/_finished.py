@@ -1,0 +1,129 @@
+"""Finished samples: compaction and reorder of the live set, as graph nodes.
+
+In a sample-parallel step samples finish at different replays. ``compact``
+moves the live samples to the front of every state array (stably: the live
+keep their order, and so do the finished behind them), writes the live count,
+and makes the next replay's logical size that count, so later replays touch
+only live work. ``reorder`` sorts the samples by an integer key (a material,
+a cell) so that neighbouring samples do similar work. Both permute an id map
+along with the state, so ``scatter_back`` can put results in original order.
+
+The step's own nodes must leave finished samples alone (test the alive flag);
+then compaction changes only where samples sit, never what they hold.
+On the CPU both are team kernels (eagle/_partition.pyx): a stable parallel
+counting sort without the GIL.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from eagle._executor import get_num_threads
+from eagle._nodes import Node
+
+# Chunks a partition's range is cut into (independent of the thread count, so
+# results never depend on it); fewer when there are many keys to count per chunk.
+_MAX_CHUNKS = 64
+_COUNTS_BUDGET = 1 << 16
+
+
+class PartitionNode(Node):
+    """A compaction or reorder node (see ``compact`` and ``reorder``)."""
+
+    kind = "native"
+    box = ("[", "]")
+    sized = True
+    split = False
+
+    def __init__(self, mode, key_name, key, state, ids, count, n_keys, every, min_dead_fraction):
+        from eagle._partition import Partition
+
+        if not isinstance(state, dict):
+            raise TypeError(f"{mode}(): state must be a dict of name -> per-sample array, "
+                            f"got {type(state).__name__}")
+        writes = {key_name: key, **state}
+        for name in ("ids", "count"):
+            if name in writes:
+                raise ValueError(f"{mode}(): {name!r} is a name of the node's own; call the array otherwise")
+        super().__init__(None, writes)
+        if self.family == "cuda":
+            raise TypeError(f"{mode}() on CuPy arrays belongs to the cuda backend, which does not offer it yet")
+        capacity = key.shape[0] if key.ndim == 1 else -1
+        if capacity < 0:
+            raise ValueError(f"{mode}(): {key_name!r} must be 1-d, one entry per sample")
+        for name, a in writes.items():
+            if a.ndim == 0 or a.shape[0] != capacity:
+                raise ValueError(f"{mode}(): every state array holds one row per sample ({capacity}); "
+                                 f"{name!r} has shape {a.shape}")
+            if a.ndim > 1 and not a[0].flags.c_contiguous:
+                raise ValueError(f"{mode}(): a sample's row of {name!r} must be contiguous")
+            if not a.flags.writeable:
+                raise ValueError(f"{mode}(): {name!r} is read-only")
+        if ids is None:
+            ids = np.arange(capacity, dtype=np.int64)
+        if not (isinstance(ids, np.ndarray) and ids.dtype == np.int64 and ids.shape == (capacity,)):
+            raise TypeError(f"{mode}(): ids must be an int64 array of shape ({capacity},)")
+        if count is None:
+            count = np.zeros(1, dtype=np.int64)
+        if not (isinstance(count, np.ndarray) and count.dtype == np.int64 and count.size == 1):
+            raise TypeError(f"{mode}(): count must be an int64 array of one element")
+        if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
+            raise ValueError(f"{mode}(): every must be an integer >= 1, got {every!r}")
+        if not 0.0 <= float(min_dead_fraction) <= 1.0:
+            raise ValueError(f"{mode}(): min_dead_fraction must be in [0, 1], got {min_dead_fraction!r}")
+        self.writes = {**writes, "ids": ids, "count": count}
+        self.ids, self.count = ids, count
+        self.mode = mode
+        permuted = [key, *state.values(), ids]
+        chunks = max(1, min(_MAX_CHUNKS, _COUNTS_BUDGET // (n_keys + 1)))
+        chunks = max(chunks, get_num_threads())
+        self.partition = Partition(mode, key, permuted, capacity, n_keys, int(every),
+                                   float(min_dead_fraction), count if mode == "compact" else None, chunks)
+        self.kernel = self.partition.kernel
+        self.arrays_in_order = permuted + [count]
+
+    @property
+    def resizes(self) -> bool:
+        """Whether the node sets the next replay's logical size (compaction)."""
+        return self.mode == "compact"
+
+    def sample_arrays(self):
+        return [a for name, a, _ in self.arrays() if name != "count"]
+
+    def default_name(self) -> str:
+        return self.mode
+
+    def scatter_back(self, compacted, out=None):
+        """Put per-sample values held in compacted order back in original sample order."""
+        out = np.empty_like(compacted) if out is None else out
+        out[self.ids] = compacted
+        return out
+
+
+def compact(alive, state, *, ids=None, count=None, every=1, min_dead_fraction=0.0) -> PartitionNode:
+    """A node that moves the live samples to the front and shrinks the logical size to them.
+
+    ``alive`` is a 1-d bool (or uint8) array, nonzero for a live sample;
+    ``state`` a dict of per-sample arrays (axis 0 is the sample) permuted with
+    it. ``ids`` (int64, default ``arange``) maps compacted position to original
+    sample id and is permuted too; ``count`` (int64, one element) receives the
+    live count. The policy: act on every ``every``-th replay, and only once at
+    least ``min_dead_fraction`` of the current samples have finished (always
+    when none is left). A replay that does not act costs one counting pass.
+    """
+    alive = np.asarray(alive) if not isinstance(alive, np.ndarray) else alive
+    if alive.dtype not in (np.bool_, np.uint8):
+        raise TypeError(f"compact(): alive must be a bool or uint8 array, got {alive.dtype}")
+    return PartitionNode("compact", "alive", alive, state, ids, count, 2, every, min_dead_fraction)
+
+
+def reorder(key, state, *, n_keys, ids=None, every=1) -> PartitionNode:
+    """A node that sorts samples [0, logical size) stably by ``key`` (int32/int64 in [0, n_keys)).
+
+    ``key`` and every ``state`` array (and the ``ids`` map) are permuted. A key
+    outside [0, n_keys) stops the reorder on that replay and ``launch`` raises.
+    """
+    if not (isinstance(key, np.ndarray) and key.dtype in (np.int32, np.int64)):
+        raise TypeError("reorder(): key must be an int32 or int64 array")
+    if isinstance(n_keys, bool) or not isinstance(n_keys, (int, np.integer)) or n_keys < 1:
+        raise ValueError(f"reorder(): n_keys must be an integer >= 1, got {n_keys!r}")
+    return PartitionNode("reorder", "key", key, state, ids, None, int(n_keys), every, 0.0)

@@ -1,0 +1,205 @@
+"""The team kernel behind compaction and reorder: a stable, parallel counting sort.
+
+Samples [0, size) are sorted stably into buckets by a key: for compaction the
+key is "dead" (0 for a live sample, 1 for a finished one), for reorder an
+integer key in [0, n_keys). Every state array (the key array and the id map
+among them) is permuted the same way, through a scratch copy.
+
+The range is cut into a fixed number of chunks (independent of the team
+size, so results never depend on the thread count); each thread owns a
+contiguous run of chunks. Four phases, with the team's barriers between them:
+
+0. thread 0 takes the policy decision (compact on this replay or not);
+1. each thread counts its chunks' keys per bucket;
+2. each thread computes where its chunks' samples go (an exclusive prefix sum
+   over buckets, then chunks) and copies them into the scratch arrays;
+3. each thread copies its slice of the scratch back; thread 0 writes the live
+   count and the next logical size.
+"""
+from libc.stdint cimport int32_t, int64_t, uint8_t, uintptr_t
+from libc.string cimport memcpy
+
+import numpy as np
+
+from eagle.native cimport Kernel, wrap_team_kernel
+
+DEF COMPACT = 0
+DEF REORDER = 1
+
+
+cdef struct partition_state:
+    int mode
+    int32_t key_kind          # reorder: 0 for int32 keys, 1 for int64 keys
+    int64_t n_keys            # buckets
+    int64_t n_chunks
+    int64_t n_arrays          # arrays permuted: data[0] (the key) .. data[n_arrays - 1]
+    int64_t *row_bytes        # bytes of one sample of each permuted array
+    char **scratch            # a capacity-long copy of each permuted array
+    int64_t *counts           # per chunk and bucket (n_keys + 1 of them): samples counted in phase 1
+    int64_t *cursor           # per chunk and bucket: where the next sample goes (phase 2)
+    int64_t every             # act on every k-th replay ...
+    double min_dead_fraction  # ... (compaction) and only once this fraction has finished
+    int64_t replay
+    bint due                  # phase 0's decision: this replay is one of every k-th
+    int64_t next_size         # the plan's size source (compaction)
+    int64_t *count_out        # where the live count goes (compaction), or NULL
+    bint invalid_keys         # a reorder key was outside [0, n_keys): nothing was moved
+
+
+cdef inline int64_t key_of(partition_state *st, char *key, int64_t stride, int64_t i) noexcept nogil:
+    if st.mode == COMPACT:
+        return 0 if (<uint8_t *>(key + i * stride))[0] else 1
+    cdef int64_t k
+    if st.key_kind == 0:
+        k = (<int32_t *>(key + i * stride))[0]
+    else:
+        k = (<int64_t *>(key + i * stride))[0]
+    # an out-of-range key lands in the extra bucket n_keys, which stops the reorder
+    return k if 0 <= k < st.n_keys else st.n_keys
+
+
+cdef inline void copy_row(char *dst, char *src, int64_t n) noexcept nogil:
+    if n == 8:
+        (<int64_t *>dst)[0] = (<int64_t *>src)[0]
+    elif n == 1:
+        dst[0] = src[0]
+    else:
+        memcpy(dst, src, n)
+
+
+cdef inline int64_t live_count(partition_state *st) noexcept nogil:
+    cdef int64_t c, live = 0
+    for c in range(st.n_chunks):
+        live += st.counts[c * (st.n_keys + 1)]
+    return live
+
+
+cdef inline int64_t invalid_count(partition_state *st) noexcept nogil:
+    cdef int64_t c, bad = 0
+    for c in range(st.n_chunks):
+        bad += st.counts[c * (st.n_keys + 1) + st.n_keys]
+    return bad
+
+
+cdef inline bint acts(partition_state *st, int64_t size) noexcept nogil:
+    """Whether this replay moves samples; every thread reaches the same answer."""
+    if not st.due or size == 0:
+        return False
+    if st.mode == REORDER:
+        if invalid_count(st):
+            st.invalid_keys = True   # every thread writes the same value
+            return False
+        return True
+    cdef int64_t live = live_count(st)
+    if live == size:
+        return False        # nothing finished: the permutation would be the identity
+    return live == 0 or (size - live) >= st.min_dead_fraction * size
+
+
+cdef void partition_phase(int32_t phase, int32_t thread, int32_t n_threads, int64_t size,
+                          char **data, const int64_t *strides, void *user_data) noexcept nogil:
+    cdef partition_state *st = <partition_state *>user_data
+    cdef int64_t C = st.n_chunks, K = st.n_keys, KB = st.n_keys + 1
+    cdef int64_t c0 = C * thread // n_threads, c1 = C * (thread + 1) // n_threads
+    cdef int64_t c, k, i, a, lo, hi, pos, v, base, before, total, run
+    cdef int64_t *cnt
+    if phase == 0:
+        if thread == 0:
+            st.replay += 1
+            st.due = st.replay % st.every == 0
+        return
+    if phase == 1:
+        for c in range(c0, c1):
+            cnt = st.counts + c * KB
+            for k in range(KB):
+                cnt[k] = 0
+            lo, hi = size * c // C, size * (c + 1) // C
+            for i in range(lo, hi):
+                cnt[key_of(st, data[0], strides[0], i)] += 1
+        return
+    if phase == 2:
+        if not acts(st, size):
+            return
+        # where (bucket k, chunk c) starts: all of the smaller buckets, then
+        # bucket k of the chunks before c
+        base = 0
+        for k in range(K):
+            before = 0
+            total = 0
+            for c in range(C):
+                v = st.counts[c * KB + k]
+                if c < c0:
+                    before += v
+                total += v
+            run = base + before
+            for c in range(c0, c1):
+                st.cursor[c * KB + k] = run
+                run += st.counts[c * KB + k]
+            base += total
+        for c in range(c0, c1):
+            cnt = st.cursor + c * KB
+            lo, hi = size * c // C, size * (c + 1) // C
+            for i in range(lo, hi):
+                k = key_of(st, data[0], strides[0], i)
+                pos = cnt[k]
+                cnt[k] = pos + 1
+                for a in range(st.n_arrays):
+                    copy_row(st.scratch[a] + pos * st.row_bytes[a], data[a] + i * strides[a],
+                             st.row_bytes[a])
+        return
+    # phase 3
+    cdef bint moved = acts(st, size)
+    if moved:
+        lo, hi = size * thread // n_threads, size * (thread + 1) // n_threads
+        for a in range(st.n_arrays):
+            for i in range(lo, hi):
+                copy_row(data[a] + i * strides[a], st.scratch[a] + i * st.row_bytes[a], st.row_bytes[a])
+    if thread == 0 and st.mode == COMPACT:
+        c = live_count(st) if size > 0 else 0
+        st.count_out[0] = c
+        st.next_size = c if moved or c == 0 else size
+
+
+cdef class Partition:
+    """Owns a partition kernel's state and scratch; ``kernel`` is the eagle Kernel."""
+    cdef partition_state st
+    cdef object buffers           # numpy arrays behind row_bytes, scratch pointers, counts
+    cdef readonly Kernel kernel
+
+    def __init__(self, str mode, key, arrays, int64_t capacity, int64_t n_keys,
+                 int64_t every, double min_dead_fraction, count_out, int64_t n_chunks):
+        self.st.mode = COMPACT if mode == "compact" else REORDER
+        self.st.key_kind = 1 if key.dtype.itemsize == 8 else 0
+        self.st.n_keys = n_keys
+        self.st.n_chunks = n_chunks
+        self.st.n_arrays = len(arrays)
+        self.st.every = every
+        self.st.min_dead_fraction = min_dead_fraction
+        self.st.next_size = capacity
+        row_bytes = np.array([a.dtype.itemsize * int(np.prod(a.shape[1:])) for a in arrays], dtype=np.int64)
+        scratch = [np.empty(capacity * int(rb), dtype=np.uint8) for rb in row_bytes]
+        pointers = np.array([s.ctypes.data for s in scratch], dtype=np.uintp)
+        counts = np.zeros(n_chunks * (n_keys + 1), dtype=np.int64)
+        cursor = np.zeros(n_chunks * (n_keys + 1), dtype=np.int64)
+        self.buffers = (row_bytes, scratch, pointers, counts, cursor, count_out)
+        self.st.row_bytes = <int64_t *><uintptr_t>row_bytes.ctypes.data
+        self.st.scratch = <char **><uintptr_t>pointers.ctypes.data
+        self.st.counts = <int64_t *><uintptr_t>counts.ctypes.data
+        self.st.cursor = <int64_t *><uintptr_t>cursor.ctypes.data
+        self.st.count_out = <int64_t *><uintptr_t>count_out.ctypes.data if count_out is not None else NULL
+        self.kernel = wrap_team_kernel(partition_phase, 4, mode, &self.st, self)
+
+    @property
+    def size_source_address(self):
+        """Address of the next logical size this kernel computes (compaction)."""
+        return <uintptr_t>&self.st.next_size
+
+    @property
+    def replays_seen(self):
+        return self.st.replay
+
+    def take_invalid_keys(self):
+        """Whether a reorder met a key outside [0, n_keys) since the last call."""
+        bad = self.st.invalid_keys
+        self.st.invalid_keys = False
+        return bool(bad)

@@ -1,0 +1,467 @@
+"""``python -m eagle.bench``: eagle's per-replay time beside what you would otherwise use.
+
+For the same graphs (the seed graph of three opaque nodes; a native diamond; a
+chain of 10 native nodes; one native node on 4 million doubles) it times one
+replay of each way to run the graph:
+
+* eagle's ``g.launch(n)``, with all threads and with 1;
+* a plain Python loop calling the same functions (for native graphs: a loop
+  calling one empty Python function per node, the floor of any Python-driven
+  loop, and a loop calling the same kernels through ctypes);
+* a loop in C calling the same kernels (a tiny helper compiled with ``cc`` at
+  run time; skipped with a note when there is no compiler);
+* ``concurrent.futures.ThreadPoolExecutor`` running each stage's nodes and
+  waiting for them before the next stage;
+* dask's threaded scheduler (``dask.threaded.get``) on a dict graph with the
+  same dependencies.
+
+Every runner is timed best-of-k, interleaved round by round in this one
+process, each timing long enough (tens of ms) for the clock not to matter.
+Ratios are against eagle with all threads. Peers that are not installed are
+skipped with a note, never faked.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import ctypes
+import gc
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import eagle
+from eagle import kernels
+from eagle._executor import have_openmp
+from eagle.graph import native, opaque
+from eagle.native import CTYPES_KERNEL
+
+TINY = 4
+BIG = 4_000_000
+#: replays eagle runs once after build(), before any timing
+WARMUP = 10
+
+
+# ---- the graphs ---------------------------------------------------------------
+
+@dataclass
+class Case:
+    """A graph and what the peers need to run the same work."""
+
+    title: str
+    samples: int
+    graph: eagle.Graph
+    fns: dict            # node name -> a no-argument callable doing the node's work
+    kernel_nodes: dict = field(default_factory=dict)   # node name -> NativeNode (native graphs)
+    big: bool = False
+
+    @property
+    def stages(self):
+        return self.graph.stages
+
+    @property
+    def deps(self):
+        """node name -> the names it must wait for."""
+        out = {name: [] for name in self.graph.nodes}
+        for before, after, _ in self.graph.dependencies:
+            if before not in out[after]:
+                out[after].append(before)
+        return out
+
+
+def seed_case():
+    x, left, right, out = np.arange(float(TINY)), np.zeros(TINY), np.zeros(TINY), np.zeros(TINY)
+
+    def run_l():
+        left[:] = 2 * x
+
+    def run_r():
+        right[:] = x + 1
+
+    def run_join():
+        out[:] = left + right
+
+    g = eagle.Graph()
+    g.add_group([opaque(run_l, reads={"x": x}, writes={"a": left}),
+                 opaque(run_r, reads={"x": x}, writes={"b": right})], names=["l", "r"])
+    g.add_node(opaque(run_join, reads={"a": left, "b": right}, writes={"out": out}), name="join")
+    return Case("seed graph: 3 opaque nodes", TINY, g, {"l": run_l, "r": run_r, "join": run_join})
+
+
+def _native_case(title, samples, named_nodes, groups, big=False):
+    g = eagle.Graph()
+    for names in groups:
+        nodes = [named_nodes[n] for n in names]
+        if len(nodes) == 1:
+            g.add_node(nodes[0], name=names[0])
+        else:
+            g.add_group(nodes, names=names)
+    fns = {name: _ctypes_call(node, samples) for name, node in named_nodes.items()}
+    return Case(title, samples, g, fns, kernel_nodes=dict(named_nodes), big=big)
+
+
+def diamond_case():
+    x, a, b, out = np.arange(float(TINY)), np.zeros(TINY), np.zeros(TINY), np.zeros(TINY)
+    nodes = {"l": native(kernels.scale(2.0), reads={"x": x}, writes={"a": a}),
+             "r": native(kernels.scale(3.0), reads={"x": x}, writes={"b": b}),
+             "join": native(kernels.add(), reads={"a": a, "b": b}, writes={"out": out})}
+    return _native_case("native diamond: 3 nodes", TINY, nodes, [["l", "r"], ["join"]])
+
+
+def chain_case(n=10):
+    bufs = [np.arange(float(TINY))] + [np.zeros(TINY) for _ in range(n)]
+    nodes = {f"n{i}": native(kernels.scale(1.0), reads={"x": bufs[i]}, writes={"y": bufs[i + 1]})
+             for i in range(n)}
+    return _native_case(f"native chain: {n} nodes", TINY, nodes, [[k] for k in nodes])
+
+
+def big_case(size):
+    x, y = np.ones(size), np.zeros(size)
+    nodes = {"scale": native(kernels.scale(2.0), reads={"x": x}, writes={"y": y})}
+    amount = f"{size / 1e6:g}M" if size >= 1_000_000 else f"{size:,}"
+    return _native_case(f"1 native node, {amount} doubles", size, nodes, [["scale"]], big=True)
+
+
+# ---- calling the kernels from outside eagle ------------------------------------------
+
+class _KernelArgs:
+    """A native node's kernel and its arguments as C values, kept alive together."""
+
+    def __init__(self, node):
+        arrays = node.arrays_in_order
+        self.fn_address = node.kernel.address
+        self.user_data = node.kernel.user_data_address
+        self.data = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
+        self.strides = (ctypes.c_int64 * len(arrays))(*[a.strides[0] for a in arrays])
+        self.arrays = arrays
+
+
+def _ctypes_call(node, samples):
+    """A no-argument callable running ``node``'s kernel over [0, samples) through ctypes
+    (which releases the GIL for the call, so threads run it in parallel)."""
+    return _ctypes_range_call(node)(0, samples)
+
+
+def _ctypes_range_call(node):
+    args = _KernelArgs(node)
+    fn = CTYPES_KERNEL(args.fn_address)
+    data = ctypes.cast(args.data, ctypes.POINTER(ctypes.c_char_p))
+    strides = ctypes.cast(args.strides, ctypes.POINTER(ctypes.c_int64))
+    ud = args.user_data
+
+    def make(start, stop):
+        def call(_keep=args):
+            fn(start, stop, data, strides, ud)
+        return call
+    return make
+
+
+_C_LOOP = r"""
+#include <stdint.h>
+typedef void (*kernel_t)(int64_t, int64_t, char **, const int64_t *, void *);
+void eagle_bench_c_loop(int64_t n_replays, int32_t n_nodes, void **fns, char ***data,
+                        const int64_t **strides, void **user_data, int64_t size)
+{
+    for (int64_t r = 0; r < n_replays; ++r)
+        for (int32_t i = 0; i < n_nodes; ++i)
+            ((kernel_t)fns[i])(0, size, data[i], strides[i], user_data[i]);
+}
+"""
+
+
+def compile_c_loop():
+    """(ctypes function, None) for the C loop helper, or (None, why it is skipped)."""
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if not cc:
+        return None, "no C compiler (cc) found"
+    tmp = tempfile.mkdtemp(prefix="eagle_bench_")
+    src, lib = os.path.join(tmp, "loop.c"), os.path.join(tmp, "loop.so")
+    with open(src, "w") as f:
+        f.write(_C_LOOP)
+    try:
+        subprocess.run(cc.split() + ["-O2", "-shared", "-fPIC", "-o", lib, src], check=True,
+                       capture_output=True, timeout=60)
+        dll = ctypes.CDLL(lib)
+    except (OSError, subprocess.SubprocessError) as exc:
+        detail = getattr(exc, "stderr", b"") or b""
+        return None, f"{cc} could not build the helper ({exc}; {detail.decode(errors='replace').strip()[:200]})"
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)   # the loaded library stays mapped
+    fn = dll.eagle_bench_c_loop
+    fn.restype = None
+    fn.argtypes = [ctypes.c_int64, ctypes.c_int32] + [ctypes.c_void_p] * 4 + [ctypes.c_int64]
+    return fn, None
+
+
+def c_loop_runner(c_loop, case):
+    """Replays in C: the graph's kernels in recording order, n times, in one call."""
+    order = [case.kernel_nodes[name] for name in case.graph.nodes]
+    args = [_KernelArgs(node) for node in order]
+    k = len(args)
+    fns = (ctypes.c_void_p * k)(*[a.fn_address for a in args])
+    data = (ctypes.c_void_p * k)(*[ctypes.addressof(a.data) for a in args])
+    strides = (ctypes.c_void_p * k)(*[ctypes.addressof(a.strides) for a in args])
+    uds = (ctypes.c_void_p * k)(*[a.user_data for a in args])
+    keep = (args, fns, data, strides, uds)
+
+    def run(n, _keep=keep):
+        c_loop(n, k, fns, data, strides, uds, case.samples)
+    return run
+
+
+# ---- the runners ----------------------------------------------------------------
+
+@dataclass
+class Runner:
+    name: str
+    threads: int
+    run: object              # run(n): n replays
+    prepare: object = None   # called before each timing, outside it
+    n: int = 1
+    best: float = float("inf")
+    note: str = ""
+
+
+def eagle_runner(case, threads, label):
+    g = case.graph
+
+    def prepare():
+        eagle.set_num_threads(threads)
+
+    return Runner(label, threads, g.launch, prepare)
+
+
+def python_loop_runner(fns, name):
+    fns = tuple(fns)
+    if len(fns) == 3:
+        f1, f2, f3 = fns
+
+        def run(n):
+            for _ in range(n):
+                f1()
+                f2()
+                f3()
+    else:
+        def run(n):
+            for _ in range(n):
+                for f in fns:
+                    f()
+    return Runner(name, 1, run)
+
+
+def thread_pool_runner(stages, threads, pool):
+    """Per replay, per stage: submit the stage's callables, wait for them all."""
+    stages = [tuple(s) for s in stages]
+    submit = pool.submit
+
+    def run(n):
+        for _ in range(n):
+            for stage in stages:
+                futures = [submit(f) for f in stage]
+                for fut in futures:
+                    fut.result()
+    return Runner("ThreadPoolExecutor, a stage at a time", threads, run)
+
+
+def _after(fn, *_deps):
+    fn()
+
+
+def dask_runner(dask_get, tasks, deps, threads):
+    """tasks: key -> callable; deps: key -> keys it waits for. One dask.threaded.get per replay."""
+    dsk = {k: (_after, fn, *deps.get(k, ())) for k, fn in tasks.items()}
+    waited_on = {d for ds in deps.values() for d in ds}
+    sinks = [k for k in tasks if k not in waited_on]
+
+    def run(n):
+        for _ in range(n):
+            dask_get(dsk, sinks, num_workers=threads)
+    return Runner("dask.threaded.get on a dict graph", threads, run)
+
+
+def runners_for(case, threads, c_loop, dask_get, pool):
+    split_note = f"range split in {threads} chunks" if case.big and threads > 1 else ""
+    rs = [eagle_runner(case, threads, "eagle launch(n)")]
+    if threads > 1:
+        rs.append(eagle_runner(case, 1, "eagle launch(n)"))
+    names = case.graph.nodes
+    if not case.kernel_nodes:
+        rs.append(python_loop_runner([case.fns[k] for k in names], "Python loop, same functions"))
+    else:
+        if not case.big:
+            empties = [(lambda: None) for _ in names]
+            r = python_loop_runner(empties, f"Python loop, {len(names)} empty functions")
+            rs.append(r)
+        rs.append(python_loop_runner([case.fns[k] for k in names], "Python loop, same kernels (ctypes)"))
+        if c_loop is not None:
+            rs.append(Runner("C loop, same kernels", 1, c_loop_runner(c_loop, case)))
+    if case.big and threads > 1:
+        # one node: a thread pool or dask would split its range, as eagle does
+        node = case.kernel_nodes["scale"]
+        make = _ctypes_range_call(node)
+        n = case.samples
+        chunks = [make(n * t // threads, n * (t + 1) // threads) for t in range(threads)]
+        r = thread_pool_runner([chunks], threads, pool)
+        r.note = split_note
+        rs.append(r)
+        if dask_get is not None:
+            r = dask_runner(dask_get, {f"c{t}": f for t, f in enumerate(chunks)}, {}, threads)
+            r.note = split_note
+            rs.append(r)
+    else:
+        rs.append(thread_pool_runner([[case.fns[k] for k in st] for st in case.stages], threads, pool))
+        if dask_get is not None:
+            rs.append(dask_runner(dask_get, dict(case.fns), case.deps, threads))
+    return rs
+
+
+# ---- timing ---------------------------------------------------------------------------
+
+def _time_once(r, n):
+    if r.prepare is not None:
+        r.prepare()
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        t0 = time.perf_counter()
+        r.run(n)
+        return time.perf_counter() - t0
+    finally:
+        if gc_was:
+            gc.enable()
+
+
+def calibrate(r, target_s):
+    """Pick replays per timing so that one timing lasts about target_s (this also warms up)."""
+    n = 1
+    while True:
+        t = _time_once(r, n)
+        if t >= target_s / 4 or n >= 1 << 24:
+            break
+        n = n * 10 if t < target_s / 100 else n * 2
+    r.n = max(1, min(1 << 24, int(n * target_s / max(t, 1e-9))))
+
+
+def measure(runners, rounds, target_s):
+    for r in runners:
+        calibrate(r, target_s)
+    for _ in range(rounds):
+        for r in runners:
+            r.best = min(r.best, _time_once(r, r.n) / r.n)
+
+
+# ---- the table ------------------------------------------------------------------------
+
+def fmt_time(s):
+    if s < 1e-6:
+        return f"{s * 1e9:.0f} ns"
+    if s < 1e-3:
+        return f"{s * 1e6:.2f} µs"
+    return f"{s * 1e3:.2f} ms"
+
+
+def _teams(case):
+    try:
+        return ",".join(str(sp.team) for sp in case.graph.plan().stages)
+    except Exception:
+        return "?"
+
+
+def print_table(results, threads, rounds, notes, out=sys.stdout):
+    head = ("graph", "samples", "runner", "threads", "per replay", "× eagle", "")
+    rows = []
+    for case, runners, teams in results:
+        ref = runners[0].best
+        for i, r in enumerate(runners):
+            note = r.note
+            if r.name.startswith("eagle"):
+                note = f"stage teams {teams[r.threads]}"
+            rows.append((case.title if i == 0 else "", f"{case.samples:,}" if i == 0 else "",
+                         r.name, str(r.threads), fmt_time(r.best), f"{r.best / ref:.2f}", note))
+        rows.append(None)
+    widths = [max(len(h), *(len(row[j]) for row in rows if row)) for j, h in enumerate(head)]
+    right = {1, 3, 4, 5}
+
+    def line(cells):
+        return "  ".join(c.rjust(w) if j in right else c.ljust(w) for j, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    print(line(head), file=out)
+    print("  ".join("-" * w for w in widths), file=out)
+    for row in rows[:-1]:
+        print(line(row) if row else "", file=out)
+    print(file=out)
+    print(f"per replay: best of {rounds} interleaved timings, each of many replays; "
+          f"× eagle: time / eagle's with {threads} threads (below 1: faster than eagle)", file=out)
+    print(f"eagle rows: after build() and a warm-up launch({WARMUP}); 'stage teams' is the team "
+          "eagle chose per stage (1: run on the calling thread, no barrier)", file=out)
+    for n in notes:
+        print(f"note: {n}", file=out)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m eagle.bench", description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="fewer and shorter timings (a few seconds)")
+    p.add_argument("--rounds", type=int, help="interleaved timings per runner; the best counts (default 7, quick 3)")
+    p.add_argument("--target-ms", type=float, help="length of one timing (default 40 ms, quick 8 ms)")
+    p.add_argument("--big", type=int, default=BIG, help=f"samples of the one-node graph (default {BIG:,})")
+    p.add_argument("--threads", type=int, help="threads for 'all' (default: eagle.get_num_threads())")
+    args = p.parse_args(argv)
+    rounds = args.rounds or (3 if args.quick else 7)
+    target_s = (args.target_ms or (8.0 if args.quick else 40.0)) / 1e3
+    threads = args.threads or eagle.get_num_threads()
+    initial_threads = eagle.get_num_threads()
+
+    notes = []
+    c_loop, why = compile_c_loop()
+    if c_loop is None:
+        notes.append(f"C loop skipped: {why}")
+    try:
+        import dask
+        import dask.threaded
+        dask_get = dask.threaded.get
+        dask_version = dask.__version__
+    except ImportError as exc:
+        dask_get, dask_version = None, None
+        notes.append(f"dask skipped: not installed ({exc}); pip install dask")
+    notes.append("the one-node graph has no empty-function row (its cost is the kernel's); "
+                 "for it the ThreadPoolExecutor and dask split the range in chunks, as eagle does"
+                 if threads > 1 else "the one-node graph has no empty-function row (its cost is the kernel's)")
+
+    print(f"eagle {eagle.__version__} · Python {platform.python_version()} · numpy {np.__version__} · "
+          f"dask {dask_version or 'not installed'} · {threads} threads "
+          f"(OpenMP {'yes' if have_openmp() else 'no'}, CPUs {os.cpu_count()}) · "
+          f"{platform.machine()}")
+    print(flush=True)
+
+    cases = [seed_case(), diamond_case(), chain_case(10), big_case(args.big)]
+    results = []
+    t_start = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=threads) as pool:
+        try:
+            for case in cases:
+                case.graph.build()
+                # eagle's first replays measure the nodes' costs, from which it picks each
+                # stage's team; warm up as any benchmark would (see WARMUP)
+                case.graph.launch(WARMUP)
+                runners = runners_for(case, threads, c_loop, dask_get, pool)
+                measure(runners, rounds, target_s)
+                teams = {}
+                for t in {threads, 1}:
+                    eagle.set_num_threads(t)
+                    teams[t] = _teams(case)
+                results.append((case, runners, teams))
+        finally:
+            eagle.set_num_threads(initial_threads)
+    print_table(results, threads, rounds, notes)
+    print(f"({time.perf_counter() - t_start:.1f} s)")
+
+
+if __name__ == "__main__":
+    main()

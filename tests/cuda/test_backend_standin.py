@@ -1,0 +1,687 @@
+"""eagle.Graph end to end on the cuda backend, against the CPU stand-in of the CUDA runtime.
+
+No GPU needed. tests/cuda_standin/fake_cudart.c (a TEST DOUBLE, not CUDA)
+records captures and replays them on the host; its "kernels" are host
+functions that write into host memory. The arrays here are ``HostCudaArray``:
+NumPy memory exposing ``__cuda_array_interface__`` (a test-only stand-in for
+device arrays), so eagle picks the cuda backend for them, and the stand-in's
+kernels can write results we check with NumPy.
+
+What is covered: opaque nodes run once at capture and never on replay;
+``cuda_kernel`` nodes replay with correct results; groups become fork/join
+branches; launch counts; retune patches grid and size argument without
+re-capture; instantiate and capture failures name the eagle node and leave
+streams usable; no runtime / no GPU gives a clear error; mixing NumPy and CUDA
+arrays is refused; the picture says ``backend: cuda``. A fake ``cupy`` module
+(also a test double) checks the CuPy-facing paths: current stream and
+graph-owned memory pool during capture, ordering after CuPy's current stream
+on launch, and the RawKernel launch path of ``cuda_kernel``.
+"""
+import contextlib
+import ctypes
+import gc
+import os
+import subprocess
+import sys
+import threading
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import eagle
+from eagle.graph import opaque
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# ---- test doubles -------------------------------------------------------------------
+
+class HostCudaArray:
+    """TEST-ONLY: host (NumPy) memory that presents itself as a CUDA array."""
+
+    def __init__(self, host):
+        self.host = host
+
+    @property
+    def __cuda_array_interface__(self):
+        h = self.host
+        return {"shape": h.shape, "typestr": h.dtype.str, "data": (h.ctypes.data, False),
+                "version": 3, "strides": None if h.flags.c_contiguous else h.strides}
+
+    def __getitem__(self, key):
+        return HostCudaArray(self.host[key])
+
+
+def dev(*hosts):
+    return [HostCudaArray(h) for h in hosts]
+
+
+@pytest.fixture
+def backend_mod(cuda_mod):
+    """eagle's cuda backend with the shim bound to the stand-in."""
+    import eagle._backend_cuda as b
+    return b
+
+
+@pytest.fixture
+def ck(backend_mod):
+    from eagle._cuda_kernel import SIZE, cuda_kernel
+    return cuda_kernel, SIZE
+
+
+def kaddr(fake, name):
+    return ctypes.cast(getattr(fake, name), ctypes.c_void_p).value
+
+
+def seed_opaque_graph():
+    """The seed page's graph over HostCudaArrays: opaque nodes doing host NumPy work."""
+    hx, hl, hr, ho = np.arange(4.0), np.zeros(4), np.zeros(4), np.zeros(4)
+    x, left, right, out = dev(hx, hl, hr, ho)
+    calls = {"l": 0, "r": 0, "join": 0}
+
+    def run_l():
+        calls["l"] += 1
+        hl[:] = 2 * hx
+
+    def run_r():
+        calls["r"] += 1
+        hr[:] = hx + 1
+
+    def run_join():
+        calls["join"] += 1
+        ho[:] = hl + hr
+
+    g = eagle.Graph()
+    g.add_group([opaque(run_l, reads={"x": x}, writes={"a": left}),
+                 opaque(run_r, reads={"x": x}, writes={"b": right})], names=["l", "r"])
+    g.add_node(opaque(run_join, reads={"a": left, "b": right}, writes={"out": out}), name="join")
+    return g, calls, ho
+
+
+def kernel_graph(fake, ck, n=4, block=4):
+    """The seed shape with cuda_kernel nodes: left = 2x, right = 3x, out = left + right."""
+    cuda_kernel, SIZE = ck
+    hx, hl, hr, ho = np.arange(float(n)), np.zeros(n), np.zeros(n), np.zeros(n)
+    x, left, right, out = dev(hx, hl, hr, ho)
+    scale, add = (kaddr(fake, "fake_kernel_scale"), 4), kaddr(fake, "fake_kernel_add")
+    g = eagle.Graph()
+    g.add_group([cuda_kernel(scale, (left, x, 2.0, SIZE), reads={"x": x}, writes={"a": left}, block=block),
+                 cuda_kernel(scale, (right, x, 3.0, SIZE), reads={"x": x}, writes={"b": right}, block=block)],
+                names=["l", "r"])
+    g.add_node(cuda_kernel(add, (out, left, right, SIZE), reads={"a": left, "b": right},
+                           writes={"out": out}, block=block), name="join")
+    return g, (hx, hl, hr, ho)
+
+
+# ---- the seed page ------------------------------------------------------------------
+
+SEED_CUDA_PICTURE = """\
+eagle.Graph 3 nodes · 1 group · backend: cuda
+stage 0 branches  ┌─────┐   ┌─────┐
+                  │ <l> │   │ <r> │
+                  └──┬──┘   └──┬──┘
+                     a         b
+                     └────┬────┘
+stage 1 stream       ┌────┴────┐
+                     │ <join>  │
+                     └─────────┘"""
+
+
+def test_seed_graph_opaque_nodes_run_once_at_capture(backend_mod, fake):
+    g, calls, out = seed_opaque_graph()
+    assert "backend: (not built)" in str(g)
+    g.build()
+    assert g.backend == "cuda"
+    assert str(g) == SEED_CUDA_PICTURE
+    # opaque Python code ran exactly once, while build() captured the graph ...
+    assert calls == {"l": 1, "r": 1, "join": 1}
+    g.launch(3)
+    # ... and never on replay (the GPU work it launched is what replays)
+    assert calls == {"l": 1, "r": 1, "join": 1}
+    np.testing.assert_array_equal(out, [1, 4, 7, 10])
+    assert fake.fake_cudart_launch_count() == 3
+    assert fake.fake_cudart_counter(b"cudaStreamBeginCapture") == 1
+    assert fake.fake_cudart_counter(b"cudaGraphInstantiateWithParams") == 1
+
+
+def test_opaque_node_kernels_replay_but_python_does_not(backend_mod, fake):
+    b = backend_mod
+    h = np.zeros(6)
+    a, = dev(h)
+    calls = []
+
+    def step():
+        calls.append(1)
+        s = b.capture_stream()
+        assert s is not None and s.is_capturing()
+        b._cuda.launch_kernel(kaddr(fake, "fake_kernel_add_one"), 2, 4,
+                              [ctypes.c_void_p(h.ctypes.data), ctypes.c_int64(6)], stream=s)
+
+    g = eagle.Graph()
+    g.add_node(opaque(step, writes={"a": a}), name="step")
+    g.build()
+    assert b.capture_stream() is None
+    assert calls == [1] and not h.any(), "captured work does not run during capture"
+    g.launch(5)
+    np.testing.assert_array_equal(h, 5.0)
+    assert calls == [1]
+    assert fake.fake_cudart_counter(b"kernel_runs") == 5
+    # a kernel launched inside an opaque node keeps its captured size: retune leaves it alone
+    assert g._backend.sized_kernels == 0
+    g.set_logical_size(2)
+    g.launch(1)
+    np.testing.assert_array_equal(h, 6.0)
+
+
+# ---- cuda_kernel nodes ------------------------------------------------------------------
+
+def test_kernel_nodes_replay_with_correct_results(ck, fake):
+    g, (hx, hl, hr, ho) = kernel_graph(fake, ck)
+    g.build()
+    assert not ho.any()
+    g.launch(3)
+    np.testing.assert_array_equal(hl, 2 * hx)
+    np.testing.assert_array_equal(ho, 5 * hx)
+    assert fake.fake_cudart_counter(b"kernel_runs") == 9
+    assert fake.fake_cudart_launch_count() == 3
+    assert g._backend.graph_nodes == 3 and g._backend.sized_kernels == 3
+    assert "{l}" in str(g) and "logical size 4 of 4" in str(g).splitlines()[0]
+
+
+def test_group_is_captured_as_fork_join_branches(ck, fake, backend_mod):
+    cuda_kernel, SIZE = ck
+    add_one = (kaddr(fake, "fake_kernel_add_one"), 2)
+    hosts = [np.zeros(4) for _ in range(3)]
+    arrays = dev(*hosts)
+    g = eagle.Graph()
+    g.add_group([cuda_kernel(add_one, (a, SIZE), writes={"a": a}, block=4) for a in arrays],
+                names=["p", "q", "r"])
+    g.build()
+    assert g.stages == [["p", "q", "r"]] and g._backend.stage_notes() == ["branches"]
+    # fork: one event recorded on eagle's stream, two side streams wait on it;
+    # join: one event per side stream, eagle's stream waits on each
+    assert fake.fake_cudart_counter(b"cudaEventRecord") == 3
+    assert fake.fake_cudart_counter(b"cudaStreamWaitEvent") == 4
+    assert len(g._backend._sides) == 2
+    g.launch(2)
+    for h in hosts:
+        np.testing.assert_array_equal(h, 2.0)
+    # teams="serial": the same stage captured in order on one stream
+    fake.fake_cudart_reset()
+    g.build(teams="serial")
+    assert g._backend.stage_notes() == ["stream"]
+    assert fake.fake_cudart_counter(b"cudaStreamWaitEvent") == 0
+    assert "stage 0 stream" in str(g)
+    g.launch(1)
+    for h in hosts:
+        np.testing.assert_array_equal(h, 3.0)
+
+
+def test_launch_count_is_n_per_launch(ck, fake):
+    g, (hx, hl, hr, ho) = kernel_graph(fake, ck)
+    g.build()
+    for n, total in ((0, 0), (1, 1), (7, 8), (5000, 5008)):  # 5000 crosses a chunk boundary
+        g.launch(n)
+        assert fake.fake_cudart_launch_count() == total
+    assert g._backend.replays == 5008
+    with pytest.raises(ValueError):
+        g.launch(-1)
+    assert fake.fake_cudart_launch_count() == 5008
+
+
+def test_set_logical_size_patches_grid_and_size_without_recapture(ck, fake):
+    cuda_kernel, SIZE = ck
+    h = np.zeros(10)
+    a, = dev(h)
+    g = eagle.Graph()
+    g.add_node(cuda_kernel((kaddr(fake, "fake_kernel_add_one"), 2), (a, SIZE), writes={"a": a}, block=4),
+               name="inc")
+    g.build()
+    assert fake.fake_cudart_last_grid_x() == 0  # nothing ran yet
+    g.set_logical_size(3)
+    g.launch(1)
+    assert fake.fake_cudart_last_grid_x() == 1
+    np.testing.assert_array_equal(h, [1, 1, 1, 0, 0, 0, 0, 0, 0, 0])
+    g.set_logical_size(10)
+    g.launch(2)
+    assert fake.fake_cudart_last_grid_x() == 3
+    np.testing.assert_array_equal(h, [3, 3, 3, 2, 2, 2, 2, 2, 2, 2])
+    g.set_logical_size(0)
+    g.launch(1)
+    np.testing.assert_array_equal(h, [3, 3, 3, 2, 2, 2, 2, 2, 2, 2])
+    # no re-capture, no re-instantiation: patched in place
+    assert fake.fake_cudart_counter(b"cudaStreamBeginCapture") == 1
+    assert fake.fake_cudart_counter(b"cudaGraphInstantiateWithParams") == 1
+    assert fake.fake_cudart_counter(b"driver_exec_set_params") == 3
+    for bad in (11, -1):
+        with pytest.raises(ValueError, match="0..10"):
+            g.set_logical_size(bad)
+    assert g.logical_size == 0
+    assert "logical size 0 of 10" in str(g.plan())
+
+
+def test_logical_size_set_before_build_is_captured(ck, fake):
+    cuda_kernel, SIZE = ck
+    h = np.zeros(8)
+    a, = dev(h)
+    g = eagle.Graph()
+    g.add_node(cuda_kernel((kaddr(fake, "fake_kernel_add_one"), 2), (a, SIZE), writes={"a": a}, block=2),
+               name="inc")
+    g.set_logical_size(5)
+    g.build().launch(1)
+    assert fake.fake_cudart_last_grid_x() == 3
+    np.testing.assert_array_equal(h, [1, 1, 1, 1, 1, 0, 0, 0])
+
+
+def test_retune_with_kernels_on_side_streams(ck, fake):
+    g, (hx, hl, hr, ho) = kernel_graph(fake, ck, n=10, block=4)
+    g.build()
+    g.set_logical_size(6)
+    g.launch(1)
+    np.testing.assert_array_equal(ho, np.where(np.arange(10) < 6, 5 * hx, 0))
+    assert fake.fake_cudart_counter(b"cudaStreamBeginCapture") == 1
+
+
+# ---- failures ------------------------------------------------------------------------
+
+def test_failed_instantiate_names_the_eagle_node(ck, fake):
+    g, (hx, hl, hr, ho) = kernel_graph(fake, ck)
+    fake.fake_cudart_fail_instantiate_at_node(1)
+    with pytest.raises(eagle.CudaError) as info:
+        g.build()
+    e = info.value
+    assert (e.node_index, e.node_name) == (1, "r")
+    assert "'r'" in str(e)
+    assert any("'r' (stage 0)" in n for n in e.__notes__)
+    assert g.backend is None
+    fake.fake_cudart_fail_instantiate_at_node(-1)
+    g.build().launch(1)
+    np.testing.assert_array_equal(ho, 5 * hx)
+
+
+@pytest.fixture
+def created_streams(monkeypatch, cuda_mod):
+    """Every eagle._cuda.Stream the backend creates (to check none is left capturing)."""
+    made = []
+
+    class Recorded(cuda_mod.Stream):
+        def __init__(self, *a, **k):
+            made.append(self)
+
+    monkeypatch.setattr(cuda_mod, "Stream", Recorded)
+    return made
+
+
+def test_capture_failure_names_the_node_and_leaves_streams_usable(backend_mod, fake, created_streams):
+    g, calls, out = seed_opaque_graph()
+    boom = {"on": True}
+    r = g._nodes[1].fn
+
+    def flaky_r():
+        r()
+        if boom["on"]:
+            raise ZeroDivisionError("r failed")
+
+    g._nodes[1].fn = flaky_r
+    with pytest.raises(ZeroDivisionError) as info:
+        g.build()
+    assert any("node 'r' (stage 0)" in n and "captur" in n for n in info.value.__notes__)
+    assert g.backend is None
+    assert len(created_streams) == 2  # eagle's stream and one side stream
+    for s in created_streams:
+        assert not s.is_capturing()
+        s.synchronize()  # raises if the stream were left in a capture
+    assert fake.fake_cudart_counter(b"cudaStreamEndCapture") == 1
+    # the graph stays usable: fix the node and build again
+    boom["on"] = False
+    g.build().launch(2)
+    assert g.backend == "cuda"
+
+
+def test_node_that_invalidates_the_capture_is_named(backend_mod, fake, created_streams):
+    h = np.zeros(4)
+    a, = dev(h)
+
+    def syncs():
+        backend_mod.capture_stream().synchronize()  # not allowed while capturing
+
+    g = eagle.Graph()
+    g.add_node(opaque(lambda: None, writes={"a": a}), name="fine")
+    g.add_node(opaque(syncs, writes={"a": a}), name="syncs")
+    with pytest.raises(eagle.CudaError) as info:
+        g.build()
+    e = info.value
+    assert e.name == "cudaErrorStreamCaptureUnsupported"
+    assert e.node_name == "syncs" and e.node_index == 1
+    assert any("node 'syncs' (stage 1)" in n for n in e.__notes__)
+    for s in created_streams:
+        assert not s.is_capturing()
+
+
+def test_failed_launch_raises_and_graph_stays_usable(ck, fake):
+    g, (hx, hl, hr, ho) = kernel_graph(fake, ck)
+    g.build()
+    fake.fake_cudart_fail_next(b"cudaGraphLaunch", 2, 719)
+    with pytest.raises(eagle.CudaError, match="cudaErrorLaunchFailure"):
+        g.launch(4)
+    assert fake.fake_cudart_launch_count() == 1
+    g.launch(1)
+    assert fake.fake_cudart_launch_count() == 2
+
+
+def test_non_cuda_node_kind_is_refused(backend_mod, fake):
+    g, calls, out = seed_opaque_graph()
+
+    class Odd(type(g._nodes[0])):
+        kind = "native"
+
+    g._nodes[2].__class__ = Odd
+    with pytest.raises(TypeError, match="'join' is a native node"):
+        g.build()
+    assert calls == {"l": 0, "r": 0, "join": 0}
+
+
+# ---- no runtime --------------------------------------------------------------------------
+
+BUILD_SCRIPT = r"""
+import numpy as np, eagle
+from eagle.graph import opaque
+class A:
+    def __init__(self, h): self.h = h
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": self.h.shape, "typestr": "<f8", "data": (self.h.ctypes.data, False), "version": 3}
+a = A(np.zeros(4))
+g = eagle.Graph()
+g.add_node(opaque(lambda: None, writes={"a": a}), name="n")
+try:
+    g.build()
+    print("BUILT", g.backend)
+except eagle.CudaError as e:
+    print("STATUS", e.status)
+    print("MESSAGE", e)
+print("PICTURE", str(g).splitlines()[0])
+"""
+
+
+def run_python(code, env_extra):
+    env = dict(os.environ)
+    env.pop("EAGLE_CUDA_RUNTIME", None)
+    env.update(env_extra)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=60, cwd=str(ROOT))
+
+
+def test_no_runtime_is_a_clear_error(tmp_path, cuda_mod):
+    missing = tmp_path / "libcudart.so.12"
+    r = run_python(BUILD_SCRIPT, {"EAGLE_CUDA_RUNTIME": str(missing)})
+    assert r.returncode == 0, r.stderr
+    assert "STATUS -1" in r.stdout
+    assert "the cuda backend (this graph holds CUDA arrays) found no CUDA runtime" in r.stdout
+    assert f"no CUDA runtime library found (tried EAGLE_CUDA_RUNTIME={missing}" in r.stdout
+    assert "PICTURE eagle.Graph 1 node · 0 groups · backend: (not built)" in r.stdout
+
+
+def test_runtime_without_gpu_is_a_clear_error(fake_cudart_path, cuda_mod):
+    r = run_python(BUILD_SCRIPT, {"EAGLE_CUDA_RUNTIME": fake_cudart_path, "FAKE_CUDART_DEVICES": "0"})
+    assert r.returncode == 0, r.stderr
+    assert "STATUS 100" in r.stdout, r.stdout
+    assert "found a CUDA runtime but no usable GPU or driver" in r.stdout
+    assert "cudaGetDeviceCount -> cudaErrorNoDevice" in r.stdout
+
+
+def test_standin_runtime_builds_in_a_fresh_process(fake_cudart_path, cuda_mod):
+    r = run_python(BUILD_SCRIPT, {"EAGLE_CUDA_RUNTIME": fake_cudart_path})
+    assert r.returncode == 0, r.stderr
+    assert "BUILT cuda" in r.stdout
+    assert "backend: cuda" in r.stdout
+
+
+# ---- bad input ------------------------------------------------------------------------------
+
+def test_mixing_numpy_and_cuda_arrays_is_refused(backend_mod, fake):
+    h = np.zeros(4)
+    a, = dev(np.zeros(4))
+    with pytest.raises(TypeError, match="mixes NumPy arrays and CUDA arrays"):
+        opaque(lambda: None, reads={"h": h}, writes={"a": a})
+    g = eagle.Graph()
+    g.add_node(opaque(lambda: None, writes={"a": a}), name="gpu")
+    with pytest.raises(TypeError, match="mix NumPy and CUDA arrays"):
+        g.add_node(opaque(lambda: None, writes={"h": h}), name="cpu")
+    assert g.nodes == ["gpu"]
+
+
+def test_cuda_kernel_validation(ck, fake):
+    cuda_kernel, SIZE = ck
+    add_one = kaddr(fake, "fake_kernel_add_one")
+    h = np.zeros(4)
+    a, = dev(h)
+    other, = dev(np.zeros(4))
+    with pytest.raises(TypeError, match="takes CUDA arrays"):
+        cuda_kernel(add_one, (h, SIZE), writes={"a": h})
+    with pytest.raises(TypeError, match="NumPy array"):
+        cuda_kernel(add_one, (h, SIZE), writes={"a": a})
+    with pytest.raises(TypeError, match="declared"):
+        cuda_kernel(add_one, (SIZE,))
+    with pytest.raises(ValueError, match="exactly one argument with eagle.graph.SIZE"):
+        cuda_kernel(add_one, (a, 4), writes={"a": a})
+    with pytest.raises(ValueError, match="found 2"):
+        cuda_kernel(add_one, (SIZE, SIZE), writes={"a": a})
+    with pytest.raises(TypeError, match="takes 3 argument"):
+        cuda_kernel((add_one, 3), (a, SIZE), writes={"a": a})
+    with pytest.raises(TypeError, match="not declared in reads= or writes="):
+        cuda_kernel(add_one, (other, SIZE), writes={"a": a})
+    with pytest.raises(TypeError, match="CuPy RawKernel"):
+        cuda_kernel("add_one", (a, SIZE), writes={"a": a})
+    with pytest.raises(ValueError, match="1..1024"):
+        cuda_kernel(add_one, (a, SIZE), writes={"a": a}, block=0)
+    with pytest.raises(TypeError, match="must be a CUDA array, an int"):
+        cuda_kernel(add_one, (a, SIZE, "x"), writes={"a": a})
+    with pytest.raises(ValueError, match="type is one of"):
+        SIZE("int16")
+    # size_arg: the index instead of the placeholder (any integer there becomes SIZE)
+    node = cuda_kernel(add_one, (a, 0), writes={"a": a}, size_arg=1)
+    assert node.size_arg == 1 and node.args[1] is SIZE and node.size_type == "int64"
+    node = cuda_kernel(add_one, (a, SIZE("int32")), writes={"a": a}, size_arg=-1)
+    assert node.size_arg == 1 and node.size_type == "int32"
+    with pytest.raises(ValueError, match="SIZE stands at argument 1"):
+        cuda_kernel(add_one, (a, SIZE), writes={"a": a}, size_arg=0)
+    # a view inside a declared array is fine
+    node = cuda_kernel(add_one, (a[1:3], SIZE), writes={"a": a})
+    assert node.kind == "cuda_kernel" and node.box == ("{", "}") and node.sized
+    assert repr(SIZE) == "eagle.graph.SIZE" and repr(SIZE("uint32")) == "eagle.graph.SIZE('uint32')"
+
+
+def test_launch_from_two_threads_is_serialized(ck, fake):
+    g, (hx, hl, hr, ho) = kernel_graph(fake, ck)
+    g.build()
+    errors = []
+
+    def work():
+        try:
+            for _ in range(100):
+                g.launch(1)
+        except Exception as exc:  # pragma: no cover
+            errors.append(exc)
+
+    ts = [threading.Thread(target=work) for _ in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors and fake.fake_cudart_launch_count() == 200
+
+
+def test_plan_and_objects_are_released(ck, fake):
+    g, _ = kernel_graph(fake, ck)
+    gc.collect()
+    base = {k: fake.fake_cudart_live(k.encode()) for k in ("stream", "event", "graph", "exec")}
+    g.build()
+    plan = g.plan()
+    assert isinstance(plan, eagle.graph.Plan) and plan.backend == "cuda"
+    assert [sp.policy for sp in plan.stages] == ["branches", "stream"]
+    assert [sp.team for sp in plan.stages] == [2, 1]
+    text = str(plan)
+    assert text.startswith("eagle plan · backend: cuda") and "3 CUDA graph nodes, 3 retuned" in text
+    g.add_node(opaque(lambda: None, writes={"o": g._nodes[2].writes["out"]}), name="more")  # un-builds
+    gc.collect()
+    assert {k: fake.fake_cudart_live(k.encode()) for k in base} == base
+
+
+# ---- the CuPy-facing paths, with a fake cupy -------------------------------------------
+
+class _FakeStream:
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+    def __enter__(self):
+        _fake_cupy_state.stack.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _fake_cupy_state.stack.pop()
+
+
+class _FakePool:
+    def __init__(self):
+        self.allocations = 0
+        self.freed_all = False
+
+    def malloc(self, n):
+        self.allocations += 1
+
+    def free_all_blocks(self):
+        self.freed_all = True
+
+
+_fake_cupy_state = threading.local()
+
+
+def make_fake_cupy():
+    """TEST DOUBLE of the CuPy entry points the cuda backend and cuda_kernel use."""
+    st = _fake_cupy_state
+    st.stack, st.allocator, st.pools, st.ext = [], None, [], []
+    cp = types.ModuleType("cupy")
+    cuda = types.SimpleNamespace()
+
+    def external(ptr):
+        s = _FakeStream(ptr)
+        st.ext.append(ptr)
+        return s
+
+    def memory_pool():
+        p = _FakePool()
+        st.pools.append(p)
+        return p
+
+    @contextlib.contextmanager
+    def using_allocator(alloc):
+        prev, st.allocator = st.allocator, alloc
+        try:
+            yield
+        finally:
+            st.allocator = prev
+
+    cuda.ExternalStream = external
+    cuda.MemoryPool = memory_pool
+    cuda.using_allocator = using_allocator
+    cuda.get_current_stream = lambda: st.stack[-1] if st.stack else _FakeStream(0)
+    cuda.get_cuda_path = lambda: None
+    cuda.runtime = types.SimpleNamespace(runtimeGetVersion=lambda: 13000)
+    cp.cuda = cuda
+
+    class ndarray:  # never instantiated: HostCudaArrays are not CuPy arrays
+        pass
+
+    cp.ndarray = ndarray
+    cp.state = st
+    return cp
+
+
+class FakeRawKernel:
+    """TEST DOUBLE of cupy.RawKernel: ``.kernel`` is a Function that launches
+    through eagle's shim, checking the argument types CuPy would get."""
+
+    def __init__(self, address, name, seen):
+        self.name = name
+
+        class Function:
+            ptr = address
+
+            def __call__(self, grid, block, args, shared_mem=0, stream=None):
+                seen.append((grid, block, args, shared_mem, stream.ptr))
+                conv = []
+                for a in args:
+                    assert isinstance(a, np.generic), f"CuPy gets NumPy scalars here, not {type(a)}"
+                    conv.append(np.ctypeslib.as_ctypes_type(a.dtype)(a.item()))
+                import eagle._cuda as c
+                c.launch_kernel(address, grid, block, conv, shared_mem, stream)
+
+        self.kernel = Function()
+
+
+@pytest.fixture
+def fake_cupy(monkeypatch):
+    cp = make_fake_cupy()
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    return cp
+
+
+def test_cupy_current_stream_and_graph_pool_during_capture(backend_mod, fake, fake_cupy):
+    st = fake_cupy.state
+    g, calls, out = seed_opaque_graph()
+    seen = {}
+    for node, name in zip(g._nodes, g._names):
+        fn = node.fn
+
+        def wrapped(fn=fn, name=name):
+            seen[name] = (fake_cupy.cuda.get_current_stream().ptr, backend_mod.capture_stream().ptr,
+                          st.allocator)
+            fn()
+
+        node.fn = wrapped
+    g.build()
+    b = g._backend
+    pool = st.pools[-1]
+    assert b._pool is pool
+    for name, (cur, cap, alloc) in seen.items():
+        assert cur == cap, f"{name}: CuPy's current stream is the capture stream"
+        assert alloc == pool.malloc, f"{name}: allocations go to the graph's own pool"
+    assert seen["l"][1] == b.stream.ptr and seen["join"][1] == b.stream.ptr
+    assert seen["r"][1] == b._sides[0].ptr  # side by side: its own stream
+    assert st.allocator is None and st.stack == []  # both restored after capture
+    # launch waits for CuPy's current stream: one event record + one wait per launch()
+    before = (fake.fake_cudart_counter(b"cudaEventRecord"), fake.fake_cudart_counter(b"cudaStreamWaitEvent"))
+    g.launch(3)
+    after = (fake.fake_cudart_counter(b"cudaEventRecord"), fake.fake_cudart_counter(b"cudaStreamWaitEvent"))
+    assert (after[0] - before[0], after[1] - before[1]) == (1, 1)
+    assert calls == {"l": 1, "r": 1, "join": 1}
+    np.testing.assert_array_equal(out, [1, 4, 7, 10])
+    b.close()
+    assert pool.freed_all
+
+
+def test_rawkernel_path_of_cuda_kernel(ck, fake, fake_cupy):
+    cuda_kernel, SIZE = ck
+    seen = []
+    k = FakeRawKernel(kaddr(fake, "fake_kernel_scale"), "scale", seen)
+    hx, hy = np.arange(10.0), np.zeros(10)
+    x, y = dev(hx, hy)
+    g = eagle.Graph()
+    g.add_node(cuda_kernel(k, (y, x, 2.0, SIZE), reads={"x": x}, writes={"y": y}, block=4))
+    assert g.nodes == ["scale"]
+    g.build()
+    (grid, block, args, shmem, sptr), = seen
+    assert grid == (3,) and block == (4,) and sptr == g._backend.stream.ptr
+    assert [type(a) for a in args] == [np.uint64, np.uint64, np.float64, np.int64]
+    assert int(args[0]) == hy.ctypes.data and int(args[3]) == 10
+    g.launch(1)
+    np.testing.assert_array_equal(hy, 2 * hx)
+    g.set_logical_size(5)
+    hy[:] = 0
+    g.launch(1)
+    np.testing.assert_array_equal(hy, np.where(np.arange(10) < 5, 2 * hx, 0))
+    assert len(seen) == 1  # retune never re-launches through CuPy (no re-capture)
