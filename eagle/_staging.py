@@ -4,12 +4,14 @@ A node's stage is one past the latest stage of any earlier node it conflicts
 with (read-after-write, write-after-read, write-after-write on overlapping
 memory); 0 if none. Nodes in one stage may run side by side.
 
-For every view of an allocation that some node touched, an *entry* keeps its
-last writer and the readers since that write. A new access only consults the
-entries of its own allocation that overlap it, so staging costs
-O(accesses x views per allocation), not O(nodes^2). Keeping only the last
-writer is enough: every earlier writer of the entry conflicts with it and so
-sits in an earlier stage.
+Every view of an allocation that some node touched gets an *entry* holding
+the nodes that wrote it and read it since it was last overwritten whole. A new
+access consults only the entries of its own allocation that overlap it, so
+staging costs O(accesses x views per allocation), not O(nodes^2). A write
+that covers an entry clears it: every later access that overlaps the entry
+also overlaps the write, and so is ordered after everything the entry held.
+The dependencies found this way are exactly the pairs whose views overlap,
+which is also what the picture draws.
 """
 from __future__ import annotations
 
@@ -21,8 +23,7 @@ from eagle._memory import extent_of
 @dataclass
 class _Entry:
     extent: object
-    last_writer: int | None = None
-    writer_name: str | None = None
+    writers: list = field(default_factory=list)   # (node, the writer's name for the array)
     readers: list = field(default_factory=list)
 
 
@@ -33,6 +34,13 @@ class Dependency:
     src: int
     dst: int
     label: str | None
+
+
+def _covers(w, e) -> bool:
+    """Whether the write extent w contains every byte of the entry extent e."""
+    if w.key() == e.key():
+        return True
+    return w.contiguous and w.lo <= e.lo and e.hi <= w.hi
 
 
 class GroupConflict(ValueError):
@@ -64,10 +72,10 @@ class Stager:
         deps = {}  # (src, label) -> Dependency, in discovery order
         for name, ext, is_write in accesses:
             for entry in self._overlapping(ext):
-                if entry.last_writer is not None:
+                for w, w_name in entry.writers:
                     # RAW carries data; WAW only orders
-                    label = None if is_write else entry.writer_name
-                    deps.setdefault((entry.last_writer, label), Dependency(entry.last_writer, index, label))
+                    label = None if is_write else w_name
+                    deps.setdefault((w, label), Dependency(w, index, label))
                 if is_write:
                     for r in entry.readers:
                         deps.setdefault((r, None), Dependency(r, index, None))
@@ -85,10 +93,10 @@ class Stager:
             if own is None:
                 own = views[key] = _Entry(ext)
             if is_write:
-                # the view is now last written by this node; overlapping views
-                # learn of the write too, so later readers of them depend on it
                 for entry in self._overlapping(ext):
-                    entry.last_writer, entry.writer_name, entry.readers = index, name, []
+                    if _covers(ext, entry.extent):
+                        entry.writers, entry.readers = [], []
+                own.writers.append((index, name))
             else:
                 own.readers.append(index)
 

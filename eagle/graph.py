@@ -101,12 +101,10 @@ class Graph:
         self._nodes: list[Node] = []
         self._names: list[str] = []
         self._name_set: set[str] = set()
-        self._group_of: list[int | None] = []
         self._n_groups = 0
         self._stager = Stager()
         self._family: str | None = None
         self._backend = None
-        self._build_options: dict = {}
         self._logical_size: int | None = None   # None: follow the capacity
         self._lock = threading.Lock()
         self._holder: int | None = None
@@ -161,10 +159,7 @@ class Graph:
             # validated: from here on nothing can fail
             first = len(self._nodes)
             self._stager.add(first, accesses)
-            group_id = None
-            if group:
-                group_id = self._n_groups
-                self._n_groups += 1
+            self._n_groups += group
             for node, name in zip(nodes, final):
                 for a in node.sample_arrays():
                     m = leading_length(a)
@@ -176,7 +171,6 @@ class Graph:
                 self._nodes.append(node)
                 self._names.append(name)
                 self._name_set.add(name)
-                self._group_of.append(group_id)
             self._family = families.pop() if families else None
             self._backend = None
 
@@ -237,7 +231,10 @@ class Graph:
     @property
     def logical_size(self) -> int:
         """How many samples the sized nodes process on the next replay (a compaction
-        node changes it as samples finish)."""
+        node changes it as samples finish, also during a launch)."""
+        backend = self._backend
+        if backend is not None and backend.resizes:
+            return backend.logical_size
         return self.capacity if self._logical_size is None else self._logical_size
 
     @logical_size.setter

@@ -1,0 +1,93 @@
+"""The documentation site builds with every notebook page executed, and the seed page
+shows what the user's page shows.
+
+The build is the documented command (warnings are errors):
+
+    python -m sphinx -W --keep-going -b html docs docs/_build/html
+
+here into a temporary directory. Skipped, with the reason, where the docs extra
+(``pip install ".[docs]"``: sphinx, myst-nb, matplotlib, ipykernel) is not installed.
+"""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+NOTEBOOK_PAGES = ["graph", "record_replay", "cuda_graphs", "launch_geometry", "cython"]
+ALL_PAGES = ["index", *NOTEBOOK_PAGES, "api", "cpp"]
+
+_missing = [m for m in ("sphinx", "myst_nb", "matplotlib", "ipykernel") if importlib.util.find_spec(m) is None]
+pytestmark = pytest.mark.skipif(
+    bool(_missing), reason=f"the docs extra is not installed (missing {', '.join(_missing)}): "
+                           'pip install ".[docs]"')
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    out = tmp_path_factory.mktemp("docs") / "html"
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    proc = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-b", "html", str(DOCS), str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        pytest.fail(f"the docs build failed (exit {proc.returncode}):\n"
+                    f"{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}")
+    return out
+
+
+def test_every_page_is_built(site):
+    for page in ALL_PAGES:
+        assert (site / f"{page}.html").is_file(), page
+
+
+def _executed(site, page):
+    path = site.parent / "jupyter_execute" / f"{page}.ipynb"
+    assert path.is_file(), f"no executed notebook for {page}: {path}"
+    return json.loads(path.read_text())
+
+
+def _stdout(cell):
+    return "".join("".join(o["text"]) if isinstance(o["text"], list) else o["text"]
+                   for o in cell.get("outputs", []) if o.get("output_type") == "stream"
+                   and o.get("name") == "stdout")
+
+
+def test_every_notebook_page_ran_every_cell_and_starts_with_the_colab_cell(site):
+    for page in NOTEBOOK_PAGES:
+        nb = _executed(site, page)
+        code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+        assert code, page
+        for c in code:
+            assert c.get("execution_count") is not None, (page, "".join(c["source"])[:80])
+            assert not [o for o in c.get("outputs", []) if o.get("output_type") == "error"], page
+        first = "".join(code[0]["source"])
+        assert "KAGGLE_KERNEL_RUN_TYPE" in first and "google.colab" in first, page
+        assert "EAGLE_PIP_SOURCE" in first, page
+
+
+def test_the_seed_page_shows_what_the_user_wrote(site):
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    try:
+        from test_seed_page import CELLS, OUTPUTS
+    finally:
+        sys.path.pop(0)
+    nb = _executed(site, "record_replay")
+    code = {"".join(c["source"]).strip(): c for c in nb["cells"] if c["cell_type"] == "code"}
+    import textwrap
+    for cell, expected in zip(CELLS, OUTPUTS):
+        source = textwrap.dedent(cell).strip()
+        assert source in code, f"the seed page's cell is missing from docs/record_replay.md:\n{source}"
+        assert _stdout(code[source]) == expected
+
+
+def test_the_pictures_are_in_monospace_blocks(site):
+    html = (site / "record_replay.html").read_text()
+    assert "┌────┴────┐" in html and "│ &lt;join&gt;  │" in html
+    css = (site / "_static" / "eagle.css").read_text()
+    assert '"DejaVu Sans Mono"' in css and "monospace" in css
