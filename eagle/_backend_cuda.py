@@ -46,6 +46,14 @@ C without the GIL) on eagle's stream, ordered after the work already queued on
 CuPy's current stream, then **synchronizes** eagle's stream: when ``launch``
 returns, the arrays hold the result, as on the CPU. Ctrl-C stops a long launch
 between chunks of replays (the replays already issued finish first).
+
+**Compaction and reorder** (``compact``/``reorder`` on CUDA arrays) are
+captured kernels; with them, or with ``SIZE_PTR`` kernels, the graph keeps
+its logical size in device memory (``size_ptr``), a compaction node sets the
+next replay's size there, and ``launch`` reads it back once at its end (one
+small D2H copy per launch, not per replay). ``launch_until_done`` checks the
+device count after rounds of 1, 2, 4 ... ``until_done_check_every`` replays
+(no conditional graph node yet). See eagle/_finished_cuda.py.
 """
 from __future__ import annotations
 
@@ -217,8 +225,9 @@ class CudaBackend:
     """
 
     name = "cuda"
-    #: a cuda graph has no compaction node yet: its logical size changes only by set_logical_size
-    resizes = False
+    #: launch_until_done reads the device count back after rounds of 1, 2, 4 ... up to
+    #: this many replays (the fallback for a conditional WHILE node)
+    until_done_check_every = 64
 
     def __init__(self, graph, policies):
         self.library = ensure_runtime()
@@ -226,9 +235,12 @@ class CudaBackend:
         self._cp = _cupy()
         stages = graph._stage_indexes()
         for i, node in enumerate(graph._nodes):
-            if node.kind not in ("opaque", "cuda_kernel"):
+            if node.kind not in ("opaque", "cuda_kernel", "cuda_partition"):
                 raise TypeError(f"node {graph._names[i]!r} is a {node.kind} node, which runs on the CPU; "
-                                "a graph of CUDA arrays takes opaque() and cuda_kernel() nodes")
+                                "a graph of CUDA arrays takes opaque(), cuda_kernel(), compact() and "
+                                "reorder() nodes")
+        #: whether a compaction node sets the next replay's logical size (on the device)
+        self.resizes = any(n.resizes for n in graph._nodes)
         # a stage of several nodes is captured as branches, unless its policy is "serial"
         self._branches = [len(idx) > 1 and policies[s] != "serial" for s, idx in enumerate(stages)]
         self._stage_names = [[graph._names[i] for i in idx] for idx in stages]
@@ -244,9 +256,23 @@ class CudaBackend:
         self.replays = 0
 
         size = graph.logical_size
+        # the device logical size: for compaction / reorder nodes and SIZE_PTR kernels
+        partitions = [n for n in graph._nodes if n.kind == "cuda_partition"]
+        self._has_partitions = bool(partitions)
+        self._device_size = bool(partitions) or any(getattr(n, "size_ptr", False) for n in graph._nodes)
+        self._buffers = []
+        self._gblock = None
+        self._host_g = None
+        self._kernels = None
+        if self._device_size:
+            self._setup_device_size(size, partitions)
         owners = _cuda.NodeOwners(self.stream)
         sized = []
-        captured = self._capture(stages, size, owners, sized)
+        try:
+            captured = self._capture(stages, size, owners, sized)
+        except BaseException:
+            self._free_buffers()
+            raise
         try:
             self.exec = captured.instantiate(upload_stream=self.stream, owners=owners,
                                              names=graph._names)
@@ -255,10 +281,10 @@ class CudaBackend:
                 _add_note(e, f"eagle: the CUDA graph captured from node {e.node_name!r} (stage "
                              f"{graph._stager.stage_of[e.node_index]}) failed to instantiate")
             captured.close()
+            self._free_buffers()
             raise
-        for handle, node in sized:
-            self.exec.add_sized_kernel(handle, node.nargs, node.size_arg, node.size_type,
-                                       per_block=node.block)
+        for handle, nargs, size_index, size_type, per_block in sized:
+            self.exec.add_sized_kernel(handle, nargs, size_index, size_type, per_block=per_block)
         self.graph_nodes = len(captured.nodes())
         self.sized_kernels = len(sized)
         self._logical_size = size
@@ -304,8 +330,18 @@ class CudaBackend:
                         node = g._nodes[i]
                         with self._on(stream):
                             if node.kind == "cuda_kernel":
-                                node.launch(stream, size)
-                                sized.append((stream.last_node(), node))
+                                if node.size_ptr:
+                                    node.launch(stream, size, self.size_ptr)
+                                    sized.append((stream.last_node(), node.nargs, 0, "none",
+                                                  node.block))
+                                else:
+                                    node.launch(stream, size)
+                                    sized.append((stream.last_node(), node.nargs, node.size_arg,
+                                                  node.size_type, node.block))
+                            elif node.kind == "cuda_partition":
+                                grid_only = []
+                                node.capture(self._kernels, stream, size, self.size_ptr, grid_only)
+                                sized += [(h, nargs, 0, "none", per) for h, nargs, per in grid_only]
                             else:
                                 node.fn()
                         if stream.capture_status() != _cuda.CAPTURE_STATUS_ACTIVE:
@@ -320,6 +356,13 @@ class CudaBackend:
                         joins = [_cuda.Event() for _ in sides]
                         events += joins
                         _cuda.join(s0, sides, joins)
+                if self.resizes:
+                    # the compaction's count becomes the next replay's size, after every node
+                    i = next(k for k, n in enumerate(g._nodes) if n.resizes)
+                    where = (i, g._stager.stage_of[i])
+                    self._kernels.launch("eagle_commit", s0, 1, 1, [("i", self.size_ptr)])
+                    owners.mark(i)
+                    where = None
             except BaseException as exc:
                 self._abandon(events)
                 if where is not None:
@@ -356,13 +399,73 @@ class CudaBackend:
             with contextlib.suppress(CudaError):
                 ev.close()
 
+    # -- the device logical size --------------------------------------------------------
+
+    def _setup_device_size(self, size, partitions):
+        import numpy as np
+
+        from eagle import _finished_cuda as fc
+
+        if partitions or self.resizes:
+            self._kernels = fc.kernel_provider()
+        try:
+            self._gblock = _cuda.DeviceBuffer(fc.G_WORDS * 8)
+            self._buffers.append(self._gblock)
+            self._host_g = np.zeros(fc.G_WORDS, dtype=np.int64)
+            self._host_g[fc.G_SIZE] = self._host_g[fc.G_NEXT] = size
+            self._gblock.write(self._host_g, self.stream)
+            for node in partitions:
+                self._buffers += node.prepare(self.stream)
+        except BaseException:
+            self._free_buffers()
+            raise
+
+    @property
+    def size_ptr(self) -> int:
+        """Device address of the graph's logical size (int64), 0 if it keeps none."""
+        return self._gblock.ptr if self._gblock is not None else 0
+
+    def _free_buffers(self):
+        for b in self._buffers:
+            with contextlib.suppress(CudaError):
+                b.close()
+        self._buffers = []
+        self._gblock = None
+
+    def _read_back(self):
+        """Copy the device block to the host (synchronizes eagle's stream); take the
+        device logical size as the host's, patching sized grids down to it."""
+        from eagle import _finished_cuda as fc
+
+        g = self._gblock.read_into(self._host_g, self.stream)
+        n = int(g[fc.G_SIZE])
+        if n != self._logical_size:
+            self.exec.set_logical_size(n)
+            self._logical_size = n
+        if g[fc.G_INVALID]:
+            g[fc.G_INVALID] = 0
+            self._gblock.write(g[fc.G_INVALID:fc.G_INVALID + 1], self.stream, offset=8 * fc.G_INVALID)
+            raise ValueError("reorder: a key outside [0, n_keys) was met in the last launch; the "
+                             "samples were left in place on that replay")
+        return g
+
     # -- the backend interface ----------------------------------------------------------
 
-    def launch(self, n: int) -> None:
-        """``n`` graph launches on eagle's stream, then wait for them (synchronize)."""
+    @property
+    def logical_size(self) -> int:
+        """The logical size as of the end of the last launch (or the last retune)."""
+        return self._logical_size
+
+    def launch(self, n: int, until_done: bool = False) -> int:
+        """``n`` graph launches on eagle's stream, then wait for them (synchronize).
+
+        With ``until_done`` (a compaction node needed): stop once the device live
+        count is 0, checking it after rounds of 1, 2, 4 ... ``until_done_check_every``
+        replays (a D2H copy per round; conditional graph nodes are not used yet).
+        Returns the replays that started with live samples (until_done) or ``n``."""
         self.last_failure = None
-        if n == 0:
-            return
+        if n == 0 or (until_done and self._logical_size == 0):
+            return 0
         cp = self._cp
         if cp is not None:  # run after what the program queued on CuPy's current stream
             cur = cp.cuda.get_current_stream().ptr
@@ -370,11 +473,19 @@ class CudaBackend:
                 self._in_event.record(cur)
                 self.stream.wait_event(self._in_event)
         done = 0
+        live_before = int(self._host_g[2]) if self._host_g is not None else 0
+        round_ = 1
         try:
             while done < n:
-                chunk = min(n - done, _CHUNK)
+                if until_done:
+                    chunk = min(n - done, round_)
+                    round_ = min(2 * round_, max(1, self.until_done_check_every))
+                else:
+                    chunk = min(n - done, _CHUNK)
                 self.exec.launch(self.stream, chunk)
                 done += chunk
+                if until_done and self._read_back()[0] == 0:
+                    break
         except KeyboardInterrupt:
             self.last_failure = (-1, done)
             self._settle()
@@ -386,15 +497,29 @@ class CudaBackend:
             raise
         finally:
             self.replays += done
-        self.stream.synchronize()
+        if self._gblock is None or not self._has_partitions:  # the size changes on the host only
+            self.stream.synchronize()
+            return n
+        if not until_done:
+            self._read_back()   # synchronizes
+            return n
+        return int(self._host_g[2]) - live_before
 
     def _settle(self):
         with contextlib.suppress(CudaError):
             self.stream.synchronize()
+        if self._gblock is not None and self._has_partitions:  # keep host and device in step
+            with contextlib.suppress(Exception):
+                self._read_back()
 
     def set_logical_size(self, n: int) -> None:
         """Patch grid and size argument of every ``cuda_kernel`` node in the instantiated graph."""
         self.exec.set_logical_size(n)
+        if self._gblock is not None:
+            import numpy as np
+
+            self._gblock.write(np.array([n, n], dtype=np.int64), self.stream)
+            self._host_g[0] = self._host_g[1] = n
         self._logical_size = n
 
     def stage_notes(self):
@@ -419,6 +544,7 @@ class CudaBackend:
         for s in [self.stream] + self._sides:
             s.close()
         self._in_event.close()
+        self._free_buffers()
         if self._pool is not None:
             self._pool.free_all_blocks()
 

@@ -111,6 +111,11 @@ cdef extern from "eagle/cuda_shim.h" nogil:
                                       const void *size_value, eagle_dim3 grid)
     int eagle_cuda_retune_uses_driver()
 
+    int eagle_cuda_malloc(void **ptr, size_t nbytes)
+    int eagle_cuda_free(void *ptr)
+    int eagle_cuda_memcpy_async(void *dst, const void *src, size_t nbytes,
+                                eagle_cudaStream_t stream)
+
 
 cdef int check(int status, str detail=*) except -1
 
@@ -138,7 +143,7 @@ ctypedef struct eagle_sized_kernel:
     eagle_cudaGraphNode_t node
     unsigned int nargs
     unsigned int size_index
-    int size_kind            # 0: int32, 1: int64, 2: uint32, 3: uint64
+    int size_kind            # 0: int32, 1: int64, 2: uint32, 3: uint64, 4: none (grid only)
     unsigned long long per_block   # samples one block covers (block.x * items per thread)
     eagle_dim3 block_grid    # grid.y / grid.z kept from the recording (x is recomputed)
     long long value_i64

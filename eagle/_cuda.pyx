@@ -39,7 +39,7 @@ __all__ = [
     "CudaError", "check_status", "status_name", "status_text", "load", "is_loaded",
     "library", "runtime_version", "driver_version", "device_count", "runtime_status",
     "retune_uses_driver", "Stream", "Event", "Graph", "GraphExec", "NodeOwners",
-    "launch_kernel", "kernel_node_params", "CAPTURE_MODE_GLOBAL",
+    "launch_kernel", "kernel_node_params", "DeviceBuffer", "CAPTURE_MODE_GLOBAL",
     "CAPTURE_MODE_THREAD_LOCAL", "CAPTURE_MODE_RELAXED",
 ]
 
@@ -643,11 +643,13 @@ cdef class GraphExec:
         ``nargs``, C type ``size_type``: int32/int64/uint32/uint64) to n and
         its grid.x to ceil(n / per_block) (at least 1: an empty grid cannot
         launch, so n = 0 launches one block that must see n = 0 and do
-        nothing). ``per_block`` defaults to the node's block.x."""
-        kinds = {"int32": 0, "int64": 1, "uint32": 2, "uint64": 3}
+        nothing). ``per_block`` defaults to the node's block.x. ``size_type="none"``
+        patches the grid only (kernels that read the logical size from device
+        memory: ``SIZE_PTR`` kernels, the compaction kernels)."""
+        kinds = {"int32": 0, "int64": 1, "uint32": 2, "uint64": 3, "none": 4}
         if size_type not in kinds:
             raise ValueError(f"size_type must be one of {sorted(kinds)}, got {size_type!r}")
-        if size_index >= nargs:
+        if size_type != "none" and size_index >= nargs:
             raise ValueError(f"size_index {size_index} is not below nargs {nargs}")
         cdef eagle_cudaKernelNodeParams p
         cdef int st
@@ -714,6 +716,8 @@ cdef class GraphExec:
                     elif k.size_kind == 2:
                         k.value_u32 = <uint32_t>n
                         value = &k.value_u32
+                    elif k.size_kind == 4:
+                        value = NULL
                     else:
                         k.value_u64 = <uint64_t>n
                         value = &k.value_u64
@@ -798,3 +802,82 @@ def retune_kernel_node(GraphExec exec not None, uintptr_t node, unsigned int nar
         st = eagle_cuda_retune_kernel_node(exec.handle, <eagle_cudaGraphNode_t>node, nargs,
                                            size_index, v, g)
     check(st, "retuning a kernel node")
+
+
+# ---- device memory ------------------------------------------------------------------
+
+cdef class DeviceBuffer:
+    """``nbytes`` of device memory (cudaMalloc), owned; freed by ``close()`` or on
+    collection. ``ptr`` is the device address. ``write(data, stream)`` and
+    ``read(nbytes, stream)`` copy from / to host memory with cudaMemcpyAsync on
+    ``stream`` and then synchronize it (never while it captures). eagle uses it
+    for the device logical size and the compaction scratch, which live as long
+    as the built graph."""
+    cdef void *handle
+    cdef readonly size_t nbytes
+
+    def __cinit__(self, size_t nbytes):
+        cdef void *p = NULL
+        cdef int st
+        self.handle = NULL
+        self.nbytes = nbytes
+        with nogil:
+            st = eagle_cuda_malloc(&p, nbytes)
+        check(st, f"cudaMalloc({nbytes})")
+        self.handle = p
+
+    @property
+    def ptr(self):
+        return <uintptr_t>self.handle
+
+    def write(self, data, stream=None, size_t offset=0):
+        """Copy the bytes of ``data`` (a buffer, e.g. a NumPy array) to ``ptr + offset``."""
+        cdef const unsigned char[::1] view = memoryview(data).cast("B")
+        cdef size_t n = view.shape[0]
+        cdef eagle_cudaStream_t s = _stream_handle(stream)
+        cdef int st
+        if self.handle == NULL:
+            raise ValueError("the DeviceBuffer is closed")
+        if offset + n > self.nbytes:
+            raise ValueError(f"writing {n} bytes at {offset} overruns the buffer ({self.nbytes})")
+        if n == 0:
+            return
+        with nogil:
+            st = eagle_cuda_memcpy_async(<char *>self.handle + offset, &view[0], n, s)
+            if st == 0:
+                st = eagle_cuda_stream_synchronize(s)
+        check(st, "cudaMemcpyAsync (host to device)")
+
+    def read_into(self, out, stream=None, size_t offset=0, bint synchronize=True):
+        """Copy len(out) bytes from ``ptr + offset`` into the writable buffer ``out``."""
+        cdef unsigned char[::1] view = memoryview(out).cast("B")
+        cdef size_t n = view.shape[0]
+        cdef eagle_cudaStream_t s = _stream_handle(stream)
+        cdef int st
+        if self.handle == NULL:
+            raise ValueError("the DeviceBuffer is closed")
+        if offset + n > self.nbytes:
+            raise ValueError(f"reading {n} bytes at {offset} overruns the buffer ({self.nbytes})")
+        if n == 0:
+            return out
+        with nogil:
+            st = eagle_cuda_memcpy_async(&view[0], <char *>self.handle + offset, n, s)
+            if st == 0 and synchronize:
+                st = eagle_cuda_stream_synchronize(s)
+        check(st, "cudaMemcpyAsync (device to host)")
+        return out
+
+    def close(self):
+        cdef void *p = self.handle
+        cdef int st
+        self.handle = NULL
+        if p != NULL:
+            with nogil:
+                st = eagle_cuda_free(p)
+            check(st, "cudaFree")
+
+    def __dealloc__(self):
+        if self.handle != NULL:
+            with nogil:
+                eagle_cuda_free(self.handle)
+            self.handle = NULL

@@ -19,6 +19,27 @@ the kernel's node in the CUDA graph, and ``g.set_logical_size(n)`` patches that
 node's grid and size argument in the instantiated graph: no re-capture, no
 re-instantiation. (Kernels launched from inside an ``opaque`` node keep the
 size they were captured with.)
+
+``SIZE_PTR`` instead of ``SIZE`` passes a ``const long long *`` to the graph's
+*device* logical size. Use it in graphs with a compaction node
+(``eagle.graph.compact`` on CUDA arrays): the compaction writes the live count
+on the device, and the next replay's kernels must see it without a host round
+trip, while a kernel node's grid is fixed between host-side patches. So a
+``SIZE_PTR`` kernel is launched with a grid for the logical size eagle last
+knew on the host (an upper bound: within one ``launch(n)`` compaction only
+shrinks it) and exits early::
+
+    extern "C" __global__ void step(double *x, const long long *n_ptr) {
+        long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+        if (i >= *n_ptr) return;
+        ...
+    }
+
+The cost: one 8-byte load per thread, and blocks past the live count that
+start and exit at once (within one ``launch(n)``; eagle patches the grid to
+the live count at its end). A ``SIZE`` kernel in such a graph gets the size
+eagle knew at the start of the ``launch`` call, so within the call it still
+visits finished samples at the back (which it must leave alone anyway).
 """
 from __future__ import annotations
 
@@ -32,7 +53,7 @@ import numpy as np
 from eagle._memory import array_kind, extent_of
 from eagle._nodes import Node
 
-__all__ = ["cuda_kernel", "CudaKernelNode", "SIZE", "SizePlaceholder"]
+__all__ = ["cuda_kernel", "CudaKernelNode", "SIZE", "SIZE_PTR", "SizePlaceholder", "SizePointer"]
 
 #: C types the size parameter may have (the names GraphExec.add_sized_kernel takes)
 _SIZE_TYPES = {"int32": np.int32, "int64": np.int64, "uint32": np.uint32, "uint64": np.uint64}
@@ -70,6 +91,21 @@ class SizePlaceholder:
 
 #: the logical-size placeholder for ``cuda_kernel`` arguments (int64)
 SIZE = SizePlaceholder("int64")
+
+
+class SizePointer:
+    """Marks the kernel argument that receives a pointer (``const long long *``)
+    to the graph's device logical size; see the module doc."""
+
+    __slots__ = ()
+    ctype = "none"
+
+    def __repr__(self):
+        return "eagle.graph.SIZE_PTR"
+
+
+#: the device logical-size placeholder: a ``const long long *`` argument
+SIZE_PTR = SizePointer()
 
 
 def _function_address(obj):
@@ -146,7 +182,7 @@ class CudaKernelNode(Node):
             raise TypeError(f"nargs must be a positive int, got {nargs!r}")
         if len(args) != nargs:
             raise TypeError(f"kernel {self.name!r} takes {nargs} argument(s), got {len(args)}")
-        sizes = [i for i, a in enumerate(args) if isinstance(a, SizePlaceholder)]
+        sizes = [i for i, a in enumerate(args) if isinstance(a, (SizePlaceholder, SizePointer))]
         if size_arg is not None:
             if isinstance(size_arg, bool):
                 raise TypeError("size_arg must be an argument index, got a bool")
@@ -167,13 +203,15 @@ class CudaKernelNode(Node):
         if len(sizes) != 1:
             raise ValueError(
                 f"kernel {self.name!r}: mark exactly one argument with eagle.graph.SIZE (the "
-                f"logical size goes there), found {len(sizes)}")
+                f"logical size goes there) or SIZE_PTR (a pointer to it), found {len(sizes)}")
         self.size_arg = sizes[0]
+        #: True when the kernel reads the logical size from device memory (SIZE_PTR)
+        self.size_ptr = isinstance(args[self.size_arg], SizePointer)
         self.size_type = args[self.size_arg].ctype
 
         declared = [extent_of(a) for _, a, _ in self.arrays()]
         for i, a in enumerate(args):
-            if isinstance(a, SizePlaceholder):
+            if isinstance(a, (SizePlaceholder, SizePointer)):
                 continue
             kind = array_kind(a)
             if kind == "numpy":
@@ -213,25 +251,31 @@ class CudaKernelNode(Node):
         """Blocks for ``size`` samples: ceil(size / block), at least 1."""
         return max(1, -(-size // self.block))
 
-    def launch(self, stream, size: int) -> None:
-        """Launch the kernel on ``stream`` (an ``eagle._cuda.Stream``) for ``size`` samples.
+    def launch(self, stream, size: int, size_ptr: int = 0) -> None:
+        """Launch the kernel on ``stream`` (an ``eagle._cuda.Stream``) for ``size`` samples;
+        ``size_ptr`` is the device address a ``SIZE_PTR`` argument receives.
 
         During capture this adds one kernel node to the graph.
         """
+        if self.size_ptr and not size_ptr:
+            raise ValueError(f"kernel {self.name!r} takes SIZE_PTR: launching it needs the "
+                             "device address of the logical size")
         grid = self.grid_for(size)
         if self._function is not None:
-            self._function((grid,), (self.block,), self._cupy_args(size),
+            self._function((grid,), (self.block,), self._cupy_args(size, size_ptr),
                            shared_mem=self.shared_mem, stream=stream)
         else:
             from eagle import _cuda
 
-            _cuda.launch_kernel(self.func, grid, self.block, self._ctypes_args(size),
+            _cuda.launch_kernel(self.func, grid, self.block, self._ctypes_args(size, size_ptr),
                                 self.shared_mem, stream)
 
-    def _cupy_args(self, size):
+    def _cupy_args(self, size, size_ptr=0):
         out = []
         for a in self.args:
-            if isinstance(a, SizePlaceholder):
+            if isinstance(a, SizePointer):
+                out.append(np.uint64(size_ptr))
+            elif isinstance(a, SizePlaceholder):
                 out.append(_SIZE_TYPES[a.ctype](size))
             elif array_kind(a) == "cuda":
                 # CuPy arrays pass themselves; other CUDA arrays pass their pointer
@@ -246,10 +290,12 @@ class CudaKernelNode(Node):
                 out.append(a)
         return tuple(out)
 
-    def _ctypes_args(self, size):
+    def _ctypes_args(self, size, size_ptr=0):
         out = []
         for a in self.args:
-            if isinstance(a, SizePlaceholder):
+            if isinstance(a, SizePointer):
+                out.append(ctypes.c_void_p(size_ptr))
+            elif isinstance(a, SizePlaceholder):
                 out.append(_CTYPES[a.ctype](size))
             elif array_kind(a) == "cuda":
                 out.append(ctypes.c_void_p(a.__cuda_array_interface__["data"][0]))
@@ -281,7 +327,8 @@ def cuda_kernel(kernel, args, reads: Mapping[str, Any] | None = None,
     ``args``
         the kernel's arguments in order: CUDA arrays (passed by pointer),
         ints (int64), floats (double), NumPy scalars (their own type), and
-        ``eagle.graph.SIZE`` exactly once, where the logical size goes.
+        ``eagle.graph.SIZE`` exactly once, where the logical size goes (or
+        ``eagle.graph.SIZE_PTR``: a pointer to the device logical size).
     ``reads`` / ``writes``
         ``{name: array}`` of every CUDA array the kernel reads / writes, as for
         ``opaque``; every array in ``args`` must lie inside one of them.

@@ -11,7 +11,9 @@ along with the state, so ``scatter_back`` can put results in original order.
 The step's own nodes must leave finished samples alone (test the alive flag);
 then compaction changes only where samples sit, never what they hold.
 On the CPU both are team kernels (eagle/_partition.pyx): a stable parallel
-counting sort without the GIL.
+counting sort without the GIL. On CUDA arrays ``compact``/``reorder`` return
+captured GPU kernels with the live count kept on the device
+(eagle/_finished_cuda.py).
 """
 from __future__ import annotations
 
@@ -99,6 +101,10 @@ class PartitionNode(Node):
         return out
 
 
+def _is_cuda_array(a) -> bool:
+    return not isinstance(a, np.ndarray) and hasattr(a, "__cuda_array_interface__")
+
+
 def compact(alive, state, *, ids=None, count=None, every=1, min_dead_fraction=0.0) -> PartitionNode:
     """A node that moves the live samples to the front and shrinks the logical size to them.
 
@@ -110,6 +116,10 @@ def compact(alive, state, *, ids=None, count=None, every=1, min_dead_fraction=0.
     least ``min_dead_fraction`` of the current samples have finished (always
     when none is left). A replay that does not act costs one counting pass.
     """
+    if _is_cuda_array(alive):  # the cuda backend's captured kernels (eagle/_finished_cuda.py)
+        from eagle._finished_cuda import compact_cuda
+        return compact_cuda(alive, state, ids=ids, count=count, every=every,
+                            min_dead_fraction=min_dead_fraction)
     alive = np.asarray(alive) if not isinstance(alive, np.ndarray) else alive
     if alive.dtype not in (np.bool_, np.uint8):
         raise TypeError(f"compact(): alive must be a bool or uint8 array, got {alive.dtype}")
@@ -122,6 +132,9 @@ def reorder(key, state, *, n_keys, ids=None, every=1) -> PartitionNode:
     ``key`` and every ``state`` array (and the ``ids`` map) are permuted. A key
     outside [0, n_keys) stops the reorder on that replay and ``launch`` raises.
     """
+    if _is_cuda_array(key):  # the cuda backend's captured kernels (eagle/_finished_cuda.py)
+        from eagle._finished_cuda import reorder_cuda
+        return reorder_cuda(key, state, n_keys=n_keys, ids=ids, every=every)
     if not (isinstance(key, np.ndarray) and key.dtype in (np.int32, np.int64)):
         raise TypeError("reorder(): key must be an int32 or int64 array")
     if isinstance(n_keys, bool) or not isinstance(n_keys, (int, np.integer)) or n_keys < 1:

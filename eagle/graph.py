@@ -27,14 +27,14 @@ import operator
 import threading
 from dataclasses import dataclass
 
-from eagle._cuda_kernel import SIZE, CudaKernelNode, cuda_kernel
+from eagle._cuda_kernel import SIZE, SIZE_PTR, CudaKernelNode, cuda_kernel
 from eagle._finished import PartitionNode, compact, reorder
 from eagle._memory import leading_length
 from eagle._nodes import NativeNode, Node, OpaqueNode, native, opaque
 from eagle._picture import render
 from eagle._staging import GroupConflict, Stager
 
-__all__ = ["Graph", "Node", "opaque", "native", "cuda_kernel", "SIZE", "compact", "reorder",
+__all__ = ["Graph", "Node", "opaque", "native", "cuda_kernel", "SIZE", "SIZE_PTR", "compact", "reorder",
            "NotBuiltError", "GroupConflict", "Plan"]
 
 

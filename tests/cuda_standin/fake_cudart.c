@@ -28,7 +28,21 @@
  *   fake_kernel_add_one(double *p, int64 n)            p[i] += 1
  *   fake_kernel_scale(double *dst, double *src, double f, int64 n)  dst[i] = f * src[i]
  *   fake_kernel_add(double *out, double *a, double *b, int64 n)     out[i] = a[i] + b[i]
+ *   fake_kernel_add_one_sp(double *p, const int64 *n)   p[i] += 1 (n read from "device")
+ *   fake_kernel_life_step(u8 *alive, int64 *life, double *x, const int64 *n)  and
+ *   fake_kernel_life_step_n(..., int64 n): a Monte Carlo step for compaction tests
  * each for i < min(n, grid.x * block.x).
+ *
+ * Host versions of eagle's compaction / reorder kernels (eagle/_finished_cuda.py
+ * holds the CUDA source they mirror, thread for thread: each "thread" of the
+ * grid runs the same body, the single-block scan runs sequentially). eagle
+ * finds them by name with fake_cudart_finished_kernel(name) when the bound
+ * runtime exports it (only this test double does), instead of compiling the
+ * CUDA source with CuPy: eagle_part_count, eagle_part_scan,
+ * eagle_part_scatter, eagle_part_copyback, eagle_commit.
+ *
+ * Device memory: cudaMalloc / cudaFree are calloc / free (counted as live
+ * "devmem"), cudaMemcpyAsync is memcpy (refused on a capturing stream).
  *
  * Capture model (mirrors CUDA's): a capture sequence owns one graph; a stream
  * joins it by waiting on an event recorded on a capturing stream (fork); the
@@ -220,10 +234,181 @@ EXPORT void fake_kernel_add(void **args, fake_dim3 grid, fake_dim3 block) {
     for (long i = 0; i < t && i < n; ++i) out[i] = a[i] + b[i];
 }
 
+
+/* ---- eagle's compaction / reorder kernels (host versions) --------------------
+ * Argument layouts and per-thread bodies as in eagle/_finished_cuda.py's CUDA
+ * source. g: the graph's device block [size, next, live_replays, invalid];
+ * st: a partition node's state [replay, acts]; table: per permuted array
+ * [data, scratch, row_bytes, stride]. */
+
+#define A_PTR(i, T) (*(T *)args[i])
+#define A_I64(i) (*(int64_t *)args[i])
+
+static int64_t part_key(const char *key, int64_t stride, int64_t kind, int64_t n_keys, int64_t i) {
+    if (kind == 0) return key[i * stride] ? 0 : 1;
+    int64_t k = kind == 1 ? (int64_t)*(const int32_t *)(key + i * stride)
+                          : *(const int64_t *)(key + i * stride);
+    return (k >= 0 && k < n_keys) ? k : n_keys;
+}
+
+/* eagle_part_count(key, stride, kind, n_keys, chunk, c_cap, counts, size) */
+EXPORT void eagle_part_count(void **args, fake_dim3 grid, fake_dim3 block) {
+    const char *key = A_PTR(0, const char *);
+    int64_t stride = A_I64(1), kind = A_I64(2), n_keys = A_I64(3), chunk = A_I64(4),
+            c_cap = A_I64(5);
+    int64_t *counts = A_PTR(6, int64_t *);
+    int64_t n = *A_PTR(7, const int64_t *);
+    int64_t used = (n + chunk - 1) / chunk;
+    long t = threads(grid, block);
+    for (int64_t c = 0; c < t; ++c) {
+        if (c >= used) continue;
+        for (int64_t k = 0; k <= n_keys; ++k) counts[k * c_cap + c] = 0;
+        int64_t lo = c * chunk, hi = lo + chunk < n ? lo + chunk : n;
+        for (int64_t i = lo; i < hi; ++i)
+            counts[part_key(key, stride, kind, n_keys, i) * c_cap + c] += 1;
+    }
+}
+
+/* eagle_part_scan(counts, n_keys, c_cap, chunk, size, g, st, count_out, kind, every, frac)
+ * one block: exclusive prefix over (bucket, chunk) in bucket-major order, then
+ * thread 0 takes the policy decision. */
+EXPORT void eagle_part_scan(void **args, fake_dim3 grid, fake_dim3 block) {
+    (void)grid; (void)block;
+    int64_t *counts = A_PTR(0, int64_t *);
+    int64_t n_keys = A_I64(1), c_cap = A_I64(2), chunk = A_I64(3);
+    int64_t n = *A_PTR(4, const int64_t *);
+    int64_t *g = A_PTR(5, int64_t *), *st = A_PTR(6, int64_t *), *count_out = A_PTR(7, int64_t *);
+    int64_t kind = A_I64(8), every = A_I64(9);
+    double frac = *(double *)args[10];
+    int64_t used = (n + chunk - 1) / chunk, total = (n_keys + 1) * used, carry = 0;
+    for (int64_t j = 0; j < total; ++j) {
+        int64_t e = (j / used) * c_cap + (j % used), v = counts[e];
+        counts[e] = carry;
+        carry += v;
+    }
+    int64_t r = st[0] + 1, acts = 0;
+    st[0] = r;
+    int due = every > 0 && r % every == 0;
+    if (kind == 0) {
+        int64_t live = used ? counts[c_cap] : 0;
+        if (due && n > 0 && live != n) acts = live == 0 || (double)(n - live) >= frac * (double)n;
+        if (count_out) *count_out = live;
+        g[1] = (acts || live == 0) ? live : n;
+    } else {
+        int64_t bad = used ? carry - counts[n_keys * c_cap] : 0;
+        if (due && n > 0) {
+            if (bad) g[3] = 1;
+            else acts = 1;
+        }
+    }
+    st[1] = acts;
+}
+
+static void part_copy_row(char *dst, const char *src, int64_t nb) { memcpy(dst, src, (size_t)nb); }
+
+/* eagle_part_scatter(key, stride, kind, n_keys, chunk, c_cap, counts, size, st, table, n_arrays) */
+EXPORT void eagle_part_scatter(void **args, fake_dim3 grid, fake_dim3 block) {
+    const char *key = A_PTR(0, const char *);
+    int64_t stride = A_I64(1), kind = A_I64(2), n_keys = A_I64(3), chunk = A_I64(4),
+            c_cap = A_I64(5);
+    int64_t *counts = A_PTR(6, int64_t *);
+    int64_t n = *A_PTR(7, const int64_t *);
+    const int64_t *st = A_PTR(8, const int64_t *), *table = A_PTR(9, const int64_t *);
+    int64_t n_arrays = A_I64(10);
+    if (!st[1]) return;
+    int64_t used = (n + chunk - 1) / chunk;
+    long t = threads(grid, block);
+    for (int64_t c = 0; c < t; ++c) {
+        if (c >= used) continue;
+        int64_t lo = c * chunk, hi = lo + chunk < n ? lo + chunk : n;
+        for (int64_t i = lo; i < hi; ++i) {
+            int64_t pos = counts[part_key(key, stride, kind, n_keys, i) * c_cap + c]++;
+            for (int64_t a = 0; a < n_arrays; ++a) {
+                const int64_t *d = table + 4 * a;
+                part_copy_row((char *)(intptr_t)d[1] + pos * d[2],
+                              (const char *)(intptr_t)d[0] + i * d[3], d[2]);
+            }
+        }
+    }
+}
+
+/* eagle_part_copyback(size, st, table, n_arrays) */
+EXPORT void eagle_part_copyback(void **args, fake_dim3 grid, fake_dim3 block) {
+    int64_t n = *A_PTR(0, const int64_t *);
+    const int64_t *st = A_PTR(1, const int64_t *), *table = A_PTR(2, const int64_t *);
+    int64_t n_arrays = A_I64(3);
+    if (!st[1]) return;
+    long t = threads(grid, block);
+    for (int64_t i = 0; i < t && i < n; ++i)
+        for (int64_t a = 0; a < n_arrays; ++a) {
+            const int64_t *d = table + 4 * a;
+            part_copy_row((char *)(intptr_t)d[0] + i * d[3],
+                          (const char *)(intptr_t)d[1] + i * d[2], d[2]);
+        }
+}
+
+/* eagle_commit(g): the next replay's size is the compaction's count */
+EXPORT void eagle_commit(void **args, fake_dim3 grid, fake_dim3 block) {
+    (void)grid; (void)block;
+    int64_t *g = A_PTR(0, int64_t *);
+    g[2] += g[0] > 0;
+    g[0] = g[1];
+}
+
+/* A test-only "size pointer" kernel: p[i] += 1 for i < *size (SIZE_PTR convention). */
+EXPORT void fake_kernel_add_one_sp(void **args, fake_dim3 grid, fake_dim3 block) {
+    double *p = A_PTR(0, double *);
+    int64_t n = *A_PTR(1, const int64_t *);
+    long t = threads(grid, block);
+    for (long i = 0; i < t && i < n; ++i) p[i] += 1.0;
+}
+
+/* Test-only Monte Carlo step: a live sample ages by one and moves; it finishes
+ * when its life runs out. fake_kernel_life_step(alive u8*, life int64*, x double*,
+ * const int64 *size) reads the size from the device (SIZE_PTR); _n takes it by
+ * value (SIZE). Both leave finished samples alone. */
+static void life_step(void **args, int64_t n, fake_dim3 grid, fake_dim3 block) {
+    uint8_t *alive = A_PTR(0, uint8_t *);
+    int64_t *life = A_PTR(1, int64_t *);
+    double *x = A_PTR(2, double *);
+    long t = threads(grid, block);
+    for (long i = 0; i < t && i < n; ++i) {
+        if (!alive[i]) continue;
+        x[i] += 1.0 + 0.5 * (double)life[i];
+        if (--life[i] <= 0) alive[i] = 0;
+    }
+}
+EXPORT void fake_kernel_life_step(void **args, fake_dim3 grid, fake_dim3 block) {
+    life_step(args, *A_PTR(3, const int64_t *), grid, block);
+}
+EXPORT void fake_kernel_life_step_n(void **args, fake_dim3 grid, fake_dim3 block) {
+    life_step(args, A_I64(3), grid, block);
+}
+
+static const struct { const char *name; void *fn; unsigned nargs; } finished_kernels[] = {
+    {"eagle_part_count", (void *)eagle_part_count, 8},
+    {"eagle_part_scan", (void *)eagle_part_scan, 11},
+    {"eagle_part_scatter", (void *)eagle_part_scatter, 11},
+    {"eagle_part_copyback", (void *)eagle_part_copyback, 4},
+    {"eagle_commit", (void *)eagle_commit, 1},
+};
+
+/* The address of the host version of one of eagle's kernels, or NULL. */
+EXPORT void *fake_cudart_finished_kernel(const char *name) {
+    for (size_t i = 0; i < sizeof finished_kernels / sizeof *finished_kernels; ++i)
+        if (strcmp(finished_kernels[i].name, name) == 0) return finished_kernels[i].fn;
+    return NULL;
+}
+
 __attribute__((constructor)) static void register_builtins(void) {
     fake_cudart_register_kernel((void *)fake_kernel_add_one, 2);
     fake_cudart_register_kernel((void *)fake_kernel_scale, 4);
     fake_cudart_register_kernel((void *)fake_kernel_add, 4);
+    fake_cudart_register_kernel((void *)fake_kernel_add_one_sp, 2);
+    fake_cudart_register_kernel((void *)fake_kernel_life_step, 4);
+    fake_cudart_register_kernel((void *)fake_kernel_life_step_n, 4);
+    for (size_t i = 0; i < sizeof finished_kernels / sizeof *finished_kernels; ++i)
+        fake_cudart_register_kernel(finished_kernels[i].fn, finished_kernels[i].nargs);
 }
 
 static void run_kernel(void *fn, fake_dim3 grid, fake_dim3 block, void **args) {
@@ -1063,6 +1248,40 @@ EXPORT int cudaGetDriverEntryPoint(const char *sym, void **fn, unsigned long lon
     return driver_entry(sym, fn, q);
 }
 
+/* ---- device memory: host memory here ------------------------------------------ */
+
+static long live_devmem;
+EXPORT int cudaMalloc(void **p, size_t n) {
+    int f = enter("cudaMalloc");
+    if (f) return f;
+    *p = calloc(1, n ? n : 1);
+    if (!*p) return 2; /* cudaErrorMemoryAllocation */
+    live_devmem++;
+    return 0;
+}
+EXPORT int cudaFree(void *p) {
+    int f = enter("cudaFree");
+    if (f) return f;
+    if (p) {
+        free(p);
+        live_devmem--;
+    }
+    return 0;
+}
+EXPORT int cudaMemcpyAsync(void *dst, const void *src, size_t n, int kind, void *ps) {
+    (void)kind;
+    int f = enter("cudaMemcpyAsync");
+    fstream *s = (fstream *)ps;
+    if (!valid_stream(s)) return cudaErrorInvalidResourceHandle;
+    if (f) return f;
+    if (s && s->cap) {
+        invalidate(s);
+        return cudaErrorStreamCaptureUnsupported; /* memcpy nodes: not modelled */
+    }
+    memmove(dst, src, n);
+    return 0;
+}
+
 /* ---- test-only observation and control --------------------------------------- */
 
 EXPORT long fake_cudart_launch_count(void) { return launches; }
@@ -1076,6 +1295,7 @@ EXPORT long fake_cudart_live(const char *kind) {
     if (strcmp(kind, "event") == 0) return live_event;
     if (strcmp(kind, "graph") == 0) return live_graph;
     if (strcmp(kind, "exec") == 0) return live_exec;
+    if (strcmp(kind, "devmem") == 0) return live_devmem;
     return -1;
 }
 EXPORT unsigned fake_cudart_last_grid_x(void) { return last_grid_x; }

@@ -268,6 +268,18 @@ int eagle_cuda_retune_kernel_node(eagle_cudaGraphExec_t exec, eagle_cudaGraphNod
                                   const void *size_value, eagle_dim3 grid);
 /* 1 if retune will use the driver API, 0 if the runtime API, <0 status. */
 int eagle_cuda_retune_uses_driver(void);
+/* size_value may be NULL: then only the grid is patched (kernels that read
+ * the logical size from device memory, eagle's SIZE_PTR and the compaction
+ * kernels); size_index is ignored then. */
+
+/* ---- device memory (optional symbols: EAGLE_CUDA_ERROR_MISSING_SYMBOL if absent) -- */
+
+/* cudaMalloc / cudaFree. */
+int eagle_cuda_malloc(void **ptr, size_t bytes);
+int eagle_cuda_free(void *ptr);
+/* cudaMemcpyAsync with cudaMemcpyDefault (unified addressing decides the
+ * direction) on `stream`; not while `stream` is capturing. */
+int eagle_cuda_memcpy_async(void *dst, const void *src, size_t bytes, eagle_cudaStream_t stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -57,6 +57,8 @@ typedef int (*eagle_fn_entry_point)(const char *, void **, unsigned long long, i
 typedef int (*eagle_fn_entry_point_v)(const char *, void **, unsigned int, unsigned long long,
                                       int *);
 /* driver API (CUresult is an int enum) */
+typedef int (*eagle_fn_malloc)(void **, size_t);
+typedef int (*eagle_fn_memcpy_async)(void *, const void *, size_t, int, void *);
 typedef int (*eagle_fn_cu_kn_get)(void *, eagle_CUDA_KERNEL_NODE_PARAMS_v2 *);
 typedef int (*eagle_fn_cu_exec_kn_set)(void *, void *, const eagle_CUDA_KERNEL_NODE_PARAMS_v2 *);
 
@@ -94,6 +96,9 @@ typedef struct eagle_cuda_table {
     eagle_fn_exec_kn_set GraphExecKernelNodeSetParams;
     eagle_fn_entry_point GetDriverEntryPoint;
     eagle_fn_entry_point_v GetDriverEntryPointByVersion;
+    eagle_fn_malloc Malloc;
+    eagle_fn_handle Free;
+    eagle_fn_memcpy_async MemcpyAsync;
     /* driver entry points for retune, resolved on first retune */
     int driver_resolved;
     eagle_fn_cu_kn_get cuKernelNodeGetParams;
@@ -169,6 +174,9 @@ static int eagle_cuda_bind(eagle_sym_fn resolve, void *ctx, void *dl, const char
     EAGLE_CUDA_BIND(GraphExecKernelNodeSetParams, "cudaGraphExecKernelNodeSetParams", x);
     EAGLE_CUDA_BIND(GetDriverEntryPoint, "cudaGetDriverEntryPoint", x);
     EAGLE_CUDA_BIND(GetDriverEntryPointByVersion, "cudaGetDriverEntryPointByVersion", x);
+    EAGLE_CUDA_BIND(Malloc, "cudaMalloc", x);
+    EAGLE_CUDA_BIND(Free, "cudaFree", x);
+    EAGLE_CUDA_BIND(MemcpyAsync, "cudaMemcpyAsync", x);
 
     /* Everything eagle cannot work without (the driver entry points and the
      * child-graph helpers are optional). */
@@ -609,7 +617,7 @@ int eagle_cuda_retune_kernel_node(eagle_cudaGraphExec_t exec, eagle_cudaGraphNod
     void *stack_args[EAGLE_CUDA_RETUNE_STACK_ARGS];
     void **args = stack_args;
     int st;
-    if (size_index >= nargs || !size_value || grid.x == 0 || grid.y == 0 || grid.z == 0)
+    if ((size_value && size_index >= nargs) || grid.x == 0 || grid.y == 0 || grid.z == 0)
         return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
     EAGLE_CUDA_ENSURE();
     eagle_cuda_resolve_driver();
@@ -627,7 +635,7 @@ int eagle_cuda_retune_kernel_node(eagle_cudaGraphExec_t exec, eagle_cudaGraphNod
                 st = EAGLE_CUDA_ERROR_UNSUPPORTED_NODE;
             } else {
                 memcpy(args, p.kernelParams, sizeof(void *) * nargs);
-                args[size_index] = (void *)size_value;
+                if (size_value) args[size_index] = (void *)size_value;
                 p.kernelParams = args;
                 p.gridDimX = grid.x;
                 p.gridDimY = grid.y;
@@ -648,7 +656,7 @@ int eagle_cuda_retune_kernel_node(eagle_cudaGraphExec_t exec, eagle_cudaGraphNod
             goto done;
         }
         memcpy(args, p.kernelParams, sizeof(void *) * nargs);
-        args[size_index] = (void *)size_value;
+        if (size_value) args[size_index] = (void *)size_value;
         p.kernelParams = args;
         p.gridDim = grid;
         st = eagle_cuda_T.GraphExecKernelNodeSetParams(exec, node, &p);
@@ -656,6 +664,17 @@ int eagle_cuda_retune_kernel_node(eagle_cudaGraphExec_t exec, eagle_cudaGraphNod
 done:
     if (args != stack_args) free(args);
     return st;
+}
+
+/* ---- device memory ---------------------------------------------------------- */
+
+int eagle_cuda_malloc(void **ptr, size_t bytes) {
+    if (!ptr) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
+    EAGLE_CUDA_CALL(Malloc, ptr, bytes ? bytes : 1);
+}
+int eagle_cuda_free(void *ptr) { EAGLE_CUDA_CALL(Free, ptr); }
+int eagle_cuda_memcpy_async(void *dst, const void *src, size_t bytes, eagle_cudaStream_t s) {
+    EAGLE_CUDA_CALL(MemcpyAsync, dst, src, bytes, 4 /* cudaMemcpyDefault */, s);
 }
 
 #undef EAGLE_CUDA_BIND

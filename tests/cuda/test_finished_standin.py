@@ -1,0 +1,432 @@
+"""Compaction and reorder on the cuda backend, against the CPU stand-in of the CUDA runtime.
+
+No GPU needed. tests/cuda_standin/fake_cudart.c (a TEST DOUBLE, not CUDA)
+holds host versions of eagle's partition kernels (eagle_part_count / scan /
+scatter / copyback, eagle_commit), thread for thread like the CUDA source in
+eagle/_finished_cuda.py, and a test-only Monte Carlo step kernel
+(fake_kernel_life_step: a live sample moves and ages, and finishes when its
+life runs out). The arrays are ``HostCudaArray``: NumPy memory that presents
+``__cuda_array_interface__`` (also a test double).
+
+The oracle: the same step and compaction / reorder on the CPU backend
+(NumPy arrays, an opaque step, eagle's CPU partition node). Both are stable
+with the same policy, so after any launches every state array, the id map,
+the count and the logical size are equal element for element, and scattering
+back by ids gives the uncompacted computation.
+
+What is covered: capture (the partition kernels become graph nodes, one
+capture, one instantiate), replays whose logical size comes from the device
+count (SIZE_PTR kernels see it on the very next replay, no host copy per
+replay: one device-to-host copy per launch), the host-visible logical size
+after launch and the grids patched down to it, the policy (every,
+min_dead_fraction), reorder and its invalid-key error, launch_until_done's
+check-every-round control flow and its replay count, set_logical_size
+writing the device size, and that device memory is released.
+"""
+import ctypes
+import gc
+
+import numpy as np
+import pytest
+
+import eagle
+from eagle.graph import compact, opaque, reorder
+
+
+class HostCudaArray:
+    """TEST-ONLY: host (NumPy) memory that presents itself as a CUDA array."""
+
+    def __init__(self, host):
+        self.host = host
+
+    @property
+    def __cuda_array_interface__(self):
+        h = self.host
+        return {"shape": h.shape, "typestr": h.dtype.str, "data": (h.ctypes.data, False),
+                "version": 3, "strides": None if h.flags.c_contiguous else h.strides}
+
+
+def dev(*hosts):
+    return [HostCudaArray(h) for h in hosts]
+
+
+@pytest.fixture
+def ck(cuda_mod):
+    import eagle._backend_cuda  # noqa: F401  (binds the backend to the stand-in)
+    from eagle._cuda_kernel import SIZE, SIZE_PTR, cuda_kernel
+    return cuda_kernel, SIZE, SIZE_PTR
+
+
+def kaddr(fake, name):
+    return ctypes.cast(getattr(fake, name), ctypes.c_void_p).value
+
+
+def initial_state(n, seed, max_life=6):
+    rng = np.random.default_rng(seed)
+    life = rng.integers(0, max_life + 1, size=n).astype(np.int64)
+    alive = (life > 0).astype(np.bool_)
+    x = np.arange(n) * 0.25
+    return alive, life, x
+
+
+def numpy_step(alive, life, x):
+    """The same step as fake_kernel_life_step, over every sample (finished ones untouched)."""
+    m = alive.copy()
+    x[m] += 1.0 + 0.5 * life[m].astype(float)
+    life[m] -= 1
+    alive[m & (life <= 0)] = False
+
+
+def cpu_graph(alive, life, x, extra=None, **policy):
+    ids = np.arange(len(alive), dtype=np.int64)
+    count = np.zeros(1, dtype=np.int64)
+    g = eagle.Graph()
+    g.add_node(opaque(lambda: numpy_step(alive, life, x),
+                      writes={"alive": alive, "life": life, "x": x}), name="step")
+    state = {"life": life, "x": x, **({"extra": extra} if extra is not None else {})}
+    node = compact(alive, state, ids=ids, count=count, **policy)
+    g.add_node(node, name="compact")
+    return g.build(), ids, count
+
+
+def gpu_graph(fake, ck, alive, life, x, extra=None, *, size_ptr=True, touch=None, **policy):
+    cuda_kernel, SIZE, SIZE_PTR = ck
+    ids = np.arange(len(alive), dtype=np.int64)
+    count = np.zeros(1, dtype=np.int64)
+    da, dl, dx, di, dc = dev(alive, life, x, ids, count)
+    g = eagle.Graph()
+    if size_ptr:
+        step = cuda_kernel((kaddr(fake, "fake_kernel_life_step"), 4), (da, dl, dx, SIZE_PTR),
+                           writes={"alive": da, "life": dl, "x": dx}, block=4)
+    else:
+        step = cuda_kernel((kaddr(fake, "fake_kernel_life_step_n"), 4), (da, dl, dx, SIZE),
+                           writes={"alive": da, "life": dl, "x": dx}, block=4)
+    g.add_node(step, name="step")
+    if touch is not None:
+        dt, = dev(touch)
+        g.add_node(cuda_kernel((kaddr(fake, "fake_kernel_add_one_sp"), 2), (dt, SIZE_PTR),
+                               writes={"t": dt}, block=4), name="touch")
+    state = {"life": dl, "x": dx, **({"extra": HostCudaArray(extra)} if extra is not None else {})}
+    node = compact(da, state, ids=di, count=dc, **policy)
+    g.add_node(node, name="compact")
+    return g.build(), ids, count
+
+
+def assert_same(cpu, gpu):
+    for c, d in zip(cpu, gpu):
+        np.testing.assert_array_equal(c, d)
+
+
+# ---- compaction ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n,seed", [(1, 0), (7, 1), (37, 2), (130, 3), (1000, 4)])
+@pytest.mark.parametrize("launches", [[1, 1, 1], [3, 2], [10]])
+def test_compaction_equals_the_cpu_backend(fake, ck, n, seed, launches):
+    host_cpu = initial_state(n, seed)
+    host_gpu = tuple(a.copy() for a in host_cpu)
+    gc_, ids_c, count_c = cpu_graph(*host_cpu)
+    gg, ids_g, count_g = gpu_graph(fake, ck, *host_gpu)
+    assert gg.backend == "cuda" and gc_.backend == "cpu"
+    for k in launches:
+        gc_.launch(k)
+        gg.launch(k)
+        assert gg.logical_size == gc_.logical_size
+        assert_same(host_cpu + (ids_c, count_c), host_gpu + (ids_g, count_g))
+    # scattering back by ids gives the uncompacted computation
+    ref = initial_state(n, seed)
+    for _ in range(sum(launches)):
+        numpy_step(*ref)
+    for compacted, want in zip(host_gpu, ref):
+        back = np.empty_like(compacted)
+        back[ids_g] = compacted
+        np.testing.assert_array_equal(back, want)
+    assert gg.logical_size == int(ref[0].sum())
+    assert fake.fake_cudart_counter(b"cudaStreamBeginCapture") == 1
+    assert fake.fake_cudart_counter(b"cudaGraphInstantiateWithParams") == 1
+
+
+def test_rows_and_size_by_value_kernels(fake, ck):
+    """2-d state (a row per sample, odd row sizes) and a SIZE (by value) step kernel."""
+    rng = np.random.default_rng(7)
+    for extra in (rng.random((50, 3)), rng.integers(0, 9, size=(50, 5)).astype(np.uint8),
+                  rng.integers(0, 9, size=(50, 3)).astype(np.int32)):
+        check_rows(fake, ck, extra)
+
+
+def check_rows(fake, ck, extra):
+    host_cpu = initial_state(50, 7) + (extra,)
+    host_gpu = tuple(a.copy() for a in host_cpu)
+    gc_, ids_c, count_c = cpu_graph(*host_cpu)
+    gg, ids_g, count_g = gpu_graph(fake, ck, *host_gpu, size_ptr=False)
+    for k in (2, 1, 4):
+        gc_.launch(k)
+        gg.launch(k)
+        assert gg.logical_size == gc_.logical_size
+        assert_same(host_cpu + (ids_c, count_c), host_gpu + (ids_g, count_g))
+
+
+@pytest.mark.parametrize("alive_pattern", ["none", "all", "one"])
+def test_edge_cases(fake, ck, alive_pattern):
+    n = 20
+    alive, life, x = initial_state(n, 5)
+    if alive_pattern == "none":
+        life[:] = 0
+    elif alive_pattern == "all":
+        life[:] = 50
+    else:
+        life[:] = 0
+        life[13] = 3
+    alive[:] = life > 0
+    host_cpu = (alive, life, x)
+    host_gpu = tuple(a.copy() for a in host_cpu)
+    gc_, ids_c, count_c = cpu_graph(*host_cpu)
+    gg, ids_g, count_g = gpu_graph(fake, ck, *host_gpu)
+    for _ in range(4):
+        gc_.launch(1)
+        gg.launch(1)
+        assert gg.logical_size == gc_.logical_size
+        assert_same(host_cpu + (ids_c, count_c), host_gpu + (ids_g, count_g))
+
+
+@pytest.mark.parametrize("policy", [dict(every=2), dict(every=3), dict(min_dead_fraction=0.3),
+                                    dict(every=2, min_dead_fraction=0.5)])
+def test_policy_equals_the_cpu_backend(fake, ck, policy):
+    host_cpu = initial_state(200, 11, max_life=9)
+    host_gpu = tuple(a.copy() for a in host_cpu)
+    gc_, ids_c, count_c = cpu_graph(*host_cpu, **policy)
+    gg, ids_g, count_g = gpu_graph(fake, ck, *host_gpu, **policy)
+    for k in (1, 1, 2, 3, 1, 5):
+        gc_.launch(k)
+        gg.launch(k)
+        assert gg.logical_size == gc_.logical_size
+        assert_same(host_cpu + (ids_c, count_c), host_gpu + (ids_g, count_g))
+
+
+# ---- the device count drives the next replay, with one host copy per launch ----------------
+
+def test_size_comes_from_the_device_within_a_launch(fake, ck):
+    n = 64
+    alive, life, x = initial_state(n, 3)
+    touch = np.zeros(n)
+    gg, ids, count = gpu_graph(fake, ck, alive, life, x, touch=touch)
+    # the sizes the replays should see: capacity, then the live count after each replay
+    ref = initial_state(n, 3)
+    sizes = [n]
+    for _ in range(5):
+        numpy_step(*ref)
+        sizes.append(int(ref[0].sum()))
+    copies = fake.fake_cudart_counter(b"cudaMemcpyAsync")
+    gg.launch(5)
+    # touch[i] counts the replays whose logical size exceeded i: read from the device each replay
+    want = np.zeros(n)
+    for s in sizes[:5]:
+        want[:s] += 1
+    np.testing.assert_array_equal(touch, want)
+    # one device-to-host copy for the whole launch, none per replay
+    assert fake.fake_cudart_counter(b"cudaMemcpyAsync") - copies == 1
+    assert fake.fake_cudart_launch_count() == 5
+    assert gg.logical_size == sizes[5] == int(count[0])
+    # after the launch the sized grids are patched down to the live count
+    launches_before = fake.fake_cudart_counter(b"driver_exec_set_params")
+    assert launches_before > 0
+    gg.launch(1)
+    assert fake.fake_cudart_last_grid_x() == 1  # the commit kernel (grid 1) ran last
+    node = gg._backend
+    assert node.sized_kernels == 1 + 1 + 3  # step, touch, count/scatter/copyback
+    assert "{step}" in str(gg) and "[compact]" in str(gg)
+
+
+def test_set_logical_size_writes_the_device_size(fake, ck):
+    n = 40
+    alive, life, x = initial_state(n, 9, max_life=30)
+    life[:] = np.maximum(life, 20)
+    alive[:] = True
+    touch = np.zeros(n)
+    gg, ids, count = gpu_graph(fake, ck, alive, life, x, touch=touch)
+    gg.set_logical_size(10)
+    gg.launch(2)
+    np.testing.assert_array_equal(touch, np.where(np.arange(n) < 10, 2, 0))
+    assert gg.logical_size == 10
+    assert fake.fake_cudart_counter(b"cudaStreamBeginCapture") == 1
+
+
+# ---- running until done ---------------------------------------------------------------
+
+@pytest.mark.parametrize("max_replays", [3, 50, 1000])
+@pytest.mark.parametrize("check_every", [1, 4, 64])
+def test_launch_until_done_equals_the_cpu_backend(fake, ck, max_replays, check_every):
+    host_cpu = initial_state(300, 21, max_life=25)
+    host_gpu = tuple(a.copy() for a in host_cpu)
+    gc_, ids_c, count_c = cpu_graph(*host_cpu)
+    gg, ids_g, count_g = gpu_graph(fake, ck, *host_gpu)
+    gg._backend.until_done_check_every = check_every
+    copies = fake.fake_cudart_counter(b"cudaMemcpyAsync")
+    done_c = gc_.launch_until_done(max_replays)
+    done_g = gg.launch_until_done(max_replays)
+    assert done_g == done_c
+    assert gg.logical_size == gc_.logical_size
+    assert_same(host_cpu + (ids_c, count_c), host_gpu + (ids_g, count_g))
+    issued = fake.fake_cudart_launch_count()
+    rounds = fake.fake_cudart_counter(b"cudaMemcpyAsync") - copies
+    assert done_g <= issued <= max_replays
+    if check_every == 1:
+        assert issued == done_g and rounds == issued
+    else:  # rounds of 1, 2, 4, ... check_every: far fewer host round trips than replays
+        r, k, total = 0, 1, 0
+        while total < issued:
+            total += k
+            r += 1
+            k = min(2 * k, check_every)
+        assert rounds == r
+    if max_replays >= 50:
+        assert gg.logical_size == 0 and done_g == 25
+        assert gg.launch_until_done(10) == 0  # nothing left: no replay
+
+
+def test_launch_until_done_needs_compaction(fake, ck):
+    cuda_kernel, SIZE, SIZE_PTR = ck
+    h = np.zeros(4)
+    a, = dev(h)
+    g = eagle.Graph()
+    g.add_node(cuda_kernel((kaddr(fake, "fake_kernel_add_one_sp"), 2), (a, SIZE_PTR), writes={"a": a}))
+    g.build()
+    with pytest.raises(ValueError, match="compaction node"):
+        g.launch_until_done(3)
+    g.launch(2)  # SIZE_PTR without compaction: the host's size, no copy back
+    np.testing.assert_array_equal(h, 2)
+
+
+# ---- reorder -----------------------------------------------------------------------------
+
+def reorder_graphs(fake, ck, n, n_keys, seed, key_dtype=np.int32):
+    rng = np.random.default_rng(seed)
+    key = rng.integers(0, n_keys, size=n).astype(key_dtype)
+    val = rng.random((n, 2))
+    hosts = [(key.copy(), val.copy(), np.arange(n, dtype=np.int64)) for _ in range(2)]
+    (kc, vc, ic), (kg, vg, ig) = hosts
+    gc_ = eagle.Graph()
+    gc_.add_node(reorder(kc, {"v": vc}, n_keys=n_keys, ids=ic))
+    gc_.build()
+    dk, dv, di = dev(kg, vg, ig)
+    gg = eagle.Graph()
+    gg.add_node(reorder(dk, {"v": dv}, n_keys=n_keys, ids=di))
+    gg.build()
+    return gc_, gg, hosts
+
+
+@pytest.mark.parametrize("n,n_keys,key_dtype", [(1, 1, np.int32), (50, 3, np.int32),
+                                                (500, 17, np.int64), (100, 1, np.int64)])
+def test_reorder_equals_the_cpu_backend(fake, ck, n, n_keys, key_dtype):
+    gc_, gg, ((kc, vc, ic), (kg, vg, ig)) = reorder_graphs(fake, ck, n, n_keys, 4, key_dtype)
+    key0 = kc.copy()
+    gc_.launch(1)
+    gg.launch(1)
+    assert_same((kc, vc, ic), (kg, vg, ig))
+    np.testing.assert_array_equal(kg, np.sort(key0, kind="stable"))
+    np.testing.assert_array_equal(ig, np.argsort(key0, kind="stable"))
+    gg.set_logical_size(n // 2)
+    gc_.set_logical_size(n // 2)
+    kg[: n // 2] = kc[: n // 2] = kc[: n // 2][::-1].copy()
+    gc_.launch(2)
+    gg.launch(2)
+    assert_same((kc, vc, ic), (kg, vg, ig))
+
+
+def test_reorder_with_an_invalid_key_raises_and_moves_nothing(fake, ck):
+    gc_, gg, ((kc, vc, ic), (kg, vg, ig)) = reorder_graphs(fake, ck, 30, 4, 8)
+    kc[5] = kg[5] = 9
+    before = kg.copy()
+    with pytest.raises(ValueError, match="outside"):
+        gc_.launch(1)
+    with pytest.raises(ValueError, match="outside"):
+        gg.launch(1)
+    np.testing.assert_array_equal(kg, before)
+    assert_same((kc, vc, ic), (kg, vg, ig))
+    kc[5] = kg[5] = 1
+    gc_.launch(1)
+    gg.launch(1)  # the graph stays usable; the flag was cleared
+    assert_same((kc, vc, ic), (kg, vg, ig))
+
+
+def test_reorder_then_compaction_in_one_graph(fake, ck):
+    """step -> reorder by key -> compact: compaction is stable, so the live stay sorted.
+    (A reorder recorded after the compaction would sort the replay's old range, finished
+    samples included, as on the CPU.)"""
+    cuda_kernel, SIZE, SIZE_PTR = ck
+    n = 120
+    rng = np.random.default_rng(2)
+    sets = []
+    for _ in range(2):
+        alive, life, x = initial_state(n, 6, max_life=8)
+        sets.append((alive, life, x, (np.arange(n) % 5).astype(np.int64), np.arange(n, dtype=np.int64),
+                     np.zeros(1, dtype=np.int64)))
+    (ac, lc, xc, kc, ic, cc), (ag, lg, xg, kg, ig, cg) = sets
+    gc_ = eagle.Graph()
+    gc_.add_node(opaque(lambda: numpy_step(ac, lc, xc), writes={"alive": ac, "life": lc, "x": xc}),
+                 name="step")
+    gc_.add_node(reorder(kc, {"alive": ac, "life": lc, "x": xc}, n_keys=5, ids=ic), name="sort")
+    gc_.add_node(compact(ac, {"life": lc, "x": xc, "k": kc}, ids=ic, count=cc), name="compact")
+    gc_.build()
+    da, dl, dx, dk, di, dc = dev(ag, lg, xg, kg, ig, cg)
+    gg = eagle.Graph()
+    gg.add_node(cuda_kernel((kaddr(fake, "fake_kernel_life_step"), 4), (da, dl, dx, SIZE_PTR),
+                            writes={"alive": da, "life": dl, "x": dx}, block=8), name="step")
+    gg.add_node(reorder(dk, {"alive": da, "life": dl, "x": dx}, n_keys=5, ids=di), name="sort")
+    gg.add_node(compact(da, {"life": dl, "x": dx, "k": dk}, ids=di, count=dc), name="compact")
+    gg.build()
+    for k in (1, 2, 3):
+        gc_.launch(k)
+        gg.launch(k)
+        assert gg.logical_size == gc_.logical_size
+        assert_same(sets[0], sets[1])
+        live = gg.logical_size
+        assert ag[:live].all() and not ag[live:].any()
+        assert (np.diff(kg[:live]) >= 0).all()
+    del rng
+
+
+# ---- validation and resources ----------------------------------------------------------------
+
+def test_validation(fake, ck):
+    alive, life, x = initial_state(10, 0)
+    ids, count = np.arange(10, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    da, dl, dx, di, dc = dev(alive, life, x, ids, count)
+    with pytest.raises(TypeError, match="CuPy"):
+        compact(da, {"life": dl})  # no ids= / count= and no CuPy to make them
+    with pytest.raises(TypeError, match="bool or uint8"):
+        compact(dl, {"x": dx}, ids=di, count=dc)
+    with pytest.raises(ValueError, match="one row per sample"):
+        compact(da, {"short": HostCudaArray(np.zeros(3))}, ids=di, count=dc)
+    with pytest.raises(ValueError, match="every must be"):
+        compact(da, {"life": dl}, ids=di, count=dc, every=0)
+    with pytest.raises(TypeError, match="ids must be an int64"):
+        compact(da, {"life": dl}, ids=HostCudaArray(np.zeros(10)), count=dc)
+    with pytest.raises(TypeError, match="count must be an int64"):
+        compact(da, {"life": dl}, ids=di, count=HostCudaArray(np.zeros(2, dtype=np.int64)))
+    with pytest.raises(ValueError, match="own"):
+        compact(da, {"ids": dl}, ids=di, count=dc)
+    with pytest.raises(TypeError, match="int32 or int64"):
+        reorder(dx, {"life": dl}, n_keys=3, ids=di)
+    with pytest.raises(ValueError, match="n_keys"):
+        reorder(dl, {"x": dx}, n_keys=0, ids=di)
+    node = compact(da, {"life": dl, "x": dx}, ids=di, count=dc)
+    assert node.kind == "cuda_partition" and node.resizes and node.family == "cuda"
+    g = eagle.Graph()
+    g.add_node(node)
+    with pytest.raises(ValueError, match="at most one compaction node"):
+        g.add_node(compact(da, {"life": dl}, ids=di, count=dc))
+
+
+def test_device_memory_is_released(fake, ck):
+    gc.collect()
+    base = {k: fake.fake_cudart_live(k.encode()) for k in ("devmem", "exec", "graph", "stream")}
+    alive, life, x = initial_state(30, 1)
+    gg, ids, count = gpu_graph(fake, ck, alive, life, x)
+    assert fake.fake_cudart_live(b"devmem") > base["devmem"]
+    gg.launch(2)
+    gg._backend.close()
+    assert fake.fake_cudart_live(b"devmem") == base["devmem"]
+    gg.build().launch(1)  # a rebuild allocates afresh; the old buffers are gone
+    gg.add_node(opaque(lambda: None, writes={"t": HostCudaArray(np.zeros(1))}), name="unbuild")
+    gc.collect()
+    assert {k: fake.fake_cudart_live(k.encode()) for k in base} == base
