@@ -591,7 +591,7 @@ int eagle_execute(eagle_plan *plan, int64_t n_replays, eagle_failure *failure)
         int rc = plan->has_opaque ? replay_serial_gil(plan, 0, m, 1, failure)
                                   : replay_serial_nogil(plan, 0, m, 1, failure);
         plan->measured_replays += (int32_t)plan->replays_done;
-        if (rc < 0 || plan->replays_done < m)
+        if (rc < 0 || plan->replays_done < m || (plan->until_empty && plan->logical_size == 0))
             return rc;
         r = m;
     }

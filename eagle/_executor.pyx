@@ -263,6 +263,7 @@ cdef class CpuPlan:
         if n_threads != self.plan.num_threads:
             self.set_threads(n_threads)
         self.plan.until_empty = until_empty
+        self.last_failure = None
         try:
             eagle_execute(&self.plan, n, &failure)
         except BaseException:

@@ -312,13 +312,14 @@ class CudaPartitionNode(Node):
     kind = "cuda_partition"
     box = ("[", "]")
     sized = True
+    permutes_samples = True
 
     def __init__(self, mode, key_name, key, state, ids, count, n_keys, every, min_dead_fraction):
         if not isinstance(state, dict):
             raise TypeError(f"{mode}(): state must be a dict of name -> per-sample array, "
                             f"got {type(state).__name__}")
-        for name in ("ids", "count"):
-            if name == key_name or name in state:
+        for name in (key_name, "ids", "count"):
+            if name in state:
                 raise ValueError(f"{mode}(): {name!r} is a name of the node's own; call the array otherwise")
         capacity = int(tuple(key.__cuda_array_interface__["shape"])[0]) \
             if len(key.__cuda_array_interface__["shape"]) == 1 else -1
@@ -451,7 +452,7 @@ class CudaPartitionNode(Node):
         return out
 
 
-def compact_cuda(alive, state, *, ids=None, count=None, every=1, min_dead_fraction=0.0):
+def compact_cuda(alive, state, *, ids=None, count=None, every=1, min_dead_fraction=0.25):
     """``eagle.graph.compact`` for CUDA arrays (it dispatches here)."""
     dt = np.dtype(alive.__cuda_array_interface__["typestr"])
     if dt not in (np.bool_, np.uint8):

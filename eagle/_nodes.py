@@ -51,6 +51,8 @@ class Node:
 
     #: whether the node sets the next replay's logical size (compaction)
     resizes = False
+    #: whether the node moves samples between positions (compaction, reorder)
+    permutes_samples = False
 
 
 class OpaqueNode(Node):

@@ -12,7 +12,8 @@ contiguous run of chunks. Four phases, with the team's barriers between them:
 0. thread 0 takes the policy decision (compact on this replay or not);
 1. each thread counts its chunks' keys per bucket;
 2. each thread computes where its chunks' samples go (an exclusive prefix sum
-   over buckets, then chunks) and copies them into the scratch arrays;
+   over buckets, then chunks), then copies them into the scratch arrays, one
+   array at a time;
 3. each thread copies its slice of the scratch back; thread 0 writes the live
    count and the next logical size.
 """
@@ -37,6 +38,7 @@ cdef struct partition_state:
     char **scratch            # a capacity-long copy of each permuted array
     int64_t *counts           # per chunk and bucket (n_keys + 1 of them): samples counted in phase 1
     int64_t *cursor           # per chunk and bucket: where the next sample goes (phase 2)
+    int64_t *dest             # per sample: its position after the partition (phase 2)
     int64_t every             # act on every k-th replay ...
     double min_dead_fraction  # ... (compaction) and only once this fraction has finished
     int64_t replay
@@ -65,6 +67,24 @@ cdef inline void copy_row(char *dst, char *src, int64_t n) noexcept nogil:
         dst[0] = src[0]
     else:
         memcpy(dst, src, n)
+
+
+cdef void scatter(char *dst, char *src, int64_t stride, int64_t row, const int64_t *dest,
+                  int64_t lo, int64_t hi) noexcept nogil:
+    """dst row dest[i] = src row i, for i in [lo, hi)."""
+    cdef int64_t i
+    if row == 8:
+        for i in range(lo, hi):
+            (<int64_t *>(dst + dest[i] * 8))[0] = (<int64_t *>(src + i * stride))[0]
+    elif row == 4:
+        for i in range(lo, hi):
+            (<int32_t *>(dst + dest[i] * 4))[0] = (<int32_t *>(src + i * stride))[0]
+    elif row == 1:
+        for i in range(lo, hi):
+            dst[dest[i]] = src[i * stride]
+    else:
+        for i in range(lo, hi):
+            memcpy(dst + dest[i] * row, src + i * stride, row)
 
 
 cdef inline int64_t live_count(partition_state *st) noexcept nogil:
@@ -108,12 +128,22 @@ cdef void partition_phase(int32_t phase, int32_t thread, int32_t n_threads, int6
             st.replay += 1
             st.due = st.replay % st.every == 0
         return
+    cdef uint8_t *flags
+    cdef int64_t live
     if phase == 1:
         for c in range(c0, c1):
             cnt = st.counts + c * KB
             for k in range(KB):
                 cnt[k] = 0
             lo, hi = size * c // C, size * (c + 1) // C
+            if st.mode == COMPACT and strides[0] == 1:
+                # the common case, a plain count of nonzero bytes the compiler vectorizes
+                flags = <uint8_t *>data[0]
+                live = 0
+                for i in range(lo, hi):
+                    live += flags[i] != 0
+                cnt[0], cnt[1] = live, (hi - lo) - live
+                continue
             for i in range(lo, hi):
                 cnt[key_of(st, data[0], strides[0], i)] += 1
         return
@@ -141,19 +171,24 @@ cdef void partition_phase(int32_t phase, int32_t thread, int32_t n_threads, int6
             lo, hi = size * c // C, size * (c + 1) // C
             for i in range(lo, hi):
                 k = key_of(st, data[0], strides[0], i)
-                pos = cnt[k]
-                cnt[k] = pos + 1
-                for a in range(st.n_arrays):
-                    copy_row(st.scratch[a] + pos * st.row_bytes[a], data[a] + i * strides[a],
-                             st.row_bytes[a])
+                st.dest[i] = cnt[k]
+                cnt[k] += 1
+        # one array at a time, so each loop streams through one source
+        lo, hi = size * c0 // C, size * c1 // C
+        for a in range(st.n_arrays):
+            scatter(st.scratch[a], data[a], strides[a], st.row_bytes[a], st.dest, lo, hi)
         return
     # phase 3
     cdef bint moved = acts(st, size)
     if moved:
         lo, hi = size * thread // n_threads, size * (thread + 1) // n_threads
         for a in range(st.n_arrays):
-            for i in range(lo, hi):
-                copy_row(data[a] + i * strides[a], st.scratch[a] + i * st.row_bytes[a], st.row_bytes[a])
+            if strides[a] == st.row_bytes[a]:
+                memcpy(data[a] + lo * strides[a], st.scratch[a] + lo * st.row_bytes[a],
+                       (hi - lo) * st.row_bytes[a])
+            else:
+                for i in range(lo, hi):
+                    copy_row(data[a] + i * strides[a], st.scratch[a] + i * st.row_bytes[a], st.row_bytes[a])
     if thread == 0 and st.mode == COMPACT:
         c = live_count(st) if size > 0 else 0
         st.count_out[0] = c
@@ -177,11 +212,14 @@ cdef class Partition:
         self.st.min_dead_fraction = min_dead_fraction
         self.st.next_size = capacity
         row_bytes = np.array([a.dtype.itemsize * int(np.prod(a.shape[1:])) for a in arrays], dtype=np.int64)
-        scratch = [np.empty(capacity * int(rb), dtype=np.uint8) for rb in row_bytes]
+        # touched now, so the first compaction does not pay the page faults
+        scratch = [np.ones(capacity * int(rb), dtype=np.uint8) for rb in row_bytes]
         pointers = np.array([s.ctypes.data for s in scratch], dtype=np.uintp)
         counts = np.zeros(n_chunks * (n_keys + 1), dtype=np.int64)
         cursor = np.zeros(n_chunks * (n_keys + 1), dtype=np.int64)
-        self.buffers = (row_bytes, scratch, pointers, counts, cursor, count_out)
+        dest = np.zeros(max(capacity, 1), dtype=np.int64)
+        self.buffers = (row_bytes, scratch, pointers, counts, cursor, dest, count_out)
+        self.st.dest = <int64_t *><uintptr_t>dest.ctypes.data
         self.st.row_bytes = <int64_t *><uintptr_t>row_bytes.ctypes.data
         self.st.scratch = <char **><uintptr_t>pointers.ctypes.data
         self.st.counts = <int64_t *><uintptr_t>counts.ctypes.data

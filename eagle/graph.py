@@ -28,7 +28,7 @@ import threading
 from dataclasses import dataclass
 
 from eagle._cuda_kernel import SIZE, SIZE_PTR, CudaKernelNode, cuda_kernel
-from eagle._finished import PartitionNode, compact, reorder
+from eagle._finished import compact, reorder
 from eagle._memory import leading_length
 from eagle._nodes import NativeNode, Node, OpaqueNode, native, opaque
 from eagle._picture import render
@@ -152,6 +152,11 @@ class Graph:
             if sum(n.resizes for n in nodes) + any(n.resizes for n in self._nodes) > 1:
                 raise ValueError("a graph has at most one compaction node: it alone sets the next "
                                  "replay's logical size")
+            if any(n.resizes for n in self._nodes) and any(n.permutes_samples for n in nodes):
+                # it would sort the old range, finished samples included, and push live
+                # samples past the new logical size
+                raise ValueError("record reorder() before compact(): a partition after the compaction "
+                                 "would still see the replay's old range")
             final = self._assign_names(nodes, names)
             accesses = [Stager.accesses(n) for n in nodes]
             if group:

@@ -78,6 +78,7 @@ def numpy_step(alive, life, x):
 
 
 def cpu_graph(alive, life, x, extra=None, **policy):
+    policy.setdefault("min_dead_fraction", 0.0)  # compact whenever a sample finished
     ids = np.arange(len(alive), dtype=np.int64)
     count = np.zeros(1, dtype=np.int64)
     g = eagle.Graph()
@@ -90,6 +91,7 @@ def cpu_graph(alive, life, x, extra=None, **policy):
 
 
 def gpu_graph(fake, ck, alive, life, x, extra=None, *, size_ptr=True, touch=None, **policy):
+    policy.setdefault("min_dead_fraction", 0.0)  # compact whenever a sample finished
     cuda_kernel, SIZE, SIZE_PTR = ck
     ids = np.arange(len(alive), dtype=np.int64)
     count = np.zeros(1, dtype=np.int64)
@@ -365,14 +367,14 @@ def test_reorder_then_compaction_in_one_graph(fake, ck):
     gc_.add_node(opaque(lambda: numpy_step(ac, lc, xc), writes={"alive": ac, "life": lc, "x": xc}),
                  name="step")
     gc_.add_node(reorder(kc, {"alive": ac, "life": lc, "x": xc}, n_keys=5, ids=ic), name="sort")
-    gc_.add_node(compact(ac, {"life": lc, "x": xc, "k": kc}, ids=ic, count=cc), name="compact")
+    gc_.add_node(compact(ac, {"life": lc, "x": xc, "k": kc}, ids=ic, count=cc, min_dead_fraction=0.0), name="compact")
     gc_.build()
     da, dl, dx, dk, di, dc = dev(ag, lg, xg, kg, ig, cg)
     gg = eagle.Graph()
     gg.add_node(cuda_kernel((kaddr(fake, "fake_kernel_life_step"), 4), (da, dl, dx, SIZE_PTR),
                             writes={"alive": da, "life": dl, "x": dx}, block=8), name="step")
     gg.add_node(reorder(dk, {"alive": da, "life": dl, "x": dx}, n_keys=5, ids=di), name="sort")
-    gg.add_node(compact(da, {"life": dl, "x": dx, "k": dk}, ids=di, count=dc), name="compact")
+    gg.add_node(compact(da, {"life": dl, "x": dx, "k": dk}, ids=di, count=dc, min_dead_fraction=0.0), name="compact")
     gg.build()
     for k in (1, 2, 3):
         gc_.launch(k)
