@@ -129,6 +129,16 @@ def big_case(size):
     return _native_case(f"1 native node, {amount} doubles", size, nodes, [["scale"]], big=True)
 
 
+def big_compute_case(size, degree=31):
+    """One compute-bound node (a polynomial of degree 31 per sample): how replays
+    scale with threads when memory bandwidth does not cap them."""
+    x, y = np.random.default_rng(0).random(size), np.zeros(size)
+    coefficients = np.linspace(0.1, 0.01, degree + 1)
+    nodes = {"poly": native(kernels.polynomial(coefficients), reads={"x": x}, writes={"y": y})}
+    amount = f"{size / 1e6:g}M" if size >= 1_000_000 else f"{size:,}"
+    return _native_case(f"1 compute-bound node, {amount}", size, nodes, [["poly"]], big=True)
+
+
 # ---- calling the kernels from outside eagle ------------------------------------------
 
 class _KernelArgs:
@@ -304,7 +314,7 @@ def runners_for(case, threads, c_loop, dask_get, pool):
             rs.append(Runner("C loop, same kernels", 1, c_loop_runner(c_loop, case)))
     if case.big and threads > 1:
         # one node: a thread pool or dask would split its range, as eagle does
-        node = case.kernel_nodes["scale"]
+        (node,) = case.kernel_nodes.values()
         make = _ctypes_range_call(node)
         n = case.samples
         chunks = [make(n * t // threads, n * (t + 1) // threads) for t in range(threads)]
@@ -440,7 +450,8 @@ def main(argv=None):
           f"{platform.machine()}")
     print(flush=True)
 
-    cases = [seed_case(), diamond_case(), chain_case(10), big_case(args.big)]
+    cases = [seed_case(), diamond_case(), chain_case(10), big_case(args.big),
+             big_compute_case(args.big // 4)]
     results = []
     t_start = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(max_workers=threads) as pool:

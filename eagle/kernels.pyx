@@ -59,6 +59,29 @@ cdef void _add(int64_t start, int64_t stop, char **data, const int64_t *strides,
         at(data, strides, 2, i)[0] = at(data, strides, 0, i)[0] + at(data, strides, 1, i)[0]
 
 
+cdef struct _Poly:
+    int64_t degree
+    double coeffs[64]
+
+
+cdef void _polynomial(int64_t start, int64_t stop, char **data, const int64_t *strides,
+                      void *user_data) noexcept nogil:
+    cdef _Poly *p = <_Poly *>user_data
+    cdef int64_t i, k
+    cdef double x, acc
+    for i in range(start, stop):
+        x = at(data, strides, 0, i)[0]
+        acc = p.coeffs[p.degree]
+        for k in range(p.degree - 1, -1, -1):
+            acc = acc * x + p.coeffs[k]
+        at(data, strides, 1, i)[0] = acc
+
+
+cdef class _Coefficients:
+    """A polynomial's coefficients, living as long as the kernel using them."""
+    cdef _Poly poly
+
+
 cdef void _nothing(int64_t start, int64_t stop, char **data, const int64_t *strides,
                    void *user_data) noexcept nogil:
     pass
@@ -92,6 +115,20 @@ def axpy(double alpha):
 def add():
     """out[i] = a[i] + b[i]. Arrays: reads={a, b}, writes={out}."""
     return wrap_kernel(_add, "add", NULL, None, 2, 1, "float64")
+
+
+def polynomial(coefficients):
+    """out[i] = c[0] + c[1] x[i] + ... + c[d] x[i]**d (Horner; up to degree 63).
+    Arrays: reads={x}, writes={out}. Compute-bound for a high degree: the kernel
+    the benchmarks use to measure how replays scale with threads."""
+    cs = [float(c) for c in coefficients]
+    if not 1 <= len(cs) <= 64:
+        raise ValueError(f"polynomial() takes 1 to 64 coefficients, got {len(cs)}")
+    holder = _Coefficients()
+    holder.poly.degree = len(cs) - 1
+    for k, c in enumerate(cs):
+        holder.poly.coeffs[k] = c
+    return wrap_kernel(_polynomial, "polynomial", &holder.poly, holder, 1, 1, "float64")
 
 
 def nothing():

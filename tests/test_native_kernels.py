@@ -777,3 +777,17 @@ def test_python_thread_progresses_during_a_long_native_launch(threads):
     t.join()
     assert (y == 61.0).all() and (z == 122.0).all()
     assert during > 0, "no Python thread ran while the native graph replayed"
+
+
+def test_polynomial_kernel_evaluates_by_horner_and_checks_its_coefficients():
+    x = np.linspace(-1.5, 1.5, 1001)
+    y = np.zeros_like(x)
+    coefficients = [0.5, -1.0, 0.25, 2.0]
+    g = eagle.Graph()
+    g.add_node(native(ek.polynomial(coefficients), reads={"x": x}, writes={"y": y}), name="poly")
+    g.build(teams="parallel").launch(2)
+    np.testing.assert_allclose(y, np.polynomial.polynomial.polyval(x, coefficients), rtol=1e-13)
+    with pytest.raises(ValueError, match="1 to 64"):
+        ek.polynomial([])
+    with pytest.raises(ValueError, match="1 to 64"):
+        ek.polynomial(np.ones(65))
