@@ -113,6 +113,7 @@ class Graph:
         self._cap_sized: int | None = None
         self._cap_all: int | None = None
         self._has_sized = False
+        self._has_resizer = False   # a compaction node sets the logical size as samples finish
 
     # ---- recording ------------------------------------------------------
 
@@ -149,10 +150,10 @@ class Graph:
             if len(families) > 1:
                 raise TypeError("this graph would mix NumPy and CUDA arrays; a graph runs on one "
                                 "device: NumPy arrays build for the cpu backend, CuPy arrays for cuda")
-            if sum(n.resizes for n in nodes) + any(n.resizes for n in self._nodes) > 1:
+            if sum(n.resizes for n in nodes) + self._has_resizer > 1:
                 raise ValueError("a graph has at most one compaction node: it alone sets the next "
                                  "replay's logical size")
-            if any(n.resizes for n in self._nodes) and any(n.permutes_samples for n in nodes):
+            if self._has_resizer and any(n.permutes_samples for n in nodes):
                 # it would sort the old range, finished samples included, and push live
                 # samples past the new logical size
                 raise ValueError("record reorder() before compact(): a partition after the compaction "
@@ -173,6 +174,7 @@ class Graph:
                         if node.sized:
                             self._cap_sized = m if self._cap_sized is None else min(self._cap_sized, m)
                 self._has_sized |= node.sized
+                self._has_resizer |= node.resizes
                 self._nodes.append(node)
                 self._names.append(name)
                 self._name_set.add(name)
@@ -180,19 +182,23 @@ class Graph:
             self._backend = None
 
     def _assign_names(self, nodes, names):
-        taken = set(self._name_set)
+        new = set()   # names given in this call, beside the graph's own
+
+        def taken(name):
+            return name in self._name_set or name in new
+
         final = []
         for node, name in zip(nodes, names):
             if name is None:
                 base = node.default_name()
                 name, k = base, 2
-                while name in taken:
+                while taken(name):
                     name, k = f"{base}_{k}", k + 1
             elif not isinstance(name, str) or not name or any(c in name for c in "\n\r\t"):
                 raise TypeError(f"a node name must be a non-empty one-line string, got {name!r}")
-            elif name in taken:
+            elif taken(name):
                 raise ValueError(f"the graph already has a node named {name!r}; node names are unique")
-            taken.add(name)
+            new.add(name)
             final.append(name)
         return final
 
@@ -301,7 +307,7 @@ class Graph:
         at most ``max_replays`` times, without returning to Python in between.
         Returns the replays run."""
         max_replays = _count(max_replays, "launch_until_done()")
-        if not any(n.resizes for n in self._nodes):
+        if not self._has_resizer:
             raise ValueError("launch_until_done() needs a compaction node (eagle.graph.compact) "
                              "to know when the samples are done")
         return self._run(max_replays, True)
