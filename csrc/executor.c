@@ -133,8 +133,9 @@ void eagle_choose_teams(eagle_plan *plan)
             parallel = 0;
         else if (st->policy == EAGLE_TEAM_ALL)
             parallel = 1;
-        else  /* auto: only a stage whose known cost pays for a barrier and a hand-off */
-            parallel = parallel_ok && plan->measured_replays >= MEASURED_REPLAYS && cost >= PARALLEL_MIN_NS && (st->count > 1 || splittable)
+        else  /* auto: only a measured stage whose cost pays for a barrier and a hand-off */
+            parallel = parallel_ok && plan->measured_replays >= MEASURED_REPLAYS
+                       && (st->count > 1 || splittable) && cost >= PARALLEL_MIN_NS
                        && cost >= eagle_parallel_threshold_ns(plan->num_threads);
         st->team = (parallel && parallel_ok) ? plan->num_threads : 1;
     }
@@ -142,13 +143,12 @@ void eagle_choose_teams(eagle_plan *plan)
 
 /* ---- serial execution on the calling thread ------------------------------ */
 
-/* Run one replay's stages [s0, s1) on this thread, every node whole.
- * has_gil says whether opaque nodes can be called directly. Timing is
- * recorded into the nodes when measure is set. */
-static int run_stages_serial(eagle_plan *plan, int32_t s0, int32_t s1, int measure,
-                             int32_t *failed_node)
+/* Run one replay on this thread, every node whole, timing each node when
+ * measure is set. Opaque nodes are called directly: the caller holds the GIL
+ * when the plan has any. */
+static int run_replay_serial(eagle_plan *plan, int measure, int32_t *failed_node)
 {
-    for (int32_t s = s0; s < s1; ++s) {
+    for (int32_t s = 0; s < plan->n_stages; ++s) {
         const eagle_stage *st = &plan->stages[s];
         for (int32_t i = st->first; i < st->first + st->count; ++i) {
             eagle_node *n = &plan->nodes[i];
@@ -224,7 +224,7 @@ static int replay_serial_gil(eagle_plan *plan, int64_t r0, int64_t r1, int measu
 {
     if (measure) {
         for (int64_t r = r0; r < r1; ++r) {
-            if (run_stages_serial(plan, 0, plan->n_stages, 1, &failure->node) < 0) {
+            if (run_replay_serial(plan, 1, &failure->node) < 0) {
                 failure->replay = r;
                 return -1;
             }
@@ -281,7 +281,7 @@ static int replay_serial_nogil(eagle_plan *plan, int64_t r0, int64_t r1, int mea
     int rc = 0;
     PyThreadState *save = PyEval_SaveThread();
     for (int64_t r = r0; r < r1; ++r) {
-        run_stages_serial(plan, 0, plan->n_stages, measure, &unused);
+        run_replay_serial(plan, measure, &unused);
         if (end_of_replay(plan, r))
             break;
         if (signal_clock_tick(&clock, &save) < 0) {
