@@ -233,16 +233,6 @@ def record(s, layout, step_kind, lib, die_mod, n_keys, compact_opts, reorder_opt
     return g, nodes, keep
 
 
-@pytest.fixture
-def threads():
-    before = eagle.get_num_threads()
-
-    def set_threads(n):
-        if n > 1 and not eagle.have_openmp():
-            pytest.skip("eagle was built without OpenMP")
-        eagle.set_num_threads(n)
-    yield set_threads
-    eagle.set_num_threads(before)
 
 
 def check_against(s, nodes, model, g, replays, s0, die_mod, n_keys):
