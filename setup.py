@@ -74,6 +74,7 @@ EXTENSIONS = [
     ext("eagle.native", ["eagle/native.pyx"]),
     ext("eagle.kernels", ["eagle/kernels.pyx"]),
     ext("eagle._partition", ["eagle/_partition.pyx"]),
+    ext("eagle._ufunc", ["eagle/_ufunc.pyx"]),
 ]
 if os.path.exists(os.path.join(HERE, "eagle", "_cuda.pyx")):
     EXTENSIONS.append(ext("eagle._cuda", ["eagle/_cuda.pyx", "csrc/cuda_shim.c"], libraries=["dl"]))

@@ -33,8 +33,9 @@ from eagle._memory import leading_length
 from eagle._nodes import NativeNode, Node, OpaqueNode, native, opaque
 from eagle._picture import render
 from eagle._staging import GroupConflict, Stager
+from eagle._ufunc_node import UfuncNode, ufunc
 
-__all__ = ["Graph", "Node", "opaque", "native", "cuda_kernel", "SIZE", "SIZE_PTR", "compact", "reorder",
+__all__ = ["Graph", "Node", "opaque", "native", "ufunc", "cuda_kernel", "SIZE", "SIZE_PTR", "compact", "reorder",
            "NotBuiltError", "GroupConflict", "Plan"]
 
 
