@@ -167,6 +167,8 @@ def _row_contiguous(shape, strides, itemsize):
 def _check_overlap(ins, outs, uf):
     arrays = [op for op in ins + outs if op.is_array]
     for i, o in enumerate(outs):
+        if any(o.array is p.array for p in outs[i + 1:]):
+            raise ValueError(f"{uf.__name__}: one array is given for two outputs")
         for op in arrays:
             a = op.array
             if a is o.array or o.array.size == 0 or a.size == 0:

@@ -1,0 +1,499 @@
+"""Ufunc nodes (eagle.graph.ufunc) against NumPy running the same ufunc."""
+import numpy as np
+import pytest
+
+import eagle
+from eagle.graph import opaque, ufunc
+from eagle._ufunc_node import cuda_source
+
+N = 1003
+
+
+def run(node, n=1, size=None, teams="auto"):
+    g = eagle.Graph()
+    g.add_node(node)
+    if size is not None:
+        g.set_logical_size(size)
+    g.build(teams=teams)
+    g.launch(n)
+    return g
+
+
+def data(dtype, n=N, seed=0, positive=False):
+    rng = np.random.default_rng(seed)
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        return rng.integers(0, 2, n).astype(bool)
+    if dt.kind in "iu":
+        lo = 1 if positive else -50
+        return rng.integers(lo, 50, n).astype(dt)
+    if dt.kind == "c":
+        return (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(dt)
+    x = rng.standard_normal(n).astype(dt)
+    return np.abs(x) + 0.5 if positive else x
+
+
+# ---- the seed graph --------------------------------------------------------------
+
+def seed_graph():
+    x, left, right, out = np.arange(4.0), np.zeros(4), np.zeros(4), np.zeros(4)
+    g = eagle.Graph()
+    g.add_group([ufunc(np.multiply, {"x": x}, 2.0, out={"a": left}),
+                 ufunc(np.add, {"x": x}, 1.0, out={"b": right})], names=["l", "r"])
+    g.add_node(ufunc(np.add, {"a": left}, {"b": right}, out={"out": out}), name="join")
+    return g, out
+
+
+def test_seed_graph_as_ufunc_nodes_same_picture_and_result():
+    g, out = seed_graph()
+    picture = str(g)
+    assert "(l)" in picture and "(r)" in picture and "(join)" in picture
+    assert g.stages == [["l", "r"], ["join"]]
+    assert sorted(g.dependencies) == [("l", "join", "a"), ("r", "join", "b")]
+    g.build()
+    g.launch(3)
+    np.testing.assert_array_equal(out, [1.0, 4.0, 7.0, 10.0])
+
+
+def test_picture_shape_matches_the_opaque_seed_graph():
+    x, left, right, out = np.arange(4.0), np.zeros(4), np.zeros(4), np.zeros(4)
+    g = eagle.Graph()
+    g.add_group([opaque(lambda: None, reads={"x": x}, writes={"a": left}),
+                 opaque(lambda: None, reads={"x": x}, writes={"b": right})], names=["l", "r"])
+    g.add_node(opaque(lambda: None, reads={"a": left, "b": right}, writes={"out": out}), name="join")
+    u, _ = seed_graph()
+    strip = lambda s: s.splitlines()[1:]   # the ufunc graph's header adds its logical size
+    assert [line.replace("(", "<").replace(")", ">") for line in strip(str(u))] == strip(str(g))
+
+
+# ---- against NumPy: operands and dtypes ---------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["f8", "f4", "i8", "i4", "?", "c16", "c8", "u2"])
+@pytest.mark.parametrize("uf", [np.add, np.multiply, np.maximum, np.subtract])
+def test_binary(uf, dtype, threads):
+    if dtype == "?" and uf is np.subtract:
+        pytest.skip("NumPy has no boolean subtract")
+    threads(2)
+    a, b = data(dtype, seed=1), data(dtype, seed=2)
+    out = np.zeros(N, dtype)
+    run(ufunc(uf, {"a": a}, {"b": b}, out={"out": out}), teams="parallel")
+    np.testing.assert_array_equal(out, uf(a, b))
+
+
+@pytest.mark.parametrize("dtype", ["f8", "f4", "c16"])
+@pytest.mark.parametrize("uf", [np.sqrt, np.exp, np.negative, np.sin, np.absolute, np.square])
+def test_unary(uf, dtype):
+    a = data(dtype, positive=True)
+    want = uf(a)
+    out = np.zeros(N, want.dtype)
+    run(ufunc(uf, a, out=out))
+    np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("dtype", ["f8", "f4", "i8", "i4", "i1", "c16"])
+@pytest.mark.parametrize("scalar", [3, 2.5, np.float32(1.5), np.int8(3), True, 2j])
+def test_scalar_first_and_second(dtype, scalar):
+    a = data(dtype, positive=True)
+    for operands in ((scalar, a), (a, scalar)):
+        try:
+            want = np.multiply(*operands)
+        except (TypeError, OverflowError):
+            continue
+        if want.dtype != a.dtype:
+            continue   # would need an output of another dtype: covered below
+        out = np.zeros(N, a.dtype)
+        run(ufunc(np.multiply, *operands, out=out))
+        np.testing.assert_array_equal(out, want)
+
+
+def test_scalar_promotes_like_numpy():
+    # NEP 50: a Python float beside float32 stays float32; beside int64 it makes float64
+    x32 = np.arange(5, dtype=np.float32)
+    out = np.zeros(5, np.float32)
+    node = ufunc(np.multiply, x32, 0.1, out=out)
+    assert node.loop_dtypes == (np.dtype("f4"),) * 3
+    run(node)
+    np.testing.assert_array_equal(out, x32 * 0.1)
+    xi = np.arange(5)
+    with pytest.raises(TypeError, match="'in0' is int64, but the loop NumPy picks .* float64"):
+        ufunc(np.add, xi, 0.5, out=np.zeros(5))   # the int64 input would need a cast
+    outi = np.zeros(5, np.int64)
+    run(ufunc(np.add, xi, 7, out=outi))
+    np.testing.assert_array_equal(outi, xi + 7)
+
+
+def test_int_scalar_too_large_for_the_loop_is_an_overflow_like_numpy():
+    a = np.arange(4, dtype=np.int8)
+    with pytest.raises(OverflowError):
+        np.add(a, 300)
+    with pytest.raises(OverflowError):
+        ufunc(np.add, a, 300, out=np.zeros(4, np.int8))
+
+
+def test_divide_by_zero_gives_numpys_result_without_a_warning():
+    a = np.array([1.0, -1.0, 0.0])
+    out = np.zeros(3)
+    with np.errstate(all="ignore"):
+        want = np.divide(a, 0.0)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run(ufunc(np.divide, a, 0.0, out=out))
+    np.testing.assert_array_equal(out, want)
+
+
+def test_0d_array_operand_is_read_on_every_replay():
+    x = np.arange(6.0)
+    alpha = np.array(2.0)
+    out = np.zeros(6)
+    g = run(ufunc(np.multiply, {"x": x}, {"alpha": alpha}, out={"y": out}))
+    np.testing.assert_array_equal(out, 2 * x)
+    alpha[()] = 5.0
+    g.launch(1)
+    np.testing.assert_array_equal(out, 5 * x)
+    assert g.capacity == 6
+
+
+def test_in_place_and_repeated_operand():
+    x = np.arange(10.0)
+    g = run(ufunc(np.add, {"x": x}, 1.0, out={"x": x}), n=3)
+    np.testing.assert_array_equal(x, np.arange(10.0) + 3)
+    node = ufunc(np.multiply, {"x": x}, {"x": x}, out=x)
+    assert list(node.reads) == [] and list(node.writes) == ["x"]
+    y = np.zeros(10)
+    node = ufunc(np.multiply, x, x, out=y)
+    assert list(node.reads) == ["in0"] and list(node.writes) == ["out0"]
+    run(node)
+    np.testing.assert_array_equal(y, x * x)
+
+
+def test_in_place_through_another_view_is_allowed():
+    x = np.arange(8.0)
+    run(ufunc(np.multiply, x[:], 2.0, out=x))
+    np.testing.assert_array_equal(x, 2 * np.arange(8.0))
+
+
+# ---- several outputs ------------------------------------------------------------------
+
+@pytest.mark.parametrize("uf", [np.divmod, np.modf, np.frexp])
+def test_several_outputs(uf, threads):
+    threads(2)
+    a = data("f8", seed=3) * 10
+    operands = (a, 3.0) if uf is np.divmod else (a,)
+    want = uf(*operands)
+    outs = tuple(np.zeros(N, w.dtype) for w in want)
+    node = ufunc(uf, *operands, out=outs)
+    assert len(node.writes) == 2
+    run(node, teams="parallel")
+    for got, w in zip(outs, want):
+        np.testing.assert_array_equal(got, w)
+
+
+def test_several_outputs_named():
+    a = np.linspace(-4, 4, 9)
+    q, r = np.zeros(9), np.zeros(9)
+    node = ufunc(np.divmod, {"a": a}, 2.0, out=({"q": q}, {"r": r}))
+    assert list(node.writes) == ["q", "r"]
+    run(node)
+    np.testing.assert_array_equal(q, np.divmod(a, 2.0)[0])
+    np.testing.assert_array_equal(r, np.divmod(a, 2.0)[1])
+
+
+# ---- threads, retune, sizes, strides ---------------------------------------------------------
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_threads_and_retune(threads, n_threads):
+    threads(n_threads)
+    x = np.arange(1000.0)
+    y = np.full(1000, -1.0)
+    g = run(ufunc(np.multiply, {"x": x}, 3.0, out={"y": y}), teams="parallel")
+    np.testing.assert_array_equal(y, 3 * x)
+    y[:] = -1
+    g.set_logical_size(321)
+    g.launch(2)
+    np.testing.assert_array_equal(y[:321], 3 * x[:321])
+    assert (y[321:] == -1).all()
+
+
+def test_zero_samples():
+    x, y = np.zeros(0), np.zeros(0)
+    g = run(ufunc(np.sin, x, out=y))
+    assert g.capacity == 0
+    x, y = np.arange(5.0), np.full(5, 7.0)
+    g = run(ufunc(np.sin, x, out=y), size=0)
+    assert (y == 7.0).all()
+
+
+def test_strided_1d_views(threads):
+    threads(2)
+    buf = np.arange(40.0)
+    out = np.zeros(60)
+    run(ufunc(np.add, buf[::2], buf[1::2], out=out[::3]), teams="parallel")
+    np.testing.assert_array_equal(out[::3], buf[::2] + buf[1::2])
+    assert (np.delete(out, np.arange(0, 60, 3)) == 0).all()
+    rev = np.zeros(20)
+    run(ufunc(np.negative, buf[::-2], out=rev))
+    np.testing.assert_array_equal(rev, -buf[::-2])
+
+
+def test_nd_rows_packed_and_unpacked(threads):
+    threads(2)
+    a = np.arange(60.0).reshape(10, 6)
+    out = np.zeros((10, 6))
+    g = run(ufunc(np.multiply, a, 2.0, out=out), teams="parallel")
+    assert not g._nodes[0].loop.per_sample
+    np.testing.assert_array_equal(out, 2 * a)
+    wide = np.arange(100.0).reshape(10, 10)
+    out2 = np.zeros((10, 4))
+    g = run(ufunc(np.add, wide[:, 2:6], 1.0, out=out2), teams="parallel")
+    assert g._nodes[0].loop.per_sample
+    np.testing.assert_array_equal(out2, wide[:, 2:6] + 1)
+    out2[:] = 0
+    g.set_logical_size(3)
+    g.launch(1)
+    np.testing.assert_array_equal(out2[:3], wide[:3, 2:6] + 1)
+    assert (out2[3:] == 0).all()
+
+
+def test_nd_rows_not_contiguous_refused():
+    a = np.zeros((10, 6))
+    with pytest.raises(ValueError, match="rows of 'in0' are not contiguous"):
+        ufunc(np.add, a[:, ::2], 1.0, out=np.zeros((10, 3)))
+
+
+def test_shape_mismatch_refused():
+    with pytest.raises(ValueError, match="share one shape"):
+        ufunc(np.add, np.zeros(5), np.zeros(6), out=np.zeros(5))
+    with pytest.raises(ValueError, match="share one shape"):
+        ufunc(np.add, np.zeros(5), np.zeros((5, 2)), out=np.zeros((5, 2)))
+
+
+# ---- other ufuncs: scipy, numba, gufuncs --------------------------------------------------
+
+def test_scipy_special():
+    sp = pytest.importorskip("scipy.special")
+    a = data("f8", seed=4)
+    for uf, operands in [(sp.erf, (a,)), (sp.expit, (a,)), (sp.gammaln, (np.abs(a) + 1,)),
+                         (sp.jv, (2.0, a))]:
+        out = np.zeros(N)
+        run(ufunc(uf, *operands, out=out))
+        np.testing.assert_array_equal(out, uf(*operands))
+
+
+def test_numba_vectorize_eager_and_lazy(threads):
+    numba = pytest.importorskip("numba")
+    threads(2)
+
+    @numba.vectorize(["float32(float32, float32)", "float64(float64, float64)"])
+    def fma1(a, b):
+        return a * b + 1.0
+
+    @numba.vectorize(["float64(float64, float64)", "float32(float32, float32)"])
+    def f64_first(a, b):
+        return a * b
+
+    @numba.vectorize
+    def lazy(a):
+        return a * a - 2.0
+
+    a, b = data("f8", seed=5), data("f8", seed=6)
+    out = np.zeros(N)
+    run(ufunc(fma1, a, b, out=out), teams="parallel")
+    np.testing.assert_array_equal(out, a * b + 1.0)
+    a32 = a.astype(np.float32)
+    out32 = np.zeros(N, np.float32)
+    run(ufunc(fma1, a32, a32, out=out32))
+    np.testing.assert_array_equal(out32, fma1(a32, a32))
+    # NumPy takes the first loop float32 casts to safely: here the float64 one, with a cast
+    assert f64_first(a32, a32).dtype == np.float64
+    with pytest.raises(TypeError, match="buffered cast"):
+        ufunc(f64_first, a32, a32, out=np.zeros(N))
+    out[:] = 0
+    run(ufunc(lazy, a, out=out))
+    np.testing.assert_array_equal(out, a * a - 2.0)
+
+
+def test_matmul_per_sample_matrices(threads):
+    threads(2)
+    rng = np.random.default_rng(7)
+    A, B = rng.standard_normal((50, 3, 4)), rng.standard_normal((50, 4, 2))
+    C = np.zeros((50, 3, 2))
+    g = run(ufunc(np.matmul, {"A": A}, {"B": B}, out={"C": C}), teams="parallel")
+    np.testing.assert_allclose(C, A @ B, rtol=1e-14)
+    C[:] = 0
+    g.set_logical_size(7)
+    g.launch(1)
+    np.testing.assert_allclose(C[:7], A[:7] @ B[:7], rtol=1e-14)
+    assert (C[7:] == 0).all()
+    with pytest.raises(ValueError, match="core dimension 'n'"):
+        ufunc(np.matmul, A, B, out=np.zeros((50, 4, 2)))
+    with pytest.raises(ValueError, match="optional core dimensions must be present"):
+        ufunc(np.matmul, A, np.zeros((50, 4)), out=np.zeros((50, 3)))
+
+
+def test_numba_guvectorize():
+    numba = pytest.importorskip("numba")
+
+    @numba.guvectorize(["void(float64[:], float64, float64[:])"], "(n),()->(n)")
+    def shift(a, s, out):
+        for i in range(a.shape[0]):
+            out[i] = a[i] + s * i
+
+    a = np.arange(24.0).reshape(6, 4)
+    out = np.zeros((6, 4))
+    run(ufunc(shift, a, 0.5, out=out))
+    np.testing.assert_array_equal(out, shift(a, 0.5))
+
+
+# ---- refused ------------------------------------------------------------------------------------
+
+def test_object_loops_and_frompyfunc_refused():
+    obj = np.array([1, 2, 3], dtype=object)
+    with pytest.raises(TypeError, match="object and string loops need the GIL"):
+        ufunc(np.add, obj, 1, out=np.zeros(3, dtype=object))
+    f = np.frompyfunc(lambda v: v + 1, 1, 1)
+    with pytest.raises(TypeError, match="need the GIL"):
+        ufunc(f, obj, out=np.zeros(3, dtype=object))
+    with pytest.raises(TypeError, match="need the GIL|no loop"):
+        ufunc(f, np.zeros(3), out=np.zeros(3))
+
+
+def test_bad_casts_refused():
+    i8, f8 = np.zeros(4, np.int8), np.zeros(4)
+    with pytest.raises(TypeError, match="casting='same_kind'"):
+        ufunc(np.add, i8, f8, out=np.zeros(4, np.int8))
+    with pytest.raises(TypeError, match="buffered cast"):
+        ufunc(np.add, i8, i8, out=f8)          # NumPy would cast the int8 result to float64
+    with pytest.raises(TypeError, match="buffered cast"):
+        ufunc(np.add, np.zeros(4, ">f8"), f8, out=np.zeros(4))
+    with pytest.raises(TypeError, match="casting='same_kind'"):
+        ufunc(np.sqrt, np.zeros(4), out=np.zeros(4, np.int64))
+
+
+def test_bad_operands_refused():
+    x = np.zeros(4)
+    with pytest.raises(TypeError, match="needs a NumPy ufunc"):
+        ufunc(np.sum, x, out=x)
+    with pytest.raises(TypeError, match="takes 2 operand"):
+        ufunc(np.add, x, out=x)
+    with pytest.raises(TypeError, match="needs out="):
+        ufunc(np.add, x, x)
+    with pytest.raises(TypeError, match="has 2 output"):
+        ufunc(np.divmod, x, 2.0, out=x)
+    with pytest.raises(TypeError, match="must be an array, got a scalar"):
+        ufunc(np.add, x, x, out=3.0)
+    with pytest.raises(TypeError, match="one-entry dict"):
+        ufunc(np.add, {"a": x, "b": x}, x, out=x)
+    with pytest.raises(TypeError, match="a scalar goes bare"):
+        ufunc(np.add, {"a": 2.0}, x, out=x)
+    with pytest.raises(TypeError, match="an array, a scalar"):
+        ufunc(np.add, [1.0, 2.0], x, out=x)
+    with pytest.raises(ValueError, match="read-only"):
+        ro = np.zeros(4)
+        ro.flags.writeable = False
+        ufunc(np.add, x, x, out=ro)
+    with pytest.raises(ValueError, match="0-d"):
+        ufunc(np.add, x, x, out=np.zeros(()))
+    with pytest.raises(ValueError, match="bound to two different arrays"):
+        ufunc(np.add, {"a": x}, {"a": np.zeros(4)}, out=np.zeros(4))
+    with pytest.raises(ValueError, match="two names"):
+        ufunc(np.add, {"a": x}, {"b": x}, out=np.zeros(4))
+
+
+def test_partial_overlap_refused_and_disjoint_views_allowed():
+    buf = np.arange(10.0)
+    with pytest.raises(ValueError, match="overlaps"):
+        ufunc(np.add, buf[:-1], 1.0, out=buf[1:])
+    q = np.zeros(4)
+    with pytest.raises(ValueError, match="two outputs"):
+        ufunc(np.divmod, np.ones(4), 2.0, out=(q, q))
+    with pytest.raises(ValueError, match="overlaps"):
+        ufunc(np.divmod, np.ones(4), 2.0, out=(q, q[:]))
+    run(ufunc(np.add, buf[::2], 1.0, out=buf[1::2]))
+    np.testing.assert_array_equal(buf[1::2], np.arange(0, 10.0, 2) + 1)
+
+
+def test_refusal_changes_nothing_in_the_graph():
+    g, out = seed_graph()
+    before = str(g)
+    with pytest.raises(TypeError):
+        g.add_node(ufunc(np.add, np.zeros(4, np.int8), np.zeros(4), out=np.zeros(4, np.int8)))
+    assert str(g) == before
+
+
+def test_ufunc_nodes_beside_native_and_opaque_nodes(threads):
+    threads(2)
+    from eagle import kernels
+    from eagle.graph import native
+    x = np.arange(100.0)
+    a, b, c = np.zeros(100), np.zeros(100), np.zeros(100)
+    g = eagle.Graph()
+    g.add_node(native(kernels.scale(2.0), reads={"x": x}, writes={"a": a}))
+    g.add_node(ufunc(np.sqrt, {"a": a}, out={"b": b}))
+    g.add_node(opaque(lambda: np.add(b, 1, out=c), reads={"b": b}, writes={"c": c}))
+    assert g.stages == [["scale"], ["sqrt"], ["opaque"]]
+    g.build(teams="parallel")
+    g.launch(2)
+    np.testing.assert_array_equal(c, np.sqrt(2 * x) + 1)
+
+
+def test_repr_and_default_name():
+    node = ufunc(np.multiply, {"x": np.zeros(3)}, 2.0, out={"y": np.zeros(3)})
+    assert node.default_name() == "multiply"
+    assert repr(node) == "ufunc(multiply, x, 2.0, out=(y), loop d,d->d)"
+    assert node.box == ("(", ")") and node.sized
+
+
+# ---- GPU: the generated kernel source (compiled and run by the gpu tests) ------------------------
+
+def test_cuda_source_text():
+    src, name = cuda_source("multiply", (np.dtype("f8"),) * 3, [False, True])
+    assert name == "eagle_ufunc_multiply_float64_as"
+    assert 'extern "C" __global__ void eagle_ufunc_multiply_float64_as(const char *in0, long long s0, ' \
+           'double b, char *out0, long long so, long long n)' in src
+    assert "if (i >= n) return;" in src
+    assert "*(double *)(out0 + i * so) = (double)(a * b);" in src
+    src, _ = cuda_source("sqrt", (np.dtype("f4"),) * 2, [False])
+    assert "float a = *(const float *)(in0 + i * s0);" in src and "sqrt(a)" in src
+    assert cuda_source("sqrt", (np.dtype("i8"),) * 2, [False]) is None
+    assert cuda_source("erf", (np.dtype("f8"),) * 2, [False]) is None
+    assert cuda_source("add", (np.dtype("f8"), np.dtype("f4"), np.dtype("f8")), [False, False]) is None
+
+
+def test_cuda_source_compiles_with_nvcc(tmp_path):
+    import shutil
+    import subprocess
+    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if
+                                    shutil.os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+    if nvcc is None:
+        pytest.skip("no nvcc")
+    srcs = [cuda_source(n, (np.dtype(d),) * (k + 1), s)[0]
+            for n, k, s in [("add", 2, [False, False]), ("maximum", 2, [True, False]),
+                            ("exp", 1, [False]), ("absolute", 1, [False])]
+            for d in ("f8", "f4")]
+    srcs.append(cuda_source("absolute", (np.dtype("i8"),) * 2, [False])[0])
+    path = tmp_path / "k.cu"
+    path.write_text("\n".join(srcs))
+    r = subprocess.run([nvcc, "--ptx", "-o", str(tmp_path / "k.ptx"), str(path)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.gpu
+def test_cupy_ufunc_node():
+    cp = pytest.importorskip("cupy")
+    x = cp.arange(100, dtype=cp.float64)
+    y = cp.zeros(100)
+    z = cp.zeros(100)
+    g = eagle.Graph()
+    g.add_node(ufunc(np.multiply, {"x": x}, 2.0, out={"y": y}))
+    g.add_node(ufunc(np.arctan2, {"y": y}, {"x": x}, out={"z": z}))   # no generated kernel: opaque
+    assert g._nodes[0].kind == "cuda_kernel" and g._nodes[1].kind == "opaque"
+    g.build()
+    g.launch(1)
+    cp.testing.assert_array_equal(y, 2 * x)
+    cp.testing.assert_array_equal(z, cp.arctan2(y, x))
+    y[:] = 0
+    g.set_logical_size(10)
+    g.launch(1)
+    assert float(y[10:].sum()) == 0 and float(y[:10].sum()) == float((2 * x[:10]).sum())
