@@ -59,11 +59,12 @@ common = dict(
 )
 
 
-def ext(name, sources, openmp=False, libraries=()):
+def ext(name, sources, openmp=False, libraries=(), extra_compile_args=()):
     kw = dict(common)
     # a header change must rebuild the module (setuptools only tracks sources)
     kw["depends"] = sorted(glob.glob("csrc/*.h") + glob.glob("csrc/include/eagle/*") + glob.glob("eagle/*.pxd"))
-    kw["extra_compile_args"] = list(common["extra_compile_args"]) + (omp_compile if openmp else [])
+    kw["extra_compile_args"] = (list(common["extra_compile_args"]) + (omp_compile if openmp else [])
+                                + list(extra_compile_args))
     kw["extra_link_args"] = omp_link if openmp else []
     kw["libraries"] = list(libraries)
     return Extension(name, sources, **kw)
@@ -72,7 +73,10 @@ def ext(name, sources, openmp=False, libraries=()):
 EXTENSIONS = [
     ext("eagle._executor", ["eagle/_executor.pyx", "csrc/executor.c"], openmp=True),
     ext("eagle.native", ["eagle/native.pyx"]),
-    ext("eagle.kernels", ["eagle/kernels.pyx"]),
+    # the built-in kernels' contiguous paths (csrc/builtin_kernels.h) are written for the
+    # vectoriser; no FMA contraction keeps their results bitwise NumPy's
+    ext("eagle.kernels", ["eagle/kernels.pyx"],
+        extra_compile_args=["-O3", "-fopenmp-simd", "-ffp-contract=off"] if sys.platform != "win32" else []),
     ext("eagle._partition", ["eagle/_partition.pyx"]),
     ext("eagle._ufunc", ["eagle/_ufunc.pyx"]),
 ]

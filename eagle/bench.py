@@ -40,7 +40,7 @@ import numpy as np
 import eagle
 from eagle import kernels
 from eagle._executor import have_openmp
-from eagle.graph import native, opaque
+from eagle.graph import native, opaque, ufunc
 from eagle.native import CTYPES_KERNEL
 
 TINY = 4
@@ -61,6 +61,8 @@ class Case:
     fns: dict            # node name -> a no-argument callable doing the node's work
     kernel_nodes: dict = field(default_factory=dict)   # node name -> NativeNode (native graphs)
     big: bool = False
+    #: peers(threads, tools) -> the runners to time beside eagle, for cases that bring their own
+    peers: object = None
 
     @property
     def stages(self):
@@ -139,6 +141,112 @@ def big_compute_case(size, degree=31):
     return _native_case(f"1 compute-bound node, {amount}", size, nodes, [["poly"]], big=True)
 
 
+def seed_ufunc_case():
+    """The seed graph with ufunc nodes: the loops NumPy would run, without a Python call."""
+    x, left, right, out = np.arange(float(TINY)), np.zeros(TINY), np.zeros(TINY), np.zeros(TINY)
+
+    def run_l():
+        left[:] = 2 * x
+
+    def run_r():
+        right[:] = x + 1
+
+    def run_join():
+        out[:] = left + right
+
+    g = eagle.Graph()
+    g.add_group([ufunc(np.multiply, {"x": x}, 2.0, out={"a": left}),
+                 ufunc(np.add, {"x": x}, 1.0, out={"b": right})], names=["l", "r"])
+    g.add_node(ufunc(np.add, {"a": left}, {"b": right}, out={"out": out}), name="join")
+    fns = {"l": run_l, "r": run_r, "join": run_join}
+    calls = [lambda: np.multiply(x, 2.0, out=left), lambda: np.add(x, 1.0, out=right),
+             lambda: np.add(left, right, out=out)]
+
+    def peers(threads, tools):
+        loop = python_loop_runner([run_l, run_r, run_join], "Python loop, the seed's functions")
+        loop.note = "goal: eagle <= 0.05x this"
+        return [loop, python_loop_runner(calls, "Python loop, the same ufunc calls (out=)")]
+
+    return Case("seed graph: 3 ufunc nodes", TINY, g, fns, peers=peers)
+
+
+def ufunc_chain_case(size):
+    """y = ((x * 1.5 + 0.25) * 0.5) + x: four ufunc nodes over millions of doubles."""
+    x, t, y = np.random.default_rng(0).random(size), np.zeros(size), np.zeros(size)
+    steps = [(np.multiply, {"x": x}, 1.5, {"t": t}), (np.add, {"t": t}, 0.25, {"t": t}),
+             (np.multiply, {"t": t}, 0.5, {"t": t}), (np.add, {"t": t}, {"x": x}, {"y": y})]
+    g = eagle.Graph()
+    for k, (uf, a, b, o) in enumerate(steps):
+        g.add_node(ufunc(uf, a, b, out=o), name=f"{uf.__name__}{k}")
+    calls = [lambda: np.multiply(x, 1.5, out=t), lambda: np.add(t, 0.25, out=t),
+             lambda: np.multiply(t, 0.5, out=t), lambda: np.add(t, x, out=y)]
+
+    def peers(threads, tools):
+        r = python_loop_runner(calls, "NumPy, the same ufunc calls (out=)")
+        r.note = "goal: eagle on 2 threads >= 1.5x faster than this"
+        return [r]
+
+    amount = f"{size / 1e6:g}M" if size >= 1_000_000 else f"{size:,}"
+    return Case(f"multiply-add chain: 4 ufunc nodes, {amount} doubles", size, g,
+                dict(zip(g.nodes, calls)), big=True, peers=peers)
+
+
+def builtin_scale_case(size):
+    """eagle.kernels.scale against the plain OpenMP C loop of y = a x."""
+    x, y = np.random.default_rng(0).random(size), np.zeros(size)
+    g = eagle.Graph()
+    g.add_node(native(kernels.scale(2.0), reads={"x": x}, writes={"y": y}), name="scale")
+
+    def peers(threads, tools):
+        rs = []
+        plain = tools.get("plain")
+        if plain is not None:
+            for t in sorted({threads, 1}, reverse=True):
+                rs.append(Runner("plain C loop (OpenMP, cc -O3)", t,
+                                 lambda n, t=t: plain.eagle_bench_plain_scale(
+                                     n, t, size, 2.0, x.ctypes.data, y.ctypes.data)))
+            rs[-1].note = "goal: eagle on 1 thread <= 1.05x this"
+        rs.append(python_loop_runner([lambda: np.multiply(x, 2.0, out=y)], "NumPy np.multiply(out=)"))
+        return rs
+
+    amount = f"{size / 1e6:g}M" if size >= 1_000_000 else f"{size:,}"
+    return Case(f"built-in kernel scale, {amount} doubles", size, g, {}, big=True, peers=peers)
+
+
+def builtin_polynomial_case(size, degree=31):
+    """eagle.kernels.polynomial against the plain C loop and NumPy's Horner loop."""
+    x, y = np.random.default_rng(0).random(size), np.zeros(size)
+    coefficients = np.linspace(0.1, 0.01, degree + 1)
+    g = eagle.Graph()
+    g.add_node(native(kernels.polynomial(coefficients), reads={"x": x}, writes={"y": y}), name="poly")
+    acc = np.zeros(size)
+
+    def numpy_horner():
+        acc.fill(coefficients[-1])
+        for ck in coefficients[-2::-1]:
+            np.multiply(acc, x, out=acc)
+            np.add(acc, ck, out=acc)
+
+    def peers(threads, tools):
+        rs = []
+        plain = tools.get("plain")
+        if plain is not None:
+            for t in sorted({threads, 1}, reverse=True):
+                rs.append(Runner("plain C loop (OpenMP, cc -O3)", t,
+                                 lambda n, t=t: plain.eagle_bench_plain_polynomial(
+                                     n, t, size, coefficients.ctypes.data, degree, x.ctypes.data,
+                                     y.ctypes.data)))
+            rs[-1].note = "goal: eagle on 1 thread <= 1.05x this"
+        rs.append(python_loop_runner([numpy_horner], "NumPy Horner loop (out=)"))
+        rs.append(python_loop_runner([lambda: np.polynomial.polynomial.polyval(x, coefficients)],
+                                     "np.polynomial.polynomial.polyval"))
+        return rs
+
+    amount = f"{size / 1e6:g}M" if size >= 1_000_000 else f"{size:,}"
+    return Case(f"built-in kernel polynomial (degree {degree}), {amount}", size, g, {}, big=True,
+                peers=peers)
+
+
 # ---- calling the kernels from outside eagle ------------------------------------------
 
 class _KernelArgs:
@@ -184,6 +292,63 @@ void eagle_bench_c_loop(int64_t n_replays, int32_t n_nodes, void **fns, char ***
             ((kernel_t)fns[i])(0, size, data[i], strides[i], user_data[i]);
 }
 """
+
+
+_PLAIN_LOOPS = r"""
+#include <stdint.h>
+void eagle_bench_plain_scale(int64_t reps, int32_t threads, int64_t n, double a,
+                             const double *x, double *y)
+{
+    for (int64_t r = 0; r < reps; ++r) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+        for (int64_t i = 0; i < n; ++i)
+            y[i] = a * x[i];
+    }
+}
+void eagle_bench_plain_polynomial(int64_t reps, int32_t threads, int64_t n, const double *c,
+                                  int64_t degree, const double *x, double *y)
+{
+    for (int64_t r = 0; r < reps; ++r) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+        for (int64_t i = 0; i < n; ++i) {
+            double acc = c[degree];
+            for (int64_t k = degree - 1; k >= 0; --k)
+                acc = acc * x[i] + c[k];
+            y[i] = acc;
+        }
+    }
+}
+"""
+
+
+def compile_plain_loops():
+    """(ctypes library, None) of plain C loops doing what eagle's built-in kernels do
+    (``cc -O3 -fopenmp``), or (None, why not)."""
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if not cc:
+        return None, "no C compiler (cc) found"
+    tmp = tempfile.mkdtemp(prefix="eagle_bench_")
+    src, lib = os.path.join(tmp, "plain.c"), os.path.join(tmp, "plain.so")
+    with open(src, "w") as f:
+        f.write(_PLAIN_LOOPS)
+    try:
+        try:
+            subprocess.run(cc.split() + ["-O3", "-fopenmp", "-shared", "-fPIC", "-o", lib, src],
+                           check=True, capture_output=True, timeout=60)
+        except subprocess.CalledProcessError:   # no OpenMP: the loops run serial
+            subprocess.run(cc.split() + ["-O3", "-shared", "-fPIC", "-o", lib, src],
+                           check=True, capture_output=True, timeout=60)
+        dll = ctypes.CDLL(lib)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, f"{cc} could not build the plain C loops ({exc})"
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    i64, i32, dbl, ptr = ctypes.c_int64, ctypes.c_int32, ctypes.c_double, ctypes.c_void_p
+    dll.eagle_bench_plain_scale.argtypes = [i64, i32, i64, dbl, ptr, ptr]
+    dll.eagle_bench_plain_scale.restype = None
+    dll.eagle_bench_plain_polynomial.argtypes = [i64, i32, i64, ptr, i64, ptr, ptr]
+    dll.eagle_bench_plain_polynomial.restype = None
+    return dll, None
 
 
 def compile_c_loop():
@@ -296,11 +461,13 @@ def dask_runner(dask_get, tasks, deps, threads):
     return Runner("dask.threaded.get on a dict graph", threads, run)
 
 
-def runners_for(case, threads, c_loop, dask_get, pool):
+def runners_for(case, threads, c_loop, dask_get, pool, tools=None):
     split_note = f"range split in {threads} chunks" if case.big and threads > 1 else ""
     rs = [eagle_runner(case, threads, "eagle launch(n)")]
     if threads > 1:
         rs.append(eagle_runner(case, 1, "eagle launch(n)"))
+    if case.peers is not None:
+        return rs + case.peers(threads, tools or {})
     names = case.graph.nodes
     if not case.kernel_nodes:
         rs.append(python_loop_runner([case.fns[k] for k in names], "Python loop, same functions"))
@@ -422,6 +589,7 @@ def main(argv=None):
     p.add_argument("--target-ms", type=float, help="length of one timing (default 40 ms, quick 8 ms)")
     p.add_argument("--big", type=int, default=BIG, help=f"samples of the one-node graph (default {BIG:,})")
     p.add_argument("--threads", type=int, help="threads for 'all' (default: eagle.get_num_threads())")
+    p.add_argument("--only", help="run only the graphs whose title contains this text (e.g. ufunc)")
     args = p.parse_args(argv)
     rounds = args.rounds or (3 if args.quick else 7)
     target_s = (args.target_ms or (8.0 if args.quick else 40.0)) / 1e3
@@ -432,6 +600,10 @@ def main(argv=None):
     c_loop, why = compile_c_loop()
     if c_loop is None:
         notes.append(f"C loop skipped: {why}")
+    plain, why = compile_plain_loops()
+    if plain is None:
+        notes.append(f"plain C loops skipped: {why}")
+    tools = {"plain": plain} if plain is not None else {}
     try:
         import dask
         import dask.threaded
@@ -451,7 +623,11 @@ def main(argv=None):
     print(flush=True)
 
     cases = [seed_case(), diamond_case(), chain_case(10), big_case(args.big),
-             big_compute_case(args.big // 4)]
+             big_compute_case(args.big // 4),
+             seed_ufunc_case(), ufunc_chain_case(args.big), builtin_scale_case(args.big),
+             builtin_polynomial_case(args.big // 4)]
+    if args.only:
+        cases = [c for c in cases if args.only in c.title]
     results = []
     t_start = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(max_workers=threads) as pool:
@@ -461,7 +637,7 @@ def main(argv=None):
                 # eagle's first replays measure the nodes' costs, from which it picks each
                 # stage's team; warm up as any benchmark would (see WARMUP)
                 case.graph.launch(WARMUP)
-                runners = runners_for(case, threads, c_loop, dask_get, pool)
+                runners = runners_for(case, threads, c_loop, dask_get, pool, tools)
                 measure(runners, rounds, target_s)
                 teams = {}
                 for t in {threads, 1}:

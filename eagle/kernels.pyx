@@ -8,6 +8,19 @@ from libc.stdint cimport int64_t
 
 from eagle.native cimport Kernel, kernel_t, wrap_kernel
 
+# contiguous fast paths the compiler vectorises (csrc/builtin_kernels.h)
+cdef extern from "builtin_kernels.h" nogil:
+    int eagle_partly_overlap(const double *a, const double *b, int64_t n)
+    void eagle_fill_contig(int64_t n, double v, double *y)
+    void eagle_copy_contig(int64_t n, const double *x, double *y)
+    void eagle_scale_contig(int64_t n, double a, const double *x, double *y)
+    void eagle_scale_inplace(int64_t n, double a, double *x)
+    void eagle_axpy_contig(int64_t n, double a, const double *x, double *y)
+    void eagle_axpy_inplace(int64_t n, double a, double *x)
+    void eagle_add_contig(int64_t n, const double *a, const double *b, double *out)
+    void eagle_add_inplace(int64_t n, const double *a, const double *b, double *out)
+    void eagle_polynomial_contig(int64_t n, const double *x, double *y, const double *c, int64_t degree)
+
 
 cdef class _Scalar:
     """A double that lives as long as the kernel using it (the kernel's user_data)."""
@@ -21,10 +34,21 @@ cdef inline double *at(char **data, const int64_t *strides, int k, int64_t i) no
     return <double *>(data[k] + i * strides[k])
 
 
+cdef inline bint contiguous(const int64_t *strides, int n) noexcept nogil:
+    cdef int k
+    for k in range(n):
+        if strides[k] != sizeof(double):
+            return False
+    return True
+
+
 cdef void _fill(int64_t start, int64_t stop, char **data, const int64_t *strides,
                 void *user_data) noexcept nogil:
     cdef double v = (<double *>user_data)[0]
     cdef int64_t i
+    if stop > start and contiguous(strides, 1):
+        eagle_fill_contig(stop - start, v, at(data, strides, 0, start))
+        return
     for i in range(start, stop):
         at(data, strides, 0, i)[0] = v
 
@@ -32,6 +56,15 @@ cdef void _fill(int64_t start, int64_t stop, char **data, const int64_t *strides
 cdef void _copy(int64_t start, int64_t stop, char **data, const int64_t *strides,
                 void *user_data) noexcept nogil:
     cdef int64_t i
+    cdef double *x
+    cdef double *y
+    if stop > start and contiguous(strides, 2):
+        x, y = at(data, strides, 0, start), at(data, strides, 1, start)
+        if x == y:
+            return
+        if not eagle_partly_overlap(x, y, stop - start):
+            eagle_copy_contig(stop - start, x, y)
+            return
     for i in range(start, stop):
         at(data, strides, 1, i)[0] = at(data, strides, 0, i)[0]
 
@@ -40,6 +73,16 @@ cdef void _scale(int64_t start, int64_t stop, char **data, const int64_t *stride
                  void *user_data) noexcept nogil:
     cdef double a = (<double *>user_data)[0]
     cdef int64_t i
+    cdef double *x
+    cdef double *y
+    if stop > start and contiguous(strides, 2):
+        x, y = at(data, strides, 0, start), at(data, strides, 1, start)
+        if x == y:
+            eagle_scale_inplace(stop - start, a, y)
+            return
+        if not eagle_partly_overlap(x, y, stop - start):
+            eagle_scale_contig(stop - start, a, x, y)
+            return
     for i in range(start, stop):
         at(data, strides, 1, i)[0] = a * at(data, strides, 0, i)[0]
 
@@ -48,13 +91,34 @@ cdef void _axpy(int64_t start, int64_t stop, char **data, const int64_t *strides
                 void *user_data) noexcept nogil:
     cdef double a = (<double *>user_data)[0]
     cdef int64_t i
+    cdef double *x
+    cdef double *y
+    if stop > start and contiguous(strides, 2):
+        x, y = at(data, strides, 0, start), at(data, strides, 1, start)
+        if x == y:
+            eagle_axpy_inplace(stop - start, a, y)
+            return
+        if not eagle_partly_overlap(x, y, stop - start):
+            eagle_axpy_contig(stop - start, a, x, y)
+            return
     for i in range(start, stop):
         at(data, strides, 1, i)[0] += a * at(data, strides, 0, i)[0]
 
 
 cdef void _add(int64_t start, int64_t stop, char **data, const int64_t *strides,
                void *user_data) noexcept nogil:
-    cdef int64_t i
+    cdef int64_t i, n = stop - start
+    cdef double *a
+    cdef double *b
+    cdef double *out
+    if n > 0 and contiguous(strides, 3):
+        a, b, out = at(data, strides, 0, start), at(data, strides, 1, start), at(data, strides, 2, start)
+        if not eagle_partly_overlap(a, out, n) and not eagle_partly_overlap(b, out, n):
+            if out == a or out == b:
+                eagle_add_inplace(n, a, b, out)
+            else:
+                eagle_add_contig(n, a, b, out)
+            return
     for i in range(start, stop):
         at(data, strides, 2, i)[0] = at(data, strides, 0, i)[0] + at(data, strides, 1, i)[0]
 
@@ -69,6 +133,13 @@ cdef void _polynomial(int64_t start, int64_t stop, char **data, const int64_t *s
     cdef _Poly *p = <_Poly *>user_data
     cdef int64_t i, k
     cdef double x, acc
+    cdef double *xs
+    cdef double *ys
+    if stop > start and contiguous(strides, 2):
+        xs, ys = at(data, strides, 0, start), at(data, strides, 1, start)
+        if not eagle_partly_overlap(xs, ys, stop - start):
+            eagle_polynomial_contig(stop - start, xs, ys, p.coeffs, p.degree)
+            return
     for i in range(start, stop):
         x = at(data, strides, 0, i)[0]
         acc = p.coeffs[p.degree]
