@@ -4,7 +4,7 @@ It follows the documentation page "How eagle records and replays a graph":
 the seed graph of three opaque nodes drawn before and after build(),
 replayed three times, then a graph of native kernels retuned with
 set_logical_size(), and launch(n) timed against a plain Python loop calling
-the same three functions.
+the same three functions; last, the same graph as ufunc nodes, timed too.
 """
 import argparse
 import time
@@ -61,6 +61,25 @@ def time_against_loop(g, fns, n, repeats):
     return min(t_eagle) / n, min(t_loop) / n
 
 
+def tour_ufunc_nodes(g_opaque, fns, replays, repeats):
+    """The seed graph again, as ufunc nodes: NumPy's own loops run nogil, no Python call per replay."""
+    from eagle.graph import ufunc
+
+    print("\n== The same graph as ufunc nodes ==")
+    x, left, right, out = np.arange(4.0), np.zeros(4), np.zeros(4), np.zeros(4)
+    u = eagle.Graph()
+    u.add_group([ufunc(np.multiply, {"x": x}, 2.0, out={"a": left}),
+                 ufunc(np.add, {"x": x}, 1.0, out={"b": right})], names=["l", "r"])
+    u.add_node(ufunc(np.add, {"a": left}, {"b": right}, out={"out": out}), name="join")
+    u.build()
+    u.launch(3)
+    print(u)
+    print(out)
+    per_ufunc, per_loop = time_against_loop(u, fns, replays, repeats)
+    print(f"launch({replays}) with ufunc nodes: {per_ufunc * 1e9:.0f} ns per replay; ratio "
+          f"ufunc graph/loop {per_ufunc / per_loop:.3f} (the plain loop of the seed's functions)")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m eagle", description=__doc__.splitlines()[0])
     p.add_argument("--replays", type=int, default=20_000, help="replays per timed launch")
@@ -99,6 +118,7 @@ def main(argv=None):
     print(f"launch({args.replays}): {per_eagle * 1e9:.0f} ns per replay; plain Python loop calling "
           f"the same 3 functions: {per_loop * 1e9:.0f} ns per replay; ratio eagle/loop "
           f"{per_eagle / per_loop:.2f} (best of {args.repeats}, {eagle.get_num_threads()} threads)")
+    tour_ufunc_nodes(g, fns, args.replays, args.repeats)
 
 
 if __name__ == "__main__":

@@ -224,12 +224,28 @@ class UfuncNode(NativeNode):
 
 
 def ufunc(uf, *operands, out=None):
-    """A node that runs ufunc ``uf`` on ``operands`` into ``out``, per sample.
+    """A node that runs ufunc ``uf``'s own compiled inner loop on ``operands`` into ``out``.
 
     ``ufunc(np.multiply, {"x": x}, 2.0, out={"a": left})`` computes
     ``np.multiply(x, 2.0, out=left)`` over samples [0, logical_size) on every
-    replay, nogil, split across the team. See ``eagle._ufunc_node`` for what
-    operands may be and what is refused.
+    replay, without the GIL, split across the team like a native kernel; it
+    is drawn ``(multiply)``. ``uf`` is any real ufunc: NumPy's, scipy.special's,
+    a numba ``@vectorize`` or ``@guvectorize`` function.
+
+    Each operand is an array, a scalar (copied at record time, broadcast), or
+    a one-entry dict ``{"name": array}`` naming the array for the picture;
+    ``out`` is an array or such a dict, a tuple of them for several outputs.
+    Axis 0 is the sample axis: array operands share one shape ``(n, *row)``
+    with C-contiguous rows (a gufunc takes ``(n, *core)``); a 0-d array
+    broadcasts and is read on every replay.
+
+    The loop is the one NumPy picks for these dtypes under
+    ``casting="same_kind"``. Refused with ``TypeError``: object loops and
+    ``np.frompyfunc`` (they need the GIL), and operands whose dtype is not the
+    loop's (a buffered cast). Refused with ``ValueError``: mismatched shapes,
+    non-contiguous rows, an output partly overlapping another operand.
+    Floating-point errors are not reported (as under ``np.errstate(all="ignore")``).
+    With CuPy arrays it returns a GPU node (see ``eagle._ufunc_node``).
     """
     uf, dufunc = _real_ufunc(uf)
     ins, outs = _parse(uf, operands, out)
@@ -265,10 +281,15 @@ def ufunc(uf, *operands, out=None):
     for k, (op, want) in enumerate(zip(ops, loop_dtypes)):
         if op.is_array:
             if op.array.dtype != want:
+                if k >= uf.nin:
+                    how = (f"NumPy would cast the {want} result into it; give a {want} output "
+                           f"(or inputs that make NumPy pick a {op.array.dtype} loop)")
+                else:
+                    how = f"NumPy would cast it to {want} first; pass a {want} array"
                 raise TypeError(
                     f"{uf.__name__}: {op.name!r} is {op.array.dtype}, but the loop NumPy picks for these "
-                    f"operands is {_loop_text(uf, loop_dtypes)}; running it would need a buffered cast, "
-                    f"which a ufunc node does not do: pass {want} arrays")
+                    f"operands is {_loop_text(uf, loop_dtypes)}: {how}. That is a buffered cast, which "
+                    "a ufunc node does not do")
         else:
             v = op.value
             if isinstance(v, np.generic):

@@ -497,3 +497,30 @@ def test_cupy_ufunc_node():
     g.set_logical_size(10)
     g.launch(1)
     assert float(y[10:].sum()) == 0 and float(y[:10].sum()) == float((2 * x[:10]).sum())
+
+
+# ---- the tour and the benchmark rows ------------------------------------------------------------
+
+def test_tour_shows_the_seed_graph_as_ufunc_nodes(capsys):
+    from eagle.__main__ import main
+
+    main(["--replays", "200", "--repeats", "2"])
+    text = capsys.readouterr().out
+    part = text[text.index("== The same graph as ufunc nodes =="):]
+    assert "│ (l) │" in part and "(join)" in part and "[ 1.  4.  7. 10.]" in part
+    assert "ratio ufunc graph/loop" in part
+
+
+def test_bench_rows_for_ufunc_nodes_and_builtin_kernels(capsys):
+    from eagle import bench
+
+    threads = eagle.get_num_threads()
+    bench.main(["--quick", "--rounds", "1", "--target-ms", "1", "--big", "4096", "--only", "ufunc"])
+    bench.main(["--quick", "--rounds", "1", "--target-ms", "1", "--big", "4096", "--only", "built-in"])
+    assert eagle.get_num_threads() == threads
+    out = capsys.readouterr().out
+    assert "seed graph: 3 ufunc nodes" in out and "Python loop, the seed's functions" in out
+    assert "multiply-add chain: 4 ufunc nodes" in out and "NumPy, the same ufunc calls" in out
+    assert "built-in kernel scale" in out and "built-in kernel polynomial" in out
+    assert ("plain C loop" in out) or ("plain C loops skipped" in out)
+    assert "native diamond" not in out
