@@ -256,8 +256,19 @@ def ufunc(uf, *operands, out=None):
     if kinds == {"cuda"}:
         return _cuda_ufunc(uf, ins, outs)
     for op in ins + outs:
-        if op.is_array and not isinstance(op.array, np.ndarray):
-            raise TypeError(f"{op.name!r} must be a NumPy array, got {type(op.array).__name__}")
+        if not op.is_array:
+            continue
+        a = op.array
+        if not isinstance(a, np.ndarray):
+            raise TypeError(f"{op.name!r} must be a NumPy array, got {type(a).__name__}")
+        if type(a).__array_ufunc__ is not np.ndarray.__array_ufunc__ or isinstance(a, np.ma.MaskedArray):
+            # a masked array, a unit-carrying array...: its ufunc behaviour is its own
+            raise TypeError(f"{op.name!r} is a {type(a).__name__}, which gives ufuncs a meaning of its "
+                            "own (a mask, __array_ufunc__); a ufunc node runs NumPy's loop on the plain "
+                            "data and would bypass it: pass a plain ndarray")
+        if not a.flags.aligned:
+            raise ValueError(f"{op.name!r} is not aligned for its dtype {a.dtype}; NumPy would copy it "
+                             "through a buffer, a ufunc node does not (pass an aligned array)")
     for o in outs:
         if not o.array.flags.writeable:
             raise ValueError(f"{uf.__name__} writes {o.name!r}, which is read-only")

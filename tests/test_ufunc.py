@@ -524,3 +524,68 @@ def test_bench_rows_for_ufunc_nodes_and_builtin_kernels(capsys):
     assert "built-in kernel scale" in out and "built-in kernel polynomial" in out
     assert ("plain C loop" in out) or ("plain C loops skipped" in out)
     assert "native diamond" not in out
+
+
+# ---- more dtypes and gufuncs; arrays a ufunc node must not take ----------------------------------
+
+def test_comparison_into_bool_and_float16_and_timedelta():
+    a, b = data("f8", seed=8), data("f8", seed=9)
+    less = np.zeros(N, bool)
+    run(ufunc(np.less, a, b, out=less))
+    np.testing.assert_array_equal(less, a < b)
+    h = data("f2", seed=10)
+    out = np.zeros(N, np.float16)
+    run(ufunc(np.multiply, h, 3, out=out))
+    np.testing.assert_array_equal(out, h * 3)
+    t0 = np.arange(N).astype("M8[s]")
+    dt = np.arange(N).astype("m8[s]")
+    t1 = np.zeros(N, "M8[s]")
+    run(ufunc(np.add, t0, dt, out=t1))
+    np.testing.assert_array_equal(t1, t0 + dt)
+
+
+def test_vecdot_gufunc_with_a_per_sample_scalar_output():
+    if not hasattr(np, "vecdot"):
+        pytest.skip("np.vecdot is NumPy >= 2.0")
+    rng = np.random.default_rng(11)
+    a, b = rng.standard_normal((40, 5)), rng.standard_normal((40, 5))
+    out = np.zeros(40)
+    run(ufunc(np.vecdot, a, b, out=out))
+    np.testing.assert_allclose(out, np.vecdot(a, b), rtol=1e-14)
+
+
+def test_masked_and_unaligned_arrays_refused():
+    m = np.ma.masked_array(np.arange(4.0), mask=[0, 1, 0, 0])
+    with pytest.raises(TypeError, match="MaskedArray, which gives ufuncs a meaning of its own"):
+        ufunc(np.add, m, 1.0, out=np.zeros(4))
+
+    class Logged(np.ndarray):
+        def __array_ufunc__(self, *args, **kwargs):
+            return NotImplemented
+
+    with pytest.raises(TypeError, match="Logged"):
+        ufunc(np.add, np.zeros(4).view(Logged), 1.0, out=np.zeros(4))
+    mm = np.zeros(4).view(np.memmap)     # plain data under another type: taken
+    run(ufunc(np.add, mm, 1.0, out=mm))
+    assert (np.asarray(mm) == 1).all()
+    raw = np.zeros(8 * 4 + 1, np.uint8)
+    unaligned = raw[1:].view(np.float64)
+    assert not unaligned.flags.aligned
+    with pytest.raises(ValueError, match="not aligned"):
+        ufunc(np.add, unaligned, 1.0, out=np.zeros(4))
+
+
+def test_node_keeps_its_arrays_and_constants_alive():
+    import gc
+    import weakref
+    x = np.arange(5.0)
+    y = np.zeros(5)
+    g = eagle.Graph()
+    g.add_node(ufunc(np.add, {"x": x}, np.float64(2.5), out={"y": y}))
+    ref = weakref.ref(x)
+    del x
+    gc.collect()
+    assert ref() is not None
+    g.build()
+    g.launch(1)
+    np.testing.assert_array_equal(y, np.arange(5.0) + 2.5)
