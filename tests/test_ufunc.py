@@ -589,3 +589,74 @@ def test_node_keeps_its_arrays_and_constants_alive():
     g.build()
     g.launch(1)
     np.testing.assert_array_equal(y, np.arange(5.0) + 2.5)
+
+
+# ---- the GPU face without a GPU: a fake cupy module (a TEST DOUBLE) records what eagle builds -----
+
+class HostCudaArray:
+    """TEST-ONLY: host memory presenting itself as a CUDA array."""
+
+    def __init__(self, host):
+        self.host = host
+
+    @property
+    def __cuda_array_interface__(self):
+        h = self.host
+        return {"shape": h.shape, "typestr": h.dtype.str, "data": (h.ctypes.data, False),
+                "version": 3, "strides": None if h.flags.c_contiguous else h.strides}
+
+
+@pytest.fixture
+def fake_cupy(monkeypatch):
+    import sys
+    import types
+
+    cp = types.SimpleNamespace(made=[], called=[])
+
+    class RawKernel:
+        def __init__(self, source, name):
+            self.source, self.name = source, name
+            cp.made.append(self)
+
+            class Function:
+                ptr = 0x1000
+
+                def __call__(self, *args, **kwargs):
+                    raise AssertionError("not launched in these tests")
+
+            self.kernel = Function()
+
+    def arctan2(*args, out=None):
+        cp.called.append(("arctan2", args, out))
+
+    class ndarray:   # never instantiated: HostCudaArrays are not CuPy arrays
+        pass
+
+    cp.RawKernel, cp.arctan2, cp.ndarray = RawKernel, arctan2, ndarray
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    return cp
+
+
+def test_cuda_arrays_make_a_sized_generated_kernel_node(fake_cupy):
+    from eagle.graph import SIZE
+    hx, hy = np.arange(8.0), np.zeros(16)
+    x, y = HostCudaArray(hx), HostCudaArray(hy[::2])
+    node = ufunc(np.multiply, {"x": x}, 2.0, out={"y": y})
+    assert node.kind == "cuda_kernel" and node.sized
+    assert list(node.reads) == ["x"] and list(node.writes) == ["y"]
+    (kernel,) = fake_cupy.made
+    assert kernel.name == "eagle_ufunc_multiply_float64_as"
+    assert node.args[0] is x and node.args[1] == 8 and node.args[2] == np.float64(2.0)
+    assert node.args[3] is y and node.args[4] == 16 and node.args[5] == SIZE
+    assert node.size_arg == 5
+
+
+def test_cuda_ufunc_without_a_generated_kernel_is_opaque(fake_cupy):
+    a, b, out = (HostCudaArray(np.ones(4)) for _ in range(3))
+    node = ufunc(np.arctan2, {"a": a}, {"b": b}, out={"out": out})
+    assert node.kind == "opaque" and not node.sized and node.default_name() == "arctan2"
+    assert not fake_cupy.made
+    node.fn()   # what the capture runs: CuPy's own ufunc
+    assert fake_cupy.called == [("arctan2", (a, b), out)]
+    with pytest.raises(TypeError, match="mixes NumPy arrays and CUDA arrays"):
+        ufunc(np.add, a, np.ones(4), out=out)
