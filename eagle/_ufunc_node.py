@@ -144,12 +144,19 @@ def _declare(ins, outs):
     return reads, writes, slots
 
 
+_NUMPY_2 = int(np.__version__.split(".")[0]) >= 2
+
+
 def _weak_dtype(v):
     """What NumPy's promotion sees for a scalar: Python int/float/complex are weak (NEP 50)."""
     if isinstance(v, np.generic):
         return v.dtype
     if isinstance(v, bool):
         return np.dtype(bool)
+    if not _NUMPY_2:
+        # NumPy 1.x resolves dtypes only; value-based casting comes closest through the
+        # smallest dtype that holds the value
+        return np.min_scalar_type(v)
     return type(v)
 
 
