@@ -35,8 +35,6 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
-
 import numpy as np
 
 from eagle._memory import array_kind
@@ -212,7 +210,7 @@ class UfuncNode(NativeNode):
     kind = "ufunc"
     box = ("(", ")")
 
-    def __init__(self, uf, ins, outs, reads, writes, slots, loop_dtypes, loop):
+    def __init__(self, uf, ins, outs, reads, writes, loop_dtypes, loop):
         super().__init__(loop.kernel(), reads, writes, split=True)
         self.ufunc = uf
         self.loop_dtypes = tuple(loop_dtypes)
@@ -321,7 +319,7 @@ def ufunc(uf, *operands, out=None):
 
     loop = UfuncLoop(uf.__name__, capsule, slots, constants, layout["sample_strides"], steps,
                      layout["per_sample"], layout["row_len"], layout["core_dims"], layout["core_steps"])
-    return UfuncNode(uf, ins, outs, reads, writes, slots, loop_dtypes, loop)
+    return UfuncNode(uf, ins, outs, reads, writes, loop_dtypes, loop)
 
 
 def _loop_text(uf, dts):

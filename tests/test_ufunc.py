@@ -461,10 +461,11 @@ def test_cuda_source_text():
 
 
 def test_cuda_source_compiles_with_nvcc(tmp_path):
+    import os
     import shutil
     import subprocess
     nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if
-                                    shutil.os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+                                    os.path.exists("/usr/local/cuda/bin/nvcc") else None)
     if nvcc is None:
         pytest.skip("no nvcc")
     srcs = [cuda_source(n, (np.dtype(d),) * (k + 1), s)[0]
