@@ -3,6 +3,11 @@
 Each works on 1-d float64 arrays, one sample per element, and is used as
 ``eagle.graph.native(eagle.kernels.axpy(2.0), reads={"x": x}, writes={"y": y})``.
 The arrays are taken in declaration order: reads first, then writes.
+
+Where every array is contiguous (and an output is either an input exactly or
+disjoint from the inputs) a kernel runs a loop the compiler vectorises
+(csrc/builtin_kernels.h); otherwise the strided loop, in sample order. Both
+give the same bits (no fused multiply-adds).
 """
 from libc.stdint cimport int64_t
 
