@@ -551,7 +551,8 @@ def _teams(case):
         return "?"
 
 
-def print_table(results, threads, rounds, notes, out=sys.stdout):
+def print_table(results, threads, rounds, notes, out=None):
+    out = out if out is not None else sys.stdout   # the stream at call time, not at import
     head = ("graph", "samples", "runner", "threads", "per replay", "× eagle", "")
     rows = []
     for case, runners, teams in results:
