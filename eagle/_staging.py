@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from eagle._memory import extent_of
+from eagle._memory import SHARED_BUCKET, extent_of
 
 
 @dataclass
@@ -60,12 +60,16 @@ class Stager:
         return max(self.stage_of, default=-1) + 1
 
     def _overlapping(self, ext):
-        views = self._buckets.get(ext.bucket)
-        if not views:
-            return
-        for entry in views.values():
-            if entry.extent.overlaps(ext):
-                yield entry
+        # memory whose owner is unknown (SHARED_BUCKET: a DLPack import, a foreign buffer) may be
+        # any allocation's: compare it with every bucket, and every bucket with it
+        if ext.bucket == SHARED_BUCKET:
+            buckets = list(self._buckets.values())
+        else:
+            buckets = [self._buckets.get(ext.bucket), self._buckets.get(SHARED_BUCKET)]
+        for views in buckets:
+            for entry in (views or {}).values():
+                if entry.extent.overlaps(ext):
+                    yield entry
 
     def _dependencies(self, index, accesses):
         """Earlier nodes that ``accesses`` (list of (name, extent, is_write)) must follow."""

@@ -8,6 +8,8 @@ from libc.stdint cimport int64_t
 
 from eagle.native cimport Kernel, kernel_t, wrap_kernel
 
+__all__ = ["fill", "copy", "scale", "axpy", "add", "polynomial", "nothing"]
+
 
 cdef class _Scalar:
     """A double that lives as long as the kernel using it (the kernel's user_data)."""
