@@ -24,6 +24,7 @@ Rules a user can rely on:
 from __future__ import annotations
 
 import operator
+import shutil
 import threading
 from dataclasses import dataclass
 
@@ -396,7 +397,9 @@ class Graph:
         boxes = [f"{n.box[0]}{name}{n.box[1]}" for n, name in zip(self._nodes, self._names)]
         edges = [(d.src, d.dst, d.label) for d in self._stager.edges]
         notes = self._backend.stage_notes() if self._backend is not None else None
-        return render(self._header(), self._stage_indexes(), boxes, edges, notes)
+        # a stage wider than the terminal (80 columns when unknown) wraps onto continuation rows
+        width = shutil.get_terminal_size((80, 24)).columns
+        return render(self._header(), self._stage_indexes(), boxes, edges, notes, width=width)
 
     def __repr__(self):
         return f"<{self._header()}>"
