@@ -28,6 +28,7 @@ import shutil
 import threading
 from dataclasses import dataclass
 
+from eagle import _dot
 from eagle._cuda_kernel import SIZE, SIZE_PTR, CudaKernelNode, cuda_kernel
 from eagle._finished import compact, reorder
 from eagle._memory import leading_length
@@ -403,6 +404,17 @@ class Graph:
 
     def __repr__(self):
         return f"<{self._header()}>"
+
+    def to_dot(self) -> str:
+        """The graph as Graphviz DOT: stages as ranks, node kinds as shapes, edges labelled
+        with the arrays they carry, ordering-only edges dashed (see ``eagle._dot``)."""
+        notes = self._backend.stage_notes() if self._backend is not None else None
+        edges = [(d.src, d.dst, d.label) for d in self._stager.edges]
+        return _dot.to_dot(self._header(), self._nodes, self._names, self._stage_indexes(), edges, notes)
+
+    def _repr_html_(self):
+        """Jupyter: an SVG when Graphviz's ``dot`` is installed, else the picture."""
+        return _dot.repr_html(self)
 
 
 class _Held:
