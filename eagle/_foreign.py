@@ -8,7 +8,8 @@ like any other view, and a node that writes it writes the original's memory:
 
 * DLPack (``__dlpack__`` and ``__dlpack_device__``: PyTorch, JAX, TensorFlow,
   CuPy, ...): host memory becomes ``np.from_dlpack(obj)``; CUDA memory
-  (kDLCUDA, kDLCUDAManaged) becomes ``cupy.from_dlpack(obj)`` (CuPy needed).
+  (kDLCUDA, kDLCUDAManaged) is imported by ``cupy.from_dlpack(obj)`` (CuPy
+  needed) and scheduled through its ``__cuda_array_interface__`` (``CudaView``).
 * the array interface (``__array_interface__``, ``__array_struct__``):
   ``np.asarray(obj)``, checked to be a view, never a copy.
 
@@ -119,8 +120,31 @@ def _interface_pointer(obj):
     return None  # __array_struct__ or a buffer: NumPy reads the pointer itself
 
 
+class CudaView:
+    """A DLPack CUDA tensor as eagle schedules it: its ``__cuda_array_interface__``
+    (from the CuPy view that imported it, which keeps the producer alive). Not a CuPy
+    array on purpose: eagle cannot tell which allocation imported memory belongs to,
+    so it compares it with every other CUDA array by address."""
+
+    __slots__ = ("array", "source")
+
+    def __init__(self, array, source):
+        self.array, self.source = array, source
+
+    @property
+    def __cuda_array_interface__(self):
+        return self.array.__cuda_array_interface__
+
+    @property
+    def shape(self):
+        return tuple(self.__cuda_array_interface__["shape"])
+
+    def __repr__(self):
+        return f"<CUDA view of a {type(self.source).__name__} through DLPack, shape {self.shape}>"
+
+
 def cuda_view(obj: Any, what: str = "the array", write: bool = False):
-    """A CuPy view of a DLPack CUDA tensor (needs CuPy)."""
+    """The CUDA memory of a DLPack CUDA tensor, imported by CuPy (needed)."""
     device_type, device_id = dlpack_device(obj)
     try:
         import cupy
@@ -133,9 +157,11 @@ def cuda_view(obj: Any, what: str = "the array", write: bool = False):
     except Exception as exc:
         raise TypeError(f"{what}: CuPy cannot import this {type(obj).__name__} through DLPack "
                         f"({exc})") from exc
-    if write and getattr(getattr(view, "flags", None), "writeable", True) is False:
-        raise TypeError(f"{what} is read-only; a node cannot write it")
-    return view
+    iface = view.__cuda_array_interface__
+    if write and iface["data"][1]:
+        raise TypeError(f"{what} is read-only ({type(obj).__name__} exports it read-only through "
+                        "DLPack); a node cannot write it")
+    return CudaView(view, obj)
 
 
 def adopt(obj: Any, what: str, write: bool = False):

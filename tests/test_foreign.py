@@ -244,3 +244,73 @@ def test_a_node_mixing_host_and_foreign_host_arrays_is_one_family(wrap):
     x, y = np.arange(3.0), np.zeros(3)
     node = native(ek.copy(), reads={"x": wrap(x)}, writes={"y": y})
     assert node.family == "numpy"
+
+
+# ---- DLPack CUDA tensors, without a GPU: a stand-in for cupy.from_dlpack -------------------
+
+class FakeCudaArray:
+    """A __cuda_array_interface__ object over a host array's addresses (staging only
+    compares addresses; nothing here is launched)."""
+
+    def __init__(self, a):
+        self._a = a
+        self.__cuda_array_interface__ = {"shape": a.shape, "typestr": a.dtype.str, "version": 3,
+                                         "data": (a.__array_interface__["data"][0], False),
+                                         "strides": None if a.flags.c_contiguous else a.strides}
+
+
+class CudaTensor(DLPackOnly):
+    """A DLPack exporter on CUDA device 0 (kDLCUDA)."""
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+
+@pytest.fixture
+def fake_cupy(monkeypatch):
+    import sys
+    import types
+    imported = []
+
+    def from_dlpack(obj):
+        imported.append(obj)
+        if getattr(obj, "broken", False):
+            raise RuntimeError("unsupported dtype")
+        return FakeCudaArray(obj._a)
+
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(from_dlpack=from_dlpack))
+    return imported
+
+
+def test_a_dlpack_cuda_tensor_is_the_cuda_family_imported_through_cupy(fake_cupy):
+    a = np.zeros(8)
+    t = CudaTensor(a)
+    node = opaque(lambda: None, writes={"t": t})
+    assert node.family == "cuda" and fake_cupy == [t]
+    view = node.writes["t"]
+    assert isinstance(view, _foreign.CudaView) and view.source is t
+    assert view.__cuda_array_interface__["data"][0] == a.__array_interface__["data"][0]
+    assert view.shape == (8,) and "CudaTensor" in repr(view)
+
+
+def test_dlpack_cuda_views_are_ordered_with_other_cuda_arrays_by_address(fake_cupy):
+    a = np.zeros(16)
+    g = eagle.Graph()
+    g.add_node(opaque(lambda: None, writes={"all": FakeCudaArray(a)}), name="w")
+    g.add_node(opaque(lambda: None, reads={"lo": CudaTensor(a[:4])}), name="r_lo")     # RAW
+    g.add_node(opaque(lambda: None, writes={"hi": CudaTensor(a[8:])}), name="w_hi")    # WAW with w
+    g.add_node(opaque(lambda: None, reads={"mid": FakeCudaArray(a[4:8])}), name="r_mid")  # RAW from w only
+    assert g.stages == [["w"], ["r_lo", "w_hi", "r_mid"]]
+    assert ("w", "r_lo", "all") in g.dependencies and ("w", "w_hi", None) in g.dependencies
+
+
+def test_a_node_mixing_a_dlpack_cuda_tensor_and_a_numpy_array_is_refused(fake_cupy):
+    with pytest.raises(TypeError, match="mixes NumPy arrays and CUDA arrays"):
+        opaque(lambda: None, reads={"x": np.zeros(2)}, writes={"t": CudaTensor(np.zeros(2))})
+
+
+def test_a_dlpack_cuda_tensor_cupy_cannot_import_gets_a_clear_error(fake_cupy):
+    t = CudaTensor(np.zeros(2))
+    t.broken = True
+    with pytest.raises(TypeError, match=r"reads\['t'\]: CuPy cannot import this CudaTensor through DLPack"):
+        opaque(lambda: None, reads={"t": t})
