@@ -19,8 +19,8 @@ import numpy as np
 
 from eagle._foreign import adopt
 
-#: the bucket of arrays whose owner eagle cannot identify (foreign buffers, generic
-#: ``__cuda_array_interface__`` objects): they are compared with each other by extent.
+#: the bucket of arrays whose owner eagle cannot identify (foreign buffers, DLPack imports,
+#: generic ``__cuda_array_interface__`` objects): staging compares them with every bucket.
 SHARED_BUCKET = "shared"
 
 # NumPy's exact overlap test solves a small integer program; past this much work

@@ -7,7 +7,9 @@ memory); 0 if none. Nodes in one stage may run side by side.
 Every view of an allocation that some node touched gets an *entry* holding
 the nodes that wrote it and read it since it was last overwritten whole. A new
 access consults only the entries of its own allocation that overlap it, so
-staging costs O(accesses x views per allocation), not O(nodes^2). A write
+staging costs O(accesses x views per allocation), not O(nodes^2) (a view whose
+allocation eagle cannot tell, such as a DLPack import, is compared with every
+allocation's views, and they with it). A write
 that covers an entry clears it: every later access that overlaps the entry
 also overlaps the write, and so is ordered after everything the entry held.
 The dependencies found this way are exactly the pairs whose views overlap,

@@ -89,6 +89,25 @@ def test_the_sdist_holds_every_source_the_build_reads(sdist):
     assert not missing, f"the sdist leaves out {missing}: add them to MANIFEST.in"
 
 
+def test_the_sdist_holds_the_tests_and_the_docs_sources(sdist):
+    _, files, _ = sdist
+    try:  # what the repository tracks there; without git, what is on disk
+        proc = subprocess.run(["git", "ls-files", "tests", "docs"], cwd=ROOT, capture_output=True,
+                              text=True, timeout=60)
+        tracked = proc.stdout.split() if proc.returncode == 0 else None
+    except OSError:
+        tracked = None
+    if not tracked:
+        tracked = []
+        for top in ("tests", "docs"):
+            for dirpath, dirnames, filenames in os.walk(ROOT / top):
+                dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS and not d.startswith(".")]
+                tracked += [(Path(dirpath) / f).relative_to(ROOT).as_posix() for f in filenames
+                            if not f.endswith((".pyc", ".so", ".o"))]
+    missing = [rel for rel in tracked if rel not in files]
+    assert not missing, f"the sdist leaves out {sorted(missing)}: add them to MANIFEST.in"
+
+
 def test_the_sdist_holds_no_generated_c_and_no_binaries(sdist):
     _, files, unpacked = sdist
     generated = [f for f in files if f.endswith((".c", ".cpp")) and f.startswith("eagle/")]
