@@ -99,7 +99,9 @@ setup(
     ext_modules=cythonize(
         EXTENSIONS,
         compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False,
-                             "cdivision": True, "embedsignature": True},
+                             "cdivision": True, "embedsignature": True,
+                             # no __reduce_cython__/__setstate_cython__ in help(): eagle objects do not pickle
+                             "auto_pickle": False, "autotestdict": False},
         compile_time_env={"EAGLE_HAVE_OPENMP": HAVE_OPENMP},
     ),
     cmdclass={"build_py": build_py_with_headers},

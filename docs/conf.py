@@ -15,8 +15,15 @@ in ``docs/_static/first_cell.py`` (with ``EAGLE_PIP_SOURCE``, where eagle is
 pip-installed from on Colab/Kaggle); a page asks for it with a code cell whose
 only line is ``# eagle-docs: first cell``, and the ``source-read`` hook below
 puts the file's text in its place before the page is parsed.
+
+Every notebook page can be downloaded as a notebook: MyST-NB writes each
+executed page to ``jupyter_execute/<page>.ipynb`` beside the output folder;
+the ``html-page-context`` hook below copies it into the site as
+``_notebooks/<page>.ipynb`` and the sidebar (``_templates/notebook.html``)
+links it, with outputs, first cell and all.
 """
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -67,6 +74,7 @@ napoleon_numpy_docstring = True
 html_theme = "alabaster"
 html_title = f"eagle {release}"
 html_static_path = ["_static"]
+templates_path = ["_templates"]
 html_css_files = ["eagle.css"]
 html_theme_options = {
     "description": "Record a compute step once, replay it with one call.",
@@ -75,7 +83,7 @@ html_theme_options = {
     "sidebar_width": "220px",
     "code_font_family": '"DejaVu Sans Mono", "Menlo", "Consolas", monospace',
 }
-html_sidebars = {"**": ["about.html", "navigation.html", "searchbox.html"]}
+html_sidebars = {"**": ["about.html", "navigation.html", "notebook.html", "searchbox.html"]}
 
 # ---- the Colab/Kaggle first cell, defined once ------------------------------------------
 FIRST_CELL_MARK = "# eagle-docs: first cell"
@@ -85,6 +93,22 @@ FIRST_CELL = (DOCS / "_static" / "first_cell.py").read_text().rstrip("\n")
 def _insert_first_cell(app, docname, source):
     if FIRST_CELL_MARK in source[0]:
         source[0] = source[0].replace(FIRST_CELL_MARK, FIRST_CELL)
+
+
+NOTEBOOKS_DIR = "_notebooks"
+
+
+def _notebook_download(app, pagename, templatename, context, doctree):
+    """Copy the executed notebook of a notebook page into the site and give the sidebar its link."""
+    context["notebook_download"] = None
+    executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
+    if app.builder.format != "html" or not executed.is_file():
+        return
+    target = Path(app.outdir) / NOTEBOOKS_DIR / f"{pagename}.ipynb"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(executed, target)
+    context["notebook_name"] = target.name
+    context["notebook_download"] = context["pathto"](f"{NOTEBOOKS_DIR}/{pagename}.ipynb", 1)
 
 
 def _literal_blocks(app, what, name, obj, options, lines):
@@ -116,5 +140,6 @@ def _literal_blocks(app, what, name, obj, options, lines):
 
 def setup(app):
     app.connect("source-read", _insert_first_cell)
+    app.connect("html-page-context", _notebook_download)
     app.connect("autodoc-process-docstring", _literal_blocks, priority=600)  # after napoleon
     return {"parallel_read_safe": True}

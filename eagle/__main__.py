@@ -1,10 +1,13 @@
-"""``python -m eagle``: the tour of record -> build -> replay -> retune, with a timing line.
+"""``python -m eagle``: the tour of record -> build -> replay -> retune, then where the speed comes from.
 
 It follows the documentation page "How eagle records and replays a graph":
 the seed graph of three opaque nodes drawn before and after build(),
 replayed three times, then a graph of native kernels retuned with
-set_logical_size(), and launch(n) timed against a plain Python loop calling
-the same three functions; last, the same graph as ufunc nodes, timed too.
+set_logical_size(). Last, launch(n) is timed against a plain Python loop
+calling the seed page's three functions, twice: with the seed graph's opaque
+nodes (about the loop: each replay calls the same Python functions) and with
+the same arithmetic as native C kernels and as ufunc nodes (NumPy's own
+compiled loops run nogil: many times faster).
 """
 import argparse
 import time
@@ -13,7 +16,7 @@ import numpy as np
 
 import eagle
 from eagle import kernels
-from eagle.graph import native, opaque
+from eagle.graph import native, opaque, ufunc
 
 
 def seed_graph():
@@ -39,6 +42,27 @@ def seed_graph():
     return g, calls, out, (run_l, run_r, run_join)
 
 
+def native_seed_graph():
+    """The seed graph's arithmetic as nogil C kernels: left = 2x, right = 1 + x, out = left + right."""
+    x, left, right, out = np.arange(4.0), np.zeros(4), np.zeros(4), np.zeros(4)
+    g = eagle.Graph()
+    g.add_group([native(kernels.scale(2.0), reads={"x": x}, writes={"a": left}),
+                 native(kernels.polynomial([1.0, 1.0]), reads={"x": x}, writes={"b": right})],
+                names=["l", "r"])
+    g.add_node(native(kernels.add(), reads={"a": left, "b": right}, writes={"out": out}), name="join")
+    return g, out
+
+
+def ufunc_seed_graph():
+    """The seed graph as ufunc nodes: NumPy's own inner loops, run nogil by eagle."""
+    x, left, right, out = np.arange(4.0), np.zeros(4), np.zeros(4), np.zeros(4)
+    g = eagle.Graph()
+    g.add_group([ufunc(np.multiply, {"x": x}, 2.0, out={"a": left}),
+                 ufunc(np.add, {"x": x}, 1.0, out={"b": right})], names=["l", "r"])
+    g.add_node(ufunc(np.add, {"a": left}, {"b": right}, out={"out": out}), name="join")
+    return g, out
+
+
 def time_against_loop(g, fns, n, repeats):
     """Best-of-`repeats` seconds per replay: eagle's launch(n) and a plain Python loop, interleaved."""
     f1, f2, f3 = fns
@@ -61,30 +85,63 @@ def time_against_loop(g, fns, n, repeats):
     return min(t_eagle) / n, min(t_loop) / n
 
 
-def tour_ufunc_nodes(g_opaque, fns, replays, repeats):
-    """The seed graph again, as ufunc nodes: NumPy's own loops run nogil, no Python call per replay."""
-    from eagle.graph import ufunc
+# ---- the timing cases -----------------------------------------------------------------
+# Each case is one function (replays, repeats) -> (what, seconds per replay with eagle,
+# seconds per replay of the plain Python loop calling the seed page's three functions),
+# listed in CASES; the table prints one line per case, in that order.
 
-    print("\n== The same graph as ufunc nodes ==")
-    x, left, right, out = np.arange(4.0), np.zeros(4), np.zeros(4), np.zeros(4)
-    u = eagle.Graph()
-    u.add_group([ufunc(np.multiply, {"x": x}, 2.0, out={"a": left}),
-                 ufunc(np.add, {"x": x}, 1.0, out={"b": right})], names=["l", "r"])
-    u.add_node(ufunc(np.add, {"a": left}, {"b": right}, out={"out": out}), name="join")
-    u.build()
-    u.launch(3)
-    print(u)
-    print(out)
-    per_ufunc, per_loop = time_against_loop(u, fns, replays, repeats)
-    print(f"launch({replays}) with ufunc nodes: {per_ufunc * 1e9:.0f} ns per replay; ratio "
-          f"ufunc graph/loop {per_ufunc / per_loop:.3f} (the plain loop of the seed's functions)")
+def case_opaque(replays, repeats):
+    g, _, _, fns = seed_graph()
+    g.build()
+    return ("opaque: 3 Python callables", *time_against_loop(g, fns, replays, repeats))
+
+
+def case_native(replays, repeats):
+    g, out = native_seed_graph()
+    g.build()
+    _, _, reference, fns = seed_graph()
+    g.launch(1)
+    fns[0](), fns[1](), fns[2]()
+    assert np.array_equal(out, reference), "the native seed graph must compute what the opaque one does"
+    return ("native: 3 nogil C kernels", *time_against_loop(g, fns, replays, repeats))
+
+
+def case_ufunc(replays, repeats):
+    g, out = ufunc_seed_graph()
+    g.build()
+    _, _, reference, fns = seed_graph()
+    g.launch(1)
+    fns[0](), fns[1](), fns[2]()
+    assert np.array_equal(out, reference), "the ufunc seed graph must compute what the opaque one does"
+    return ("ufunc: 3 NumPy ufunc nodes", *time_against_loop(g, fns, replays, repeats))
+
+
+CASES = [case_opaque, case_native, case_ufunc]
+
+
+def timing_table(replays, repeats, cases=None):
+    """The lines the tour prints for its timing: one per case."""
+    lines = [f"launch({replays}), per replay, beside a plain Python loop calling the seed page's "
+             f"3 functions", f"(best of {repeats}, {eagle.get_num_threads()} threads):"]
+    for case in cases or CASES:
+        what, per_eagle, per_loop = case(replays, repeats)
+        ratio = per_eagle / per_loop
+        speed = f"{1 / ratio:.0f}x faster than the loop" if ratio < 0.5 else "about the loop"
+        lines.append(f"  {what:27} {per_eagle * 1e9:7.0f} ns (loop {per_loop * 1e9:.0f} ns)  "
+                     f"ratio eagle/loop {ratio:.3g}: {speed}")
+    return lines
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m eagle", description=__doc__.splitlines()[0])
-    p.add_argument("--replays", type=int, default=20_000, help="replays per timed launch")
-    p.add_argument("--repeats", type=int, default=15, help="timed launches (the best counts)")
+    p = argparse.ArgumentParser(
+        prog="python -m eagle", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="More: python -m eagle.bench (a table against other ways of running a step), "
+               "python -m eagle.bench_finished, and the documentation (docs/).")
+    p.add_argument("--replays", type=int, default=20_000, help="replays per timed launch (default 20000)")
+    p.add_argument("--repeats", type=int, default=15, help="timed launches per case; the best counts (default 15)")
     args = p.parse_args(argv)
+    if args.replays < 1 or args.repeats < 1:
+        p.error("--replays and --repeats must be at least 1")
 
     print("== 1. Record: nothing runs yet ==")
     g, calls, out, fns = seed_graph()
@@ -113,12 +170,18 @@ def main(argv=None):
     print(k._header())
     print("z =", z, " (samples 3.. untouched: no re-recording, no rebuild)")
 
-    print("\n== Timing: the seed graph ==")
-    per_eagle, per_loop = time_against_loop(g, fns, args.replays, args.repeats)
-    print(f"launch({args.replays}): {per_eagle * 1e9:.0f} ns per replay; plain Python loop calling "
-          f"the same 3 functions: {per_loop * 1e9:.0f} ns per replay; ratio eagle/loop "
-          f"{per_eagle / per_loop:.2f} (best of {args.repeats}, {eagle.get_num_threads()} threads)")
-    tour_ufunc_nodes(g, fns, args.replays, args.repeats)
+    print("\n== 5. The same graph as ufunc nodes: same picture, same result ==")
+    u, u_out = ufunc_seed_graph()
+    u.build()
+    u.launch(3)
+    print(u)
+    print(u_out)
+
+    print("\n== Timing: where the speed comes from ==")
+    print("An opaque node is a Python call on every replay, so a graph of them costs about what a")
+    print("Python loop calling the same functions costs; native nodes run as C, without the GIL.")
+    for line in timing_table(args.replays, args.repeats):
+        print(line)
 
 
 if __name__ == "__main__":

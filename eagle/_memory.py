@@ -17,8 +17,10 @@ from typing import Any, Mapping
 
 import numpy as np
 
-#: the bucket of arrays whose owner eagle cannot identify (foreign buffers, generic
-#: ``__cuda_array_interface__`` objects): they are compared with each other by extent.
+from eagle._foreign import adopt
+
+#: the bucket of arrays whose owner eagle cannot identify (foreign buffers, DLPack imports,
+#: generic ``__cuda_array_interface__`` objects): staging compares them with every bucket.
 SHARED_BUCKET = "shared"
 
 # NumPy's exact overlap test solves a small integer program; past this much work
@@ -45,11 +47,14 @@ def validate_access_dict(d: Mapping[str, Any] | None, what: str) -> dict:
     for name, a in d.items():
         if not isinstance(name, str) or not name:
             raise TypeError(f"{what}: array names must be non-empty strings, got {name!r}")
-        if array_kind(a) is None:
+        # DLPack and array-interface objects (PyTorch, JAX...) become the NumPy/CuPy views eagle schedules
+        view = adopt(a, f"{what}[{name!r}]", write=what == "writes")
+        if view is None or array_kind(view) is None:
             raise TypeError(
-                f"{what}[{name!r}] must be a NumPy array or an object with "
-                f"__cuda_array_interface__ (a CuPy array), got {type(a).__name__}")
-        out[name] = a
+                f"{what}[{name!r}] must be a NumPy array, an object with "
+                f"__cuda_array_interface__ (a CuPy array), or one exporting DLPack or the array "
+                f"interface, got {type(a).__name__}")
+        out[name] = view
     return out
 
 

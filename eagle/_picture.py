@@ -9,10 +9,18 @@ Conventions
 Rows
     Each stage is one row.  A left column holds ``stage N`` (plus the stage
     note after build, e.g. ``stage 0 work_share``), padded to the widest label
-    plus two spaces.  Rows are never wrapped: a stage with many nodes gives one
-    long line (wrapping would force edges to pass between box lines, which
-    cannot be drawn without crossings).  Characters are assumed to be one
-    column wide.
+    plus two spaces.  Characters are assumed to be one column wide.
+
+Wrapping (only when ``render`` is given a ``width``; ``print(g)`` passes the
+terminal's, 80 columns when unknown)
+    A stage whose row would end past ``width`` is *wrapped*: its boxes are
+    packed from the left onto as many rows as needed (continuation rows carry
+    no stage label).  Edges cannot be drawn between box lines without
+    crossings, so every edge into or out of a wrapped stage becomes a note,
+    written in a block under the wrapped stage's rows, consumers that read the
+    same things from the same producers listed together, the lines broken at
+    ``", "`` to fit ``width``.  Stages that fit are drawn exactly as without a
+    width.
 
 Boxes
     ``┌─┐ │ │ └─┘`` with one space of padding around the text; the total width
@@ -87,11 +95,12 @@ _JUNCTION = {
 
 def render(header: str, stages: list[list[int]], boxes: list[str],
            edges: list[tuple[int, int, str | None]],
-           stage_notes: list[str] | None = None) -> str:
-    """Draw the graph; see the module docstring for the conventions."""
+           stage_notes: list[str] | None = None, width: int | None = None) -> str:
+    """Draw the graph; see the module docstring for the conventions. ``width``:
+    wrap the stages whose row would be wider (None: never wrap)."""
     if not boxes:
         return f"{header}\n(empty)"
-    return _Picture(stages, boxes, edges, stage_notes).draw(header)
+    return _Picture(stages, boxes, edges, stage_notes, width).draw(header)
 
 
 def box_width(text: str) -> int:
@@ -142,7 +151,7 @@ class _Canvas:
 
 
 class _Picture:
-    def __init__(self, stages, boxes, edges, stage_notes):
+    def __init__(self, stages, boxes, edges, stage_notes, width=None):
         self.stages = [list(row) for row in stages]
         self.boxes = list(boxes)
         n = len(self.boxes)
@@ -166,11 +175,21 @@ class _Picture:
         notes += [None] * (len(self.stages) - len(notes))
         self.row_labels = [f"stage {s}" + (f" {note}" if note else "")
                            for s, note in enumerate(notes[:len(self.stages)])]
-        self.notes: dict[int, set[int]] = {}  # consumer -> producers of noted edges
         self.width = {i: box_width(t) for i, t in enumerate(self.boxes)}
-        self.left: dict[int, int] = {}
-        self._plan_bands()
-        self._layout()
+        self.limit = width
+        self.wrapped: set[int] = set()  # stages drawn on continuation rows
+        while True:  # wrapping a stage drops its edges, which can narrow other rows
+            self.notes: dict[int, set[int]] = {}  # consumer -> producers of noted edges
+            self.left: dict[int, int] = {}
+            self._plan_bands()
+            self._layout()
+            too_wide = self._too_wide()
+            if not too_wide:
+                break
+            # one at a time, a row too wide by itself first, top down: a row pushed right by
+            # another row's edges may fit once that one wraps
+            packed = [r for r in sorted(too_wide) if self._packed_end(r) > self.limit]
+            self.wrapped.add(packed[0] if packed else min(too_wide))
         self.band_items = [self._label_items(b) for b in range(len(self.bands))]
 
     # -- helpers --------------------------------------------------------------
@@ -193,7 +212,9 @@ class _Picture:
         nbands = max(len(self.stages) - 1, 0)
         band_edges: list[list[tuple[int, int]]] = [[] for _ in range(nbands)]
         for src, dst in self.labels:
-            if self.stage_of[dst] == self.stage_of[src] + 1:
+            if self.stage_of[src] in self.wrapped or self.stage_of[dst] in self.wrapped:
+                self.note((src, dst))  # a wrapped stage's edges are all notes
+            elif self.stage_of[dst] == self.stage_of[src] + 1:
                 band_edges[self.stage_of[src]].append((src, dst))
             else:
                 self.note((src, dst))  # skips a stage
@@ -234,6 +255,8 @@ class _Picture:
     def _layout(self) -> None:
         self.margin = max(len(t) for t in self.row_labels) + 2
         for r, row in enumerate(self.stages):
+            if r in self.wrapped:
+                continue
             want = self._wanted_lefts(r - 1) if r else {}
             x_min = None  # no floor yet: a split may want to start left of it
             for i in row:
@@ -242,11 +265,35 @@ class _Picture:
                 x_min = self.left[i] + self.width[i] + GAP
         # Translate the whole picture right so nothing sits in the stage
         # column; clamping instead would make splits lopsided.
-        shift = self.margin - min(self.left.values())
+        shift = self.margin - min(self.left.values(), default=self.margin)
         for i in self.left:
             self.left[i] += max(shift, 0)
         for band in range(len(self.bands)):
             self._drop_crossings(band)
+        self.sub_rows = {r: self._wrap_row(r) for r in self.wrapped}
+
+    def _too_wide(self) -> set[int]:
+        if self.limit is None:
+            return set()
+        return {r for r, row in enumerate(self.stages)
+                if r not in self.wrapped and row
+                and max(self.left[i] + self.width[i] for i in row) > self.limit}
+
+    def _packed_end(self, r: int) -> int:
+        row = self.stages[r]
+        return self.margin + sum(self.width[i] for i in row) + GAP * (len(row) - 1)
+
+    def _wrap_row(self, r: int) -> list[list[int]]:
+        """Pack stage ``r``'s boxes from the margin onto rows no wider than the limit."""
+        rows, x = [[]], self.margin
+        for i in self.stages[r]:
+            if rows[-1] and x + self.width[i] > self.limit:
+                rows.append([])
+                x = self.margin
+            self.left[i] = x
+            rows[-1].append(i)
+            x += self.width[i] + GAP
+        return rows
 
     def _wanted_lefts(self, band: int) -> dict[int, int]:
         want = {}
@@ -352,7 +399,10 @@ class _Picture:
         return cv.text()
 
     def _draw_row(self, cv, r, row, has_in, out_data) -> None:
-        notes = [self._note_text(i) for i in row if i in self.notes]
+        if r in self.wrapped:
+            self._draw_wrapped(cv, r)
+            return
+        notes = [self._note_text(i, self._side_notes(i)) for i in row if self._side_notes(i)]
         ys = [cv.add_line() for _ in range(max(3 if row else 1, 1 + len(notes)))]
         cv.put(ys[0], 0, self.row_labels[r])
         for i in row:
@@ -400,13 +450,68 @@ class _Picture:
                 else:
                     cv.put(y, it.col, "│" if it.data else DOT_V)
 
-    def _note_text(self, dst: int) -> str:
+    def _block_of(self, edge) -> int | None:
+        """The wrapped stage whose note block lists a noted edge (None: beside its consumer)."""
+        src, dst = edge
+        for s in (self.stage_of[dst], self.stage_of[src]):
+            if s in self.wrapped:
+                return s
+        return None
+
+    def _side_notes(self, dst: int) -> list[int]:
+        return [src for src in self.notes.get(dst, ()) if self._block_of((src, dst)) is None]
+
+    def _note_parts(self, dst: int, srcs) -> list[str]:
         parts = []
-        for src in sorted(self.notes[dst], key=self.order_key):
+        for src in sorted(srcs, key=self.order_key):
             labels = self.labels[(src, dst)]
             parts.append(f"{','.join(labels)} from {self._name(src)}" if labels
                          else f"after {self._name(src)}")
-        return f"{self._name(dst)} ◀ " + ", ".join(parts)
+        return parts
+
+    def _note_text(self, dst: int, srcs) -> str:
+        return f"{self._name(dst)} ◀ " + ", ".join(self._note_parts(dst, srcs))
+
+    def _draw_wrapped(self, cv, r: int) -> None:
+        for k, sub in enumerate(self.sub_rows[r]):
+            ys = [cv.add_line() for _ in range(3)]
+            if k == 0:
+                cv.put(ys[0], 0, self.row_labels[r])
+            for i in sub:
+                x, w = self.left[i], self.width[i]
+                cv.put(ys[0], x, "┌" + "─" * (w - 2) + "┐")
+                cv.put(ys[1], x, "│ " + self.boxes[i].ljust(w - 4) + " │")
+                cv.put(ys[2], x, "└" + "─" * (w - 2) + "┘")
+        # the block of notes: consumers with the same producers and arrays share a line
+        srcs_of: dict[int, list[int]] = {}
+        for dst, srcs in self.notes.items():
+            mine = [s for s in srcs if self._block_of((s, dst)) == r]
+            if mine:
+                srcs_of[dst] = mine
+        groups: dict[tuple, list[int]] = {}
+        for dst in sorted(srcs_of, key=self.order_key):
+            groups.setdefault(tuple(self._note_parts(dst, srcs_of[dst])), []).append(dst)
+        for parts, dsts in groups.items():
+            tokens = [self._name(d) for d in dsts]
+            tokens[-1] += " ◀ " + parts[0]
+            tokens += parts[1:]
+            for line in self._break(tokens, self.margin):
+                cv.put(cv.add_line(), self.margin if not line.startswith(" ") else 0, line)
+
+    def _break(self, tokens: list[str], indent: int) -> list[str]:
+        """Join ``tokens`` with ", " into lines that end by the limit; continuation
+        lines are indented four more columns (and returned with that indentation)."""
+        lines, line = [], ""
+        for k, t in enumerate(tokens):
+            piece = t + ("," if k < len(tokens) - 1 else "")
+            start = indent if not lines else indent + 4
+            if line and start + len(line) + 1 + len(piece) > self.limit:
+                lines.append(line)
+                line = piece
+            else:
+                line = f"{line} {piece}" if line else piece
+        lines.append(line)
+        return [lines[0]] + [" " * (indent + 4) + ln for ln in lines[1:]]
 
     def _name(self, i: int) -> str:
         text = self.boxes[i]

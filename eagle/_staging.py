@@ -7,7 +7,9 @@ memory); 0 if none. Nodes in one stage may run side by side.
 Every view of an allocation that some node touched gets an *entry* holding
 the nodes that wrote it and read it since it was last overwritten whole. A new
 access consults only the entries of its own allocation that overlap it, so
-staging costs O(accesses x views per allocation), not O(nodes^2). A write
+staging costs O(accesses x views per allocation), not O(nodes^2) (a view whose
+allocation eagle cannot tell, such as a DLPack import, is compared with every
+allocation's views, and they with it). A write
 that covers an entry clears it: every later access that overlaps the entry
 also overlaps the write, and so is ordered after everything the entry held.
 The dependencies found this way are exactly the pairs whose views overlap,
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from eagle._memory import extent_of
+from eagle._memory import SHARED_BUCKET, extent_of
 
 
 @dataclass
@@ -60,12 +62,16 @@ class Stager:
         return max(self.stage_of, default=-1) + 1
 
     def _overlapping(self, ext):
-        views = self._buckets.get(ext.bucket)
-        if not views:
-            return
-        for entry in views.values():
-            if entry.extent.overlaps(ext):
-                yield entry
+        # memory whose owner is unknown (SHARED_BUCKET: a DLPack import, a foreign buffer) may be
+        # any allocation's: compare it with every bucket, and every bucket with it
+        if ext.bucket == SHARED_BUCKET:
+            buckets = list(self._buckets.values())
+        else:
+            buckets = [self._buckets.get(ext.bucket), self._buckets.get(SHARED_BUCKET)]
+        for views in buckets:
+            for entry in (views or {}).values():
+                if entry.extent.overlaps(ext):
+                    yield entry
 
     def _dependencies(self, index, accesses):
         """Earlier nodes that ``accesses`` (list of (name, extent, is_write)) must follow."""

@@ -24,9 +24,11 @@ Rules a user can rely on:
 from __future__ import annotations
 
 import operator
+import shutil
 import threading
 from dataclasses import dataclass
 
+from eagle import _dot
 from eagle._cuda_kernel import SIZE, SIZE_PTR, CudaKernelNode, cuda_kernel
 from eagle._finished import compact, reorder
 from eagle._memory import leading_length
@@ -397,10 +399,23 @@ class Graph:
         boxes = [f"{n.box[0]}{name}{n.box[1]}" for n, name in zip(self._nodes, self._names)]
         edges = [(d.src, d.dst, d.label) for d in self._stager.edges]
         notes = self._backend.stage_notes() if self._backend is not None else None
-        return render(self._header(), self._stage_indexes(), boxes, edges, notes)
+        # a stage wider than the terminal (80 columns when unknown) wraps onto continuation rows
+        width = shutil.get_terminal_size((80, 24)).columns
+        return render(self._header(), self._stage_indexes(), boxes, edges, notes, width=width)
 
     def __repr__(self):
         return f"<{self._header()}>"
+
+    def to_dot(self) -> str:
+        """The graph as Graphviz DOT: stages as ranks, node kinds as shapes, edges labelled
+        with the arrays they carry, ordering-only edges dashed (see ``eagle._dot``)."""
+        notes = self._backend.stage_notes() if self._backend is not None else None
+        edges = [(d.src, d.dst, d.label) for d in self._stager.edges]
+        return _dot.to_dot(self._header(), self._nodes, self._names, self._stage_indexes(), edges, notes)
+
+    def _repr_html_(self):
+        """Jupyter: an SVG when Graphviz's ``dot`` is installed, else the picture."""
+        return _dot.repr_html(self)
 
 
 class _Held:

@@ -26,6 +26,8 @@ cdef extern from "builtin_kernels.h" nogil:
     void eagle_add_inplace(int64_t n, const double *a, const double *b, double *out)
     void eagle_polynomial_contig(int64_t n, const double *x, double *y, const double *c, int64_t degree)
 
+__all__ = ["fill", "copy", "scale", "axpy", "add", "polynomial", "nothing"]
+
 
 cdef class _Scalar:
     """A double that lives as long as the kernel using it (the kernel's user_data)."""

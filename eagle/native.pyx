@@ -15,6 +15,15 @@ import ctypes
 from cpython.pycapsule cimport PyCapsule_GetName, PyCapsule_GetPointer, PyCapsule_IsValid, PyCapsule_CheckExact
 from libc.stdint cimport uintptr_t
 
+# what help()/pydoc show (not Cython's module internals such as __pyx_capi__)
+__all__ = ["Kernel", "SIGNATURE", "CTYPES_KERNEL"]
+
+
+def __dir__():
+    # __pyx_capi__ must stay (it is how `cimport eagle.native` finds wrap_kernel), but
+    # pydoc lists every dunder it finds through dir(): keep it out of help(eagle.native)
+    return sorted(k for k in globals() if k not in ("__pyx_capi__", "__dir__"))
+
 #: the C signature of a kernel; a PyCapsule must carry exactly this name
 SIGNATURE = "void (int64_t, int64_t, char **, const int64_t *, void *)"
 #: the ctypes prototype of a kernel

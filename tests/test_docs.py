@@ -20,7 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 NOTEBOOK_PAGES = ["graph", "record_replay", "cuda_graphs", "launch_geometry", "cython", "finished_samples"]
-ALL_PAGES = ["index", *NOTEBOOK_PAGES, "api", "cpp"]
+ALL_PAGES = ["index", *NOTEBOOK_PAGES, "api", "cpp", "running_locally"]
 
 _missing = [m for m in ("sphinx", "myst_nb", "matplotlib", "ipykernel") if importlib.util.find_spec(m) is None]
 pytestmark = pytest.mark.skipif(
@@ -91,3 +91,14 @@ def test_the_pictures_are_in_monospace_blocks(site):
     assert "┌────┴────┐" in html and "│ &lt;join&gt;  │" in html
     css = (site / "_static" / "eagle.css").read_text()
     assert '"DejaVu Sans Mono"' in css and "monospace" in css
+
+
+def test_every_notebook_page_can_be_downloaded_as_the_executed_notebook(site):
+    for page in NOTEBOOK_PAGES:
+        download = site / "_notebooks" / f"{page}.ipynb"
+        assert download.is_file(), page
+        assert json.loads(download.read_text()) == _executed(site, page)
+        html = (site / f"{page}.html").read_text()
+        assert f'href="_notebooks/{page}.ipynb"' in html and 'href="running_locally.html"' in html
+    for page in ("index", "api", "cpp", "running_locally"):
+        assert 'href="_notebooks/' not in (site / f"{page}.html").read_text(), page

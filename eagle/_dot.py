@@ -1,0 +1,105 @@
+"""A graph as Graphviz DOT (``g.to_dot()``) and as HTML for Jupyter (``g._repr_html_()``).
+
+DOT, read top to bottom like ``print(g)``:
+
+* the header line (``eagle.Graph 3 nodes · ...``) is the graph's label;
+* each stage is a ``rank=same`` subgraph, with a ``stage N`` label (plus the
+  backend's stage note after ``build()``) in a column on the left;
+* a node's shape says its kind (``KIND_SHAPES``; a node class can set
+  ``dot_shape``), its label is its name;
+* an edge carries the names of the arrays it passes (``a,b``); an
+  ordering-only edge (write-after-read, write-after-write) is dashed and
+  unlabelled. Unlike the text picture, every edge is drawn, also those that
+  skip stages.
+
+The HTML is an SVG drawn by Graphviz's ``dot`` program when it is installed,
+else the text picture in a monospace ``<pre>`` block.
+"""
+from __future__ import annotations
+
+import html
+import shutil
+import subprocess
+
+#: Graphviz shape per node kind; kinds not listed are drawn as boxes
+KIND_SHAPES = {
+    "opaque": "ellipse",        # a Python callable, under the GIL
+    "native": "box",            # a nogil C kernel over samples [start, stop)
+    "ufunc": "box",
+    "cuda_kernel": "box3d",     # a GPU kernel eagle launches itself
+    "cuda_partition": "box3d",
+    "collective": "hexagon",    # MPI / NCCL
+}
+DEFAULT_SHAPE = "box"
+_DOT_TIMEOUT_S = 20
+
+
+def quote(text: str) -> str:
+    """A DOT double-quoted string."""
+    return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def shape_of(node) -> str:
+    return getattr(node, "dot_shape", None) or KIND_SHAPES.get(node.kind, DEFAULT_SHAPE)
+
+
+def to_dot(header: str, nodes, names, stages, edges, stage_notes=None) -> str:
+    """DOT text of a staged graph; ``edges`` are ``(src, dst, label or None)`` by index."""
+    notes = list(stage_notes or []) + [None] * len(stages)
+    out = ["digraph eagle {",
+           f"  graph [label={quote(header)}, labelloc=t, labeljust=l, rankdir=TB, "
+           'fontname="monospace", newrank=true];',
+           '  node [fontname="monospace"];',
+           '  edge [fontname="monospace", fontsize=10];']
+    for s, row in enumerate(stages):
+        stage_label = f"stage {s}" + (f" {notes[s]}" if notes[s] else "")
+        out.append(f"  subgraph stage_{s} {{")
+        out.append("    rank=same;")
+        out.append(f"    stage_{s}_label [label={quote(stage_label)}, shape=plaintext];")
+        for i in row:
+            node = nodes[i]
+            out.append(f"    n{i} [label={quote(names[i])}, shape={shape_of(node)}, "
+                       f"tooltip={quote(node.kind)}];")
+        out.append("  }")
+    # the stage labels in one column, top to bottom
+    for s in range(len(stages) - 1):
+        out.append(f"  stage_{s}_label -> stage_{s + 1}_label [style=invis];")
+    labels: dict[tuple[int, int], list[str]] = {}
+    for src, dst, label in edges:
+        got = labels.setdefault((src, dst), [])
+        if label is not None and label not in got:
+            got.append(label)
+    for (src, dst), arrays in labels.items():
+        if arrays:
+            out.append(f"  n{src} -> n{dst} [label={quote(','.join(arrays))}];")
+        else:
+            out.append(f"  n{src} -> n{dst} [style=dashed, tooltip=\"ordering only\"];")
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def dot_svg(dot_text: str) -> str | None:
+    """The SVG Graphviz draws for ``dot_text``, or None without a working ``dot``."""
+    exe = shutil.which("dot")
+    if exe is None:
+        return None
+    try:
+        proc = subprocess.run([exe, "-Tsvg"], input=dot_text, capture_output=True, text=True,
+                              timeout=_DOT_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if proc.returncode != 0 or "<svg" not in proc.stdout:
+        return None
+    return proc.stdout[proc.stdout.index("<svg"):]  # without the XML prolog and doctype
+
+
+def picture_html(picture: str) -> str:
+    return ('<pre style="font-family: \'DejaVu Sans Mono\', Menlo, Consolas, monospace; '
+            f'line-height: 1.15">{html.escape(picture)}</pre>')
+
+
+def repr_html(graph) -> str:
+    svg = dot_svg(graph.to_dot())
+    if svg is not None:
+        return f'<div class="eagle-graph">{svg}</div>'
+    return picture_html(str(graph))

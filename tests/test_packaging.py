@@ -1,0 +1,196 @@
+"""The source distribution holds everything the build needs, wheels hold no generated C,
+and the license travels with both; all checked without the network (no isolated build,
+no install): setuptools runs ``setup.py`` directly on a copy of the checkout.
+
+What the tests do, in a temporary directory:
+
+1. copy the checkout (without build products) and run ``setup.py sdist`` there;
+2. compare the archive with the sources on disk: every ``.pyx``/``.pxd``/``.pxi`` under
+   ``eagle/``, every ``.c``/``.h``/``.hpp`` under ``csrc/``, LICENSE, the build files;
+   none of Cython's generated ``.c`` files;
+3. unpack it and check that every extension's sources and every header its sources
+   include are inside it (this is how ``pip install <sdist>`` failed before: "'eagle/_executor.pyx'
+   doesn't match any files");
+4. run ``build_py`` (what a wheel's pure part is made of) and ``dist_info`` from the
+   unpacked archive: no ``.c`` among the package files, LICENSE in the dist-info.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
+
+_SKIP_DIRS = {".git", "build", "dist", "__pycache__", ".pytest_cache", ".hypothesis", "_build",
+              "jupyter_execute", "env", "results", "html", "gpu_results"}
+
+
+def _generated_c(path: Path) -> bool:
+    """A C file Cython writes from the .pyx beside it."""
+    return path.suffix in (".c", ".cpp") and path.with_suffix(".pyx").exists()
+
+
+def _ignore(directory, names):
+    d = Path(directory)
+    return [n for n in names
+            if n in _SKIP_DIRS or n.endswith((".so", ".pyd", ".o", ".egg-info"))
+            or _generated_c(d / n)]
+
+
+def _setup(cwd: Path, *args) -> None:
+    proc = subprocess.run([sys.executable, "setup.py", "-q", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"setup.py {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+
+
+def _sources_on_disk():
+    """Paths (relative to the checkout) the build reads, found by walking the tree, so
+    new subpackages and modules are covered without editing this test."""
+    found = set()
+    for top, exts in (("eagle", (".pyx", ".pxd", ".pxi")), ("csrc", (".c", ".h", ".hpp"))):
+        for dirpath, dirnames, filenames in os.walk(ROOT / top):
+            dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS]
+            for f in filenames:
+                p = Path(dirpath) / f
+                if p.suffix in exts and not _generated_c(p):
+                    found.add(p.relative_to(ROOT).as_posix())
+    return found
+
+
+@pytest.fixture(scope="module")
+def sdist(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("sdist")
+    src = tmp / "src"
+    shutil.copytree(ROOT, src, ignore=_ignore)
+    _setup(src, "sdist", "--dist-dir", str(tmp / "dist"))
+    (archive,) = (tmp / "dist").glob("*.tar.gz")
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+        top = names[0].split("/")[0]
+        tar.extractall(tmp / "unpacked", filter="data") if sys.version_info >= (3, 12) \
+            else tar.extractall(tmp / "unpacked")
+    files = {n.split("/", 1)[1] for n in names if "/" in n}
+    return archive, files, tmp / "unpacked" / top
+
+
+def test_the_sdist_holds_every_source_the_build_reads(sdist):
+    _, files, _ = sdist
+    needed = _sources_on_disk() | {"LICENSE", "README.md", "pyproject.toml", "setup.py", "MANIFEST.in"}
+    assert {"eagle/_executor.pyx", "eagle/native.pxd", "csrc/executor.c"} <= needed
+    missing = sorted(needed - files)
+    assert not missing, f"the sdist leaves out {missing}: add them to MANIFEST.in"
+
+
+def test_the_sdist_holds_the_tests_and_the_docs_sources(sdist):
+    _, files, _ = sdist
+    try:  # what the repository tracks there; without git, what is on disk
+        proc = subprocess.run(["git", "ls-files", "tests", "docs"], cwd=ROOT, capture_output=True,
+                              text=True, timeout=60)
+        tracked = proc.stdout.split() if proc.returncode == 0 else None
+    except OSError:
+        tracked = None
+    if not tracked:
+        tracked = []
+        for top in ("tests", "docs"):
+            for dirpath, dirnames, filenames in os.walk(ROOT / top):
+                dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS and not d.startswith(".")]
+                tracked += [(Path(dirpath) / f).relative_to(ROOT).as_posix() for f in filenames
+                            if not f.endswith((".pyc", ".so", ".o"))]
+    missing = [rel for rel in tracked if rel not in files]
+    assert not missing, f"the sdist leaves out {sorted(missing)}: add them to MANIFEST.in"
+
+
+def test_the_sdist_holds_no_generated_c_and_no_binaries(sdist):
+    _, files, unpacked = sdist
+    generated = [f for f in files if f.endswith((".c", ".cpp")) and f.startswith("eagle/")]
+    assert not generated, f"Cython's output is in the sdist: {generated}"
+    assert not [f for f in files if f.endswith((".so", ".pyd", ".o"))]
+
+
+def _captured_extensions(unpacked: Path):
+    """Run setup.py's module body with setup() replaced, and return the extensions it
+    would build (after cythonize: the generated .c plus the csrc sources)."""
+    script = (
+        "import json, setuptools, sys\n"
+        "got = {}\n"
+        "setuptools.setup = lambda **kw: got.update(kw)\n"
+        "sys.argv = ['setup.py', 'build_ext']\n"
+        "exec(compile(open('setup.py').read(), 'setup.py', 'exec'), {'__name__': '__main__', '__file__': 'setup.py'})\n"
+        "print(json.dumps([dict(name=e.name, sources=e.sources, include_dirs=e.include_dirs)"
+        " for e in got['ext_modules']]))\n")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=unpacked, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import json
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_every_extension_builds_from_what_the_sdist_holds(sdist):
+    _, files, unpacked = sdist
+    exts = _captured_extensions(unpacked)
+    assert {"eagle._executor", "eagle.native", "eagle.kernels"} <= {e["name"] for e in exts}
+    include = re.compile(r'^\s*#\s*include\s+"([^"]+)"|^\s*cdef\s+extern\s+from\s+"([^"]+)"', re.M)
+    for e in exts:
+        dirs = [unpacked / d for d in e["include_dirs"] if not os.path.isabs(d)]
+        for s in e["sources"]:
+            path = unpacked / s
+            assert path.is_file(), f"{e['name']}: source {s} is not in the sdist"
+            if path.with_suffix(".pyx").exists():  # generated: check the .pyx and its .pxd files
+                texts = [p.read_text() for p in path.parent.glob("*.px[di]")]
+            else:
+                texts = [path.read_text()]
+            for text in texts:
+                for m in include.finditer(text):
+                    header = m.group(1) or m.group(2)
+                    if header.startswith("<") or "." not in header:
+                        continue
+                    where = [path.parent] + dirs
+                    if not any((d / header).is_file() for d in where) and _is_project_header(header):
+                        pytest.fail(f"{e['name']}: {s} includes {header!r}, which is not in the sdist")
+
+
+def _is_project_header(header):
+    # system and NumPy/Python headers come from the build machine
+    return (ROOT / "csrc" / header).is_file() or (ROOT / "csrc" / "include" / header).is_file() \
+        or (ROOT / "eagle" / header).is_file()
+
+
+def test_wheel_contents_leave_out_generated_c_and_carry_the_license(sdist, tmp_path):
+    _, _, unpacked = sdist
+    _setup(unpacked, "build_py", "--build-lib", str(tmp_path / "lib"))
+    package_files = [p.relative_to(tmp_path / "lib").as_posix() for p in (tmp_path / "lib").rglob("*")
+                     if p.is_file()]
+    assert (unpacked / "eagle" / "native.c").is_file()  # cythonize did write it...
+    assert not [f for f in package_files if f.endswith((".c", ".cpp"))]  # ...and it stays out
+    assert "eagle/native.pxd" in package_files and "eagle/include/eagle/kernel.h" in package_files
+    (tmp_path / "meta").mkdir()
+    _setup(unpacked, "dist_info", "--output-dir", str(tmp_path / "meta"))
+    (info,) = (tmp_path / "meta").glob("*.dist-info")
+    assert (info / "licenses" / "LICENSE").read_text() == (ROOT / "LICENSE").read_text()
+    metadata = (info / "METADATA").read_text()
+    assert "License-Expression: BSD-3-Clause" in metadata
+
+
+def test_the_license_is_the_bsd_3_clause_text():
+    text = (ROOT / "LICENSE").read_text()
+    assert text.startswith("BSD 3-Clause License")
+    assert "the eagle developers" in text
+    assert "Neither the name of the copyright holder nor the names of its" in text
+
+
+def test_the_distribution_name_is_ours_and_used_where_people_install_from():
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    name = re.search(r'^name = "([^"]+)"', pyproject, re.M).group(1)
+    assert name != "eagle"  # an unrelated project's name on the package index
+    first_cell = (ROOT / "docs" / "_static" / "first_cell.py").read_text()
+    assert f'EAGLE_PIP_SOURCE = "{name}"' in first_cell
+    assert name in (ROOT / "README.md").read_text()
+    assert "[tool.cibuildwheel]" in pyproject and "test-command" in pyproject

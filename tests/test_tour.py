@@ -1,0 +1,82 @@
+"""A newcomer's first hour: the tour (``python -m eagle``) and ``help()`` on eagle's objects."""
+import pydoc
+import re
+import subprocess
+import sys
+
+import pytest
+
+import eagle
+import eagle.kernels
+import eagle.native
+from eagle import __main__ as tour
+
+CYTHON_INTERNALS = ("__reduce_cython__", "__setstate_cython__", "__pyx_capi__", "__pyx_vtable__",
+                    "__test__")
+
+
+def test_help_exits_zero_and_says_what_the_flags_do():
+    proc = subprocess.run([sys.executable, "-m", "eagle", "--help"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "usage: python -m eagle" in proc.stdout
+    assert "--replays" in proc.stdout and "--repeats" in proc.stdout
+    assert "native" in proc.stdout and "opaque" in proc.stdout
+
+
+@pytest.mark.parametrize("argv", [["--replays", "0"], ["--repeats", "-1"], ["--replays", "x"]])
+def test_bad_flags_are_refused(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        tour.main(argv)
+    assert info.value.code == 2
+    assert "error" in capsys.readouterr().err
+
+
+def test_the_timing_shows_the_native_case_beside_the_opaque_one(capsys):
+    tour.main(["--replays", "50", "--repeats", "1"])
+    text = capsys.readouterr().out
+    rows = [line for line in text.splitlines() if "ratio eagle/loop" in line]
+    assert len(rows) == len(tour.CASES) == 2
+    assert rows[0].lstrip().startswith("opaque") and rows[1].lstrip().startswith("native")
+    for row in rows:
+        ratio = float(re.search(r"ratio eagle/loop ([0-9.e+-]+):", row).group(1))
+        assert ratio > 0
+        assert ("faster than the loop" in row) == (ratio < 0.5)
+
+
+def test_a_case_is_one_function():
+    def case_constant(replays, repeats):
+        return "a constant", 1e-9, 4e-9
+
+    lines = tour.timing_table(10, 1, cases=[case_constant])
+    assert len(lines) == 3
+    assert "a constant" in lines[-1] and "ratio eagle/loop 0.25: 4x faster than the loop" in lines[-1]
+
+
+def test_the_native_seed_graph_computes_what_the_opaque_one_does():
+    import numpy as np
+    g, out = tour.native_seed_graph()
+    g.build()
+    g.launch(2)
+    np.testing.assert_array_equal(out, [1.0, 4.0, 7.0, 10.0])
+
+
+@pytest.mark.parametrize("obj", [eagle.native.Kernel, eagle.native, eagle.kernels, eagle.Graph, eagle,
+                                 type(eagle.kernels.scale(2.0))], ids=repr)
+def test_help_shows_no_cython_internals(obj):
+    text = pydoc.render_doc(obj, renderer=pydoc.plaintext)
+    for name in CYTHON_INTERNALS:
+        assert name not in text, f"help({obj!r}) shows {name}"
+
+
+def test_help_on_kernel_still_shows_its_documentation():
+    text = pydoc.render_doc(eagle.native.Kernel, renderer=pydoc.plaintext)
+    assert "A native kernel eagle can call without the GIL" in text
+    module = pydoc.render_doc(eagle.native, renderer=pydoc.plaintext)
+    assert "SIGNATURE" in module and "class Kernel" in module
+
+
+def test_cimport_still_finds_the_c_api():
+    # hidden from help(), but present: it is how `cimport eagle.native` finds wrap_kernel
+    assert "wrap_kernel" in eagle.native.__pyx_capi__
+    assert "__pyx_capi__" not in dir(eagle.native) and "Kernel" in dir(eagle.native)
