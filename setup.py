@@ -74,6 +74,8 @@ EXTENSIONS = [
     ext("eagle.native", ["eagle/native.pyx"]),
     ext("eagle.kernels", ["eagle/kernels.pyx"]),
     ext("eagle._partition", ["eagle/_partition.pyx"]),
+    # MPI collectives: the MPI entry points are looked up at run time, no mpi.h needed
+    ext("eagle.mpi._collectives", ["eagle/mpi/_collectives.pyx"], libraries=["dl"]),
 ]
 if os.path.exists(os.path.join(HERE, "eagle", "_cuda.pyx")):
     EXTENSIONS.append(ext("eagle._cuda", ["eagle/_cuda.pyx", "csrc/cuda_shim.c"], libraries=["dl"]))
