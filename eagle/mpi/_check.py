@@ -4,7 +4,8 @@ MPI needs every rank to call the same collectives in the same order; a rank
 whose graph differs would hang the others in a collective. ``build()`` hashes
 each node (kind, name, collective, and the name, shape, dtype and access of
 each array) and compares the hash across the ranks of every communicator the
-graph's collectives use. On a mismatch every rank raises ``GraphMismatchError``
+graph's collectives use (axis 0 of an array only where MPI needs equal
+sizes: ranks may own different numbers of samples). On a mismatch every rank raises ``GraphMismatchError``
 naming the first node that differs and what it is on each rank.
 
 The comparison is itself a collective: a rank that never reaches it (its graph
@@ -22,17 +23,31 @@ import time
 import numpy as np
 
 from eagle.mpi import _runtime
+from eagle.mpi._nodes import ORDER_NAME
 
 
 class GraphMismatchError(ValueError):
     """The ranks recorded different graphs (raised by ``build()`` on every rank)."""
 
 
+def _shape(a, exact):
+    if exact or a.ndim == 0:
+        return str(tuple(a.shape))
+    return "(*" + "".join(f", {d}" for d in a.shape[1:]) + ")"
+
+
 def describe(node, name) -> str:
-    """One line that two ranks agree on when they recorded the same node."""
+    """One line that two ranks agree on when they recorded the same node.
+
+    Ranks may own different numbers of samples, so axis 0 of an array is left
+    out, except in the buffers of allreduce, allgather and bcast, whose sizes
+    MPI needs equal on every rank (a sendrecv's may differ: edges of a grid).
+    """
     what = getattr(node, "collective", None)
     head = f"{name!r}: {node.signature() if what else node.kind}"
-    arrays = ", ".join(f"{'w' if w else 'r'} {k} {a.dtype.str}{tuple(a.shape)}" for k, a, w in node.arrays())
+    exact = what in ("allreduce", "allgather", "bcast")
+    arrays = ", ".join(f"{'w' if w else 'r'} {k} {a.dtype.str}{_shape(a, exact)}" for k, a, w in node.arrays()
+                       if k != ORDER_NAME or not what)
     return f"{head} [{arrays}]"
 
 
@@ -85,5 +100,6 @@ def check_same_graph(graph) -> None:
                            for text, rs in variants.items())
         raise GraphMismatchError(
             f"the ranks recorded different graphs: node #{first} differs ({detail}). Every rank must record "
-            "the same nodes (kinds, names, shapes, dtypes, collectives) in the same order, or the collectives "
+            "the same nodes (kinds, names, dtypes, shapes past axis 0, collectives and their buffers' sizes) "
+            "in the same order, or the collectives "
             "would wait for each other forever")
