@@ -61,6 +61,7 @@ def _wait(request, comm, what):
                   "other ranks' graph check; a rank built a graph without collectives on this communicator "
                   "(every rank must record the same graph); aborting the MPI job", file=sys.stderr, flush=True)
             _runtime.mpi().COMM_WORLD.Abort(1)
+            os._exit(1)   # MPICH's MPI_Abort returns while the process manager ends the job
         time.sleep(pause)
         pause = min(pause * 2, 1e-2)
 

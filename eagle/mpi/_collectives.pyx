@@ -17,11 +17,13 @@ A collective is a team kernel of one phase: the executor calls it on every
 replay, whatever the logical size, and only thread 0 of the team (the thread
 that called ``launch``) calls MPI. An MPI error cannot be raised from there: the
 kernel prints which rank, node and call failed, with MPI's own text, and
-calls ``MPI_Abort`` so that no rank waits forever.
+calls ``MPI_Abort`` so that no rank waits forever (then ``_exit(1)``: MPICH's
+``MPI_Abort`` returns while its process manager ends the job).
 """
 from libc.stdint cimport int32_t, int64_t, intptr_t, uintptr_t
 from libc.stdio cimport fprintf, fflush, stderr
 from libc.string cimport strncpy, memset
+from posix.unistd cimport _exit
 from posix.dlfcn cimport dlopen, dlsym, dlerror, RTLD_NOW, RTLD_LOCAL
 
 from eagle.native cimport Kernel, wrap_team_kernel
@@ -104,6 +106,9 @@ cdef void fail(call_t *c, int rc) noexcept nogil:
         (<abort_p_t>API.abort_)(<void *>c.comm, 1)
     else:
         (<abort_i_t>API.abort_)(<int>c.comm, 1)
+    # MPI_Abort may return (MPICH's asks the process manager to end the job and goes
+    # on); this rank must not go on with a failed collective
+    _exit(1)
 
 
 cdef int call_mpi(call_t *c, char **data) noexcept nogil:

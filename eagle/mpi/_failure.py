@@ -3,13 +3,15 @@
 When a launch of a graph with collectives fails on a rank of a communicator
 of more than one rank, eagle prints the exception with what names the rank,
 the node, its stage and the replay, and aborts the MPI job
-(``MPI.COMM_WORLD.Abort(1)``): the other ranks are blocked in MPI, where only
+(``MPI.COMM_WORLD.Abort(1)``, then ``os._exit(1)`` should the abort return,
+as MPICH's does while its process manager ends the job): the other ranks are blocked in MPI, where only
 an abort reaches them. ``set_failure_mode("raise")`` turns this off, for code
 that agrees on a stop itself (the exception then reaches the caller as on
 one process).
 """
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 
@@ -52,4 +54,10 @@ def stop_on_failure(graph, exc) -> None:
         f"eagle: rank {rank} aborts the MPI job (MPI.COMM_WORLD.Abort(1)) so that the other ranks do not wait "
         "forever in the next collective; eagle.mpi.set_failure_mode('raise') hands the exception to you instead\n")
     sys.stderr.flush()
+    try:
+        sys.stdout.flush()
+    except Exception:
+        pass
     world.Abort(1)
+    # MPICH's MPI_Abort returns while its process manager ends the job: stop here
+    os._exit(1)

@@ -18,6 +18,13 @@ comm = MPI.COMM_WORLD
 rank, size = comm.Get_rank(), comm.Get_size()
 
 
+def report(text):
+    """Print one line per rank, from rank 0 (lines printed by several ranks at once can interleave)."""
+    lines = comm.gather(text, root=0)
+    if rank == 0:
+        print("\n".join(lines), flush=True)
+
+
 def contribution(r, replay, n=5):
     """What rank r holds on a replay (1-based), for the reductions."""
     return np.arange(n, dtype=np.float64) * (r + 1) + replay
@@ -80,7 +87,7 @@ def results(teams):
     h.build(teams=teams)
     h.launch(6)
     np.testing.assert_array_equal(acc, float(size) ** 6)
-    print(f"OK rank {rank}", flush=True)
+    report(f"OK rank {rank}")
 
 
 def mismatch(kind):
@@ -94,10 +101,10 @@ def mismatch(kind):
     try:
         g.build()
     except GraphMismatchError as e:
-        print(f"MISMATCH rank {rank}: {e}", flush=True)
         assert g.backend is None
+        report(f"MISMATCH rank {rank}: {e}")
         return
-    print(f"BUILT rank {rank}", flush=True)
+    report(f"BUILT rank {rank}")
 
 
 def failure():
@@ -134,7 +141,7 @@ def failure_raise():
             g.launch(1)
         except KeyError as e:
             print(f"RAISED rank {rank}: {e!r} {getattr(e, '__notes__', [])}", flush=True)
-    print(f"DONE rank {rank}", flush=True)
+    report(f"DONE rank {rank}")
 
 
 def no_collectives():
