@@ -60,6 +60,7 @@ def _wait(request, comm, what):
             print(f"eagle: rank {comm.Get_rank()} of {comm.Get_size()}: {what} waited {timeout:g} s for the "
                   "other ranks' graph check; a rank built a graph without collectives on this communicator "
                   "(every rank must record the same graph); aborting the MPI job", file=sys.stderr, flush=True)
+            time.sleep(0.5)   # the process manager forwards the message before it ends the job
             _runtime.mpi().COMM_WORLD.Abort(1)
             os._exit(1)   # MPICH's MPI_Abort returns while the process manager ends the job
         time.sleep(pause)

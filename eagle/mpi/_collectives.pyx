@@ -23,7 +23,7 @@ calls ``MPI_Abort`` so that no rank waits forever (then ``_exit(1)``: MPICH's
 from libc.stdint cimport int32_t, int64_t, intptr_t, uintptr_t
 from libc.stdio cimport fprintf, fflush, stderr
 from libc.string cimport strncpy, memset
-from posix.unistd cimport _exit
+from posix.unistd cimport _exit, usleep
 from posix.dlfcn cimport dlopen, dlsym, dlerror, RTLD_NOW, RTLD_LOCAL
 
 from eagle.native cimport Kernel, wrap_team_kernel
@@ -50,6 +50,7 @@ cdef enum:
     SENDRECV = 3
     STATUS_BYTES = 256     # larger than MPI_Status in every ABI (MPICH 20, Open MPI 24, MPI ABI 32)
     NAME_BYTES = 128
+    ABORT_DELAY_US = 500000
 
 cdef struct mpi_api:
     bint ready
@@ -102,6 +103,7 @@ cdef void fail(call_t *c, int rc) noexcept nogil:
     fprintf(stderr, b"eagle: rank %d of %d: %s in node '%s' failed (MPI error %d: %s); aborting the MPI job "
             b"so that no rank waits forever in the next collective\n", c.rank, c.size, call, c.name, rc, text)
     fflush(stderr)
+    usleep(ABORT_DELAY_US)   # the process manager forwards the message before it ends the job
     if API.pointer_handles:
         (<abort_p_t>API.abort_)(<void *>c.comm, 1)
     else:

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import traceback
 
 from eagle.mpi import _runtime
 
 _mode = ["abort"]
+ABORT_DELAY_S = 0.5
 
 
 def set_failure_mode(mode: str) -> None:
@@ -58,6 +60,7 @@ def stop_on_failure(graph, exc) -> None:
         sys.stdout.flush()
     except Exception:
         pass
+    time.sleep(ABORT_DELAY_S)   # the process manager forwards the message before it ends the job
     world.Abort(1)
     # MPICH's MPI_Abort returns while its process manager ends the job: stop here
     os._exit(1)
