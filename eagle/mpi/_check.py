@@ -30,10 +30,18 @@ class GraphMismatchError(ValueError):
     """The ranks recorded different graphs (raised by ``build()`` on every rank)."""
 
 
-def _shape(a, exact):
-    if exact or a.ndim == 0:
-        return str(tuple(a.shape))
-    return "(*" + "".join(f", {d}" for d in a.shape[1:]) + ")"
+def _meta(a):
+    """(dtype string, shape) of a NumPy or CUDA array."""
+    if isinstance(a, np.ndarray):
+        return a.dtype.str, tuple(a.shape)
+    ai = a.__cuda_array_interface__
+    return np.dtype(ai["typestr"]).str, tuple(ai["shape"])
+
+
+def _shape(shape, exact):
+    if exact or not shape:
+        return str(shape)
+    return "(*" + "".join(f", {d}" for d in shape[1:]) + ")"
 
 
 def describe(node, name) -> str:
@@ -46,8 +54,8 @@ def describe(node, name) -> str:
     what = getattr(node, "collective", None)
     head = f"{name!r}: {node.signature() if what else node.kind}"
     exact = what in ("allreduce", "allgather", "bcast")
-    arrays = ", ".join(f"{'w' if w else 'r'} {k} {a.dtype.str}{_shape(a, exact)}" for k, a, w in node.arrays()
-                       if k != ORDER_NAME or not what)
+    arrays = ", ".join(f"{'w' if w else 'r'} {k} {_meta(a)[0]}{_shape(_meta(a)[1], exact)}"
+                       for k, a, w in node.arrays() if k != ORDER_NAME or not what)
     return f"{head} [{arrays}]"
 
 
@@ -73,9 +81,18 @@ def check_same_graph(graph) -> None:
     comms = {}
     for node, name in zip(nodes, names):
         if getattr(node, "collective", None):
-            node.call.set_name(name)   # for MPI error messages from the kernel
+            if hasattr(node, "call"):
+                node.call.set_name(name)   # for MPI error messages from the kernel
             comms.setdefault(_runtime.handle(node.comm), node.comm)
-    comms = [c for c in comms.values() if c.Get_size() > 1]
+    _compare(nodes, names, [c for c in comms.values() if c.Get_size() > 1])
+    # then, in recording order on every rank, what must exist before a capture (NCCL communicators)
+    for node, name in zip(nodes, names):
+        prepare = getattr(node, "prepare", None)
+        if prepare is not None and getattr(node, "collective", None):
+            prepare(name)
+
+
+def _compare(nodes, names, comms):
     if not comms:
         return
     lines = [describe(n, name) for n, name in zip(nodes, names)]

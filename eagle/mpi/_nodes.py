@@ -31,6 +31,11 @@ def _int(x, what):
         raise TypeError(f"{what} must be an integer, got {type(x).__name__}") from None
 
 
+def _on_gpu(*arrays):
+    """Whether a collective's buffers are CUDA arrays (then it is an NCCL node)."""
+    return any(not isinstance(a, np.ndarray) and hasattr(a, "__cuda_array_interface__") for a in arrays)
+
+
 def _same_memory(a, b):
     return (a is b or (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
                        and a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype))
@@ -106,6 +111,9 @@ def allreduce(send, recv, *, op="sum", comm=None) -> CollectiveNode:
     if not isinstance(op, str) or op not in _runtime.OPS:
         raise ValueError(f"allreduce(): op must be one of {', '.join(_runtime.OPS)}, got {op!r}")
     comm = _runtime.default_comm(comm)
+    if _on_gpu(send, recv):
+        from eagle.mpi import _nccl
+        return _nccl.allreduce(send, recv, op, comm)
     _runtime.buffer(send, "allreduce(): send", writable=False)
     _runtime.buffer(recv, "allreduce(): recv", writable=True)
     in_place = _same_memory(send, recv)
@@ -130,6 +138,9 @@ def allgather(send, recv, *, comm=None) -> CollectiveNode:
     rank (``MPI_Allgather``): ``recv`` holds ``comm.size`` times ``send``'s elements,
     rank r's at ``recv.reshape(comm.size, -1)[r]``."""
     comm = _runtime.default_comm(comm)
+    if _on_gpu(send, recv):
+        from eagle.mpi import _nccl
+        return _nccl.allgather(send, recv, comm)
     _runtime.buffer(send, "allgather(): send", writable=False)
     _runtime.buffer(recv, "allgather(): recv", writable=True)
     size = comm.Get_size()
@@ -147,11 +158,14 @@ def allgather(send, recv, *, comm=None) -> CollectiveNode:
 def bcast(buf, root=0, *, comm=None) -> CollectiveNode:
     """A node that copies ``buf`` of rank ``root`` into ``buf`` on every rank (``MPI_Bcast``)."""
     comm = _runtime.default_comm(comm)
-    _runtime.buffer(buf, "bcast(): buf", writable=True)
     root = _int(root, "bcast(): root")
     size = comm.Get_size()
     if not 0 <= root < size:
         raise ValueError(f"bcast(): root must be a rank of the communicator, 0..{size - 1}, got {root}")
+    if _on_gpu(buf):
+        from eagle.mpi import _nccl
+        return _nccl.bcast(buf, root, comm)
+    _runtime.buffer(buf, "bcast(): buf", writable=True)
     _runtime.datatype(buf, "bcast()")
     return CollectiveNode("bcast", {}, {"buf": buf}, comm, root=root, count=buf.size, dtype_array=buf)
 
@@ -164,8 +178,6 @@ def sendrecv(send, recv, dest, source, tag=0, *, comm=None) -> CollectiveNode:
     ``recv`` must hold at least the elements the source sends."""
     comm = _runtime.default_comm(comm)
     MPI = _runtime.mpi()
-    _runtime.buffer(send, "sendrecv(): send", writable=False)
-    _runtime.buffer(recv, "sendrecv(): recv", writable=True)
     size = comm.Get_size()
     dest = _int(dest, "sendrecv(): dest")
     source = _int(source, "sendrecv(): source")
@@ -176,6 +188,11 @@ def sendrecv(send, recv, dest, source, tag=0, *, comm=None) -> CollectiveNode:
     tag_ub = comm.Get_attr(MPI.TAG_UB)
     if not 0 <= tag <= (tag_ub if tag_ub is not None else 32767):
         raise ValueError(f"sendrecv(): tag must be in 0..{tag_ub}, got {tag}")
+    if _on_gpu(send, recv):
+        from eagle.mpi import _nccl
+        return _nccl.sendrecv(send, recv, dest, source, tag, comm)
+    _runtime.buffer(send, "sendrecv(): send", writable=False)
+    _runtime.buffer(recv, "sendrecv(): recv", writable=True)
     if send.dtype != recv.dtype:
         raise ValueError(f"sendrecv(): send ({send.dtype}) and recv ({recv.dtype}) must have one dtype")
     _apart(send, recv, "sendrecv()")
