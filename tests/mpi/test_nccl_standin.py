@@ -180,3 +180,52 @@ def test_no_nccl_library_is_a_clear_error(monkeypatch, tmp_path):
     finally:
         _nccl._lib.clear()
         _nccl._lib.update(saved)
+
+
+END_TO_END = """
+import os, sys
+import numpy as np
+import eagle
+from eagle.graph import allreduce, opaque
+
+class HostCudaArray:
+    def __init__(self, host):
+        self.host = host
+    @property
+    def __cuda_array_interface__(self):
+        h = self.host
+        return {"shape": h.shape, "typestr": h.dtype.str, "data": (h.ctypes.data, False), "version": 3,
+                "strides": None}
+
+x, y = np.zeros(4), np.zeros(4)
+calls = []
+def step():
+    calls.append(1)
+    x[:] = 3.0
+g = eagle.Graph()
+g.add_node(opaque(step, writes={"x": HostCudaArray(x)}), name="step")
+g.add_node(allreduce(HostCudaArray(x), HostCudaArray(y)), name="tally")
+g.build()
+g.launch(3)
+assert g.backend == "cuda", g.backend
+assert calls == [1], calls          # opaque nodes, the NCCL one too, run once: at capture
+assert (y == 3.0).all(), y
+assert "{tally ×1 nccl}" in str(g)
+print("END TO END OK")
+"""
+
+
+def test_an_nccl_node_is_captured_by_the_cuda_backend(fake_path, tmp_path):
+    """Through eagle's cuda backend bound to the CUDA runtime stand-in of tests/cuda_standin
+    (another test double), in a process of its own: the backend binds one runtime per process."""
+    standin = HERE.parent / "cuda_standin" / "fake_cudart.c"
+    if not standin.exists():
+        pytest.skip(f"no CUDA runtime stand-in at {standin}")
+    cudart = tmp_path / "libfake_cudart.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", str(standin), "-o", str(cudart)], check=True)
+    env = dict(os.environ, EAGLE_CUDA_RUNTIME=str(cudart), EAGLE_NCCL_LIBRARY=fake_path,
+               PYTHONPATH=os.pathsep.join([str(HERE.parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    import sys
+    proc = subprocess.run([sys.executable, "-c", END_TO_END], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "END TO END OK" in proc.stdout
