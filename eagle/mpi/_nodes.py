@@ -37,8 +37,9 @@ def _on_gpu(*arrays):
 
 
 def _same_memory(a, b):
-    return (a is b or (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
-                       and a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype))
+    """Whether two C-contiguous arrays are the same memory (then the call is in place)."""
+    return a is b or (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+                      and a.nbytes == b.nbytes and a.dtype == b.dtype)
 
 
 def _apart(send, recv, what):

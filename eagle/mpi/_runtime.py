@@ -54,6 +54,9 @@ def api():
 
 def default_comm(comm):
     MPI = api()
+    if not MPI.Is_initialized() or MPI.Is_finalized():
+        raise RuntimeError("MPI is not initialized (mpi4py.rc.initialize = False: call MPI.Init() first) "
+                           "or already finalized; collective nodes call MPI on every replay")
     if comm is None:
         return MPI.COMM_WORLD
     if not isinstance(comm, MPI.Intracomm):

@@ -209,6 +209,18 @@ def test_refused_node_changes_nothing():
     assert str(g) == before and g.nodes == ["a"]
 
 
+def test_zero_d_and_reshaped_in_place():
+    scalar = np.array(2.5)
+    out = np.zeros(())
+    flat = np.arange(6.0)
+    g = eagle.Graph()
+    g.add_node(allreduce(scalar, out), name="scalar")
+    g.add_node(allreduce(flat, flat.reshape(2, 3)), name="reshaped")   # the same memory: in place
+    g.build().launch(2)
+    assert out == 2.5
+    np.testing.assert_array_equal(flat, np.arange(6.0))
+
+
 def test_zero_size_buffers():
     e = np.zeros(0)
     g = eagle.Graph()
