@@ -39,8 +39,8 @@ def stop_on_failure(graph, exc) -> None:
     """Called by Graph.launch when a replay failed (after eagle's note is attached)."""
     if _mode[0] != "abort":
         return
-    comm = next((n.comm for n in graph._nodes if getattr(n, "collective", None)), None)
-    if comm is None or comm.Get_size() == 1:
+    sizes = [n.comm_size for n in graph._nodes if getattr(n, "collective", None)]
+    if max(sizes, default=1) == 1:
         return
     MPI = _runtime.mpi()
     world = MPI.COMM_WORLD
