@@ -79,6 +79,10 @@ def check_same_graph(graph) -> None:
     """Raise GraphMismatchError on every rank if the ranks' graphs differ; name collectives."""
     nodes, names = graph._nodes, graph._names
     comms = {}
+    null = _runtime.handle(_runtime.mpi().COMM_NULL)
+    for node, name in zip(nodes, names):
+        if getattr(node, "collective", None) and _runtime.handle(node.comm) == null:
+            raise ValueError(f"the communicator of node {name!r} was freed since the node was made")
     for node, name in zip(nodes, names):
         if getattr(node, "collective", None):
             if hasattr(node, "call"):

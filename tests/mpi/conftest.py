@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("mpi4py", reason="the MPI tests need mpi4py (pip install '.[mpi]')")
-
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 
@@ -45,6 +43,7 @@ class MpiRun:
 
 @pytest.fixture(scope="session")
 def mpirun():
+    pytest.importorskip("mpi4py", reason="the MPI tests need mpi4py (pip install '.[mpi]')")
     launcher = find_mpiexec()
     if launcher is None:
         pytest.skip("no mpiexec found (pip install '.[mpi]' installs the mpich wheel's)")

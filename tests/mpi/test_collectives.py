@@ -135,6 +135,17 @@ def test_dup_and_split_communicators():
         half.Free()
 
 
+def test_a_freed_communicator_is_refused_at_build():
+    dup = COMM.Dup()
+    x = np.zeros(2)
+    g = eagle.Graph()
+    g.add_node(allreduce(x, x, comm=dup), name="tally")
+    dup.Free()
+    with pytest.raises(ValueError, match="communicator of node 'tally' was freed"):
+        g.build()
+    assert g.backend is None
+
+
 def test_cartesian_neighbour_exchange():
     cart = COMM.Create_cart([1], periods=[False])
     try:
