@@ -79,6 +79,8 @@ EXTENSIONS = [
         extra_compile_args=["-O3", "-fopenmp-simd", "-ffp-contract=off"] if sys.platform != "win32" else []),
     ext("eagle._partition", ["eagle/_partition.pyx"]),
     ext("eagle._ufunc", ["eagle/_ufunc.pyx"]),
+    # MPI collectives: the MPI entry points are looked up at run time, no mpi.h needed
+    ext("eagle.mpi._collectives", ["eagle/mpi/_collectives.pyx"], libraries=["dl"]),
 ]
 if os.path.exists(os.path.join(HERE, "eagle", "_cuda.pyx")):
     EXTENSIONS.append(ext("eagle._cuda", ["eagle/_cuda.pyx", "csrc/cuda_shim.c"], libraries=["dl"]))

@@ -36,9 +36,10 @@ from eagle._nodes import NativeNode, Node, OpaqueNode, native, opaque
 from eagle._picture import render
 from eagle._staging import GroupConflict, Stager
 from eagle._ufunc_node import UfuncNode, ufunc
+from eagle.mpi import allgather, allreduce, bcast, sendrecv  # collective nodes (mpi4py on first use)
 
 __all__ = ["Graph", "Node", "opaque", "native", "ufunc", "cuda_kernel", "SIZE", "SIZE_PTR", "compact", "reorder",
-           "NotBuiltError", "GroupConflict", "Plan"]
+           "NotBuiltError", "GroupConflict", "Plan", "allreduce", "allgather", "bcast", "sendrecv"]
 
 
 class NotBuiltError(RuntimeError):
@@ -280,6 +281,9 @@ class Graph:
             if self._logical_size is not None and self._logical_size > self.capacity:
                 raise ValueError(f"logical size {self._logical_size} exceeds the capacity {self.capacity} "
                                  "of the arrays recorded since; call set_logical_size() first")
+            if any(getattr(node, "collective", None) for node in self._nodes):
+                from eagle.mpi._check import check_same_graph
+                check_same_graph(self)   # every rank recorded the same graph, or all raise
             if self._family == "cuda":
                 try:
                     from eagle._backend_cuda import CudaBackend
@@ -326,6 +330,9 @@ class Graph:
                 done = backend.launch(n, until_done) if until_done else backend.launch(n)
             except BaseException as e:
                 self._note_failure(e, n)
+                if any(getattr(node, "collective", None) for node in self._nodes):
+                    from eagle.mpi._failure import stop_on_failure
+                    stop_on_failure(self, e)   # the other ranks must not wait in a collective
                 raise
             finally:
                 if backend.resizes:

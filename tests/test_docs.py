@@ -19,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-NOTEBOOK_PAGES = ["graph", "record_replay", "cuda_graphs", "launch_geometry", "cython", "finished_samples"]
+NOTEBOOK_PAGES = ["graph", "record_replay", "cuda_graphs", "launch_geometry", "cython", "finished_samples", "scale_out"]
 ALL_PAGES = ["index", *NOTEBOOK_PAGES, "api", "cpp", "running_locally"]
 
 _missing = [m for m in ("sphinx", "myst_nb", "matplotlib", "ipykernel") if importlib.util.find_spec(m) is None]

@@ -32,12 +32,12 @@ def test_bad_flags_are_refused(argv, capsys):
     assert "error" in capsys.readouterr().err
 
 
-def test_the_timing_shows_the_native_case_beside_the_opaque_one(capsys):
+def test_the_timing_shows_the_native_and_ufunc_cases_beside_the_opaque_one(capsys):
     tour.main(["--replays", "50", "--repeats", "1"])
     text = capsys.readouterr().out
     rows = [line for line in text.splitlines() if "ratio eagle/loop" in line]
-    assert len(rows) == len(tour.CASES) == 2
-    assert rows[0].lstrip().startswith("opaque") and rows[1].lstrip().startswith("native")
+    assert len(rows) == len(tour.CASES) == 3
+    assert [row.split(":")[0].strip() for row in rows] == ["opaque", "native", "ufunc"]
     for row in rows:
         ratio = float(re.search(r"ratio eagle/loop ([0-9.e+-]+):", row).group(1))
         assert ratio > 0

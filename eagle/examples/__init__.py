@@ -1,0 +1,1 @@
+"""Runnable examples: ``python -m eagle.examples.<name>`` (see each module's docstring)."""

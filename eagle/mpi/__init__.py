@@ -1,0 +1,32 @@
+"""Past one machine: collective nodes over MPI, so a graph replays on many ranks.
+
+Every rank (an MPI process, started by ``mpiexec``/Slurm) records the same
+graph; collectives combine the ranks' arrays on every replay::
+
+    from mpi4py import MPI
+    from eagle.graph import allreduce
+
+    g.add_node(allreduce(tally, total, op="sum"), name="combine")
+
+``allreduce``, ``allgather``, ``bcast`` and ``sendrecv`` take NumPy arrays and an
+mpi4py communicator (default ``MPI.COMM_WORLD``). The replay calls MPI without
+the GIL and without Python, from the launching thread, in recording order.
+``build()`` checks that every rank recorded the same graph
+(``GraphMismatchError`` otherwise); a launch that raises on one rank aborts the
+job (``set_failure_mode``). Importing this module does not import mpi4py; making
+the first collective does (and so initializes MPI).
+
+Given CUDA arrays, the same constructors make NCCL nodes, captured into the
+cuda backend's graph (``eagle/mpi/_nccl.py``).
+
+Two threads must not launch graphs with collectives on one communicator at
+once (MPI needs one order of collectives per communicator): give each thread
+its own, ``comm.Dup()``.
+"""
+from eagle.mpi._check import GraphMismatchError
+from eagle.mpi._failure import get_failure_mode, set_failure_mode
+from eagle.mpi._nccl import NcclError
+from eagle.mpi._nodes import CollectiveNode, allgather, allreduce, bcast, sendrecv
+
+__all__ = ["allreduce", "allgather", "bcast", "sendrecv", "CollectiveNode", "GraphMismatchError", "NcclError",
+           "set_failure_mode", "get_failure_mode"]

@@ -1,0 +1,202 @@
+"""Collective nodes: allreduce, allgather, bcast and sendrecv over an mpi4py communicator.
+
+A collective is a native node like any other: the arrays it reads and writes
+are declared from its buffers (send read, recv written; in place, one buffer
+written), so its dependencies come from memory. Every collective also writes
+one shared token, so the collectives of a graph run in recording order, one
+after the other, on every rank (MPI needs every rank to call them in the
+same order). Its kernel calls MPI without the GIL from the launching thread
+(eagle/mpi/_collectives.pyx), on every replay whatever the logical size.
+"""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from eagle._nodes import Node
+from eagle.mpi import _runtime
+
+#: written by every collective: it orders them in recording order (an ordering-only edge)
+ORDER_TOKEN = np.zeros(1, dtype=np.uint8)
+ORDER_NAME = "collective order"
+
+
+def _int(x, what):
+    if isinstance(x, bool):
+        raise TypeError(f"{what} must be an integer, got a bool")
+    try:
+        return operator.index(x)
+    except TypeError:
+        raise TypeError(f"{what} must be an integer, got {type(x).__name__}") from None
+
+
+def _on_gpu(*arrays):
+    """Whether a collective's buffers are CUDA arrays (then it is an NCCL node)."""
+    return any(not isinstance(a, np.ndarray) and hasattr(a, "__cuda_array_interface__") for a in arrays)
+
+
+def _same_memory(a, b):
+    """Whether two C-contiguous arrays are the same memory (then the call is in place)."""
+    return a is b or (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+                      and a.nbytes == b.nbytes and a.dtype == b.dtype)
+
+
+def _apart(send, recv, what):
+    if np.shares_memory(send, recv):
+        raise ValueError(f"{what}: send and recv overlap; MPI forbids aliased buffers "
+                         "(give the same array as send and recv for an in-place allreduce)")
+
+
+class CollectiveNode(Node):
+    """A collective call over an mpi4py communicator, run whole on every replay."""
+
+    kind = "native"          # the cpu backend runs it as a native (team) kernel
+    sized = False
+    split = False
+
+    def __init__(self, what, reads, writes, comm, *, op=None, root=None, dest=None, source=None, tag=None,
+                 count, recv_count=0, in_place=False, dtype_array):
+        from eagle.mpi._collectives import CollectiveCall
+
+        arrays_in_order = list(reads.values()) + list(writes.values())
+        super().__init__(reads, {**writes, ORDER_NAME: ORDER_TOKEN})
+        MPI = _runtime.mpi()
+        self.collective = what
+        self.comm = comm
+        self.comm_size = comm.Get_size()
+        self.rank = comm.Get_rank()
+        self.op, self.root, self.dest, self.source, self.tag = op, root, dest, source, tag
+        self.box = ("{", f" ×{self.comm_size}}}")
+        op_handle = _runtime.handle(getattr(MPI, _runtime.OPS[op][0])) if op else 0
+        self.call = CollectiveCall(
+            what, what, count, recv_count, in_place, _runtime.handle(_runtime.datatype(dtype_array, what)),
+            op_handle, _runtime.handle(comm), root or 0,
+            MPI.PROC_NULL if dest is None else dest, MPI.PROC_NULL if source is None else source,
+            tag or 0, tag or 0, self.rank, self.comm_size)
+        self.kernel = self.call.kernel
+        self.arrays_in_order = arrays_in_order
+
+    def sample_arrays(self):
+        # a collective's buffers do not bound the logical size
+        return []
+
+    def default_name(self) -> str:
+        return self.collective
+
+    def signature(self) -> str:
+        """What every rank must agree on (ranks differ in dest and source, not in these)."""
+        parts = [self.collective, f"comm size {self.comm_size}"]
+        if self.op is not None:
+            parts.append(f"op={self.op}")
+        if self.root is not None:
+            parts.append(f"root={self.root}")
+        if self.tag is not None:
+            parts.append(f"tag={self.tag}")
+        return " ".join(parts)
+
+    def __repr__(self):
+        return (f"{self.collective}(reads={list(self.reads)}, writes={[k for k in self.writes if k != ORDER_NAME]}, "
+                f"{self.signature()})")
+
+
+def allreduce(send, recv, *, op="sum", comm=None) -> CollectiveNode:
+    """A node that combines ``send`` of every rank with ``op`` into ``recv`` on every rank
+    (``MPI_Allreduce``). ``send is recv`` reduces in place (``MPI_IN_PLACE``).
+
+    ``op`` is one of ``sum``, ``prod``, ``max``, ``min``, ``land``, ``lor``,
+    ``lxor``, ``band``, ``bor``, ``bxor``; ``comm`` an mpi4py intracommunicator
+    (default ``MPI.COMM_WORLD``). Both buffers are C-contiguous NumPy arrays of
+    one dtype and size.
+    """
+    if not isinstance(op, str) or op not in _runtime.OPS:
+        raise ValueError(f"allreduce(): op must be one of {', '.join(_runtime.OPS)}, got {op!r}")
+    comm = _runtime.default_comm(comm)
+    if _on_gpu(send, recv):
+        from eagle.mpi import _nccl
+        return _nccl.allreduce(send, recv, op, comm)
+    _runtime.buffer(send, "allreduce(): send", writable=False)
+    _runtime.buffer(recv, "allreduce(): recv", writable=True)
+    in_place = _same_memory(send, recv)
+    if send.dtype != recv.dtype or send.size != recv.size:
+        raise ValueError(f"allreduce(): send ({send.dtype}, {send.size} elements) and recv ({recv.dtype}, "
+                         f"{recv.size} elements) must have one dtype and one size")
+    if not in_place:
+        _apart(send, recv, "allreduce()")
+    _runtime.datatype(send, "allreduce()")
+    kinds = _runtime.OPS[op][1]
+    if send.dtype.kind not in kinds:
+        raise TypeError(f"allreduce(): op {op!r} does not apply to {send.dtype} in MPI")
+    if in_place:
+        return CollectiveNode("allreduce", {}, {"buf": recv}, comm, op=op, count=recv.size, in_place=True,
+                              dtype_array=recv)
+    return CollectiveNode("allreduce", {"send": send}, {"recv": recv}, comm, op=op, count=send.size,
+                          dtype_array=send)
+
+
+def allgather(send, recv, *, comm=None) -> CollectiveNode:
+    """A node that gathers ``send`` of every rank, in rank order, into ``recv`` on every
+    rank (``MPI_Allgather``): ``recv`` holds ``comm.size`` times ``send``'s elements,
+    rank r's at ``recv.reshape(comm.size, -1)[r]``."""
+    comm = _runtime.default_comm(comm)
+    if _on_gpu(send, recv):
+        from eagle.mpi import _nccl
+        return _nccl.allgather(send, recv, comm)
+    _runtime.buffer(send, "allgather(): send", writable=False)
+    _runtime.buffer(recv, "allgather(): recv", writable=True)
+    size = comm.Get_size()
+    if send.dtype != recv.dtype:
+        raise ValueError(f"allgather(): send ({send.dtype}) and recv ({recv.dtype}) must have one dtype")
+    if recv.size != send.size * size:
+        raise ValueError(f"allgather(): recv must hold comm size ({size}) x send ({send.size}) = "
+                         f"{send.size * size} elements, it holds {recv.size}")
+    _apart(send, recv, "allgather()")
+    _runtime.datatype(send, "allgather()")
+    return CollectiveNode("allgather", {"send": send}, {"recv": recv}, comm, count=send.size,
+                          recv_count=send.size, dtype_array=send)
+
+
+def bcast(buf, root=0, *, comm=None) -> CollectiveNode:
+    """A node that copies ``buf`` of rank ``root`` into ``buf`` on every rank (``MPI_Bcast``)."""
+    comm = _runtime.default_comm(comm)
+    root = _int(root, "bcast(): root")
+    size = comm.Get_size()
+    if not 0 <= root < size:
+        raise ValueError(f"bcast(): root must be a rank of the communicator, 0..{size - 1}, got {root}")
+    if _on_gpu(buf):
+        from eagle.mpi import _nccl
+        return _nccl.bcast(buf, root, comm)
+    _runtime.buffer(buf, "bcast(): buf", writable=True)
+    _runtime.datatype(buf, "bcast()")
+    return CollectiveNode("bcast", {}, {"buf": buf}, comm, root=root, count=buf.size, dtype_array=buf)
+
+
+def sendrecv(send, recv, dest, source, tag=0, *, comm=None) -> CollectiveNode:
+    """A node that sends ``send`` to rank ``dest`` and receives ``recv`` from rank ``source``
+    (``MPI_Sendrecv``): a halo or boundary exchange. ``MPI.PROC_NULL`` as ``dest`` or
+    ``source`` skips that side (the edge of a non-periodic grid); on a cartesian
+    communicator ``source, dest = comm.Shift(direction, 1)`` names the neighbours.
+    ``recv`` must hold at least the elements the source sends."""
+    comm = _runtime.default_comm(comm)
+    MPI = _runtime.mpi()
+    size = comm.Get_size()
+    dest = _int(dest, "sendrecv(): dest")
+    source = _int(source, "sendrecv(): source")
+    for what, r in (("dest", dest), ("source", source)):
+        if r != MPI.PROC_NULL and not 0 <= r < size:
+            raise ValueError(f"sendrecv(): {what} must be a rank 0..{size - 1} or MPI.PROC_NULL, got {r}")
+    tag = _int(tag, "sendrecv(): tag")
+    tag_ub = comm.Get_attr(MPI.TAG_UB)
+    if not 0 <= tag <= (tag_ub if tag_ub is not None else 32767):
+        raise ValueError(f"sendrecv(): tag must be in 0..{tag_ub}, got {tag}")
+    if _on_gpu(send, recv):
+        from eagle.mpi import _nccl
+        return _nccl.sendrecv(send, recv, dest, source, tag, comm)
+    _runtime.buffer(send, "sendrecv(): send", writable=False)
+    _runtime.buffer(recv, "sendrecv(): recv", writable=True)
+    if send.dtype != recv.dtype:
+        raise ValueError(f"sendrecv(): send ({send.dtype}) and recv ({recv.dtype}) must have one dtype")
+    _apart(send, recv, "sendrecv()")
+    _runtime.datatype(send, "sendrecv()")
+    return CollectiveNode("sendrecv", {"send": send}, {"recv": recv}, comm, dest=dest, source=source, tag=tag,
+                          count=send.size, recv_count=recv.size, dtype_array=send)

@@ -1,0 +1,194 @@
+/* TEST DOUBLE: a stand-in for NCCL's libnccl.so.2 for the eagle.mpi tests, for a
+ * communicator of ONE rank, on host memory (the tests present NumPy memory as CUDA
+ * arrays). It implements the entry points eagle calls with NCCL's signatures and
+ * result codes, does what one rank of the real collective would do (copy send to
+ * recv), ignores the stream, and records every call so that the tests can check
+ * what eagle asked for. It is not NCCL and is never installed. */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define EXPORT __attribute__((visibility("default")))
+#define ID_BYTES 128
+
+typedef struct { char internal[ID_BYTES]; } ncclUniqueId;
+typedef struct fake_comm { int nranks, rank, live; } fake_comm;
+
+enum { ncclSuccess = 0, ncclInvalidArgument = 4, ncclInvalidUsage = 5 };
+
+static fake_comm comms[16];
+static int n_comms, n_ids, group_depth;
+static long counters[16];
+static const char *names[16] = {"ncclGetUniqueId", "ncclCommInitRank", "ncclCommDestroy", "ncclAllReduce",
+                                "ncclAllGather", "ncclBroadcast", "ncclSend", "ncclRecv", "ncclGroupStart",
+                                "ncclGroupEnd", "ncclGetVersion", NULL};
+static char fail_name[64];
+static int fail_status;
+
+/* the last collective's arguments */
+static struct { const void *send; void *recv; size_t count; int dtype, op, root, peer; void *comm, *stream; } last;
+/* a pending send and receive inside a group (one rank: to and from itself) */
+static const void *pend_send; static void *pend_recv; static size_t pend_send_n, pend_recv_n; static int pend_dt;
+
+static size_t dtype_size(int t) {
+    switch (t) {
+    case 0: case 1: return 1;
+    case 6: case 9: return 2;
+    case 2: case 3: case 7: return 4;
+    case 4: case 5: case 8: return 8;
+    default: return 0;
+    }
+}
+
+static int enter(const char *name) {
+    for (int i = 0; names[i]; ++i)
+        if (!strcmp(names[i], name)) counters[i]++;
+    if (fail_name[0] && !strcmp(fail_name, name)) {
+        fail_name[0] = 0;
+        return fail_status;
+    }
+    return ncclSuccess;
+}
+
+static int valid(void *comm) {
+    fake_comm *c = (fake_comm *)comm;
+    return c >= comms && c < comms + n_comms && c->live;
+}
+
+EXPORT int ncclGetVersion(int *v) { int f = enter("ncclGetVersion"); if (f) return f; *v = 22304; return 0; }
+
+EXPORT int ncclGetUniqueId(ncclUniqueId *id) {
+    int f = enter("ncclGetUniqueId");
+    if (f) return f;
+    memset(id->internal, 0, ID_BYTES);
+    memcpy(id->internal, "fake-nccl-id", 12);
+    id->internal[ID_BYTES - 1] = (char)(++n_ids);
+    return ncclSuccess;
+}
+
+EXPORT int ncclCommInitRank(void **comm, int nranks, ncclUniqueId id, int rank) {
+    int f = enter("ncclCommInitRank");
+    if (f) return f;
+    if (nranks != 1 || rank != 0 || memcmp(id.internal, "fake-nccl-id", 12) != 0 || n_comms == 16)
+        return ncclInvalidArgument;   /* one rank only, and an id this library made */
+    comms[n_comms] = (fake_comm){nranks, rank, 1};
+    *comm = &comms[n_comms++];
+    return ncclSuccess;
+}
+
+EXPORT int ncclCommDestroy(void *comm) {
+    int f = enter("ncclCommDestroy");
+    if (f) return f;
+    if (!valid(comm)) return ncclInvalidArgument;
+    ((fake_comm *)comm)->live = 0;
+    return ncclSuccess;
+}
+
+static void remember(const void *s, void *r, size_t n, int dt, int op, int root, int peer, void *c, void *st) {
+    last.send = s; last.recv = r; last.count = n; last.dtype = dt; last.op = op; last.root = root;
+    last.peer = peer; last.comm = c; last.stream = st;
+}
+
+EXPORT int ncclAllReduce(const void *s, void *r, size_t n, int dt, int op, void *comm, void *stream) {
+    int f = enter("ncclAllReduce");
+    if (f) return f;
+    if (!valid(comm) || !dtype_size(dt) || op < 0 || op > 4) return ncclInvalidArgument;
+    remember(s, r, n, dt, op, -1, -1, comm, stream);
+    if (s != r && n) memmove(r, s, n * dtype_size(dt));   /* the reduction over one rank */
+    return ncclSuccess;
+}
+
+EXPORT int ncclAllGather(const void *s, void *r, size_t n, int dt, void *comm, void *stream) {
+    int f = enter("ncclAllGather");
+    if (f) return f;
+    if (!valid(comm) || !dtype_size(dt)) return ncclInvalidArgument;
+    remember(s, r, n, dt, -1, -1, -1, comm, stream);
+    if (s != r && n) memmove(r, s, n * dtype_size(dt));
+    return ncclSuccess;
+}
+
+EXPORT int ncclBroadcast(const void *s, void *r, size_t n, int dt, int root, void *comm, void *stream) {
+    int f = enter("ncclBroadcast");
+    if (f) return f;
+    if (!valid(comm) || !dtype_size(dt) || root != 0) return ncclInvalidArgument;
+    remember(s, r, n, dt, -1, root, -1, comm, stream);
+    if (s != r && n) memmove(r, s, n * dtype_size(dt));
+    return ncclSuccess;
+}
+
+EXPORT int ncclGroupStart(void) { int f = enter("ncclGroupStart"); if (f) return f; group_depth++; return 0; }
+
+EXPORT int ncclSend(const void *s, size_t n, int dt, int peer, void *comm, void *stream) {
+    int f = enter("ncclSend");
+    if (f) return f;
+    if (!valid(comm) || peer != 0 || !dtype_size(dt)) return ncclInvalidArgument;
+    if (!group_depth) return ncclInvalidUsage;   /* eagle pairs them in a group */
+    pend_send = s; pend_send_n = n; pend_dt = dt;
+    remember(s, NULL, n, dt, -1, -1, peer, comm, stream);
+    return ncclSuccess;
+}
+
+EXPORT int ncclRecv(void *r, size_t n, int dt, int peer, void *comm, void *stream) {
+    int f = enter("ncclRecv");
+    if (f) return f;
+    if (!valid(comm) || peer != 0 || !dtype_size(dt)) return ncclInvalidArgument;
+    if (!group_depth) return ncclInvalidUsage;
+    pend_recv = r; pend_recv_n = n; pend_dt = dt;
+    last.recv = r;
+    return ncclSuccess;
+}
+
+EXPORT int ncclGroupEnd(void) {
+    int f = enter("ncclGroupEnd");
+    if (f) return f;
+    if (!group_depth) return ncclInvalidUsage;
+    if (--group_depth == 0) {
+        if (pend_send && pend_recv) {
+            if (pend_send_n > pend_recv_n) return ncclInvalidArgument;   /* the message would not fit */
+            memmove(pend_recv, pend_send, pend_send_n * dtype_size(pend_dt));
+        } else if (pend_send || pend_recv) {
+            return ncclInvalidUsage;   /* a send to itself needs its receive, and back */
+        }
+        pend_send = NULL; pend_recv = NULL;
+    }
+    return ncclSuccess;
+}
+
+EXPORT const char *ncclGetErrorString(int r) {
+    switch (r) {
+    case 0: return "no error";
+    case 4: return "invalid argument (fake NCCL)";
+    case 5: return "invalid usage (fake NCCL)";
+    default: return "unhandled error (fake NCCL)";
+    }
+}
+
+/* ---- for the tests ---- */
+EXPORT long fake_nccl_counter(const char *name) {
+    for (int i = 0; names[i]; ++i)
+        if (!strcmp(names[i], name)) return counters[i];
+    return -1;
+}
+EXPORT void fake_nccl_fail_next(const char *name, int status) {
+    strncpy(fail_name, name, sizeof fail_name - 1);
+    fail_status = status;
+}
+EXPORT size_t fake_nccl_last_count(void) { return last.count; }
+EXPORT int fake_nccl_last_dtype(void) { return last.dtype; }
+EXPORT int fake_nccl_last_op(void) { return last.op; }
+EXPORT int fake_nccl_last_root(void) { return last.root; }
+EXPORT const void *fake_nccl_last_send(void) { return last.send; }
+EXPORT void *fake_nccl_last_recv(void) { return last.recv; }
+EXPORT void *fake_nccl_last_stream(void) { return last.stream; }
+EXPORT int fake_nccl_live_comms(void) {
+    int k = 0;
+    for (int i = 0; i < n_comms; ++i) k += comms[i].live;
+    return k;
+}
+EXPORT void fake_nccl_reset(void) {
+    memset(counters, 0, sizeof counters);
+    memset(&last, 0, sizeof last);
+    fail_name[0] = 0;
+    group_depth = 0;
+    pend_send = NULL; pend_recv = NULL;
+}

@@ -1,0 +1,177 @@
+"""Programs the MPI tests run under ``mpiexec -n N``: ``python ranks.py MODE``.
+
+Each mode records a graph on every rank; ``results`` checks every collective's
+output against what NumPy computes from all ranks' inputs (each rank knows
+them: they follow from the rank number) and prints ``OK rank R``. The other
+modes set up a mismatch or a failure for the test to watch.
+"""
+import sys
+
+import numpy as np
+from mpi4py import MPI
+
+import eagle
+from eagle.graph import allgather, allreduce, bcast, opaque, sendrecv
+from eagle.mpi import GraphMismatchError
+
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+
+
+def report(text):
+    """Print one line per rank, from rank 0 (lines printed by several ranks at once can interleave)."""
+    lines = comm.gather(text, root=0)
+    if rank == 0:
+        print("\n".join(lines), flush=True)
+
+
+def contribution(r, replay, n=5):
+    """What rank r holds on a replay (1-based), for the reductions."""
+    return np.arange(n, dtype=np.float64) * (r + 1) + replay
+
+
+def results(teams):
+    n = 5
+    g = eagle.Graph()
+    x = np.zeros(n)
+    replay = [0]
+    total = np.zeros(n)
+    biggest = np.zeros(n)
+    flags = np.zeros(3, dtype=np.int32)
+    gathered = np.zeros(size * n)
+    root_data = np.zeros(4, dtype=np.int64)
+    ring_out = np.zeros(2, dtype=np.complex128)
+    ring_in = np.zeros(2, dtype=np.complex128)
+    inplace = np.zeros(n)
+    per_sample = np.zeros(8)   # gives the graph a logical size
+
+    def fill():
+        replay[0] += 1
+        k = replay[0]
+        x[:] = contribution(rank, k, n)
+        flags[:] = [rank == 0, 1, rank % 2]
+        root_data[:] = (np.arange(4) + 100 * k) if rank == size - 1 else -1
+        ring_out[:] = rank + 1j * k
+        inplace[:] = rank * k
+
+    g.add_node(opaque(fill, writes={"x": x, "flags": flags, "root_data": root_data, "ring_out": ring_out,
+                                    "inplace": inplace}), name="fill")
+    g.add_node(allreduce(x, total), name="total")
+    g.add_node(allreduce(x, biggest, op="max"), name="biggest")
+    g.add_node(allreduce(flags, flags, op="lor"), name="any_flag")
+    g.add_node(allgather(x, gathered), name="gather")
+    g.add_node(bcast(root_data, root=size - 1), name="from_last")
+    g.add_node(sendrecv(ring_out, ring_in, dest=(rank + 1) % size, source=(rank - 1) % size, tag=7), name="ring")
+    g.add_node(allreduce(inplace, inplace), name="inplace")
+    g.add_node(opaque(lambda: None, writes={"per_sample": per_sample}), name="samples")
+    g.build(teams=teams)
+    for k in range(1, 5):
+        if k == 3:
+            g.set_logical_size(0)   # collectives run whatever the logical size
+        g.launch(1)
+        every = np.array([contribution(r, k, n) for r in range(size)])
+        np.testing.assert_array_equal(total, every.sum(axis=0))
+        np.testing.assert_array_equal(biggest, every.max(axis=0))
+        np.testing.assert_array_equal(flags, [1, 1, 1 if size > 1 else 0])
+        np.testing.assert_array_equal(gathered, every.ravel())
+        np.testing.assert_array_equal(root_data, np.arange(4) + 100 * k)
+        np.testing.assert_array_equal(ring_in, ((rank - 1) % size) + 1j * k)
+        np.testing.assert_array_equal(inplace, sum(r * k for r in range(size)))
+    assert replay[0] == 4
+    text = str(g)
+    assert f"{{total ×{size}}}" in text, text
+    # many replays in one launch, the reduction fed by the previous replay's result
+    acc = np.ones(3)
+    h = eagle.Graph()
+    h.add_node(allreduce(acc, acc), name="grow")
+    h.build(teams=teams)
+    h.launch(6)
+    np.testing.assert_array_equal(acc, float(size) ** 6)
+    report(f"OK rank {rank}")
+
+
+def mismatch(kind):
+    x = np.zeros(4 if (kind != "shape" or rank != 1) else 5)
+    y = np.zeros_like(x)
+    g = eagle.Graph()
+    g.add_node(opaque(lambda: None, writes={"x": x}), name="fill")
+    g.add_node(allreduce(x, y, op="max" if kind == "op" and rank == 0 else "sum"), name="combine")
+    if kind == "count" and rank == size - 1:
+        g.add_node(opaque(lambda: None, reads={"y": y}), name="extra")
+    try:
+        g.build()
+    except GraphMismatchError as e:
+        assert g.backend is None
+        report(f"MISMATCH rank {rank}: {e}")
+        return
+    report(f"BUILT rank {rank}")
+
+
+def failure():
+    x = np.ones(3)
+    y = np.zeros(3)
+    replay = [0]
+
+    def step():
+        replay[0] += 1
+        if rank == size // 2 and replay[0] == 3:
+            raise ValueError("a particle left the geometry")
+
+    g = eagle.Graph()
+    g.add_node(opaque(step, writes={"x": x}), name="transport")
+    g.add_node(allreduce(x, y), name="tally")
+    g.build()
+    g.launch(10)
+    print(f"FINISHED rank {rank}", flush=True)
+
+
+def failure_raise():
+    eagle.mpi.set_failure_mode("raise")
+    x = np.ones(3)
+    g = eagle.Graph()
+
+    def step():
+        raise KeyError("only here")
+
+    g.add_node(opaque(step, writes={"x": x}), name="transport")
+    g.add_node(allreduce(x, x), name="tally")
+    g.build()
+    if rank == 0:
+        try:
+            g.launch(1)
+        except KeyError as e:
+            print(f"RAISED rank {rank}: {e!r} {getattr(e, '__notes__', [])}", flush=True)
+    report(f"DONE rank {rank}")
+
+
+def no_collectives():
+    x = np.zeros(2)
+    g = eagle.Graph()
+    if rank == 0:
+        g.add_node(allreduce(x, x), name="combine")
+    else:
+        g.add_node(opaque(lambda: None, writes={"x": x}), name="alone")
+    g.build()
+    print(f"BUILT rank {rank}", flush=True)
+    comm.Barrier()   # rank 0 never comes: it aborts from build()
+
+
+def mpi_error():
+    # every rank receives 4 elements into a buffer of 2: MPI_ERR_TRUNCATE inside the kernel
+    send = np.zeros(4)
+    recv = np.zeros(2)
+    g = eagle.Graph()
+    g.add_node(sendrecv(send, recv, dest=(rank + 1) % size, source=(rank - 1) % size), name="halo")
+    g.build()
+    g.launch(1)
+    print(f"FINISHED rank {rank}", flush=True)
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1]
+    if mode == "results":
+        results(sys.argv[2] if len(sys.argv) > 2 else "auto")
+    elif mode.startswith("mismatch_"):
+        mismatch(mode.split("_", 1)[1])
+    else:
+        globals()[mode]()

@@ -1,0 +1,93 @@
+"""Collective graphs on 2 and 4 ranks (oversubscribed on small machines), run by mpiexec.
+
+Every run has a timeout: a hang fails the test instead of stalling the suite.
+"""
+import re
+
+import pytest
+
+
+def ok_ranks(proc):
+    return sorted(int(m) for m in re.findall(r"^OK rank (\d+)$", proc.stdout, re.M))
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_collectives_give_what_numpy_computes(mpirun, n):
+    proc = mpirun(n, "results")
+    assert proc.returncode == 0, proc.stderr
+    assert ok_ranks(proc) == list(range(n))
+
+
+@pytest.mark.parametrize("teams", ["parallel", "auto"])
+def test_collectives_with_a_team_of_threads_per_rank(mpirun, teams):
+    # MPI is called by thread 0 of the team, the thread that launched
+    proc = mpirun(2, "results", teams, env={"OMP_NUM_THREADS": "2"})
+    assert proc.returncode == 0, proc.stderr
+    assert ok_ranks(proc) == [0, 1]
+
+
+@pytest.mark.parametrize("kind, n, node", [("shape", 2, "#1"), ("count", 4, "#2"), ("op", 2, "#1")])
+def test_a_different_graph_on_one_rank_raises_on_every_rank(mpirun, kind, n, node):
+    proc = mpirun(n, f"mismatch_{kind}")
+    assert proc.returncode == 0, proc.stderr
+    lines = re.findall(r"^MISMATCH rank (\d+): (.*)$", proc.stdout, re.M)
+    assert sorted(int(r) for r, _ in lines) == list(range(n)), proc.stdout + proc.stderr
+    assert "BUILT" not in proc.stdout
+    for _, message in lines:
+        assert f"node {node} differs" in message
+        assert "the ranks recorded different graphs" in message
+    if kind == "count":
+        assert "'extra': opaque" in lines[0][1] and "the graph ends after 2 nodes" in lines[0][1]
+    if kind == "op":
+        assert "op=max" in lines[0][1] and "op=sum" in lines[0][1]
+
+
+def test_a_node_that_raises_on_one_rank_ends_the_job_without_a_hang(mpirun):
+    proc = mpirun(4, "failure", timeout=120)
+    assert proc.returncode != 0
+    assert "FINISHED" not in proc.stdout
+    err = proc.stderr
+    assert "eagle: rank 2 of 4: ValueError: a particle left the geometry" in err, err
+    assert "raised by node 'transport' (stage 0) in replay 2 of launch(10)" in err
+    assert "MPI.COMM_WORLD.Abort(1)" in err
+
+
+def test_failure_mode_raise_hands_the_exception_over(mpirun):
+    proc = mpirun(2, "failure_raise")
+    assert proc.returncode == 0, proc.stderr
+    assert "RAISED rank 0: KeyError('only here')" in proc.stdout
+    assert "raised by node 'transport'" in proc.stdout
+    assert proc.stdout.count("DONE rank") == 2
+
+
+def test_a_rank_without_the_collectives_cannot_hang_build(mpirun):
+    proc = mpirun(2, "no_collectives", env={"EAGLE_MPI_BUILD_TIMEOUT": "3"}, timeout=90)
+    assert proc.returncode != 0
+    assert "rank 0 of 2: build() waited 3 s for the other ranks' graph check" in proc.stderr, proc.stderr
+
+
+def test_an_mpi_error_in_the_kernel_names_the_node_and_aborts(mpirun):
+    proc = mpirun(2, "mpi_error")
+    assert proc.returncode != 0
+    assert "FINISHED" not in proc.stdout
+    assert re.search(r"eagle: rank \d of 2: MPI_Sendrecv in node 'halo' failed \(MPI error \d+: ", proc.stderr), \
+        proc.stderr
+    assert "truncated" in proc.stderr.lower()
+
+
+def tallies(proc):
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0].startswith("ranks: ")
+    return lines[0].split(" · ", 1)[1], lines[1:]
+
+
+def test_the_monte_carlo_example_gives_the_same_tallies_on_1_2_and_4_ranks(mpirun):
+    args = ["eagle.examples.monte_carlo", "--particles", "3001", "--steps", "60"]
+    runs = [tallies(mpirun(n, *args, module=True)) for n in (1, 2, 4)]
+    assert runs[0] == runs[1] == runs[2]
+    head, body = runs[0]
+    assert head.startswith("particles 3001 · steps 60")
+    assert body[0].startswith("absorbed per cell: ")
+    counts = [int(v) for v in body[0].split(": ")[1].split()]
+    assert len(counts) == 32 and sum(counts) > 0
