@@ -4,27 +4,114 @@ A node's stage is one past the latest stage of any earlier node it conflicts
 with (read-after-write, write-after-read, write-after-write on overlapping
 memory); 0 if none. Nodes in one stage may run side by side.
 
-Every view of an allocation that some node touched gets an *entry* holding
-the nodes that wrote it and read it since it was last overwritten whole. A new
-access consults only the entries of its own allocation that overlap it, so
-staging costs O(accesses x views per allocation), not O(nodes^2). A write
-that covers an entry clears it: every later access that overlaps the entry
-also overlaps the write, and so is ordered after everything the entry held.
-The dependencies found this way are exactly the pairs whose views overlap,
-which is also what the picture draws.
+Every view some node touched gets an *entry* holding the nodes that wrote it
+and read it since it was last overwritten whole. Entries are indexed by their
+bytes (``AddressIndex``), whoever owns the memory, so a new access meets only
+the entries whose extents it overlaps: recording costs O(accesses x entries
+each overlaps), not O(nodes^2). A write that covers an entry clears it (it
+leaves the index): every later access that overlaps the entry also overlaps
+the write, and so is ordered after everything the entry held. The
+dependencies found this way are exactly the pairs whose views overlap, which
+is also what the picture draws.
+
+The group check uses the same index and the same overlap rule
+(``Extent.overlaps``), so a group is refused exactly when staging its members
+one by one would have ordered two of them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
 
 from eagle._memory import extent_of
 
 
-@dataclass
 class _Entry:
-    extent: object
-    writers: list = field(default_factory=list)   # (node, the writer's name for the array)
-    readers: list = field(default_factory=list)
+    """One view's accesses since it was last overwritten whole."""
+
+    __slots__ = ("extent", "key", "seq", "writers", "readers")
+
+    def __init__(self, extent, key, seq):
+        self.extent, self.key, self.seq = extent, key, seq
+        self.writers = []   # (node, the writer's name for the array)
+        self.readers = []   # node (staging) or (node, name) (the group check)
+
+
+class AddressIndex:
+    """Entries indexed by the byte ranges [lo, hi) of their views.
+
+    The address line is cut at both ends of every entry into segments; each
+    segment holds the entries covering it. An access looks up the segments its
+    own range spans (bisect) and tests only the entries found there, each once,
+    with the exact overlap rule. Entries come back in the order they were made,
+    so dependencies are listed deterministically.
+    """
+
+    def __init__(self):
+        self._starts: list[int] = []   # sorted segment starts
+        self._cover: list[dict] = []   # entries covering [starts[k], starts[k + 1]), as dict keys
+        self._by_key: dict = {}        # view identity -> its entry
+        self._made = 0
+
+    def __len__(self):
+        return len(self._by_key)
+
+    def get(self, key):
+        return self._by_key.get(key)
+
+    def _cut(self, a):
+        """The index of the segment starting at address ``a``, cutting one there if needed."""
+        starts = self._starts
+        k = bisect_right(starts, a)
+        if k and starts[k - 1] == a:
+            return k - 1
+        starts.insert(k, a)
+        self._cover.insert(k, dict(self._cover[k - 1]) if k else {})
+        return k
+
+    def add(self, ext, key) -> _Entry:
+        entry = _Entry(ext, key, self._made)
+        self._made += 1
+        self._by_key[key] = entry
+        first = self._cut(ext.lo)
+        last = self._cut(ext.hi)
+        cover = self._cover
+        for k in range(first, last):
+            cover[k][entry] = None
+        return entry
+
+    def remove(self, entry) -> None:
+        del self._by_key[entry.key]
+        starts, cover = self._starts, self._cover
+        for k in range(bisect_left(starts, entry.extent.lo), bisect_left(starts, entry.extent.hi)):
+            del cover[k][entry]
+
+    def overlapping(self, ext) -> list:
+        """The entries whose views share a byte with ``ext``, oldest first."""
+        if ext.hi <= ext.lo:
+            return []
+        starts, cover = self._starts, self._cover
+        k = bisect_right(starts, ext.lo) - 1
+        if k < 0:
+            k = 0
+        n = len(starts)
+        hi = ext.hi
+        seen = set()
+        found = []
+        while k < n and starts[k] < hi:
+            for entry in cover[k]:
+                if entry.seq not in seen:
+                    seen.add(entry.seq)
+                    if entry.extent.overlaps(ext):
+                        found.append(entry)
+            k += 1
+        if len(found) > 1:
+            found.sort(key=_made_order)
+        return found
+
+
+def _made_order(entry):
+    return entry.seq
 
 
 @dataclass
@@ -36,11 +123,11 @@ class Dependency:
     label: str | None
 
 
-def _covers(w, e) -> bool:
-    """Whether the write extent w contains every byte of the entry extent e."""
-    if w.key() == e.key():
+def _covers(w, w_key, e) -> bool:
+    """Whether the write extent w contains every byte of the entry e's view."""
+    if w_key == e.key:
         return True
-    return w.contiguous and w.lo <= e.lo and e.hi <= w.hi
+    return w.contiguous and w.lo <= e.extent.lo and e.extent.hi <= w.hi
 
 
 class GroupConflict(ValueError):
@@ -51,7 +138,7 @@ class Stager:
     """Incremental staging state of one graph."""
 
     def __init__(self):
-        self._buckets: dict = {}   # allocation -> {view key: _Entry}
+        self._index = AddressIndex()
         self.stage_of: list[int] = []
         self.edges: list[Dependency] = []
 
@@ -59,19 +146,11 @@ class Stager:
     def n_stages(self) -> int:
         return max(self.stage_of, default=-1) + 1
 
-    def _overlapping(self, ext):
-        views = self._buckets.get(ext.bucket)
-        if not views:
-            return
-        for entry in views.values():
-            if entry.extent.overlaps(ext):
-                yield entry
-
     def _dependencies(self, index, accesses):
         """Earlier nodes that ``accesses`` (list of (name, extent, is_write)) must follow."""
         deps = {}  # (src, label) -> Dependency, in discovery order
         for name, ext, is_write in accesses:
-            for entry in self._overlapping(ext):
+            for entry in self._index.overlapping(ext):
                 for w, w_name in entry.writers:
                     # RAW carries data; WAW only orders
                     label = None if is_write else w_name
@@ -84,20 +163,24 @@ class Stager:
         return [d for d in deps.values() if d.label is not None or d.src not in data_srcs]
 
     def _record(self, index, accesses):
+        views = self._index
         for name, ext, is_write in accesses:
             if ext.empty:
                 continue
-            views = self._buckets.setdefault(ext.bucket, {})
             key = ext.key()
             own = views.get(key)
-            if own is None:
-                own = views[key] = _Entry(ext)
             if is_write:
-                for entry in self._overlapping(ext):
-                    if _covers(ext, entry.extent):
-                        entry.writers, entry.readers = [], []
+                for entry in views.overlapping(ext):
+                    if entry is not own and _covers(ext, key, entry):
+                        views.remove(entry)
+                if own is None:
+                    own = views.add(ext, key)
+                else:
+                    own.writers, own.readers = [], []
                 own.writers.append((index, name))
             else:
+                if own is None:
+                    own = views.add(ext, key)
                 own.readers.append(index)
 
     @staticmethod
@@ -105,19 +188,31 @@ class Stager:
         return [(name, extent_of(a), is_write) for name, a, is_write in node.arrays()]
 
     def check_group(self, names, access_lists):
-        """Reject a group whose members conflict, naming both nodes and the array."""
-        for i in range(len(access_lists)):
-            for j in range(i + 1, len(access_lists)):
-                for name_i, ext_i, w_i in access_lists[i]:
-                    for name_j, ext_j, w_j in access_lists[j]:
-                        if (w_i or w_j) and ext_i.overlaps(ext_j):
-                            what = ("both write" if w_i and w_j else
-                                    f"{names[i] if w_i else names[j]!r} writes what "
-                                    f"{names[j] if w_i else names[i]!r} reads")
-                            raise GroupConflict(
-                                f"group members {names[i]!r} and {names[j]!r} conflict on the "
-                                f"array {name_i!r} of {names[i]!r} / {name_j!r} of {names[j]!r} "
-                                f"({what}); a group must hold independent nodes")
+        """Reject a group whose members conflict, naming both nodes and the array.
+
+        The members' accesses go into an index of their own, member by member;
+        each access meets only the earlier members' views it overlaps."""
+        views = AddressIndex()
+        for j, accesses in enumerate(access_lists):
+            for name_j, ext_j, w_j in accesses:
+                for entry in views.overlapping(ext_j):
+                    clash = entry.writers + (entry.readers if w_j else [])
+                    if clash:
+                        i, name_i = min(clash)
+                        w_i = (i, name_i) in entry.writers
+                        what = ("both write" if w_i and w_j else
+                                f"{names[i] if w_i else names[j]!r} writes what "
+                                f"{names[j] if w_i else names[i]!r} reads")
+                        raise GroupConflict(
+                            f"group members {names[i]!r} and {names[j]!r} conflict on the "
+                            f"array {name_i!r} of {names[i]!r} / {name_j!r} of {names[j]!r} "
+                            f"({what}); a group must hold independent nodes")
+            for name_j, ext_j, w_j in accesses:
+                if ext_j.empty:
+                    continue
+                key = ext_j.key()
+                entry = views.get(key) or views.add(ext_j, key)
+                (entry.writers if w_j else entry.readers).append((j, name_j))
 
     def add(self, first_index, access_lists):
         """Stage nodes ``first_index ...``; several nodes form a group sharing one stage."""
