@@ -26,6 +26,11 @@ from dataclasses import dataclass
 from eagle._memory import extent_of
 
 
+#: entries met in the index's segments so far in this process, repeats included (the
+#: recording-scale tests count work with it, beside ``eagle._memory.overlap_tests``)
+entries_visited = 0
+
+
 class _Entry:
     """One view's accesses since it was last overwritten whole."""
 
@@ -94,11 +99,13 @@ class AddressIndex:
         k = bisect_right(starts, ext.lo) - 1
         if k < 0:
             k = 0
+        global entries_visited
         n = len(starts)
         hi = ext.hi
         seen = set()
         found = []
         while k < n and starts[k] < hi:
+            entries_visited += len(cover[k])
             for entry in cover[k]:
                 if entry.seq not in seen:
                     seen.add(entry.seq)

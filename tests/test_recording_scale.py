@@ -1,0 +1,119 @@
+"""Recording is linear in every shape of graph, counted in work, never timed.
+
+The work of staging is the overlap tests it makes (``eagle._memory.overlap_tests``)
+and the index entries it meets (``eagle._staging.entries_visited``). For the
+shapes that used to be quadratic -- one ``add_group`` of n members, n nodes
+writing disjoint slices of one buffer -- that work stays within 3x of n nodes
+on separate arrays recorded one by one, and doubles when n doubles.
+``python -m eagle.bench`` and the asv ``RecordShapes`` benchmark time the same shapes.
+"""
+import numpy as np
+import pytest
+
+import eagle
+from eagle import _memory, _staging
+from eagle.bench import RECORDING_SHAPES, record_shape, recording_nodes
+from eagle.graph import opaque
+
+
+def work(record):
+    """(overlap tests, index entries met) while ``record()`` runs."""
+    t0, v0 = _memory.overlap_tests, _staging.entries_visited
+    record()
+    return _memory.overlap_tests - t0, _staging.entries_visited - v0
+
+
+def shape_work(shape, n):
+    nodes = recording_nodes(shape, n)
+    out = {}
+    out["work"] = work(lambda: out.setdefault("g", record_shape(shape, nodes)))
+    return out["work"], out["g"]
+
+
+@pytest.mark.parametrize("shape", sorted(set(RECORDING_SHAPES) - {"separate"}))
+def test_shapes_cost_what_separate_arrays_cost(shape):
+    n = 2000
+    (ref_tests, ref_met), _ = shape_work("separate", n)
+    (tests, met), g = shape_work(shape, n)
+    assert ref_tests <= 3 * n and ref_met <= 3 * n
+    assert tests <= 3 * ref_tests and met <= 3 * ref_met, (shape, tests, met, ref_tests, ref_met)
+    assert len(g.nodes) == n
+    assert g.stages == [g.nodes]   # all independent: one stage
+
+
+@pytest.mark.parametrize("shape", sorted(RECORDING_SHAPES))
+def test_recording_work_doubles_when_nodes_double(shape):
+    (t1, m1), _ = shape_work(shape, 1500)
+    (t2, m2), _ = shape_work(shape, 3000)
+    assert t2 <= 2.2 * t1 + 10 and m2 <= 2.2 * m1 + 10, (t1, t2, m1, m2)
+
+
+def test_a_whole_buffer_between_its_slices_stays_linear():
+    """Write the buffer, write n slices of it, read it whole, write it whole: each access meets
+    only the entries it overlaps, and a covering write drops what it covers."""
+    n = 3000
+    buf = np.zeros(4 * n)
+
+    def record():
+        g = eagle.Graph()
+        g.add_node(opaque(nop, writes={"all": buf}), name="first")
+        for i in range(n):
+            g.add_node(opaque(nop, writes={"s": buf[4 * i:4 * i + 4]}), name=f"s{i}")
+        g.add_node(opaque(nop, reads={"all": buf}), name="reader")
+        g.add_node(opaque(nop, writes={"all": buf}), name="last")
+        for i in range(n):
+            g.add_node(opaque(nop, reads={"s": buf[4 * i:4 * i + 4]}), name=f"r{i}")
+        return g
+
+    box = {}
+    tests, met = work(lambda: box.setdefault("g", record()))
+    assert tests <= 12 * n and met <= 12 * n, (tests, met)   # quadratic would be ~n * n / 2
+    g = box["g"]
+    assert g.stage_of("s0") == 1 and g.stage_of(f"s{n - 1}") == 1
+    assert g.stage_of("reader") == 2 and g.stage_of("last") == 3 and g.stage_of("r7") == 4
+    # the reader depends on every view that wrote what it reads: the slices, and the first
+    # whole write (no single slice covered it)
+    assert sorted(d[0] for d in g.dependencies if d[1] == "reader") == sorted(
+        ["first"] + [f"s{i}" for i in range(n)])
+    # the last write covered every entry: the readers after it depend on it alone
+    assert [d for d in g.dependencies if d[1] == "r7"] == [("last", "r7", "all")]
+
+
+def nop():
+    pass
+
+
+class CountingSet(set):
+    """A set that counts membership tests: the probes of default-name assignment."""
+
+    probes = 0
+
+    def __contains__(self, item):
+        CountingSet.probes += 1
+        return super().__contains__(item)
+
+
+def test_default_names_are_found_in_constant_probes():
+    n = 3000
+    x = np.zeros(3)
+    g = eagle.Graph()
+    g._name_set = CountingSet()
+    CountingSet.probes = 0
+    for _ in range(n):
+        g.add_node(opaque(nop, reads={"x": x}))
+    g.add_group([opaque(nop, reads={"x": x}) for _ in range(n)])
+    assert g.nodes[:3] == ["nop", "nop_2", "nop_3"] and g.nodes[-1] == f"nop_{2 * n}"
+    assert len(set(g.nodes)) == 2 * n
+    assert CountingSet.probes <= 3 * 2 * n
+
+
+def test_default_names_skip_names_the_user_took_and_a_failed_recording_keeps_none():
+    x = np.zeros(3)
+    g = eagle.Graph()
+    g.add_node(opaque(nop, reads={"x": x}))
+    g.add_node(opaque(nop, reads={"x": x}), name="nop_2")
+    g.add_node(opaque(nop, reads={"x": x}))
+    with pytest.raises(eagle.graph.GroupConflict):
+        g.add_group([opaque(nop, writes={"x": x}), opaque(nop, writes={"x": x})])
+    g.add_node(opaque(nop, reads={"x": x}))
+    assert g.nodes == ["nop", "nop_2", "nop_3", "nop_4"]
