@@ -108,7 +108,9 @@ class PartitionNode(Node):
 
 
 def _rows_contiguous(a) -> bool:
-    """Whether each sample's row of ``a`` is C-contiguous (also when there are no rows)."""
+    """Whether each sample's row of ``a`` is C-contiguous (an empty array has nothing to copy)."""
+    if a.size == 0:
+        return True
     step = a.itemsize
     for n, s in zip(reversed(a.shape[1:]), reversed(a.strides[1:])):
         if n > 1 and s != step:

@@ -455,7 +455,8 @@ def _add_note(exc, note):
                 pass
         notes = getattr(exc, "__notes__", None)
         kept = list(notes) if isinstance(notes, (list, tuple)) else ([] if notes is None else [notes])
-        exc.__notes__ = kept + [note]
+        # as text: tools that print notes (traceback, pytest) expect strings
+        exc.__notes__ = [n if isinstance(n, str) else str(n) for n in kept] + [note]
     except Exception:
         pass
 
