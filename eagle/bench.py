@@ -388,7 +388,8 @@ def _teams(case):
         return "?"
 
 
-def print_table(results, threads, rounds, notes, out=sys.stdout):
+def print_table(results, threads, rounds, notes, out=None):
+    out = sys.stdout if out is None else out   # at call time: a default would pin the import's stdout
     head = ("graph", "samples", "runner", "threads", "per replay", "× eagle", "")
     rows = []
     for case, runners, teams in results:
@@ -476,7 +477,8 @@ def measure_recording(sizes=RECORDING_SIZES, rounds=3):
     return best
 
 
-def print_recording(best, rounds, out=sys.stdout):
+def print_recording(best, rounds, out=None):
+    out = sys.stdout if out is None else out
     head = ("recording", "nodes", "time", "× separate")
     rows = [(RECORDING_SHAPES[shape], f"{n:,}", fmt_time(t), f"{t / best['separate', n]:.2f}")
             for (shape, n), t in best.items()]

@@ -117,3 +117,15 @@ def test_default_names_skip_names_the_user_took_and_a_failed_recording_keeps_non
         g.add_group([opaque(nop, writes={"x": x}), opaque(nop, writes={"x": x})])
     g.add_node(opaque(nop, reads={"x": x}))
     assert g.nodes == ["nop", "nop_2", "nop_3", "nop_4"]
+
+
+def test_the_bench_rows_of_recording(capsys):
+    from eagle import bench
+
+    best = bench.measure_recording((300,), rounds=1)
+    assert set(best) == {(shape, 300) for shape in RECORDING_SHAPES}
+    bench.print_recording(best, 1)
+    out = capsys.readouterr().out
+    for title in RECORDING_SHAPES.values():
+        assert title in out
+    assert "× separate" in out and "1.00" in out
