@@ -58,6 +58,8 @@ ALIASES = [
                                          b.view([("a", "<f8"), ("b", "<f8")])["b"])),
     ("records and a field", lambda b: (b.view([("a", "<f8"), ("b", "<f8")])[2:3],
                                        b.view([("a", "<f8"), ("b", "<f8")])["b"][3:])),
+    ("DLPack import", lambda b: (b[4:6], np.from_dlpack(b)[5:])),
+    ("DLPack import, disjoint", lambda b: (b[:4], np.from_dlpack(b[4:]))),
     ("interleaved strides", lambda b: (b[::3], b[1::3])),
     ("interleaved strides that meet", lambda b: (b[::3], b[::2])),
 ]
@@ -97,6 +99,22 @@ def test_group_check_uses_the_same_rule(label, make):
     else:
         g.add_group(members, names=["p", "q"])
         assert g.stages == [["p", "q"]]
+
+
+def test_an_overlap_too_hard_to_decide_counts_as_a_conflict(monkeypatch):
+    from eagle import _memory
+
+    x = np.zeros(10)
+    monkeypatch.setattr(_memory, "_SHARES_MEMORY_MAX_WORK", 0)   # NumPy gives up at once
+    g = eagle.Graph()
+    g.add_node(opaque(nop, writes={"even": x[::2]}), name="even")
+    g.add_node(opaque(nop, reads={"odd": np.frombuffer(x)[1::2]}), name="odd")
+    assert g.stages == [["even"], ["odd"]]   # ordered: safe, though they share no byte
+    with pytest.raises(GroupConflict):
+        eagle.Graph().add_group([opaque(nop, writes={"even": x[::2]}), opaque(nop, writes={"odd": x[1::2]})])
+    monkeypatch.undo()
+    g = eagle.Graph()
+    g.add_group([opaque(nop, writes={"even": x[::2]}), opaque(nop, writes={"odd": x[1::2]})])
 
 
 def test_an_alias_write_clears_only_what_it_covers():
