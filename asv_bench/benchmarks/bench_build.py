@@ -36,6 +36,10 @@ class RecordShapes:
     params = [["separate", "group", "slices"], [4000, 40000]]
     param_names = ["shape", "nodes"]
     timeout = 240
+    # one recording per sample (40,000 nodes take seconds); a few samples suffice
+    number = 1
+    repeat = (2, 5, 30.0)
+    warmup_time = 0
 
     def setup(self, shape, n):
         from eagle.bench import recording_nodes
