@@ -20,7 +20,7 @@ one by one would have ordered two of them.
 """
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from dataclasses import dataclass
 
 from eagle._memory import extent_of
@@ -42,6 +42,66 @@ class _Entry:
         self.readers = []   # node (staging) or (node, name) (the group check)
 
 
+class _SortedAddresses:
+    """A sorted set of integers kept in blocks of at most 2 * LOAD, so that an insert
+    moves O(LOAD + n / LOAD) items whatever the order addresses come in (one flat
+    sorted list would move O(n) each time: quadratic for arrays recorded in a
+    shuffled address order)."""
+
+    LOAD = 512
+
+    def __init__(self):
+        self._blocks: list[list[int]] = []
+        self._firsts: list[int] = []   # the first address of each block
+
+    def __len__(self):
+        return sum(len(b) for b in self._blocks)
+
+    def insert(self, a):
+        blocks, firsts = self._blocks, self._firsts
+        if not blocks:
+            blocks.append([a])
+            firsts.append(a)
+            return
+        b = bisect_right(firsts, a) - 1
+        if b < 0:
+            b = 0
+            firsts[0] = a
+        block = blocks[b]
+        block.insert(bisect_right(block, a), a)
+        if len(block) > 2 * self.LOAD:
+            half = block[self.LOAD:]
+            del block[self.LOAD:]
+            blocks.insert(b + 1, half)
+            firsts.insert(b + 1, half[0])
+
+    def from_floor(self, a, below):
+        """The addresses from the greatest one <= ``a`` (or the first) up to, not
+        including, ``below``, in order."""
+        blocks, firsts = self._blocks, self._firsts
+        if not blocks:
+            return
+        b = bisect_right(firsts, a) - 1
+        if b < 0:
+            b, i = 0, 0
+        else:
+            i = bisect_right(blocks[b], a) - 1
+        while b < len(blocks):
+            block = blocks[b]
+            for k in range(i, len(block)):
+                x = block[k]
+                if x >= below:
+                    return
+                yield x
+            b, i = b + 1, 0
+
+    def floor(self, a):
+        """The greatest address <= ``a``, or None."""
+        for x in self.from_floor(a, a + 1):
+            return x if x <= a else None
+        return None
+
+
 class AddressIndex:
     """Entries indexed by the byte ranges [lo, hi) of their views.
 
@@ -53,9 +113,9 @@ class AddressIndex:
     """
 
     def __init__(self):
-        self._starts: list[int] = []   # sorted segment starts
-        self._cover: list[dict] = []   # entries covering [starts[k], starts[k + 1]), as dict keys
-        self._by_key: dict = {}        # view identity -> its entry
+        self._starts = _SortedAddresses()   # segment starts
+        self._cover: dict[int, dict] = {}   # segment start -> entries covering the segment (dict keys)
+        self._by_key: dict = {}             # view identity -> its entry
         self._made = 0
 
     def __len__(self):
@@ -65,53 +125,47 @@ class AddressIndex:
         return self._by_key.get(key)
 
     def _cut(self, a):
-        """The index of the segment starting at address ``a``, cutting one there if needed."""
-        starts = self._starts
-        k = bisect_right(starts, a)
-        if k and starts[k - 1] == a:
-            return k - 1
-        starts.insert(k, a)
-        self._cover.insert(k, dict(self._cover[k - 1]) if k else {})
-        return k
+        """Make ``a`` a segment start: the new segment is covered as the one it was cut from."""
+        cover = self._cover
+        if a in cover:
+            return
+        prev = self._starts.floor(a)
+        cover[a] = dict(cover[prev]) if prev is not None else {}
+        self._starts.insert(a)
 
     def add(self, ext, key) -> _Entry:
         entry = _Entry(ext, key, self._made)
         self._made += 1
         self._by_key[key] = entry
-        first = self._cut(ext.lo)
-        last = self._cut(ext.hi)
+        self._cut(ext.lo)
+        self._cut(ext.hi)
         cover = self._cover
-        for k in range(first, last):
-            cover[k][entry] = None
+        for start in self._starts.from_floor(ext.lo, ext.hi):
+            cover[start][entry] = None
         return entry
 
     def remove(self, entry) -> None:
         del self._by_key[entry.key]
-        starts, cover = self._starts, self._cover
-        for k in range(bisect_left(starts, entry.extent.lo), bisect_left(starts, entry.extent.hi)):
-            del cover[k][entry]
+        cover = self._cover
+        for start in self._starts.from_floor(entry.extent.lo, entry.extent.hi):
+            del cover[start][entry]
 
     def overlapping(self, ext) -> list:
         """The entries whose views share a byte with ``ext``, oldest first."""
         if ext.hi <= ext.lo:
             return []
-        starts, cover = self._starts, self._cover
-        k = bisect_right(starts, ext.lo) - 1
-        if k < 0:
-            k = 0
         global entries_visited
-        n = len(starts)
-        hi = ext.hi
+        cover = self._cover
         seen = set()
         found = []
-        while k < n and starts[k] < hi:
-            entries_visited += len(cover[k])
-            for entry in cover[k]:
+        for start in self._starts.from_floor(ext.lo, ext.hi):
+            covering = cover[start]
+            entries_visited += len(covering)
+            for entry in covering:
                 if entry.seq not in seen:
                     seen.add(entry.seq)
                     if entry.extent.overlaps(ext):
                         found.append(entry)
-            k += 1
         if len(found) > 1:
             found.sort(key=_made_order)
         return found

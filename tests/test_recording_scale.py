@@ -129,3 +129,46 @@ def test_the_bench_rows_of_recording(capsys):
     for title in RECORDING_SHAPES.values():
         assert title in out
     assert "× separate" in out and "1.00" in out
+
+
+# ---- the sorted addresses under the index ------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+class SmallBlocks(_staging._SortedAddresses):
+    """Blocks of a few addresses, so that a handful of inserts splits them."""
+
+    LOAD = 2
+
+
+@settings(max_examples=150, deadline=None)
+@given(values=st.lists(st.integers(-50, 50), unique=True, max_size=60),
+       queries=st.lists(st.tuples(st.integers(-60, 60), st.integers(-60, 60)), max_size=10))
+def test_sorted_addresses_agree_with_a_sorted_list(values, queries):
+    s = SmallBlocks()
+    for v in values:
+        s.insert(v)
+    ref = sorted(values)
+    assert [x for b in s._blocks for x in b] == ref and len(s) == len(ref)
+    assert all(len(b) <= 2 * s.LOAD for b in s._blocks)
+    for a, below in queries:
+        floor = max((x for x in ref if x <= a), default=None)
+        assert s.floor(a) == floor
+        start = floor if floor is not None else (ref[0] if ref else None)
+        want = [x for x in ref if start is not None and start <= x < below]
+        assert list(s.from_floor(a, below)) == want
+
+
+def test_arrays_in_any_address_order_keep_blocks_bounded():
+    """Shuffled addresses: every insert moves at most 2 * LOAD addresses in a block plus one
+    per block, which is what keeps recording linear whatever order arrays come in."""
+    n = 20_000
+    rng = np.random.default_rng(1)
+    s = _staging._SortedAddresses()
+    for v in rng.permutation(n):
+        s.insert(int(v))
+    assert len(s) == n
+    assert max(len(b) for b in s._blocks) <= 2 * s.LOAD
+    assert len(s._blocks) <= 2 * n // s.LOAD + 1
