@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from eagle._memory import extent_of
 
 
-#: entries met in the index's segments so far in this process, repeats included (the
-#: recording-scale tests count work with it, beside ``eagle._memory.overlap_tests``)
-entries_visited = 0
+#: the index's work so far in this process: segments walked plus the entries met in
+#: them, repeats included (the recording-scale tests count work with it, beside
+#: ``eagle._memory.overlap_tests``)
+index_steps = 0
 
 
 class _Entry:
@@ -95,6 +96,18 @@ class _SortedAddresses:
                 yield x
             b, i = b + 1, 0
 
+    def remove(self, a):
+        blocks, firsts = self._blocks, self._firsts
+        b = bisect_right(firsts, a) - 1
+        block = blocks[b]
+        i = bisect_right(block, a) - 1
+        assert block[i] == a, "removing an address that is not there"
+        del block[i]
+        if not block:
+            del blocks[b], firsts[b]
+        elif i == 0:
+            firsts[b] = block[0]
+
     def floor(self, a):
         """The greatest address <= ``a``, or None."""
         for x in self.from_floor(a, a + 1):
@@ -146,21 +159,35 @@ class AddressIndex:
 
     def remove(self, entry) -> None:
         del self._by_key[entry.key]
-        cover = self._cover
-        for start in self._starts.from_floor(entry.extent.lo, entry.extent.hi):
-            del cover[start][entry]
+        cover, starts = self._cover, self._starts
+        lo, hi = entry.extent.lo, entry.extent.hi
+        cuts = list(starts.from_floor(lo, hi + 1))   # the entry's segments, and the cut at hi
+        for start in cuts:
+            if start < hi:
+                del cover[start][entry]
+        # a cut between two segments covered alike is no cut any more: merge them, so
+        # that what a covering write cleared costs nothing to later accesses
+        before = starts.floor(lo - 1)
+        prev = cover[before].keys() if before is not None else {}.keys()
+        for start in cuts:
+            here = cover[start].keys()
+            if here == prev:
+                del cover[start]
+                starts.remove(start)
+            else:
+                prev = here
 
     def overlapping(self, ext) -> list:
         """The entries whose views share a byte with ``ext``, oldest first."""
         if ext.hi <= ext.lo:
             return []
-        global entries_visited
+        global index_steps
         cover = self._cover
         seen = set()
         found = []
         for start in self._starts.from_floor(ext.lo, ext.hi):
             covering = cover[start]
-            entries_visited += len(covering)
+            index_steps += 1 + len(covering)
             for entry in covering:
                 if entry.seq not in seen:
                     seen.add(entry.seq)

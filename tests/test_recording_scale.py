@@ -1,7 +1,7 @@
 """Recording is linear in every shape of graph, counted in work, never timed.
 
 The work of staging is the overlap tests it makes (``eagle._memory.overlap_tests``)
-and the index entries it meets (``eagle._staging.entries_visited``). For the
+and the index's steps: segments walked and entries met (``eagle._staging.index_steps``). For the
 shapes that used to be quadratic -- one ``add_group`` of n members, n nodes
 writing disjoint slices of one buffer -- that work stays within 3x of n nodes
 on separate arrays recorded one by one, and doubles when n doubles.
@@ -17,10 +17,10 @@ from eagle.graph import opaque
 
 
 def work(record):
-    """(overlap tests, index entries met) while ``record()`` runs."""
-    t0, v0 = _memory.overlap_tests, _staging.entries_visited
+    """(overlap tests, index steps) while ``record()`` runs."""
+    t0, v0 = _memory.overlap_tests, _staging.index_steps
     record()
-    return _memory.overlap_tests - t0, _staging.entries_visited - v0
+    return _memory.overlap_tests - t0, _staging.index_steps - v0
 
 
 def shape_work(shape, n):
@@ -35,7 +35,7 @@ def test_shapes_cost_what_separate_arrays_cost(shape):
     n = 2000
     (ref_tests, ref_met), _ = shape_work("separate", n)
     (tests, met), g = shape_work(shape, n)
-    assert ref_tests <= 3 * n and ref_met <= 3 * n
+    assert ref_tests <= 3 * n and ref_met <= 6 * n
     assert tests <= 3 * ref_tests and met <= 3 * ref_met, (shape, tests, met, ref_tests, ref_met)
     assert len(g.nodes) == n
     assert g.stages == [g.nodes]   # all independent: one stage
@@ -67,7 +67,7 @@ def test_a_whole_buffer_between_its_slices_stays_linear():
 
     box = {}
     tests, met = work(lambda: box.setdefault("g", record()))
-    assert tests <= 12 * n and met <= 12 * n, (tests, met)   # quadratic would be ~n * n / 2
+    assert tests <= 12 * n and met <= 20 * n, (tests, met)   # quadratic would be ~n * n / 2
     g = box["g"]
     assert g.stage_of("s0") == 1 and g.stage_of(f"s{n - 1}") == 1
     assert g.stage_of("reader") == 2 and g.stage_of("last") == 3 and g.stage_of("r7") == 4
@@ -77,6 +77,29 @@ def test_a_whole_buffer_between_its_slices_stays_linear():
         ["first"] + [f"s{i}" for i in range(n)])
     # the last write covered every entry: the readers after it depend on it alone
     assert [d for d in g.dependencies if d[1] == "r7"] == [("last", "r7", "all")]
+
+
+def test_what_a_covering_write_cleared_costs_later_accesses_nothing():
+    """n slices written, then the whole buffer: its write drops the slices' entries and merges
+    their segments, so n later whole-buffer reads each walk one segment, not n."""
+    n = 3000
+    buf = np.zeros(4 * n)
+
+    def record():
+        g = eagle.Graph()
+        for i in range(n):
+            g.add_node(opaque(nop, writes={"s": buf[4 * i:4 * i + 4]}), name=f"s{i}")
+        g.add_node(opaque(nop, writes={"all": buf}), name="whole")
+        for i in range(n):
+            g.add_node(opaque(nop, reads={"all": buf}), name=f"r{i}")
+        return g
+
+    box = {}
+    tests, steps = work(lambda: box.setdefault("g", record()))
+    assert tests <= 8 * n and steps <= 12 * n, (tests, steps)   # without the merge: ~n * n
+    g = box["g"]
+    assert len(g._stager._index._starts) == 2      # the buffer's two ends
+    assert g.stage_of("r0") == 2 and g.stage_of(f"r{n - 1}") == 2
 
 
 def nop():
