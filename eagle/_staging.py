@@ -122,7 +122,8 @@ class AddressIndex:
     segment holds the entries covering it. An access looks up the segments its
     own range spans (bisect) and tests only the entries found there, each once,
     with the exact overlap rule. Entries come back in the order they were made,
-    so dependencies are listed deterministically.
+    so dependencies are listed deterministically. Removing an entry (a write
+    covered it) merges the segments it separated where they are covered alike.
     """
 
     def __init__(self):

@@ -168,12 +168,17 @@ class SmallBlocks(_staging._SortedAddresses):
 
 @settings(max_examples=150, deadline=None)
 @given(values=st.lists(st.integers(-50, 50), unique=True, max_size=60),
+       dropped=st.sets(st.integers(0, 59)),
        queries=st.lists(st.tuples(st.integers(-60, 60), st.integers(-60, 60)), max_size=10))
-def test_sorted_addresses_agree_with_a_sorted_list(values, queries):
+def test_sorted_addresses_agree_with_a_sorted_list(values, dropped, queries):
     s = SmallBlocks()
     for v in values:
         s.insert(v)
-    ref = sorted(values)
+    for i in sorted(dropped):
+        if i < len(values):
+            s.remove(values[i])
+    ref = sorted(v for i, v in enumerate(values) if i not in dropped)
+    assert all(s._blocks) and s._firsts == [b[0] for b in s._blocks]
     assert [x for b in s._blocks for x in b] == ref and len(s) == len(ref)
     assert all(len(b) <= 2 * s.LOAD for b in s._blocks)
     for a, below in queries:
