@@ -56,6 +56,9 @@ class Node:
 
     def named_sample_arrays(self):
         """(name, array) for every array of ``sample_arrays()``, in declaration order."""
+        if type(self).sample_arrays is Node.sample_arrays:
+            skip = self.not_per_sample
+            return [(name, a) for name, a, _ in self.arrays() if name not in skip]
         mine = {id(a) for a in self.sample_arrays()}
         return [(name, a) for name, a, _ in self.arrays() if id(a) in mine]
 

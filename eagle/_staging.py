@@ -20,7 +20,7 @@ one by one would have ordered two of them.
 """
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 from eagle._memory import extent_of
@@ -76,25 +76,28 @@ class _SortedAddresses:
             blocks.insert(b + 1, half)
             firsts.insert(b + 1, half[0])
 
-    def from_floor(self, a, below):
+    def from_floor(self, a, below) -> list:
         """The addresses from the greatest one <= ``a`` (or the first) up to, not
         including, ``below``, in order."""
         blocks, firsts = self._blocks, self._firsts
         if not blocks:
-            return
+            return []
         b = bisect_right(firsts, a) - 1
         if b < 0:
             b, i = 0, 0
         else:
             i = bisect_right(blocks[b], a) - 1
-        while b < len(blocks):
-            block = blocks[b]
-            for k in range(i, len(block)):
-                x = block[k]
-                if x >= below:
-                    return
-                yield x
-            b, i = b + 1, 0
+        block = blocks[b]
+        end = bisect_left(block, below, i)
+        if end < len(block) or b + 1 == len(blocks):
+            return block[i:end]
+        out = block[i:]
+        for block in blocks[b + 1:]:
+            end = bisect_left(block, below)
+            out += block[:end]
+            if end < len(block):
+                break
+        return out
 
     def remove(self, a):
         blocks, firsts = self._blocks, self._firsts
@@ -110,9 +113,11 @@ class _SortedAddresses:
 
     def floor(self, a):
         """The greatest address <= ``a``, or None."""
-        for x in self.from_floor(a, a + 1):
-            return x if x <= a else None
-        return None
+        b = bisect_right(self._firsts, a) - 1
+        if b < 0:
+            return None
+        block = self._blocks[b]
+        return block[bisect_right(block, a) - 1]
 
 
 class AddressIndex:
@@ -184,9 +189,14 @@ class AddressIndex:
             return []
         global index_steps
         cover = self._cover
+        starts = self._starts.from_floor(ext.lo, ext.hi)
+        if len(starts) == 1:   # the common case; a segment lists its entries oldest first
+            covering = cover[starts[0]]
+            index_steps += 1 + len(covering)
+            return [entry for entry in covering if entry.extent.overlaps(ext)]
         seen = set()
         found = []
-        for start in self._starts.from_floor(ext.lo, ext.hi):
+        for start in starts:
             covering = cover[start]
             index_steps += 1 + len(covering)
             for entry in covering:
