@@ -312,6 +312,11 @@ def test_random_graphs_of_aliases_replay_as_recorded(threads, spec, n_threads, t
         for b in recorded[i + 1:]:
             if conflicts((a[2], a[3]), (b[2], b[3])):
                 assert g.stage_of(a[0]) < g.stage_of(b[0]), (a[0], b[0])
+    # every edge joins two nodes whose bytes meet (the rule is exact, not conservative)
+    by_name = {m[0]: m for m in recorded}
+    for before, after, _ in g.dependencies:
+        a, b = by_name[before], by_name[after]
+        assert conflicts((a[2], a[3]), (b[2], b[3])), (before, after)
     if cap is not None:
         assert g.capacity == cap
 
@@ -322,3 +327,27 @@ def test_random_graphs_of_aliases_replay_as_recorded(threads, spec, n_threads, t
     g.launch(replays)
     for got, want in zip(bases, expected):
         np.testing.assert_array_equal(got, want)
+
+
+@settings(max_examples=200, deadline=None)
+@given(members=st.lists(st.tuples(st.lists(st.integers(0, POOL - 1), max_size=2, unique=True),
+                                  st.lists(st.integers(0, POOL - 1), max_size=2, unique=True)),
+                        min_size=2, max_size=6))
+def test_the_group_check_names_a_pair_that_conflicts(members):
+    bases, keep, pool = make_pool()
+    specs = [([pool[i][1] for i in r], [pool[i][1] for i in w if i not in r]) for r, w in members]
+    nodes = [opaque(nop, reads={f"r{j}": a for j, a in enumerate(r)},
+                    writes={f"w{j}": a for j, a in enumerate(w)}) for r, w in specs]
+    names = [f"m{k}" for k in range(len(nodes))]
+    pairs = [(i, j) for i in range(len(specs)) for j in range(i + 1, len(specs))
+             if conflicts(specs[i], specs[j])]
+    g = eagle.Graph()
+    try:
+        g.add_group(nodes, names=names)
+    except GroupConflict as e:
+        named = tuple(int(n[1:]) for n in str(e).split("'")[1:4:2])
+        assert named in pairs, (str(e), pairs)
+        assert g.nodes == []
+    else:
+        assert pairs == []
+        assert g.stages == [names]
