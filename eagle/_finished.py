@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from eagle._executor import get_num_threads
-from eagle._nodes import Node
+from eagle._nodes import Node, refuse_object_arrays
 
 # Chunks a partition's range is cut into (independent of the thread count, so
 # results never depend on it); fewer when there are many keys to count per chunk.
@@ -57,7 +57,7 @@ class PartitionNode(Node):
             if a.ndim == 0 or a.shape[0] != capacity:
                 raise ValueError(f"{mode}(): every state array holds one row per sample ({capacity}); "
                                  f"{name!r} has shape {a.shape}")
-            if a.ndim > 1 and not a[0].flags.c_contiguous:
+            if a.ndim > 1 and not _rows_contiguous(a):
                 raise ValueError(f"{mode}(): a sample's row of {name!r} must be contiguous")
             if not a.flags.writeable:
                 raise ValueError(f"{mode}(): {name!r} is read-only")
@@ -78,6 +78,7 @@ class PartitionNode(Node):
                 or not 0.0 <= float(min_dead_fraction) <= 1.0:
             raise ValueError(f"{mode}(): min_dead_fraction must be in [0, 1], got {min_dead_fraction!r}")
         self.writes = {**writes, "ids": ids, "count": count}
+        refuse_object_arrays(self, f"{mode}()")
         self.ids, self.count = ids, count
         self.mode = mode
         permuted = [key, *state.values(), ids]
@@ -104,6 +105,18 @@ class PartitionNode(Node):
         out = np.empty_like(compacted) if out is None else out
         out[self.ids] = compacted
         return out
+
+
+def _rows_contiguous(a) -> bool:
+    """Whether each sample's row of ``a`` is C-contiguous (an empty array has nothing to copy)."""
+    if a.size == 0:
+        return True
+    step = a.itemsize
+    for n, s in zip(reversed(a.shape[1:]), reversed(a.strides[1:])):
+        if n > 1 and s != step:
+            return False
+        step *= n
+    return True
 
 
 def _is_cuda_array(a) -> bool:

@@ -7,21 +7,18 @@ cannot share memory. When extents meet but an array has holes (a strided
 view), NumPy's exact ``shares_memory`` decides, so ``x[::2]`` and ``x[1::2]``
 stay independent.
 
-Arrays are grouped by the allocation they live in (their *bucket*), so staging
-compares an access only with the views of the same allocation.
+Who owns the memory does not matter: ``as_strided``, ``sliding_window_view``,
+``np.frombuffer``, memoryviews and ctypes-backed arrays are compared with every
+other array by their bytes. ``eagle._staging`` indexes extents by address so
+that an access meets only the arrays whose extents it overlaps.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 import numpy as np
 
 from eagle._foreign import adopt
-
-#: the bucket of arrays whose owner eagle cannot identify (foreign buffers, DLPack imports,
-#: generic ``__cuda_array_interface__`` objects): staging compares them with every bucket.
-SHARED_BUCKET = "shared"
 
 # NumPy's exact overlap test solves a small integer program; past this much work
 # it gives up and eagle assumes the two views conflict (safe: it only orders them).
@@ -67,15 +64,16 @@ def array_family(arrays) -> str | None:
     return kinds.pop() if kinds else None
 
 
-@dataclass(frozen=True)
 class Extent:
     """Where an array's bytes lie: [lo, hi), plus what an exact test needs."""
 
-    bucket: Any
-    lo: int
-    hi: int
-    contiguous: bool
-    array: Any
+    __slots__ = ("lo", "hi", "contiguous", "array")
+
+    def __init__(self, lo: int, hi: int, contiguous: bool, array: Any):
+        self.lo, self.hi, self.contiguous, self.array = lo, hi, contiguous, array
+
+    def __repr__(self):
+        return f"Extent(0x{self.lo:x}..0x{self.hi:x}, {'dense' if self.contiguous else 'strided'})"
 
     @property
     def empty(self) -> bool:
@@ -90,6 +88,10 @@ class Extent:
         return (self.lo, self.hi, tuple(iface["shape"]), iface.get("strides"), iface["typestr"])
 
     def overlaps(self, other: "Extent") -> bool:
+        """Whether the two arrays share a byte: extents first, NumPy's exact test where
+        an array has holes (a test too hard to finish counts as an overlap)."""
+        global overlap_tests
+        overlap_tests += 1
         if self.empty or other.empty or self.hi <= other.lo or other.hi <= self.lo:
             return False
         if self.contiguous and other.contiguous:
@@ -101,6 +103,10 @@ class Extent:
             except np.exceptions.TooHardError:
                 return True
         return True  # device arrays: extents meet, assume they conflict
+
+
+#: overlap tests made so far in this process (the recording-scale tests count work with it)
+overlap_tests = 0
 
 
 def _span(ptr: int, shape, strides, itemsize: int):
@@ -123,30 +129,24 @@ def _c_strides(shape, itemsize):
     return tuple(reversed(strides))
 
 
-def _numpy_owner(a: np.ndarray):
-    root = a
-    while isinstance(root.base, np.ndarray):
-        root = root.base
-    return root
-
-
 def extent_of(a: Any) -> Extent:
     if isinstance(a, np.ndarray):
         lo, hi = _span(a.__array_interface__["data"][0], a.shape, a.strides, a.itemsize)
-        owner = _numpy_owner(a)
-        bucket = id(owner) if (owner.base is None and owner.flags.owndata) else SHARED_BUCKET
         contiguous = a.flags.c_contiguous or a.flags.f_contiguous
-        return Extent(bucket, lo, hi, contiguous, a)
+        return Extent(lo, hi, contiguous, a)
     iface = a.__cuda_array_interface__
     ptr = iface["data"][0]
     shape = tuple(iface["shape"])
     itemsize = np.dtype(iface["typestr"]).itemsize
     strides = iface.get("strides") or _c_strides(shape, itemsize)
     lo, hi = _span(ptr, shape, strides, itemsize)
-    mem = getattr(getattr(a, "data", None), "mem", None)  # CuPy: the allocation the view lives in
-    bucket = ("cuda", id(mem)) if mem is not None else SHARED_BUCKET
     contiguous = tuple(strides) == _c_strides(shape, itemsize)
-    return Extent(bucket, lo, hi, contiguous, a)
+    return Extent(lo, hi, contiguous, a)
+
+
+def overlap(a: Any, b: Any) -> bool:
+    """Whether two arrays share memory, by the rule staging and the group check use."""
+    return extent_of(a).overlaps(extent_of(b))
 
 
 def leading_length(a: Any) -> int | None:

@@ -15,6 +15,10 @@ replay of each way to run the graph:
 * dask's threaded scheduler (``dask.threaded.get``) on a dict graph with the
   same dependencies.
 
+A second table times *recording*: n nodes on separate arrays recorded one by
+one (the reference), the same nodes recorded as one ``add_group``, and n nodes
+writing disjoint slices of one buffer, at 4,000 and 40,000 nodes (``--recording``).
+
 Every runner is timed best-of-k, interleaved round by round in this one
 process, each timing long enough (tens of ms) for the clock not to matter.
 Ratios are against eagle with all threads. Peers that are not installed are
@@ -583,6 +587,81 @@ def print_table(results, threads, rounds, notes, out=None):
         print(f"note: {n}", file=out)
 
 
+# ---- recording: shapes of graph that must record in linear time ---------------------
+
+#: what the recording rows time; every shape records n native nodes that read one shared x
+RECORDING_SHAPES = {
+    "separate": "n nodes on separate arrays, add_node one by one",
+    "group": "one add_group of the n nodes on separate arrays",
+    "slices": "n nodes writing disjoint slices of one buffer",
+}
+RECORDING_SIZES = (4_000, 40_000)
+
+
+def recording_nodes(shape, n, size=TINY):
+    """The n nodes of a recording shape (see RECORDING_SHAPES), made before any timing."""
+    x = np.arange(float(size))
+    if shape == "slices":
+        buf = np.zeros(size * n)
+        outs = [buf[i * size:(i + 1) * size] for i in range(n)]
+    elif shape in ("separate", "group"):
+        outs = [np.zeros(size) for _ in range(n)]
+    else:
+        raise ValueError(f"unknown recording shape {shape!r}")
+    k = kernels.scale(2.0)
+    return [native(k, reads={"x": x}, writes={"y": y}) for y in outs]
+
+
+def record_shape(shape, nodes):
+    """A fresh graph with ``nodes`` recorded as the shape says (one group, or one by one)."""
+    g = eagle.Graph()
+    names = [f"n{i}" for i in range(len(nodes))]
+    if shape == "group":
+        g.add_group(nodes, names=names)
+    else:
+        for node, name in zip(nodes, names):
+            g.add_node(node, name=name)
+    return g
+
+
+def measure_recording(sizes=RECORDING_SIZES, rounds=3):
+    """{(shape, n): best seconds}, the shapes interleaved round by round, the garbage
+    collector paused while a recording is timed (as ``timeit`` does)."""
+    best = {}
+    for n in sizes:
+        for _ in range(rounds):
+            for shape in RECORDING_SHAPES:
+                nodes = recording_nodes(shape, n)
+                gc.collect()
+                gc.disable()
+                try:
+                    t0 = time.perf_counter()
+                    record_shape(shape, nodes)
+                    dt = time.perf_counter() - t0
+                finally:
+                    gc.enable()
+                best[shape, n] = min(best.get((shape, n), dt), dt)
+    return best
+
+
+def print_recording(best, rounds, out=None):
+    out = sys.stdout if out is None else out
+    head = ("recording", "nodes", "time", "× separate")
+    rows = [(RECORDING_SHAPES[shape], f"{n:,}", fmt_time(t), f"{t / best['separate', n]:.2f}")
+            for (shape, n), t in best.items()]
+    widths = [max(len(h), *(len(row[j]) for row in rows)) for j, h in enumerate(head)]
+
+    def line(cells):
+        return "  ".join(c.rjust(w) if j else c.ljust(w) for j, (c, w) in enumerate(zip(cells, widths)))
+
+    print(line(head), file=out)
+    print("  ".join("-" * w for w in widths), file=out)
+    for row in rows:
+        print(line(row), file=out)
+    print(f"recording: the nodes made beforehand, best of {rounds} interleaved rounds; × separate: "
+          "time / the same number of nodes on separate arrays recorded one by one", file=out)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m eagle.bench", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer and shorter timings (a few seconds)")
@@ -591,6 +670,8 @@ def main(argv=None):
     p.add_argument("--big", type=int, default=BIG, help=f"samples of the one-node graph (default {BIG:,})")
     p.add_argument("--threads", type=int, help="threads for 'all' (default: eagle.get_num_threads())")
     p.add_argument("--only", help="run only the graphs whose title contains this text (e.g. ufunc)")
+    p.add_argument("--recording", type=int, nargs="*",
+                   help="node counts of the recording rows (default 4000 40000, quick 4000; none: skip)")
     args = p.parse_args(argv)
     rounds = args.rounds or (3 if args.quick else 7)
     target_s = (args.target_ms or (8.0 if args.quick else 40.0)) / 1e3
@@ -648,6 +729,12 @@ def main(argv=None):
         finally:
             eagle.set_num_threads(initial_threads)
     print_table(results, threads, rounds, notes)
+    sizes = args.recording if args.recording is not None else (
+        RECORDING_SIZES[:1] if args.quick else RECORDING_SIZES)
+    if sizes:
+        print()
+        rec_rounds = 2 if args.quick else 3
+        print_recording(measure_recording(sizes, rec_rounds), rec_rounds)
     print(f"({time.perf_counter() - t_start:.1f} s)")
 
 

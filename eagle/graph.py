@@ -81,6 +81,10 @@ class Plan:
     capacity: int
     threshold_ns: float
     stages: list
+    #: (node, array, length) of the array that bounds the capacity (set by Graph.plan)
+    capacity_bound_by = None
+    #: (node, reason) for each native node run whole although it asked to be split
+    split_refused = ()
 
     def __str__(self):
         lines = [f"eagle plan · backend: {self.backend} · {_plural(self.num_threads, 'thread')} · "
@@ -90,6 +94,11 @@ class Plan:
             cost = "cost not measured yet" if sp.cost_ns is None else f"{sp.cost_ns / 1e3:.2f} µs"
             lines.append(f"stage {sp.stage}  team {sp.team:<3} ({sp.policy:8}) {cost:>24}   "
                          + " ".join(sp.nodes))
+        if self.capacity_bound_by is not None:
+            node, array, length = self.capacity_bound_by
+            lines.append(f"capacity {length}: bounded by {array!r} of {node!r}")
+        for node, reason in self.split_refused:
+            lines.append(f"{node!r} not split: {reason}")
         return "\n".join(lines)
 
 
@@ -105,6 +114,7 @@ class Graph:
         self._nodes: list[Node] = []
         self._names: list[str] = []
         self._name_set: set[str] = set()
+        self._next_suffix: dict[str, int] = {}   # default name -> next "_k" suffix to try
         self._n_groups = 0
         self._stager = Stager()
         self._family: str | None = None
@@ -116,6 +126,9 @@ class Graph:
         # shortest axis 0 among the arrays of sized nodes / of all nodes (None: no such array)
         self._cap_sized: int | None = None
         self._cap_all: int | None = None
+        # (node name, array name, length) of the array that set each of them
+        self._cap_sized_by: tuple | None = None
+        self._cap_all_by: tuple | None = None
         self._has_sized = False
         self._has_resizer = False   # a compaction node sets the logical size as samples finish
 
@@ -162,7 +175,7 @@ class Graph:
                 # samples past the new logical size
                 raise ValueError("record reorder() before compact(): a partition after the compaction "
                                  "would still see the replay's old range")
-            final = self._assign_names(nodes, names)
+            final, suffixes = self._assign_names(nodes, names)
             accesses = [Stager.accesses(n) for n in nodes]
             if group:
                 self._stager.check_group(final, accesses)
@@ -170,13 +183,15 @@ class Graph:
             first = len(self._nodes)
             self._stager.add(first, accesses)
             self._n_groups += group
+            self._next_suffix.update(suffixes)
             for node, name in zip(nodes, final):
-                for a in node.sample_arrays():
+                for array_name, a in node.named_sample_arrays():
                     m = leading_length(a)
                     if m is not None:
-                        self._cap_all = m if self._cap_all is None else min(self._cap_all, m)
-                        if node.sized:
-                            self._cap_sized = m if self._cap_sized is None else min(self._cap_sized, m)
+                        if self._cap_all is None or m < self._cap_all:
+                            self._cap_all, self._cap_all_by = m, (name, array_name, m)
+                        if node.sized and (self._cap_sized is None or m < self._cap_sized):
+                            self._cap_sized, self._cap_sized_by = m, (name, array_name, m)
                 self._has_sized |= node.sized
                 self._has_resizer |= node.resizes
                 self._nodes.append(node)
@@ -186,7 +201,9 @@ class Graph:
             self._backend = None
 
     def _assign_names(self, nodes, names):
+        """The nodes' final names, and the default-name counters to keep once they are recorded."""
         new = set()   # names given in this call, beside the graph's own
+        suffixes = {}  # base -> next suffix to try, for this call (committed by _add)
 
         def taken(name):
             return name in self._name_set or name in new
@@ -194,17 +211,24 @@ class Graph:
         final = []
         for node, name in zip(nodes, names):
             if name is None:
+                # a counter per base name: many nodes of one default name probe O(1) each
                 base = node.default_name()
-                name, k = base, 2
-                while taken(name):
-                    name, k = f"{base}_{k}", k + 1
+                k = suffixes.get(base) or self._next_suffix.get(base, 2)
+                name = base
+                if taken(name):
+                    name = f"{base}_{k}"
+                    while taken(name):
+                        k += 1
+                        name = f"{base}_{k}"
+                    k += 1
+                suffixes[base] = k
             elif not isinstance(name, str) or not name or any(c in name for c in "\n\r\t"):
                 raise TypeError(f"a node name must be a non-empty one-line string, got {name!r}")
             elif taken(name):
                 raise ValueError(f"the graph already has a node named {name!r}; node names are unique")
             new.add(name)
             final.append(name)
-        return final
+        return final, suffixes
 
     # ---- what was recorded -------------------------------------------------
 
@@ -242,6 +266,20 @@ class Graph:
         """The largest logical size the arrays can hold: the shortest axis 0 among
         the arrays of sized (native) nodes, or of all arrays if there are none."""
         return (self._cap_sized if self._has_sized else self._cap_all) or 0
+
+    @property
+    def capacity_bound_by(self) -> tuple[str, str, int] | None:
+        """(node name, array name, length) of the array that bounds ``capacity``: the
+        first recorded of the shortest per-sample arrays; None when no array bounds it.
+        Arrays a node marks as not per-sample (``per_sample=``) never do."""
+        return self._cap_sized_by if self._has_sized else self._cap_all_by
+
+    @property
+    def split_refused(self) -> list[tuple[str, str]]:
+        """(node name, reason) for every native node eagle runs whole although it asked to
+        be split: its own reads and writes overlap at other samples."""
+        return [(name, node.split_refused_reason) for node, name in zip(self._nodes, self._names)
+                if getattr(node, "split_refused_reason", None)]
 
     @property
     def logical_size(self) -> int:
@@ -349,10 +387,7 @@ class Graph:
         else:
             note = (f"eagle: raised by node {self._names[node]!r} (stage {self._stager.stage_of[node]}) "
                     f"in replay {replay} of launch({n})")
-        if hasattr(exc, "add_note"):
-            exc.add_note(note)
-        else:  # Python 3.10
-            exc.__notes__ = getattr(exc, "__notes__", []) + [note]
+        _add_note(exc, note)
 
     def set_logical_size(self, n: int) -> None:
         """Process samples [0, n) on the next replays: 0 <= n <= capacity. No rebuild."""
@@ -385,7 +420,10 @@ class Graph:
         """How the built graph runs: per stage, the team chosen and the cost it was chosen from."""
         if self._backend is None:
             raise NotBuiltError("plan() needs a built graph: call g.build() first")
-        return self._backend.plan()
+        plan = self._backend.plan()
+        plan.capacity_bound_by = self.capacity_bound_by
+        plan.split_refused = self.split_refused
+        return plan
 
     # ---- thread-safety ---------------------------------------------------------
 
@@ -400,6 +438,9 @@ class Graph:
                 f"{_plural(self._n_groups, 'group')} · backend: {backend}")
         if self._has_sized:
             text += f" · logical size {self.logical_size} of {self.capacity}"
+            bound = self.capacity_bound_by
+            if bound is not None:
+                text += f" (bounded by {bound[1]!r} of {bound[0]!r})"
         return text
 
     def __str__(self):
@@ -423,6 +464,24 @@ class Graph:
     def _repr_html_(self):
         """Jupyter: an SVG when Graphviz's ``dot`` is installed, else the picture."""
         return _dot.repr_html(self)
+
+
+def _add_note(exc, note):
+    """Attach ``note`` to ``exc`` whatever its ``__notes__`` holds (a tuple, a string,
+    something odd); never raise: the node's exception must reach the caller as it is."""
+    try:
+        if hasattr(exc, "add_note"):
+            try:
+                exc.add_note(note)
+                return
+            except TypeError:   # __notes__ is not a list
+                pass
+        notes = getattr(exc, "__notes__", None)
+        kept = list(notes) if isinstance(notes, (list, tuple)) else ([] if notes is None else [notes])
+        # as text: tools that print notes (traceback, pytest) expect strings
+        exc.__notes__ = [n if isinstance(n, str) else str(n) for n in kept] + [note]
+    except Exception:
+        pass
 
 
 class _Held:

@@ -37,6 +37,11 @@ cdef class Kernel:
     cdef readonly object n_reads
     cdef readonly object n_writes
     cdef readonly object dtype
+    # what an untyped kernel declared it takes (None: not declared): one dtype / ndim
+    # for every array, or a tuple with one per array (reads, then writes); added last
+    # so that the fields above keep their place for extensions built before
+    cdef readonly object dtypes
+    cdef readonly object ndim
 
 
 cdef Kernel wrap_kernel(kernel_t fn, str name, void *user_data=*, object owner=*,

@@ -45,14 +45,21 @@ _CTYPES_ARGTYPES = {
 cdef class Kernel:
     """A native kernel eagle can call without the GIL.
 
-    ``Kernel(obj, user_data=None, name=None)`` accepts a PyCapsule, a ctypes or
-    cffi function pointer, a numba ``cfunc`` or another ``Kernel``; a wrong
-    signature raises ``TypeError``. ``user_data`` is an integer address (or a
-    ctypes object, whose address is taken and which is kept alive) handed to
-    every call.
+    ``Kernel(obj, user_data=None, name=None, dtypes=None, ndim=None)`` accepts a
+    PyCapsule, a ctypes or cffi function pointer, a numba ``cfunc`` or another
+    ``Kernel``; a wrong signature raises ``TypeError``. ``user_data`` is an
+    integer address (or a ctypes object, whose address is taken and which is
+    kept alive) handed to every call.
+
+    An untyped kernel sees only pointers; ``dtypes`` and ``ndim`` declare what
+    it takes, and every node made of it is checked when it is made: one dtype
+    (or ndim) for every array, or a sequence with one per declared array,
+    reads then writes, ``None`` for any. ``Kernel(k_ptr, dtypes=np.float64, ndim=1)``;
+    ``Kernel(k_ptr, dtypes=(np.int64, None, np.float64))``. Given with another
+    ``Kernel``, they replace what it declared.
     """
 
-    def __init__(self, obj, user_data=None, name=None):
+    def __init__(self, obj, user_data=None, name=None, dtypes=None, ndim=None):
         cdef Kernel other
         owner = [obj]
         if isinstance(obj, Kernel):
@@ -60,6 +67,7 @@ cdef class Kernel:
             self.fn, self.user_data, owner = other.fn, other.user_data, [other.owner]
             self.team_fn, self.phases = other.team_fn, other.phases
             self.n_reads, self.n_writes, self.dtype = other.n_reads, other.n_writes, other.dtype
+            self.dtypes, self.ndim = other.dtypes, other.ndim
             name = name or other.name
         else:
             address, default_name = _function_address(obj)
@@ -77,6 +85,28 @@ cdef class Kernel:
             owner.append(user_data)
         self.name = name or "kernel"
         self.owner = tuple(owner)
+        if dtypes is not None:
+            self.dtypes = _dtype_spec(dtypes)
+        if ndim is not None:
+            self.ndim = _ndim_spec(ndim)
+
+    def check_arrays(self, named):
+        """Raise ``TypeError`` unless the (name, array) pairs (reads, then writes) are what
+        the kernel declared it takes (``dtypes``, ``ndim``)."""
+        n = len(named)
+        for spec, what in ((self.dtypes, "dtypes"), (self.ndim, "ndim")):
+            if isinstance(spec, tuple) and len(spec) != n:
+                raise TypeError(f"kernel {self.name!r} declares {what} for {len(spec)} array(s), "
+                                f"the node declares {n}")
+        for k, (name, a) in enumerate(named):
+            want = self.dtypes[k] if isinstance(self.dtypes, tuple) else self.dtypes
+            if want is not None and a.dtype != want:
+                raise TypeError(f"kernel {self.name!r} takes {want} for array {k} ({name!r}), "
+                                f"got {a.dtype}")
+            want = self.ndim[k] if isinstance(self.ndim, tuple) else self.ndim
+            if want is not None and a.ndim != want:
+                raise TypeError(f"kernel {self.name!r} takes a {want}-d array for array {k} ({name!r}), "
+                                f"got {a.ndim}-d")
 
     @property
     def address(self):
@@ -91,6 +121,36 @@ cdef class Kernel:
         if self.phases:
             return f"eagle.native.Kernel({self.name!r}, team kernel of {self.phases} phases)"
         return f"eagle.native.Kernel({self.name!r} at 0x{<uintptr_t>self.fn:x})"
+
+
+def _one_dtype(d):
+    import numpy as np
+
+    try:
+        dt = np.dtype(d)
+    except TypeError as e:
+        raise TypeError(f"dtypes= takes NumPy dtypes (or None for any), got {d!r}") from e
+    if dt.hasobject:
+        raise TypeError(f"a native kernel cannot take dtype {dt}: it holds Python objects")
+    return dt
+
+
+def _dtype_spec(dtypes):
+    if isinstance(dtypes, (list, tuple)):
+        return tuple(None if d is None else _one_dtype(d) for d in dtypes)
+    return _one_dtype(dtypes)
+
+
+def _one_ndim(n):
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise TypeError(f"ndim= takes integers >= 0 (or None for any), got {n!r}")
+    return n
+
+
+def _ndim_spec(ndim):
+    if isinstance(ndim, (list, tuple)):
+        return tuple(None if n is None else _one_ndim(n) for n in ndim)
+    return _one_ndim(ndim)
 
 
 def _function_address(obj):

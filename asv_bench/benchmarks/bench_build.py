@@ -1,5 +1,5 @@
 """Recording and ``build()`` as the graph grows: both should be linear in nodes."""
-from . import chain_nodes, record
+from . import chain_nodes, record, scaled
 
 
 class Build:
@@ -26,3 +26,27 @@ class Record:
 
     def time_record(self, n):
         record(self.nodes)
+
+
+class RecordShapes:
+    """Recording n nodes in the shapes that must stay linear (see ``eagle.bench.RECORDING_SHAPES``):
+    on separate arrays one by one (the reference), as one ``add_group``, and as nodes
+    writing disjoint slices of one buffer. The goal: both others within 3x of the reference."""
+
+    params = [["separate", "group", "slices"], [4000, 40000]]
+    param_names = ["shape", "nodes"]
+    timeout = 240
+    # one recording per sample (40,000 nodes take seconds); a few samples suffice
+    number = 1
+    repeat = (2, 5, 30.0)
+    warmup_time = 0
+
+    def setup(self, shape, n):
+        from eagle.bench import recording_nodes
+
+        self.nodes = recording_nodes(shape, scaled(n, 40))
+
+    def time_record(self, shape, n):
+        from eagle.bench import record_shape
+
+        record_shape(shape, self.nodes)

@@ -1,0 +1,88 @@
+"""The capacity: the shortest axis 0 among sized nodes' per-sample arrays, and which
+array it is. ``g.capacity_bound_by``, the picture's header and ``g.plan()`` name it;
+``per_sample=`` leaves tables and parameters out of it."""
+import numpy as np
+import pytest
+
+import eagle
+import eagle.kernels as ek
+from eagle.graph import compact, native, opaque
+
+
+def nop():
+    pass
+
+
+def test_the_shortest_array_bounds_the_capacity_and_is_named():
+    x, y, long = np.zeros(8), np.zeros(4), np.zeros(6)
+    g = eagle.Graph()
+    g.add_node(native(ek.scale(2.0), reads={"x": x}, writes={"out": long}), name="a")
+    assert g.capacity == 6 and g.capacity_bound_by == ("a", "out", 6)
+    g.add_node(native(ek.scale(2.0), reads={"x": x}, writes={"y": y}), name="k")
+    assert g.capacity == 4 and g.capacity_bound_by == ("k", "y", 4)
+    header = str(g).splitlines()[0]
+    assert header.endswith("logical size 4 of 4 (bounded by 'y' of 'k')")
+    g.build()
+    assert "capacity 4: bounded by 'y' of 'k'" in str(g.plan())
+    g.set_logical_size(2)
+    assert str(g).splitlines()[0].endswith("logical size 2 of 4 (bounded by 'y' of 'k')")
+
+
+def test_the_first_recorded_of_equal_lengths_bounds_it():
+    g = eagle.Graph()
+    g.add_node(native(ek.scale(2.0), reads={"x": np.zeros(5)}, writes={"y": np.zeros(5)}), name="first")
+    g.add_node(native(ek.scale(2.0), reads={"x": np.zeros(5)}, writes={"y": np.zeros(5)}), name="second")
+    assert g.capacity_bound_by == ("first", "x", 5)
+
+
+def test_opaque_arrays_do_not_bound_a_graph_with_native_nodes_and_opaque_headers_stay():
+    g = eagle.Graph()
+    g.add_node(opaque(nop, writes={"short": np.zeros(2)}), name="o")
+    assert g.capacity == 2 and g.capacity_bound_by == ("o", "short", 2)
+    assert str(g).splitlines()[0] == "eagle.Graph 1 node · 0 groups · backend: (not built)"
+    g.add_node(native(ek.fill(1.0), writes={"y": np.zeros(7)}), name="n")
+    assert g.capacity == 7 and g.capacity_bound_by == ("n", "y", 7)
+
+
+def test_arrays_that_are_not_per_sample_do_not_bound_it():
+    x, y, table = np.zeros(100), np.zeros(100), np.zeros(3)
+    g = eagle.Graph()
+    g.add_node(native(ek.add(), reads={"x": x, "table": table}, writes={"y": y},
+                      per_sample={"x", "y"}), name="lookup")
+    assert g.capacity == 100 and g.capacity_bound_by == ("lookup", "x", 100)
+    # the table still orders the nodes: it is memory like any other
+    g.add_node(opaque(nop, writes={"t": table}), name="retable")
+    assert g.stage_of("retable") == 1
+    g.build()
+    g.set_logical_size(100)
+
+
+def test_per_sample_false_leaves_every_array_of_the_node_out():
+    g = eagle.Graph()
+    g.add_node(native(ek.fill(1.0), writes={"params": np.zeros(2)}, per_sample=False), name="p")
+    assert g.capacity == 0 and g.capacity_bound_by is None
+    g.add_node(native(ek.fill(1.0), writes={"y": np.zeros(9)}), name="q")
+    assert g.capacity == 9 and g.capacity_bound_by == ("q", "y", 9)
+    g2 = eagle.Graph()
+    g2.add_node(opaque(nop, writes={"t": np.zeros(3)}, per_sample=False), name="o")
+    assert g2.capacity == 0 and g2.capacity_bound_by is None
+
+
+def test_compaction_count_does_not_bound_it():
+    alive, x = np.ones(6, bool), np.zeros(6)
+    g = eagle.Graph()
+    g.add_node(compact(alive, {"x": x}), name="c")
+    assert g.capacity == 6 and g.capacity_bound_by[0] == "c" and g.capacity_bound_by[2] == 6
+
+
+@pytest.mark.parametrize("per_sample, exc, match", [
+    ({"nope"}, ValueError, "'nope', which the node does not declare"),
+    ("x", TypeError, "per_sample="),
+    (3, TypeError, "per_sample="),
+    (None, TypeError, "per_sample="),
+])
+def test_bad_per_sample_is_refused(per_sample, exc, match):
+    with pytest.raises(exc, match=match):
+        native(ek.scale(2.0), reads={"x": np.zeros(3)}, writes={"y": np.zeros(3)}, per_sample=per_sample)
+    with pytest.raises(exc, match=match):
+        opaque(nop, reads={"x": np.zeros(3)}, per_sample=per_sample)

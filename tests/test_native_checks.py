@@ -1,0 +1,163 @@
+"""What a native node refuses or changes at record time: object dtypes, arrays an
+untyped kernel did not declare it takes, and a split that would race on the node's
+own overlapping arrays (such a node runs whole, and says why)."""
+import numpy as np
+import pytest
+
+import eagle
+import eagle.kernels as ek
+import eagle.native as en
+from eagle.graph import compact, native, opaque, reorder
+
+
+def untyped_copy():
+    """eagle's copy kernel (y[i] = x[i]) as a bare ctypes function pointer: no declared types."""
+    return en.CTYPES_KERNEL(ek.copy().address)
+
+
+OBJECT_DTYPES = [np.dtype(object), np.dtype([("x", "f8"), ("o", object)]),
+                 np.dtype([("inner", [("o", object)])]), np.dtype((object, 2))]
+
+
+@pytest.mark.parametrize("dtype", OBJECT_DTYPES, ids=str)
+@pytest.mark.parametrize("where", ["reads", "writes"])
+def test_object_dtypes_are_refused_by_native_nodes(dtype, where):
+    bad = np.empty(4, dtype=dtype)
+    ok = np.zeros(4)
+    arrays = {"reads": {"x": bad}, "writes": {"y": ok}} if where == "reads" else \
+        {"reads": {"x": ok}, "writes": {"y": bad}}
+    for kernel in (untyped_copy(), en.Kernel(untyped_copy()), ek.copy()):
+        with pytest.raises(TypeError, match="holds Python objects"):
+            native(kernel, **arrays)
+
+
+@pytest.mark.parametrize("dtype", OBJECT_DTYPES, ids=str)
+def test_object_dtypes_are_refused_by_compact_and_reorder(dtype):
+    state = {"s": np.empty(5, dtype=dtype)}
+    with pytest.raises(TypeError, match="holds Python objects"):
+        compact(np.ones(5, bool), state)
+    with pytest.raises(TypeError, match="holds Python objects"):
+        reorder(np.zeros(5, np.int64), state, n_keys=2)
+
+
+def test_opaque_nodes_may_hold_objects():
+    objs = np.empty(3, dtype=object)
+
+    def fill():
+        objs[:] = ["a", "b", "c"]
+
+    g = eagle.Graph()
+    g.add_node(opaque(fill, writes={"o": objs}))
+    g.build().launch(1)
+    assert list(objs) == ["a", "b", "c"]
+
+
+def test_a_kernel_cannot_declare_an_object_dtype():
+    with pytest.raises(TypeError, match="holds Python objects"):
+        en.Kernel(untyped_copy(), dtypes=object)
+    with pytest.raises(TypeError, match="holds Python objects"):
+        en.Kernel(untyped_copy(), dtypes=(np.float64, [("o", object)]))
+
+
+def test_declared_dtypes_and_ndim_are_checked_when_the_node_is_made():
+    x, y = np.arange(6.0), np.zeros(6)
+    k = en.Kernel(untyped_copy(), dtypes=np.float64, ndim=1)
+    assert k.dtypes == np.dtype(np.float64) and k.ndim == 1
+    native(k, reads={"x": x}, writes={"y": y})
+    with pytest.raises(TypeError, match=r"takes float64 for array 1 \('y'\), got float32"):
+        native(k, reads={"x": x}, writes={"y": np.zeros(6, np.float32)})
+    with pytest.raises(TypeError, match=r"takes a 1-d array for array 0 \('x'\), got 2-d"):
+        native(k, reads={"x": x.reshape(3, 2)}, writes={"y": y})
+
+
+def test_declared_dtypes_per_array_with_none_for_any():
+    x, y = np.arange(6, dtype=np.int64), np.zeros(6)
+    k = en.Kernel(untyped_copy(), dtypes=(None, np.float64), ndim=(None, 1))
+    native(k, reads={"x": x}, writes={"y": y})
+    native(k, reads={"x": x.astype(np.float32).reshape(2, 3)}, writes={"y": y})
+    with pytest.raises(TypeError, match="array 1"):
+        native(k, reads={"x": x}, writes={"y": x.copy()})
+    with pytest.raises(TypeError, match="declares dtypes for 2 array"):
+        native(k, reads={"x": x, "z": x}, writes={"y": y})
+
+
+def test_native_takes_the_declarations_and_a_kernel_of_a_kernel_keeps_them():
+    x, y = np.arange(4.0), np.zeros(4)
+    node = native(untyped_copy(), reads={"x": x}, writes={"y": y}, dtypes=np.float64, ndim=1)
+    assert node.kernel.dtypes == np.dtype(np.float64)
+    with pytest.raises(TypeError, match="int32"):
+        native(untyped_copy(), reads={"x": x}, writes={"y": np.zeros(4, np.int32)}, dtypes="f8")
+    k = en.Kernel(untyped_copy(), dtypes=np.float64)
+    assert en.Kernel(k).dtypes == np.dtype(np.float64)
+    assert en.Kernel(k, dtypes=np.int32).dtypes == np.dtype(np.int32)
+    assert en.Kernel(k, ndim=2).ndim == 2 and en.Kernel(k, ndim=2).dtypes == np.dtype(np.float64)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"dtypes": "not a dtype"}, "dtypes="),
+    ({"dtypes": 3.5}, "dtypes="),
+    ({"ndim": -1}, "ndim="),
+    ({"ndim": True}, "ndim="),
+    ({"ndim": 1.0}, "ndim="),
+    ({"ndim": (1, "a")}, "ndim="),
+])
+def test_bad_declarations_are_refused(kwargs, match):
+    with pytest.raises(TypeError, match=match):
+        en.Kernel(untyped_copy(), **kwargs)
+
+
+def test_undeclared_kernels_still_take_anything_numeric():
+    x, y = np.arange(4, dtype=np.int64), np.zeros((4, 2))
+    native(untyped_copy(), reads={"x": x}, writes={"y": y})
+
+
+# ---- a node whose own arrays overlap is not split ---------------------------------------
+
+def shift_graph(a, teams):
+    """y[i] = x[i] over x = a[:-1], y = a[1:]: each sample reads what the one before wrote."""
+    g = eagle.Graph()
+    g.add_node(native(ek.copy(), reads={"x": a[:-1]}, writes={"y": a[1:]}), name="shift")
+    return g.build(teams=teams)
+
+
+@pytest.mark.parametrize("teams", ["auto", "serial", "parallel"])
+def test_a_node_reading_what_it_writes_elsewhere_runs_whole(threads, teams):
+    n = 2_000_001
+    results = []
+    for n_threads in (1, 2):
+        threads(n_threads)
+        a = np.arange(float(n))
+        shift_graph(a, teams).launch(1)
+        results.append(a)
+    # run whole, sample after sample: every sample becomes a[0]
+    np.testing.assert_array_equal(results[0], np.zeros(n))
+    np.testing.assert_array_equal(results[1], results[0])
+
+
+def test_the_refusal_is_on_the_node_and_in_the_plan():
+    a = np.arange(10.0)
+    node = native(ek.copy(), reads={"x": a[:-1]}, writes={"y": a[1:]})
+    assert node.split is False
+    assert "'y'" in node.split_refused_reason and "'x'" in node.split_refused_reason
+    g = eagle.Graph()
+    g.add_node(node, name="shift")
+    assert g.split_refused == [("shift", node.split_refused_reason)]
+    assert "'shift' not split: it writes 'y' and reads 'x', which overlap" in str(g.build().plan())
+
+
+def test_two_overlapping_writes_are_not_split_and_in_place_is():
+    a = np.zeros(12)
+    two = native(untyped_copy(), writes={"u": a[:6], "v": a[3:9]})
+    assert not two.split and "writes 'v' and writes 'u'" in two.split_refused_reason
+    both = native(ek.add(), reads={"p": np.zeros(6), "q": np.zeros(6)}, writes={"y": a[:6]})
+    assert both.split  # control: nothing overlaps
+    in_place = native(ek.scale(2.0), reads={"x": a[:6]}, writes={"y": a[:6]})
+    assert in_place.split and in_place.split_refused_reason is None
+    same_bytes = native(ek.scale(2.0), reads={"x": a[:6]}, writes={"y": np.frombuffer(a, count=6)})
+    assert same_bytes.split  # other owner, same samples
+    wild = native(ek.add(), reads={"p": a[:6], "q": a[::2]}, writes={"y": a[1:7]})
+    assert not wild.split and "'y'" in wild.split_refused_reason
+    asked = native(ek.copy(), reads={"x": a[:-1]}, writes={"y": a[1:]}, split=False)
+    assert not asked.split and asked.split_refused_reason is None
+    disjoint = native(ek.copy(), reads={"x": a[::2]}, writes={"y": a[1::2]})
+    assert disjoint.split
