@@ -512,11 +512,7 @@ cdef class GraphCore:
         """Replay until no sample is left (a compaction node's live count reaches 0),
         at most ``max_replays`` times, without returning to Python in between.
         Returns the replays run."""
-        cdef int64_t n = _fast_count(max_replays, "launch_until_done()")
-        if not self._has_resizer:
-            raise ValueError("launch_until_done() needs a compaction node (eagle.graph.compact) "
-                             "to know when the samples are done")
-        return self._run(n, True)
+        return self._run(_fast_count(max_replays, "launch_until_done()"), True)
 
     cdef object _run(self, int64_t n, bint until_done):
         cdef eagle_launch_ctx ctx
@@ -524,6 +520,9 @@ cdef class GraphCore:
         self._acquire("launch")
         try:
             backend = self._backend_obj
+            if until_done and not self._has_resizer:
+                raise ValueError("launch_until_done() needs a compaction node (eagle.graph.compact) "
+                                 "to know when the samples are done")
             if backend is None:
                 self._not_built()
             eagle_launch_push(&ctx, <void *>self)
