@@ -5,6 +5,7 @@
 #include <time.h>
 #ifndef _WIN32
 #include <pthread.h>
+#include <unistd.h>
 #endif
 
 #include "openmp_helpers.h"
@@ -42,8 +43,19 @@ int eagle_have_openmp(void) { return EAGLE_HAVE_OPENMP; }
 
 int eagle_max_threads(void)
 {
+    /* more threads than CPUs never speed a stage up, and libgomp aborts the
+     * process when it cannot create one: allow modest oversubscription only */
+    long cpus = 1;
+#if defined(_SC_NPROCESSORS_ONLN)
+    cpus = sysconf(_SC_NPROCESSORS_ONLN);
+#endif
+    long cap = 8 * (cpus > 0 ? cpus : 1);
+    if (cap < EAGLE_MIN_MAX_THREADS)
+        cap = EAGLE_MIN_MAX_THREADS;
+    if (cap > EAGLE_MAX_THREADS)
+        cap = EAGLE_MAX_THREADS;
     int limit = eagle_omp_thread_limit();
-    return (limit < 1 || limit > EAGLE_MAX_THREADS) ? EAGLE_MAX_THREADS : limit;
+    return (limit >= 1 && limit < cap) ? limit : (int)cap;
 }
 
 static inline double now_ns(void)

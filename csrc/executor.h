@@ -140,9 +140,11 @@ void eagle_launch_pop(eagle_launch_ctx *ctx);
 /* Whether owner's launch encloses the current thread's work. */
 int eagle_launch_encloses(const void *owner);
 
-/* Most threads a team may have: OpenMP's thread limit (OMP_THREAD_LIMIT),
- * capped at EAGLE_MAX_THREADS. */
+/* Most threads a team may have: max(EAGLE_MIN_MAX_THREADS, 8 x the online
+ * CPUs), at most EAGLE_MAX_THREADS, and at most OpenMP's thread limit
+ * (OMP_THREAD_LIMIT). */
 #define EAGLE_MAX_THREADS 1024
+#define EAGLE_MIN_MAX_THREADS 64
 int eagle_max_threads(void);
 
 /* Signal-check ticks: a helper thread advances a counter every few ms while

@@ -175,9 +175,11 @@ cpdef int get_num_threads():
 
 
 def max_threads():
-    """The most threads a team may have: OpenMP's thread limit (``OMP_THREAD_LIMIT``),
-    and never more than 1024 (the OpenMP runtime aborts the process when it cannot
-    create a thread, so eagle does not ask for absurd teams)."""
+    """The most threads a team may have: 8 per CPU of the machine (at least 64,
+    at most 1024) and no more than OpenMP's thread limit (``OMP_THREAD_LIMIT``).
+    More threads than CPUs never speed a stage up, and the OpenMP runtime ends
+    the process when it cannot create a thread, so eagle refuses (in
+    ``set_num_threads``) or caps (``OMP_NUM_THREADS``, threadpoolctl) beyond it."""
     return eagle_max_threads() if eagle_have_openmp() else 1
 
 
@@ -199,8 +201,9 @@ def set_num_threads(n):
     if n < 1:
         raise ValueError(f"set_num_threads needs n >= 1, got {n}")
     if n > _max_threads:
-        raise ValueError(f"set_num_threads({n}): a team has at most {_max_threads} threads "
-                         "(eagle.max_threads(): OMP_THREAD_LIMIT, capped at 1024)")
+        raise ValueError(f"set_num_threads({n}): a team has at most {_max_threads} threads here "
+                         "(eagle.max_threads(): 8 per CPU, at least 64, at most 1024, and at most "
+                         "OMP_THREAD_LIMIT)")
     eagle_omp_set_num_threads(n)
     _explicit_threads = True
 
