@@ -27,6 +27,8 @@
 #define CHECK_FIRST_NS 0.5e9
 #define CHECK_MAX_NS 32e9
 #define CHECK_REPLAYS_APART 100
+/* A launch of one replay this cheap (nodes' measured costs) keeps the GIL. */
+#define SHORT_LAUNCH_NS 2e3
 
 #if defined(_MSC_VER)
 #define EAGLE_THREAD_LOCAL __declspec(thread)
@@ -357,7 +359,13 @@ static int stage_team(const eagle_plan *plan, const eagle_stage *st, int nt, int
 /* Returns whether some stage is to be verified on the team. */
 static int choose_teams(eagle_plan *plan, int *any_candidate)
 {
+    if (plan->teams_fresh && plan->teams_threads == plan->num_threads
+        && plan->teams_size == plan->logical_size) {
+        *any_candidate = plan->teams_candidates;
+        return plan->teams_verifying;
+    }
     int verifying = 0;
+    double replay = 0;
     *any_candidate = 0;
     for (int32_t s = 0; s < plan->n_stages; ++s) {
         eagle_stage *st = &plan->stages[s];
@@ -366,7 +374,14 @@ static int choose_teams(eagle_plan *plan, int *any_candidate)
                               &candidate, &verify);
         verifying |= verify;
         *any_candidate |= candidate;
+        replay = (st->cost_ns < 0 || replay < 0) ? -1 : replay + st->cost_ns;
     }
+    plan->replay_ns = replay;
+    plan->teams_fresh = 1;
+    plan->teams_threads = plan->num_threads;
+    plan->teams_size = plan->logical_size;
+    plan->teams_verifying = verifying;
+    plan->teams_candidates = *any_candidate;
     return verifying;
 }
 
@@ -428,6 +443,7 @@ static void finish_verification(eagle_plan *plan)
         agree &= old == st->verdict;
     }
     plan->verify_replays = 0;
+    plan->teams_fresh = 0;
     if (plan->check_interval_ns <= 0 || !agree)
         plan->check_interval_ns = CHECK_FIRST_NS;
     else if (plan->check_interval_ns < CHECK_MAX_NS)
@@ -449,6 +465,7 @@ static void start_recheck(eagle_plan *plan)
     plan->verify_replays = 0;
     plan->check_epoch++;
     plan->checks++;
+    plan->teams_fresh = 0;
     for (int32_t s = 0; s < plan->n_stages; ++s)
         plan->stages[s].window_ns = -1;
 }
@@ -916,6 +933,14 @@ static int plan_needs_measuring(const eagle_plan *plan)
 
 enum { SEGMENT_MEASURE, SEGMENT_VERIFY, SEGMENT_RUN };
 
+static int any_team_in(const eagle_plan *plan)
+{
+    for (int32_t s = 0; s < plan->n_stages; ++s)
+        if (plan->stages[s].team > 1)
+            return 1;
+    return 0;
+}
+
 static int run_segment(eagle_plan *plan, int64_t r0, int64_t r1, int kind,
                        const eagle_launch_ctx *lctx, eagle_failure *failure)
 {
@@ -923,10 +948,7 @@ static int run_segment(eagle_plan *plan, int64_t r0, int64_t r1, int kind,
     if (kind == SEGMENT_MEASURE)
         return plan->has_opaque ? replay_serial_gil(plan, r0, r1, 1, failure)
                                 : replay_serial_nogil(plan, r0, r1, 1, failure);
-    int any_team = 0;
-    for (int32_t s = 0; s < plan->n_stages; ++s)
-        any_team |= plan->stages[s].team > 1;
-    if (any_team)
+    if (any_team_in(plan))
         return replay_parallel(plan, r0, r1, kind == SEGMENT_VERIFY, lctx, failure);
     return plan->has_opaque ? replay_serial_gil(plan, r0, r1, 0, failure)
                             : replay_serial_nogil(plan, r0, r1, 0, failure);
@@ -950,7 +972,7 @@ int eagle_execute(eagle_plan *plan, int64_t n_replays, eagle_failure *failure)
     while (r < n_replays) {
         int kind;
         int64_t stop = n_replays;
-        if (plan->num_threads > 1 && plan_needs_measuring(plan)) {
+        if (plan_needs_measuring(plan)) {
             /* Opaque and fresh native nodes have unknown costs until they run:
              * run the first replays on this thread, timing each node, then choose. */
             kind = SEGMENT_MEASURE;
@@ -973,10 +995,19 @@ int eagle_execute(eagle_plan *plan, int64_t n_replays, eagle_failure *failure)
             ticker_enter();
             ticking = 1;
         }
-        rc = run_segment(plan, r, stop, kind, lctx, failure);
+        if (kind == SEGMENT_RUN && stop - r == 1 && !plan->has_opaque && plan->replay_ns >= 0
+            && plan->replay_ns < SHORT_LAUNCH_NS && !any_team_in(plan)) {
+            /* one tiny replay: releasing and retaking the GIL would cost more than it */
+            plan->paused = 0;
+            rc = replay_serial_gil(plan, r, stop, 0, failure);
+        } else {
+            rc = run_segment(plan, r, stop, kind, lctx, failure);
+        }
         int64_t done = plan->replays_done;
-        if (kind == SEGMENT_MEASURE)
+        if (kind == SEGMENT_MEASURE) {
             plan->measured_replays += (int32_t)(done - r);
+            plan->teams_fresh = 0;
+        }
         else if (kind == SEGMENT_VERIFY && rc == 0) {
             plan->verify_replays += (int32_t)(done - r);
             if (plan->verify_replays >= VERIFY_REPLAYS || done < stop)

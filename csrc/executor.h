@@ -107,6 +107,12 @@ typedef struct eagle_plan {
     double next_check_ns;           /* CLOCK_MONOTONIC time of the next re-check; 0: none due */
     double check_interval_ns;       /* grows while re-checks agree with the last verdicts */
     int32_t paused;                 /* out: a segment stopped early for a re-check */
+    /* the last team choice, kept while its inputs stay the same */
+    int32_t teams_fresh;            /* 0: choose again (measurements or verdicts changed) */
+    int32_t teams_threads;
+    int64_t teams_size;
+    int32_t teams_verifying, teams_candidates;
+    double replay_ns;               /* one replay on one thread, from the nodes' costs; < 0: unknown */
 } eagle_plan;
 
 typedef struct eagle_failure {

@@ -15,6 +15,7 @@ from cpython.exc cimport PyErr_CheckSignals
 from cpython.pythread cimport (NOWAIT_LOCK, PY_LOCK_ACQUIRED, PyThread_allocate_lock, PyThread_free_lock,
                                PyThread_release_lock, PyThread_type_lock)
 
+
 from eagle.native cimport Kernel, kernel_t, team_kernel_t
 
 cdef extern from "Python.h":
@@ -429,9 +430,13 @@ cdef class GraphCore:
     and ``launch``/``launch_until_done`` (argument check, lock, execute,
     release, all compiled). ``eagle.graph.Graph`` is the rest."""
 
-    cdef PyThread_type_lock _lk
+    # The lock: a flag guarded by the GIL (taking a free lock costs no system
+    # call and no clock read), and a semaphore that hands it to a waiting
+    # thread directly on release (_waiters counts the threads not yet served).
+    cdef bint _busy
+    cdef int _waiters
+    cdef PyThread_type_lock _handoff   # "acquired" while no hand-off is pending
     cdef unsigned long _holder_ident
-    cdef bint _held
     cdef object _backend_obj
     cdef CpuPlan _cpu            # the cpu backend's plan, run without a Python call
     cdef bint _check_partitions
@@ -439,13 +444,14 @@ cdef class GraphCore:
     cdef public object _logical_size
 
     def __cinit__(self, *args, **kwargs):
-        self._lk = PyThread_allocate_lock()
-        if self._lk == NULL:
+        self._handoff = PyThread_allocate_lock()
+        if self._handoff == NULL:
             raise MemoryError()
+        PyThread_acquire_lock(self._handoff, 1)
 
     def __dealloc__(self):
-        if self._lk != NULL:
-            PyThread_free_lock(self._lk)
+        if self._handoff != NULL:
+            PyThread_free_lock(self._handoff)
 
     @property
     def _backend(self):
@@ -467,31 +473,47 @@ cdef class GraphCore:
     @property
     def _holder(self):
         """Ident of the thread holding the graph's lock, or None."""
-        return self._holder_ident if self._held else None
+        return self._holder_ident if self._busy else None
 
-    # ---- the lock ----
+    # ---- the lock (every line runs with the GIL held) ----
 
     cdef int _acquire(self, what) except -1:
         cdef unsigned long me = PyThread_get_thread_ident()
         cdef int r
-        if not PyThread_acquire_lock(self._lk, NOWAIT_LOCK):
-            if (self._held and self._holder_ident == me) or eagle_launch_encloses(<void *>self):
+        if self._busy:
+            if self._holder_ident == me or eagle_launch_encloses(<void *>self):
                 raise RuntimeError(f"cannot {what} this graph from inside its own launch (a node "
                                    "of the graph called back into it)")
-            while True:   # wait without the GIL; a signal handler may raise meanwhile
-                with nogil:
-                    r = PyThread_acquire_lock_timed(self._lk, -1, 1)
-                if r == PY_LOCK_ACQUIRED:
-                    break
-                PyErr_CheckSignals()
+            self._wait()
+        self._busy = True
         self._holder_ident = me
-        self._held = True
         return 0
 
+    cdef int _wait(self) except -1:
+        """Wait, without the GIL, until a release hands the lock over; Ctrl-C
+        (a signal handler that raises) gives up waiting, holding nothing."""
+        cdef int r
+        self._waiters += 1
+        while True:
+            with nogil:
+                r = PyThread_acquire_lock_timed(self._handoff, -1, 1)
+            if r == PY_LOCK_ACQUIRED:
+                return 0      # handed over: _busy stayed set for us
+            if PyThread_acquire_lock(self._handoff, NOWAIT_LOCK):
+                return 0      # handed over while the signal came
+            try:
+                PyErr_CheckSignals()
+            except BaseException:
+                self._waiters -= 1
+                raise
+
     cdef inline void _release(self) noexcept:
-        self._held = False
         self._holder_ident = 0
-        PyThread_release_lock(self._lk)
+        if self._waiters > 0:
+            self._waiters -= 1
+            PyThread_release_lock(self._handoff)   # the lock passes to a waiter, still busy
+        else:
+            self._busy = False
 
     def _exclusive(self, what):
         """A context manager holding the graph's lock (``what`` names the call in

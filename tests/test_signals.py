@@ -69,9 +69,11 @@ def elsewhere():
     t.join(20)
     return bool(out)
 
-sys.stdout.write("ready\n"); sys.stdout.flush()
-for trial in range(int(sys.argv[2])):
+status = "ready"
+for trial in range(int(sys.argv[2]) + 1):
     try:
+        # the parent's next SIGINT may land while the line goes out: the same try catches it
+        sys.stdout.write(status + "\n"); sys.stdout.flush()
         while True:
             g.launch(1)
     except KeyboardInterrupt:
@@ -84,8 +86,8 @@ for trial in range(int(sys.argv[2])):
         status = "ok" if same and other else f"broken same={same} other={other}"
     except RuntimeError as e:             # "inside its own launch": the lock was left held
         status = f"locked: {e}"
-    sys.stdout.write(status + "\n"); sys.stdout.flush()
     if status != "ok":
+        sys.stdout.write(status + "\n"); sys.stdout.flush()
         sys.exit(1)
 """
 
@@ -106,9 +108,9 @@ def test_single_ctrl_c_into_launch_loops_never_leaves_the_graph_locked(tmp_path,
             time.sleep(rng.uniform(0, 0.004))   # anywhere in the loop: inside launch or between
             p.send_signal(signal.SIGINT)
             status = read_line(p, 30)
-            assert status == "ok", f"after SIGINT {trial + 1}: {status}"
-        p.wait(30)
-        assert p.returncode == 0, p.stderr.read()[-2000:]
+            if status != "ok":
+                p.kill()
+                pytest.fail(f"after SIGINT {trial + 1}: {status!r}; stderr: {p.communicate()[1][-3000:]}")
     finally:
         if p.poll() is None:
             p.kill()
