@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import operator
 
-from eagle._executor import GraphCore, replay_count
+from eagle._executor import GraphCore
 from eagle._plan import Plan, StagePlan
 from eagle._cuda_kernel import SIZE, SIZE_PTR, CudaKernelNode, cuda_kernel
 from eagle._finished import compact, reorder
@@ -49,10 +49,6 @@ class NotBuiltError(RuntimeError):
 
 def _plural(n, word):
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
-def _count(n, what):
-    return replay_count(n, what)
 
 
 class Graph(GraphCore):
