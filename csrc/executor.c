@@ -18,7 +18,8 @@
  * first calls) cannot put a cheap stage on the team for good. They may be
  * spread over several launches. */
 #define MEASURED_REPLAYS 3
-/* Replays an auto stage is then timed on the team before the team is kept. */
+/* Replays an auto stage is then timed on the team before the team is kept,
+ * each after one timed on this thread (the best of each counts). */
 #define VERIFY_REPLAYS 3
 /* Re-checks of the verdicts: the first this long after a verification, the
  * interval doubling while re-checks agree (up to the cap), back to the first
@@ -285,16 +286,33 @@ static double node_cost(const eagle_node *n, int64_t logical_size)
 /* ... and a stage must cost this many barriers to be worth splitting. */
 #define PARALLEL_MIN_BARRIERS 50
 
-double eagle_parallel_threshold_ns(int n_threads)
+/* The barrier cost behind the threshold is measured on first use, kept as the
+ * lowest measurement (a busy moment cannot raise it for good) and measured
+ * again, by a launching thread, when older than THRESHOLD_REFRESH_NS. */
+#define THRESHOLD_REFRESH_NS 5e9
+
+typedef struct {
+    double value_ns;      /* 0: not measured */
+    double at_ns;
+} threshold_entry;
+
+static threshold_entry threshold_cache[256];
+
+static int threshold_stale(int n_threads)
 {
-    /* Measured once per team size, and only when a stage is expensive enough
-     * to ask: a measurement starts the OpenMP pool, whose idle threads spin. */
-    static double cache[256];
+    if (n_threads < 2 || n_threads >= 256)
+        return 0;
+    const threshold_entry *c = &threshold_cache[n_threads];
+    return c->value_ns > 0 && coarse_now_ns() - c->at_ns >= THRESHOLD_REFRESH_NS;
+}
+
+static double parallel_threshold(int n_threads, int may_refresh)
+{
     if (n_threads < 2)
         return PARALLEL_MIN_NS;
-    double *c = n_threads < 256 ? &cache[n_threads] : NULL;
-    if (c && *c > 0)
-        return *c;
+    threshold_entry *c = n_threads < 256 ? &threshold_cache[n_threads] : NULL;
+    if (c && c->value_ns > 0 && !(may_refresh && threshold_stale(n_threads)))
+        return c->value_ns;
     double best = -1;
     for (int k = 0; k < 3; ++k) {
         double b = eagle_barrier_cost_ns(n_threads);
@@ -304,9 +322,23 @@ double eagle_parallel_threshold_ns(int n_threads)
     double t = best * PARALLEL_MIN_BARRIERS;
     if (t < PARALLEL_MIN_NS)
         t = PARALLEL_MIN_NS;
-    if (c)
-        *c = t;
+    if (c) {
+        if (c->value_ns <= 0 || t < c->value_ns)
+            c->value_ns = t;
+        c->at_ns = coarse_now_ns();
+        return c->value_ns;
+    }
     return t;
+}
+
+double eagle_parallel_threshold_ns(int n_threads) { return parallel_threshold(n_threads, 0); }
+
+void eagle_pin_parallel_threshold_ns(int n_threads, double ns)
+{
+    if (n_threads < 2 || n_threads >= 256)
+        return;
+    threshold_cache[n_threads].value_ns = ns > 0 ? ns : 0;
+    threshold_cache[n_threads].at_ns = ns > 0 ? 1e300 : 0;   /* pinned: never measured again */
 }
 
 static double stage_cost(const eagle_plan *plan, const eagle_stage *st, int64_t logical_size,
@@ -334,7 +366,7 @@ static inline int verdict_current(const eagle_plan *plan, const eagle_stage *st,
 /* One stage's team; *candidate: auto and the cost rule wants the team;
  * *verify: the team must be timed first (no current verdict). */
 static int stage_team(const eagle_plan *plan, const eagle_stage *st, int nt, int64_t size,
-                      double *cost_out, int *candidate, int *verify)
+                      int may_refresh, double *cost_out, int *candidate, int *verify)
 {
     int parallel_ok = nt > 1 && !forked_child && EAGLE_HAVE_OPENMP;
     int splittable;
@@ -347,7 +379,7 @@ static int stage_team(const eagle_plan *plan, const eagle_stage *st, int nt, int
         return nt;
     /* auto: only a measured stage whose cost pays for a barrier and a hand-off */
     if (!((plan->measured_replays >= MEASURED_REPLAYS || plan->checks > 0) && (st->count > 1 || splittable)
-          && cost >= PARALLEL_MIN_NS && cost >= eagle_parallel_threshold_ns(nt)))
+          && cost >= PARALLEL_MIN_NS && cost >= parallel_threshold(nt, may_refresh)))
         return 1;
     *candidate = 1;
     if (verdict_current(plan, st, nt, size))
@@ -370,7 +402,7 @@ static int choose_teams(eagle_plan *plan, int *any_candidate)
     for (int32_t s = 0; s < plan->n_stages; ++s) {
         eagle_stage *st = &plan->stages[s];
         int candidate, verify;
-        st->team = stage_team(plan, st, plan->num_threads, plan->logical_size, &st->cost_ns,
+        st->team = stage_team(plan, st, plan->num_threads, plan->logical_size, 1, &st->cost_ns,
                               &candidate, &verify);
         verifying |= verify;
         *any_candidate |= candidate;
@@ -398,7 +430,7 @@ void eagle_report_teams(const eagle_plan *plan, int num_threads, int64_t logical
         const eagle_stage *st = &plan->stages[s];
         eagle_stage_report *o = &out[s];
         int candidate, verify;
-        o->team = stage_team(plan, st, num_threads, logical_size, &o->cost_ns, &candidate, &verify);
+        o->team = stage_team(plan, st, num_threads, logical_size, 0, &o->cost_ns, &candidate, &verify);
         o->candidate = candidate;
         o->verdict = st->verdict;
         o->team_ns = st->team_ns;
@@ -429,8 +461,10 @@ static void finish_verification(eagle_plan *plan)
         double c = stage_cost(plan, st, plan->logical_size, &splittable);
         if (c > 0)
             serial_replay += c;
-        if (st->window_ns < 0)
-            continue;   /* not on the team in this verification */
+        if (st->window_ns < 0 || st->policy != EAGLE_TEAM_AUTO) {
+            st->window_ns = -1;
+            continue;   /* not on the team in this verification, or its team is the user's */
+        }
         int old = st->verdict;
         st->serial_ns = stage_cost(plan, st, st->window_size, &splittable);
         st->team_ns = st->window_ns;
@@ -443,6 +477,7 @@ static void finish_verification(eagle_plan *plan)
         agree &= old == st->verdict;
     }
     plan->verify_replays = 0;
+    plan->verify_serial = 0;
     plan->teams_fresh = 0;
     if (plan->check_interval_ns <= 0 || !agree)
         plan->check_interval_ns = CHECK_FIRST_NS;
@@ -463,6 +498,7 @@ static void start_recheck(eagle_plan *plan)
     plan->measured_replays = 0;
     plan->fresh_measure = 1;
     plan->verify_replays = 0;
+    plan->verify_serial = 0;
     plan->check_epoch++;
     plan->checks++;
     plan->teams_fresh = 0;
@@ -885,23 +921,33 @@ static int replay_parallel(eagle_plan *plan, int64_t r0, int64_t r1, int timing,
 
 double eagle_barrier_cost_ns(int n_threads)
 {
+    /* up to 2000 barriers, or 2 ms of them: on a loaded machine a barrier can
+     * cost hundreds of microseconds */
     if (n_threads < 2)
         return 0;
-    const int rounds = 2000;
+    const int max_rounds = 2000;
     double t0 = 0, t1 = 0;
+    int rounds = 0, stop = 0;
     #pragma omp parallel num_threads(n_threads)
     {
         #pragma omp barrier
         #pragma omp master
         t0 = now_ns();
-        for (int i = 0; i < rounds; ++i) {
+        for (;;) {
             #pragma omp barrier
+            #pragma omp master
+            {
+                ++rounds;
+                t1 = now_ns();
+                stop = rounds >= max_rounds || t1 - t0 > 2e6;
+            }
+            #pragma omp barrier
+            if (stop)
+                break;
         }
-        #pragma omp master
-        t1 = now_ns();
     }
     parallel_region_ran = 1;
-    return (t1 - t0) / rounds;
+    return (t1 - t0) / (2.0 * rounds - 1);
 }
 
 #else  /* no OpenMP: every stage has team 1 and the parallel path is never taken */
@@ -931,7 +977,7 @@ static int plan_needs_measuring(const eagle_plan *plan)
     return 0;
 }
 
-enum { SEGMENT_MEASURE, SEGMENT_VERIFY, SEGMENT_RUN };
+enum { SEGMENT_MEASURE, SEGMENT_PAIRED, SEGMENT_VERIFY, SEGMENT_RUN };
 
 static int any_team_in(const eagle_plan *plan)
 {
@@ -945,7 +991,7 @@ static int run_segment(eagle_plan *plan, int64_t r0, int64_t r1, int kind,
                        const eagle_launch_ctx *lctx, eagle_failure *failure)
 {
     plan->paused = 0;
-    if (kind == SEGMENT_MEASURE)
+    if (kind == SEGMENT_MEASURE || kind == SEGMENT_PAIRED)
         return plan->has_opaque ? replay_serial_gil(plan, r0, r1, 1, failure)
                                 : replay_serial_nogil(plan, r0, r1, 1, failure);
     if (any_team_in(plan))
@@ -964,6 +1010,8 @@ int eagle_execute(eagle_plan *plan, int64_t n_replays, eagle_failure *failure)
         return 0;
     if (plan->num_threads > 1 && check_due(plan))
         start_recheck(plan);
+    if (plan->num_threads > 1 && (++plan->launches & 1023) == 1 && threshold_stale(plan->num_threads))
+        plan->teams_fresh = 0;   /* choose again, with the barrier cost measured again */
 
     const eagle_launch_ctx *lctx = current_launch;
     int ticking = 0;
@@ -981,14 +1029,27 @@ int eagle_execute(eagle_plan *plan, int64_t n_replays, eagle_failure *failure)
         } else {
             int any_candidate;
             if (choose_teams(plan, &any_candidate)) {
-                /* a stage the cost rule puts on the team: time it there first */
-                kind = SEGMENT_VERIFY;
-                if (stop - r > VERIFY_REPLAYS - plan->verify_replays)
-                    stop = r + VERIFY_REPLAYS - plan->verify_replays;
+                /* A stage the cost rule puts on the team: time it there first,
+                 * each team replay after one on this thread, so both times are
+                 * taken under the same load (a neighbour comes and goes). */
+                stop = r + 1;
+                if (plan->verify_serial <= plan->verify_replays) {
+                    kind = SEGMENT_PAIRED;
+                    if (plan->verify_serial == 0)
+                        plan->fresh_measure = 1;   /* this verification's own serial times */
+                } else {
+                    kind = SEGMENT_VERIFY;
+                }
             } else {
                 kind = SEGMENT_RUN;
                 if (!any_candidate)
                     plan->next_check_ns = 0;   /* nothing to re-check */
+                if (plan->verify_serial || plan->verify_replays) {
+                    /* a verification left off (the cost rule changed its mind) */
+                    plan->verify_serial = plan->verify_replays = 0;
+                    for (int32_t s = 0; s < plan->n_stages; ++s)
+                        plan->stages[s].window_ns = -1;
+                }
             }
         }
         if (!ticking && stop - r > 1) {
@@ -1004,8 +1065,11 @@ int eagle_execute(eagle_plan *plan, int64_t n_replays, eagle_failure *failure)
             rc = run_segment(plan, r, stop, kind, lctx, failure);
         }
         int64_t done = plan->replays_done;
-        if (kind == SEGMENT_MEASURE) {
-            plan->measured_replays += (int32_t)(done - r);
+        if (kind == SEGMENT_MEASURE || kind == SEGMENT_PAIRED) {
+            if (kind == SEGMENT_MEASURE)
+                plan->measured_replays += (int32_t)(done - r);
+            else
+                plan->verify_serial += (int32_t)(done - r);
             plan->teams_fresh = 0;
         }
         else if (kind == SEGMENT_VERIFY && rc == 0) {

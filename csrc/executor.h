@@ -102,6 +102,7 @@ typedef struct eagle_plan {
     int32_t measured_replays;       /* replays timed so far to learn the nodes' costs */
     int32_t fresh_measure;          /* the next measured replay replaces the nodes' costs */
     int32_t verify_replays;         /* replays timed on the team in the verification under way */
+    int32_t verify_serial;          /* ... and on one thread, each before a team replay */
     int32_t check_epoch;            /* bumped by every re-check of the teams */
     int32_t checks;                 /* re-checks done */
     double next_check_ns;           /* CLOCK_MONOTONIC time of the next re-check; 0: none due */
@@ -113,6 +114,7 @@ typedef struct eagle_plan {
     int64_t teams_size;
     int32_t teams_verifying, teams_candidates;
     double replay_ns;               /* one replay on one thread, from the nodes' costs; < 0: unknown */
+    uint32_t launches;              /* counts launches, to look at the threshold's age now and then */
 } eagle_plan;
 
 typedef struct eagle_failure {
@@ -163,6 +165,9 @@ int eagle_have_openmp(void);
 /* Cost in ns below which an auto stage runs on one thread, for a team of n
  * (measured from the barrier cost on first use, then cached). */
 double eagle_parallel_threshold_ns(int n_threads);
+
+/* Fix the threshold for a team of n threads (tests; ns <= 0: measure again). */
+void eagle_pin_parallel_threshold_ns(int n_threads, double ns);
 
 /* Measured cost in ns of one barrier of a team of n threads. */
 double eagle_barrier_cost_ns(int n_threads);

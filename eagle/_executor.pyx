@@ -108,6 +108,7 @@ cdef extern from "executor.h" nogil:
     int eagle_have_openmp()
     double eagle_barrier_cost_ns(int n_threads)
     double eagle_parallel_threshold_ns(int n_threads)
+    void eagle_pin_parallel_threshold_ns(int n_threads, double ns)
     void eagle_mark_forked_child()
     int eagle_is_forked_child()
 
@@ -217,6 +218,12 @@ def barrier_cost_ns(int n_threads):
 def parallel_threshold_ns(int n_threads):
     """An auto stage cheaper than this runs on one thread (max of 20 µs and 50 barriers)."""
     return eagle_parallel_threshold_ns(n_threads)
+
+
+def _pin_parallel_threshold(int n_threads, double ns):
+    """Fix the auto threshold for teams of n_threads (ns <= 0: measure it again).
+    For tests of the team choice on a machine whose barrier cost varies."""
+    eagle_pin_parallel_threshold_ns(n_threads, ns)
 
 
 def _after_fork_in_child():
