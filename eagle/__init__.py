@@ -75,7 +75,11 @@ def show_config() -> None:
     print(f"  numpy            {np.__version__}")
     print(f"  OpenMP executor  {'yes' if have_openmp() else 'NO: built without OpenMP, the cpu backend runs serially'}")
     print(f"  threads          {get_num_threads()} (usable CPUs: {usable_cpus()}, "
-          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')})")
+          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, at most {max_threads()})")
+    spin = ("GOMP_SPINCOUNT=10000 (eagle's default: idle threads sleep soon)" if _SPIN_SET else
+            f"yours: OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}, "
+            f"GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT', 'unset')}")
+    print(f"  idle spin        {spin}")
     try:
         from eagle import _cuda
     except ImportError:

@@ -273,7 +273,9 @@ class Graph(GraphCore):
             exc.__notes__ = getattr(exc, "__notes__", []) + [note]
 
     def set_logical_size(self, n: int) -> None:
-        """Process samples [0, n) on the next replays: 0 <= n <= capacity. No rebuild."""
+        """Process samples [0, n) on the next replays: 0 <= n <= capacity. No rebuild.
+        While another thread launches the graph this waits for that launch to end:
+        a retune applies from the next launch on, never inside one."""
         if type(n) is not int:
             if isinstance(n, bool):
                 raise TypeError("set_logical_size() needs an integer, got a bool")
