@@ -502,8 +502,9 @@ cdef class GraphCore:
         cdef int r
         self._waiters += 1
         while True:
+            # in slices of 5 ms: the signal may have been delivered to another thread
             with nogil:
-                r = PyThread_acquire_lock_timed(self._handoff, -1, 1)
+                r = PyThread_acquire_lock_timed(self._handoff, 5000, 1)
             if r == PY_LOCK_ACQUIRED:
                 return 0      # handed over: _busy stayed set for us
             if PyThread_acquire_lock(self._handoff, NOWAIT_LOCK):

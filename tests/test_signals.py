@@ -214,3 +214,55 @@ def test_ctrl_c_stops_a_launch_whose_replays_turn_slow(tmp_path, slowing_lib, n_
             p.communicate()
     assert res["interrupted"] and res["other_ok"], res
     assert len(res["notes"]) == 1 and ("interrupted" in res["notes"][0] or "'c'" in res["notes"][0]), res
+
+
+WAITER_CHILD = r"""
+import ctypes, json, sys, threading, time
+import numpy as np
+import eagle, eagle.native as en
+from eagle.graph import native
+
+lib = ctypes.CDLL(sys.argv[1])
+eagle.set_num_threads(1)
+state = np.array([0, 0], dtype=np.int64)      # every call slow (2 ms)
+y = np.zeros(8)
+g = eagle.Graph()
+kernel = en.CTYPES_KERNEL(ctypes.cast(lib.slowing, ctypes.c_void_p).value)
+g.add_node(native(kernel, reads={"state": state}, writes={"y": y}), name="slowing")
+g.build()
+busy = threading.Thread(target=g.launch, args=(400,))   # holds the lock for ~0.8 s
+busy.start()
+while state[1] == 0:
+    time.sleep(0.001)
+sys.stdout.write("waiting\n"); sys.stdout.flush()
+try:
+    g.launch(1)                  # waits for the other thread's launch
+    out = {"interrupted": False}
+except KeyboardInterrupt:
+    out = {"interrupted": True, "busy_still": busy.is_alive()}
+busy.join(60)
+before = state[1]
+g.launch(2)                      # the lock works for this thread and another
+t = threading.Thread(target=g.launch, args=(2,)); t.start(); t.join(20)
+out["after"] = int(state[1] - before)
+out["holder"] = g._holder
+print(json.dumps(out), flush=True)
+"""
+
+
+def test_ctrl_c_while_waiting_for_another_threads_launch(tmp_path, slowing_lib):
+    script = tmp_path / "waiter_child.py"
+    script.write_text(WAITER_CHILD)
+    p = subprocess.Popen([sys.executable, str(script), slowing_lib], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=child_env(), cwd=EAGLE_ROOT)
+    try:
+        assert read_line(p, 60) == "waiting"
+        time.sleep(0.05)
+        p.send_signal(signal.SIGINT)
+        res = json.loads(read_line(p, 60))
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    # the wait gave up while the other launch still ran, and nothing was left held
+    assert res == {"interrupted": True, "busy_still": True, "after": 4, "holder": None}, res
