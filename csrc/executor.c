@@ -3,6 +3,10 @@
 
 #include <stdatomic.h>
 #include <time.h>
+#ifndef _WIN32
+#include <pthread.h>
+#include <unistd.h>
+#endif
 
 #include "openmp_helpers.h"
 
@@ -14,6 +18,24 @@
  * first calls) cannot put a cheap stage on the team for good. They may be
  * spread over several launches. */
 #define MEASURED_REPLAYS 3
+/* Replays an auto stage is then timed on the team before the team is kept,
+ * each after one timed on this thread (the best of each counts). */
+#define VERIFY_REPLAYS 3
+/* Re-checks of the verdicts: the first this long after a verification, the
+ * interval doubling while re-checks agree (up to the cap), back to the first
+ * when one disagrees; never more often than every CHECK_REPLAYS_APART serial
+ * replays' worth of time, so a re-check costs a few percent at most. */
+#define CHECK_FIRST_NS 0.5e9
+#define CHECK_MAX_NS 32e9
+#define CHECK_REPLAYS_APART 100
+/* A launch of one replay this cheap (nodes' measured costs) keeps the GIL. */
+#define SHORT_LAUNCH_NS 2e3
+
+#if defined(_MSC_VER)
+#define EAGLE_THREAD_LOCAL __declspec(thread)
+#else
+#define EAGLE_THREAD_LOCAL _Thread_local
+#endif
 
 static int forked_child = 0;
 static int parallel_region_ran = 0;
@@ -22,11 +44,185 @@ void eagle_mark_forked_child(void) { if (parallel_region_ran) forked_child = 1; 
 int eagle_is_forked_child(void) { return forked_child; }
 int eagle_have_openmp(void) { return EAGLE_HAVE_OPENMP; }
 
+int eagle_max_threads(void)
+{
+    /* more threads than CPUs never speed a stage up, and libgomp aborts the
+     * process when it cannot create one: allow modest oversubscription only */
+    long cpus = 1;
+#if defined(_SC_NPROCESSORS_ONLN)
+    cpus = sysconf(_SC_NPROCESSORS_ONLN);
+#endif
+    long cap = 8 * (cpus > 0 ? cpus : 1);
+    if (cap < EAGLE_MIN_MAX_THREADS)
+        cap = EAGLE_MIN_MAX_THREADS;
+    if (cap > EAGLE_MAX_THREADS)
+        cap = EAGLE_MAX_THREADS;
+    int limit = eagle_omp_thread_limit();
+    return (limit >= 1 && limit < cap) ? limit : (int)cap;
+}
+
 static inline double now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* A cheap clock for schedules measured in seconds (a few ns a read). */
+static inline double coarse_now_ns(void)
+{
+#ifdef CLOCK_MONOTONIC_COARSE
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+#else
+    return now_ns();
+#endif
+}
+
+/* ---- launch contexts (re-entry guard) --------------------------------- */
+
+static EAGLE_THREAD_LOCAL const eagle_launch_ctx *current_launch = NULL;
+
+void eagle_launch_push(eagle_launch_ctx *ctx, const void *owner)
+{
+    ctx->owner = owner;
+    ctx->parent = current_launch;
+    current_launch = ctx;
+}
+
+void eagle_launch_pop(eagle_launch_ctx *ctx) { current_launch = ctx->parent; }
+
+int eagle_launch_encloses(const void *owner)
+{
+    for (const eagle_launch_ctx *c = current_launch; c != NULL; c = c->parent)
+        if (c->owner == owner)
+            return 1;
+    return 0;
+}
+
+/* ---- the signal ticker ---------------------------------------------------
+ * Reading a clock on every replay costs ~20 ns, more than a tiny replay;
+ * reading it every k replays cannot bound the time between checks when the
+ * replays become slow in the middle of a launch. A helper thread advances
+ * `ticks` every SIGNAL_CHECK_NS while launches run (and for a short while
+ * after, so a loop of short launches does not wake it each time); a replay
+ * loop compares one counter. Without the thread, every replay reads the clock. */
+
+static _Atomic uint64_t ticks = 0;
+static _Atomic int ticker_users = 0;
+#ifndef _WIN32
+#define TICKER_IDLE_TICKS 40          /* ~200 ms without a launch, then sleep */
+static pthread_mutex_t ticker_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ticker_cv = PTHREAD_COND_INITIALIZER;
+static _Atomic int ticker_state = 0;  /* 0: no thread, 1: ticking, 2: asleep, -1: could not start */
+static int ticker_atfork_set = 0;
+
+static void *ticker_main(void *arg)
+{
+    (void)arg;
+    struct timespec pause = {0, (long)SIGNAL_CHECK_NS};
+    int idle = 0;
+    for (;;) {
+        nanosleep(&pause, NULL);
+        atomic_fetch_add_explicit(&ticks, 1, memory_order_relaxed);
+        if (atomic_load(&ticker_users) > 0) {
+            idle = 0;
+            continue;
+        }
+        if (++idle < TICKER_IDLE_TICKS)
+            continue;
+        pthread_mutex_lock(&ticker_mu);
+        atomic_store(&ticker_state, 2);
+        while (atomic_load(&ticker_users) == 0)
+            pthread_cond_wait(&ticker_cv, &ticker_mu);
+        atomic_store(&ticker_state, 1);
+        pthread_mutex_unlock(&ticker_mu);
+        idle = 0;
+    }
+    return NULL;
+}
+
+static void ticker_after_fork_child(void)
+{
+    /* the thread does not exist in the child */
+    pthread_mutex_init(&ticker_mu, NULL);
+    pthread_cond_init(&ticker_cv, NULL);
+    atomic_store(&ticker_state, 0);
+    atomic_store(&ticker_users, 0);
+}
+static void ticker_before_fork(void) { pthread_mutex_lock(&ticker_mu); }
+static void ticker_after_fork_parent(void) { pthread_mutex_unlock(&ticker_mu); }
+
+/* Called with the GIL held (which serializes the start). */
+static void ticker_enter(void)
+{
+    atomic_fetch_add(&ticker_users, 1);
+    int st = atomic_load(&ticker_state);
+    if (st == 1 || st == -1)
+        return;
+    if (st == 2) {
+        pthread_mutex_lock(&ticker_mu);
+        pthread_cond_signal(&ticker_cv);
+        pthread_mutex_unlock(&ticker_mu);
+        return;
+    }
+    if (!ticker_atfork_set) {
+        pthread_atfork(ticker_before_fork, ticker_after_fork_parent, ticker_after_fork_child);
+        ticker_atfork_set = 1;
+    }
+    pthread_t th;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    atomic_store(&ticker_state, pthread_create(&th, &attr, ticker_main, NULL) == 0 ? 1 : -1);
+    pthread_attr_destroy(&attr);
+}
+
+static void ticker_leave(void) { atomic_fetch_sub(&ticker_users, 1); }
+int eagle_ticker_running(void) { return atomic_load(&ticker_state) > 0; }
+#else
+static void ticker_enter(void) {}
+static void ticker_leave(void) {}
+int eagle_ticker_running(void) { return 0; }
+#endif
+
+/* "Every few milliseconds", cheaply: a tick of the ticker, or the clock. */
+typedef struct {
+    uint64_t seen;
+    int use_clock;
+    double last_ns;
+} signal_clock;
+
+static void signal_clock_init(signal_clock *c)
+{
+    c->use_clock = !eagle_ticker_running();
+    c->seen = atomic_load_explicit(&ticks, memory_order_relaxed);
+    c->last_ns = c->use_clock ? now_ns() : 0;
+}
+
+/* Whether a check is due; call once per replay. */
+static inline int signal_clock_due(signal_clock *c)
+{
+    if (!c->use_clock) {
+        uint64_t t = atomic_load_explicit(&ticks, memory_order_relaxed);
+        if (t == c->seen)
+            return 0;
+        c->seen = t;
+        return 1;
+    }
+    double t = now_ns();
+    if (t - c->last_ns < SIGNAL_CHECK_NS)
+        return 0;
+    c->last_ns = t;
+    return 1;
+}
+
+/* A re-check of the teams is due (read at signal ticks, so at most every few ms). */
+static inline int check_due(const eagle_plan *plan)
+{
+    return plan->next_check_ns > 0 && coarse_now_ns() >= plan->next_check_ns;
 }
 
 /* ---- running one node ------------------------------------------------- */
@@ -90,16 +286,33 @@ static double node_cost(const eagle_node *n, int64_t logical_size)
 /* ... and a stage must cost this many barriers to be worth splitting. */
 #define PARALLEL_MIN_BARRIERS 50
 
-double eagle_parallel_threshold_ns(int n_threads)
+/* The barrier cost behind the threshold is measured on first use, kept as the
+ * lowest measurement (a busy moment cannot raise it for good) and measured
+ * again, by a launching thread, when older than THRESHOLD_REFRESH_NS. */
+#define THRESHOLD_REFRESH_NS 5e9
+
+typedef struct {
+    double value_ns;      /* 0: not measured */
+    double at_ns;
+} threshold_entry;
+
+static threshold_entry threshold_cache[256];
+
+static int threshold_stale(int n_threads)
 {
-    /* Measured once per team size, and only when a stage is expensive enough
-     * to ask: a measurement starts the OpenMP pool, whose idle threads spin. */
-    static double cache[256];
+    if (n_threads < 2 || n_threads >= 256)
+        return 0;
+    const threshold_entry *c = &threshold_cache[n_threads];
+    return c->value_ns > 0 && coarse_now_ns() - c->at_ns >= THRESHOLD_REFRESH_NS;
+}
+
+static double parallel_threshold(int n_threads, int may_refresh)
+{
     if (n_threads < 2)
         return PARALLEL_MIN_NS;
-    double *c = n_threads < 256 ? &cache[n_threads] : NULL;
-    if (c && *c > 0)
-        return *c;
+    threshold_entry *c = n_threads < 256 ? &threshold_cache[n_threads] : NULL;
+    if (c && c->value_ns > 0 && !(may_refresh && threshold_stale(n_threads)))
+        return c->value_ns;
     double best = -1;
     for (int k = 0; k < 3; ++k) {
         double b = eagle_barrier_cost_ns(n_threads);
@@ -109,45 +322,199 @@ double eagle_parallel_threshold_ns(int n_threads)
     double t = best * PARALLEL_MIN_BARRIERS;
     if (t < PARALLEL_MIN_NS)
         t = PARALLEL_MIN_NS;
-    if (c)
-        *c = t;
+    if (c) {
+        if (c->value_ns <= 0 || t < c->value_ns)
+            c->value_ns = t;
+        c->at_ns = coarse_now_ns();
+        return c->value_ns;
+    }
     return t;
+}
+
+double eagle_parallel_threshold_ns(int n_threads) { return parallel_threshold(n_threads, 0); }
+
+void eagle_pin_parallel_threshold_ns(int n_threads, double ns)
+{
+    if (n_threads < 2 || n_threads >= 256)
+        return;
+    threshold_cache[n_threads].value_ns = ns > 0 ? ns : 0;
+    threshold_cache[n_threads].at_ns = ns > 0 ? 1e300 : 0;   /* pinned: never measured again */
+}
+
+static double stage_cost(const eagle_plan *plan, const eagle_stage *st, int64_t logical_size,
+                         int *splittable)
+{
+    double cost = 0;
+    *splittable = 0;
+    for (int32_t i = st->first; i < st->first + st->count; ++i) {
+        const eagle_node *n = &plan->nodes[i];
+        double c = node_cost(n, logical_size);
+        cost = (c < 0 || cost < 0) ? -1 : cost + c;
+        *splittable |= is_sized(n) && logical_size > 1;
+    }
+    return cost;
+}
+
+/* Whether a stage's verdict answers for a launch with nt threads at this size:
+ * reached since the last re-check began, with this team, within 2x the size. */
+static inline int verdict_current(const eagle_plan *plan, const eagle_stage *st, int nt, int64_t size)
+{
+    return st->verdict != EAGLE_VERDICT_NONE && st->verdict_epoch == plan->check_epoch
+           && st->verdict_team == nt && size <= 2 * st->verdict_size && 2 * size >= st->verdict_size;
+}
+
+/* One stage's team; *candidate: auto and the cost rule wants the team;
+ * *verify: the team must be timed first (no current verdict). */
+static int stage_team(const eagle_plan *plan, const eagle_stage *st, int nt, int64_t size,
+                      int may_refresh, double *cost_out, int *candidate, int *verify)
+{
+    int parallel_ok = nt > 1 && !forked_child && EAGLE_HAVE_OPENMP;
+    int splittable;
+    double cost = stage_cost(plan, st, size, &splittable);
+    *cost_out = cost;
+    *candidate = *verify = 0;
+    if (!parallel_ok || st->policy == EAGLE_TEAM_SERIAL)
+        return 1;
+    if (st->policy == EAGLE_TEAM_ALL)
+        return nt;
+    /* auto: only a measured stage whose cost pays for a barrier and a hand-off */
+    if (!((plan->measured_replays >= MEASURED_REPLAYS || plan->checks > 0) && (st->count > 1 || splittable)
+          && cost >= PARALLEL_MIN_NS && cost >= parallel_threshold(nt, may_refresh)))
+        return 1;
+    *candidate = 1;
+    if (verdict_current(plan, st, nt, size))
+        return st->verdict == EAGLE_VERDICT_TEAM ? nt : 1;
+    *verify = 1;
+    return nt;
+}
+
+/* Returns whether some stage is to be verified on the team. */
+static int choose_teams(eagle_plan *plan, int *any_candidate)
+{
+    if (plan->teams_fresh && plan->teams_threads == plan->num_threads
+        && plan->teams_size == plan->logical_size) {
+        *any_candidate = plan->teams_candidates;
+        return plan->teams_verifying;
+    }
+    int verifying = 0;
+    double replay = 0;
+    *any_candidate = 0;
+    for (int32_t s = 0; s < plan->n_stages; ++s) {
+        eagle_stage *st = &plan->stages[s];
+        int candidate, verify;
+        st->team = stage_team(plan, st, plan->num_threads, plan->logical_size, 1, &st->cost_ns,
+                              &candidate, &verify);
+        verifying |= verify;
+        *any_candidate |= candidate;
+        replay = (st->cost_ns < 0 || replay < 0) ? -1 : replay + st->cost_ns;
+    }
+    plan->replay_ns = replay;
+    plan->teams_fresh = 1;
+    plan->teams_threads = plan->num_threads;
+    plan->teams_size = plan->logical_size;
+    plan->teams_verifying = verifying;
+    plan->teams_candidates = *any_candidate;
+    return verifying;
 }
 
 void eagle_choose_teams(eagle_plan *plan)
 {
-    int parallel_ok = plan->num_threads > 1 && !forked_child && EAGLE_HAVE_OPENMP;
+    int any;
+    choose_teams(plan, &any);
+}
+
+void eagle_report_teams(const eagle_plan *plan, int num_threads, int64_t logical_size,
+                        eagle_stage_report *out)
+{
+    for (int32_t s = 0; s < plan->n_stages; ++s) {
+        const eagle_stage *st = &plan->stages[s];
+        eagle_stage_report *o = &out[s];
+        int candidate, verify;
+        o->team = stage_team(plan, st, num_threads, logical_size, 0, &o->cost_ns, &candidate, &verify);
+        o->candidate = candidate;
+        o->verdict = st->verdict;
+        o->team_ns = st->team_ns;
+        o->serial_ns = st->serial_ns;
+        o->verdict_team = st->verdict_team;
+        o->verdict_size = st->verdict_size;
+        o->verdict_current = verdict_current(plan, st, num_threads, logical_size);
+    }
+}
+
+/* A team time for stage st measured at logical size `size` by the verification under way. */
+static inline void team_sample(eagle_stage *st, double dt, int64_t size)
+{
+    if (st->window_ns < 0 || dt < st->window_ns) {
+        st->window_ns = dt;
+        st->window_size = size;
+    }
+}
+
+/* The verification's replays are done: keep the team where it was faster. */
+static void finish_verification(eagle_plan *plan)
+{
+    int agree = 1;
+    double serial_replay = 0;
     for (int32_t s = 0; s < plan->n_stages; ++s) {
         eagle_stage *st = &plan->stages[s];
-        double cost = 0;
-        int splittable = 0;
-        for (int32_t i = st->first; i < st->first + st->count; ++i) {
-            const eagle_node *n = &plan->nodes[i];
-            double c = node_cost(n, plan->logical_size);
-            cost = (c < 0 || cost < 0) ? -1 : cost + c;
-            splittable |= is_sized(n) && plan->logical_size > 1;
+        int splittable;
+        double c = stage_cost(plan, st, plan->logical_size, &splittable);
+        if (c > 0)
+            serial_replay += c;
+        if (st->window_ns < 0 || st->policy != EAGLE_TEAM_AUTO) {
+            st->window_ns = -1;
+            continue;   /* not on the team in this verification, or its team is the user's */
         }
-        st->cost_ns = cost;
-        int parallel;
-        if (st->policy == EAGLE_TEAM_SERIAL)
-            parallel = 0;
-        else if (st->policy == EAGLE_TEAM_ALL)
-            parallel = 1;
-        else  /* auto: only a measured stage whose cost pays for a barrier and a hand-off */
-            parallel = parallel_ok && plan->measured_replays >= MEASURED_REPLAYS
-                       && (st->count > 1 || splittable) && cost >= PARALLEL_MIN_NS
-                       && cost >= eagle_parallel_threshold_ns(plan->num_threads);
-        st->team = (parallel && parallel_ok) ? plan->num_threads : 1;
+        int old = st->verdict;
+        st->serial_ns = stage_cost(plan, st, st->window_size, &splittable);
+        st->team_ns = st->window_ns;
+        st->verdict_size = st->window_size;
+        st->verdict_team = plan->num_threads;
+        st->verdict_epoch = plan->check_epoch;
+        st->verdict = (st->serial_ns >= 0 && st->team_ns >= st->serial_ns) ? EAGLE_VERDICT_SERIAL
+                                                                              : EAGLE_VERDICT_TEAM;
+        st->window_ns = -1;
+        agree &= old == st->verdict;
     }
+    plan->verify_replays = 0;
+    plan->verify_serial = 0;
+    plan->teams_fresh = 0;
+    if (plan->check_interval_ns <= 0 || !agree)
+        plan->check_interval_ns = CHECK_FIRST_NS;
+    else if (plan->check_interval_ns < CHECK_MAX_NS)
+        plan->check_interval_ns *= 2;
+    double wait = plan->check_interval_ns;
+    if (wait < CHECK_REPLAYS_APART * serial_replay)
+        wait = CHECK_REPLAYS_APART * serial_replay;
+    plan->next_check_ns = coarse_now_ns() + wait;
+}
+
+/* Time for a re-check: measure the nodes again on one thread (their costs
+ * replaced, not kept as the best ever: a neighbour may have come or gone),
+ * then time the team again. */
+static void start_recheck(eagle_plan *plan)
+{
+    plan->next_check_ns = 0;
+    plan->measured_replays = 0;
+    plan->fresh_measure = 1;
+    plan->verify_replays = 0;
+    plan->verify_serial = 0;
+    plan->check_epoch++;
+    plan->checks++;
+    plan->teams_fresh = 0;
+    for (int32_t s = 0; s < plan->n_stages; ++s)
+        plan->stages[s].window_ns = -1;
 }
 
 /* ---- serial execution on the calling thread ------------------------------ */
 
 /* Run one replay on this thread, every node whole, timing each node when
- * measure is set. Opaque nodes are called directly: the caller holds the GIL
- * when the plan has any. */
+ * measure is set (the cheapest time is kept; with plan->fresh_measure this
+ * replay's time replaces the old one). Opaque nodes are called directly: the
+ * caller holds the GIL when the plan has any. */
 static int run_replay_serial(eagle_plan *plan, int measure, int32_t *failed_node)
 {
+    int fresh = measure && plan->fresh_measure;
     for (int32_t s = 0; s < plan->n_stages; ++s) {
         const eagle_stage *st = &plan->stages[s];
         for (int32_t i = st->first; i < st->first + st->count; ++i) {
@@ -168,52 +535,14 @@ static int run_replay_serial(eagle_plan *plan, int measure, int32_t *failed_node
                 double c = now_ns() - t0;
                 if (is_sized(n))
                     c = plan->logical_size > 0 ? c / (double)plan->logical_size : -1;
-                if (c >= 0 && (n->cost_ns < 0 || c < n->cost_ns))
+                if (c >= 0 && (fresh || n->cost_ns < 0 || c < n->cost_ns))
                     n->cost_ns = c;
             }
         }
     }
+    if (fresh)
+        plan->fresh_measure = 0;
     return 0;
-}
-
-/* A cheap "every few milliseconds": the clock is read only every `stride`
- * replays, and the stride adapts so a check falls about every SIGNAL_CHECK_NS. */
-typedef struct {
-    double last_ns;
-    int64_t stride, countdown;
-} signal_clock;
-
-static void signal_clock_init(signal_clock *c)
-{
-    c->last_ns = now_ns();
-    c->stride = c->countdown = 1;
-}
-
-/* Called when the countdown ran out: whether SIGNAL_CHECK_NS went by. */
-static int signal_clock_due(signal_clock *c)
-{
-    double t = now_ns();
-    int due = t - c->last_ns >= SIGNAL_CHECK_NS;
-    if (due) {
-        c->last_ns = t;
-        c->stride = c->stride > 1 ? c->stride / 2 : 1;
-    } else if (c->stride < (1 << 20)) {
-        c->stride *= 2;
-    }
-    c->countdown = c->stride;
-    return due;
-}
-
-/* Without the GIL: take it to run signal handlers when a check is due.
- * Returns -1 if a handler raised (the exception is set, the GIL released again). */
-static int signal_clock_tick(signal_clock *c, PyThreadState **save)
-{
-    if (--c->countdown > 0 || !signal_clock_due(c))
-        return 0;
-    PyEval_RestoreThread(*save);
-    int rc = PyErr_CheckSignals();
-    *save = PyEval_SaveThread();
-    return rc;
 }
 
 /* Serial replays holding the GIL (the plan has opaque nodes). The nodes are
@@ -230,6 +559,11 @@ static int replay_serial_gil(eagle_plan *plan, int64_t r0, int64_t r1, int measu
             }
             if (end_of_replay(plan, r))
                 break;
+            if (PyErr_CheckSignals() < 0) {
+                failure->node = -1;
+                failure->replay = r;
+                return -1;
+            }
         }
         return 0;
     }
@@ -263,9 +597,13 @@ static int replay_serial_gil(eagle_plan *plan, int64_t r0, int64_t r1, int measu
         }
         /* nodes that are C callables never let other Python threads run:
          * hand the GIL over every few milliseconds, as the interpreter does */
-        if (--clock.countdown <= 0 && signal_clock_due(&clock)) {
+        if (signal_clock_due(&clock)) {
             Py_BEGIN_ALLOW_THREADS
             Py_END_ALLOW_THREADS
+            if (check_due(plan) && r + 1 < r1) {
+                plan->paused = 1;
+                break;
+            }
         }
     }
     return 0;
@@ -284,11 +622,19 @@ static int replay_serial_nogil(eagle_plan *plan, int64_t r0, int64_t r1, int mea
         run_replay_serial(plan, measure, &unused);
         if (end_of_replay(plan, r))
             break;
-        if (signal_clock_tick(&clock, &save) < 0) {
-            failure->node = -1;
-            failure->replay = r;
-            rc = -1;
-            break;
+        if (signal_clock_due(&clock)) {
+            PyEval_RestoreThread(save);
+            rc = PyErr_CheckSignals();
+            save = PyEval_SaveThread();
+            if (rc < 0) {
+                failure->node = -1;
+                failure->replay = r;
+                break;
+            }
+            if (!measure && check_due(plan) && r + 1 < r1) {
+                plan->paused = 1;
+                break;
+            }
         }
     }
     PyEval_RestoreThread(save);
@@ -454,29 +800,56 @@ static inline int needs_barrier(const eagle_stage *a, const eagle_stage *b)
             goto leave;                                      \
     } while (0)
 
-static int replay_parallel(eagle_plan *plan, int64_t r0, int64_t r1, eagle_failure *failure)
+/* Replays [r0, r1) in one parallel region. With `timing`, the calling thread
+ * times every stage that runs on the team, from the barrier before it to the
+ * barrier after it (the first stage of the region from before the region, so
+ * waking the team counts), for the team's verification. The launching
+ * thread's context (`lctx`) is carried by every team thread, so a node that
+ * calls back into the graph from a worker is refused as on the caller. */
+static int replay_parallel(eagle_plan *plan, int64_t r0, int64_t r1, int timing,
+                           const eagle_launch_ctx *lctx, eagle_failure *failure)
 {
     team_state ts = {.plan = plan, .failed_node = -1, .failed_replay = -1, .stopped_after = -1};
     atomic_store(&ts.failed_at, INT64_MAX);
     parallel_region_ran = 1;
     const int32_t ns = plan->n_stages;
+    int paused = 0;
+    const double t_region = timing ? now_ns() : 0;
 
     PyThreadState *save = PyEval_SaveThread();
     #pragma omp parallel num_threads(plan->num_threads)
     {
+        /* the team OpenMP gave (it may be smaller than asked: OMP_THREAD_LIMIT,
+         * OMP_DYNAMIC, nesting); every split below is by it */
         const int tid = eagle_omp_thread_num(), nt = eagle_omp_num_threads();
+        const eagle_launch_ctx *saved_ctx = current_launch;
+        current_launch = lctx;
         gil_slot gil = {0};
         int64_t barriers = 0;
         int stopping = 0;            /* this thread failed: skip work until the exit barrier */
         signal_clock clock;
-        signal_clock_init(&clock);
+        if (tid == 0)
+            signal_clock_init(&clock);
+        double t_stage = t_region;   /* timing: when the stage that runs began */
+        int32_t pending = -1;        /* timing: the team stage under way, or -1 */
 
         for (int64_t r = r0; r < r1; ++r) {
             for (int32_t s = 0; s < ns; ++s) {
-                const eagle_stage *st = &plan->stages[s];
-                const eagle_stage *prev = &plan->stages[s == 0 ? ns - 1 : s - 1];
-                if (!(r == r0 && s == 0) && needs_barrier(prev, st))
+                eagle_stage *st = &plan->stages[s];
+                eagle_stage *prev = &plan->stages[s == 0 ? ns - 1 : s - 1];
+                if (!(r == r0 && s == 0) && needs_barrier(prev, st)) {
                     BARRIER_OR_LEAVE();
+                    if (timing && tid == 0) {
+                        double t = now_ns();
+                        if (pending >= 0)
+                            team_sample(&plan->stages[pending], t - t_stage, plan->logical_size);
+                        pending = -1;
+                        t_stage = t;
+                    }
+                }
+                /* a team stage always has a barrier just before it, but the region's first */
+                if (timing && tid == 0 && st->team > 1)
+                    pending = s;
                 for (int32_t p = 0; p < st->n_phases; ++p) {
                     if (p > 0 && st->team > 1)
                         BARRIER_OR_LEAVE();
@@ -498,22 +871,39 @@ static int replay_parallel(eagle_plan *plan, int64_t r0, int64_t r1, eagle_failu
             if (plan->size_source != NULL) {
                 /* the next logical size is read once every thread's part is done */
                 BARRIER_OR_LEAVE();
+                if (timing && tid == 0 && pending >= 0) {
+                    /* the last stage ends here, before the size update */
+                    team_sample(&plan->stages[pending], now_ns() - t_stage, plan->logical_size);
+                    pending = -1;
+                }
                 if (tid == 0 && !stopping && end_of_replay(plan, r)) {
                     record_stop(&ts, barriers, r + 1);
                     stopping = 1;
                 }
             }
-            if (tid == 0 && !stopping && --clock.countdown <= 0 && signal_clock_due(&clock)) {
+            if (tid == 0 && !stopping && signal_clock_due(&clock)) {
                 gil_take(&gil);
                 if (PyErr_CheckSignals() < 0) {
                     record_failure(&ts, barriers, -1, r);
                     stopping = 1;
                 }
                 gil_drop(&gil);
+                if (!stopping && !timing && r + 1 < r1 && check_due(plan)) {
+                    /* leave after this replay for a re-check of the teams */
+                    paused = 1;
+                    record_stop(&ts, barriers, r + 1);
+                    stopping = 1;
+                }
             }
+        }
+        if (timing && plan->size_source == NULL && plan->stages[ns - 1].team > 1) {
+            BARRIER_OR_LEAVE();
+            if (tid == 0 && pending >= 0)
+                team_sample(&plan->stages[pending], now_ns() - t_stage, plan->logical_size);
         }
     leave:
         gil_finish(&gil);
+        current_launch = saved_ctx;
     }
     PyEval_RestoreThread(save);
 
@@ -525,34 +915,48 @@ static int replay_parallel(eagle_plan *plan, int64_t r0, int64_t r1, eagle_failu
         return -1;
     }
     plan->replays_done = ts.stopped_after >= 0 ? ts.stopped_after : r1;
+    plan->paused = paused;
     return 0;
 }
 
 double eagle_barrier_cost_ns(int n_threads)
 {
+    /* up to 2000 barriers, or 2 ms of them: on a loaded machine a barrier can
+     * cost hundreds of microseconds */
     if (n_threads < 2)
         return 0;
-    const int rounds = 2000;
+    const int max_rounds = 2000;
     double t0 = 0, t1 = 0;
+    int rounds = 0, stop = 0;
     #pragma omp parallel num_threads(n_threads)
     {
         #pragma omp barrier
         #pragma omp master
         t0 = now_ns();
-        for (int i = 0; i < rounds; ++i) {
+        for (;;) {
             #pragma omp barrier
+            #pragma omp master
+            {
+                ++rounds;
+                t1 = now_ns();
+                stop = rounds >= max_rounds || t1 - t0 > 2e6;
+            }
+            #pragma omp barrier
+            if (stop)
+                break;
         }
-        #pragma omp master
-        t1 = now_ns();
     }
     parallel_region_ran = 1;
-    return (t1 - t0) / rounds;
+    return (t1 - t0) / (2.0 * rounds - 1);
 }
 
 #else  /* no OpenMP: every stage has team 1 and the parallel path is never taken */
 
-static int replay_parallel(eagle_plan *plan, int64_t r0, int64_t r1, eagle_failure *failure)
+static int replay_parallel(eagle_plan *plan, int64_t r0, int64_t r1, int timing,
+                           const eagle_launch_ctx *lctx, eagle_failure *failure)
 {
+    (void)timing;
+    (void)lctx;
     return plan->has_opaque ? replay_serial_gil(plan, r0, r1, 0, failure)
                             : replay_serial_nogil(plan, r0, r1, 0, failure);
 }
@@ -573,37 +977,116 @@ static int plan_needs_measuring(const eagle_plan *plan)
     return 0;
 }
 
+enum { SEGMENT_MEASURE, SEGMENT_PAIRED, SEGMENT_VERIFY, SEGMENT_RUN };
+
+static int any_team_in(const eagle_plan *plan)
+{
+    for (int32_t s = 0; s < plan->n_stages; ++s)
+        if (plan->stages[s].team > 1)
+            return 1;
+    return 0;
+}
+
+static int run_segment(eagle_plan *plan, int64_t r0, int64_t r1, int kind,
+                       const eagle_launch_ctx *lctx, eagle_failure *failure)
+{
+    plan->paused = 0;
+    if (kind == SEGMENT_MEASURE || kind == SEGMENT_PAIRED)
+        return plan->has_opaque ? replay_serial_gil(plan, r0, r1, 1, failure)
+                                : replay_serial_nogil(plan, r0, r1, 1, failure);
+    if (any_team_in(plan))
+        return replay_parallel(plan, r0, r1, kind == SEGMENT_VERIFY, lctx, failure);
+    return plan->has_opaque ? replay_serial_gil(plan, r0, r1, 0, failure)
+                            : replay_serial_nogil(plan, r0, r1, 0, failure);
+}
+
 int eagle_execute(eagle_plan *plan, int64_t n_replays, eagle_failure *failure)
 {
     failure->node = -1;
     failure->replay = -1;
     plan->replays_done = 0;
+    plan->paused = 0;
     if (n_replays <= 0 || plan->n_stages == 0 || (plan->until_empty && plan->logical_size == 0))
         return 0;
+    if (plan->num_threads > 1 && check_due(plan))
+        start_recheck(plan);
+    if (plan->num_threads > 1 && (++plan->launches & 1023) == 1 && threshold_stale(plan->num_threads))
+        plan->teams_fresh = 0;   /* choose again, with the barrier cost measured again */
 
+    const eagle_launch_ctx *lctx = current_launch;
+    int ticking = 0;
+    int rc = 0;
     int64_t r = 0;
-    if (plan_needs_measuring(plan) && plan->num_threads > 1) {
-        /* Opaque and fresh native nodes have unknown costs until they run: run
-         * the first replays on this thread, timing each node, then choose. */
-        int64_t m = MEASURED_REPLAYS - plan->measured_replays;
-        if (m > n_replays)
-            m = n_replays;
-        int rc = plan->has_opaque ? replay_serial_gil(plan, 0, m, 1, failure)
-                                  : replay_serial_nogil(plan, 0, m, 1, failure);
-        plan->measured_replays += (int32_t)plan->replays_done;
-        if (rc < 0 || plan->replays_done < m || (plan->until_empty && plan->logical_size == 0))
-            return rc;
-        r = m;
+    while (r < n_replays) {
+        int kind;
+        int64_t stop = n_replays;
+        if (plan_needs_measuring(plan)) {
+            /* Opaque and fresh native nodes have unknown costs until they run:
+             * run the first replays on this thread, timing each node, then choose. */
+            kind = SEGMENT_MEASURE;
+            if (stop - r > MEASURED_REPLAYS - plan->measured_replays)
+                stop = r + MEASURED_REPLAYS - plan->measured_replays;
+        } else {
+            int any_candidate;
+            if (choose_teams(plan, &any_candidate)) {
+                /* A stage the cost rule puts on the team: time it there first,
+                 * each team replay after one on this thread, so both times are
+                 * taken under the same load (a neighbour comes and goes). */
+                stop = r + 1;
+                if (plan->verify_serial <= plan->verify_replays) {
+                    kind = SEGMENT_PAIRED;
+                    if (plan->verify_serial == 0)
+                        plan->fresh_measure = 1;   /* this verification's own serial times */
+                } else {
+                    kind = SEGMENT_VERIFY;
+                }
+            } else {
+                kind = SEGMENT_RUN;
+                if (!any_candidate)
+                    plan->next_check_ns = 0;   /* nothing to re-check */
+                if (plan->verify_serial || plan->verify_replays) {
+                    /* a verification left off (the cost rule changed its mind) */
+                    plan->verify_serial = plan->verify_replays = 0;
+                    for (int32_t s = 0; s < plan->n_stages; ++s)
+                        plan->stages[s].window_ns = -1;
+                }
+            }
+        }
+        if (!ticking && stop - r > 1) {
+            ticker_enter();
+            ticking = 1;
+        }
+        if (kind == SEGMENT_RUN && stop - r == 1 && !plan->has_opaque && plan->replay_ns >= 0
+            && plan->replay_ns < SHORT_LAUNCH_NS && !any_team_in(plan)) {
+            /* one tiny replay: releasing and retaking the GIL would cost more than it */
+            plan->paused = 0;
+            rc = replay_serial_gil(plan, r, stop, 0, failure);
+        } else {
+            rc = run_segment(plan, r, stop, kind, lctx, failure);
+        }
+        int64_t done = plan->replays_done;
+        if (kind == SEGMENT_MEASURE || kind == SEGMENT_PAIRED) {
+            if (kind == SEGMENT_MEASURE)
+                plan->measured_replays += (int32_t)(done - r);
+            else
+                plan->verify_serial += (int32_t)(done - r);
+            plan->teams_fresh = 0;
+        }
+        else if (kind == SEGMENT_VERIFY && rc == 0) {
+            plan->verify_replays += (int32_t)(done - r);
+            if (plan->verify_replays >= VERIFY_REPLAYS || done < stop)
+                finish_verification(plan);
+        }
+        if (rc < 0 || (plan->until_empty && plan->logical_size == 0))
+            break;
+        if (done < stop && !plan->paused)
+            break;
+        if (plan->paused)
+            start_recheck(plan);
+        r = done;
     }
-    eagle_choose_teams(plan);
-    if (r == n_replays)
-        return 0;
-
-    int any_team = 0;
-    for (int32_t s = 0; s < plan->n_stages; ++s)
-        any_team |= plan->stages[s].team > 1;
-    if (any_team)
-        return replay_parallel(plan, r, n_replays, failure);
-    return plan->has_opaque ? replay_serial_gil(plan, r, n_replays, 0, failure)
-                            : replay_serial_nogil(plan, r, n_replays, 0, failure);
+    if (ticking)
+        ticker_leave();
+    plan->paused = 0;
+    return rc;
 }

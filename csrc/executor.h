@@ -52,13 +52,38 @@ typedef struct eagle_node {
 
 enum { EAGLE_TEAM_AUTO = 0, EAGLE_TEAM_SERIAL = 1, EAGLE_TEAM_ALL = 2 };
 
+enum { EAGLE_VERDICT_NONE = 0, EAGLE_VERDICT_TEAM = 1, EAGLE_VERDICT_SERIAL = 2 };
+
 typedef struct eagle_stage {
     int32_t first, count;   /* nodes[first .. first + count) */
     int32_t policy;         /* EAGLE_TEAM_*: how the team is chosen */
     int32_t team;           /* chosen for the current launch: 1 or the team size */
     int32_t n_phases;       /* most phases of a team node in the stage (1 if none) */
     double cost_ns;         /* estimate for the current logical size; < 0: unknown */
+    /* An auto stage the cost rule puts on the team is timed there on its first
+     * replays (the team verifies itself) and stays on the team only if that
+     * was faster than the stage on one thread; re-checked from time to time. */
+    int32_t verdict;        /* EAGLE_VERDICT_*: the last verification's outcome */
+    int32_t verdict_team;   /* the team size it measured */
+    int32_t verdict_epoch;  /* plan->check_epoch when it was reached */
+    int64_t verdict_size;   /* the logical size it measured at */
+    double team_ns;         /* the stage on the team at verdict_size (best replay), < 0: none */
+    double serial_ns;       /* the stage on one thread at verdict_size, from the nodes' costs */
+    double window_ns;       /* best team time of the verification under way, < 0: none yet */
+    int64_t window_size;
 } eagle_stage;
+
+/* What plan() reports for a stage, computed without touching the plan. */
+typedef struct eagle_stage_report {
+    int32_t team;
+    int32_t candidate;      /* auto stage the cost rule would put on the team */
+    double cost_ns;
+    int32_t verdict;
+    double team_ns, serial_ns;
+    int32_t verdict_team;
+    int64_t verdict_size;
+    int32_t verdict_current;  /* the verdict applies to this thread count and size */
+} eagle_stage_report;
 
 typedef struct eagle_plan {
     eagle_node *nodes;
@@ -75,6 +100,21 @@ typedef struct eagle_plan {
     int32_t until_empty;            /* stop the launch once the logical size is 0 */
     int64_t replays_done;           /* out: replays completed by the last launch */
     int32_t measured_replays;       /* replays timed so far to learn the nodes' costs */
+    int32_t fresh_measure;          /* the next measured replay replaces the nodes' costs */
+    int32_t verify_replays;         /* replays timed on the team in the verification under way */
+    int32_t verify_serial;          /* ... and on one thread, each before a team replay */
+    int32_t check_epoch;            /* bumped by every re-check of the teams */
+    int32_t checks;                 /* re-checks done */
+    double next_check_ns;           /* CLOCK_MONOTONIC time of the next re-check; 0: none due */
+    double check_interval_ns;       /* grows while re-checks agree with the last verdicts */
+    int32_t paused;                 /* out: a segment stopped early for a re-check */
+    /* the last team choice, kept while its inputs stay the same */
+    int32_t teams_fresh;            /* 0: choose again (measurements or verdicts changed) */
+    int32_t teams_threads;
+    int64_t teams_size;
+    int32_t teams_verifying, teams_candidates;
+    double replay_ns;               /* one replay on one thread, from the nodes' costs; < 0: unknown */
+    uint32_t launches;              /* counts launches, to look at the threshold's age now and then */
 } eagle_plan;
 
 typedef struct eagle_failure {
@@ -89,12 +129,45 @@ int eagle_execute(eagle_plan *plan, int64_t n_replays, eagle_failure *failure);
 /* Choose each stage's team from the measured costs and the logical size. */
 void eagle_choose_teams(eagle_plan *plan);
 
+/* Each stage's team for a launch with num_threads threads at logical_size, as
+ * eagle_choose_teams would choose it, written to out[n_stages]; the plan is only
+ * read (plan() may run on another thread during a launch). */
+void eagle_report_teams(const eagle_plan *plan, int num_threads, int64_t logical_size,
+                        eagle_stage_report *out);
+
+/* Re-entry guard: every launch pushes a context on its thread, and the team
+ * threads of a parallel region carry the launching thread's context, so a
+ * node asking for a graph its own launch (or an enclosing one) holds is seen
+ * on whichever thread it runs. */
+typedef struct eagle_launch_ctx {
+    const void *owner;                      /* the graph whose launch this is */
+    const struct eagle_launch_ctx *parent;  /* the launch this one runs inside, or NULL */
+} eagle_launch_ctx;
+void eagle_launch_push(eagle_launch_ctx *ctx, const void *owner);
+void eagle_launch_pop(eagle_launch_ctx *ctx);
+/* Whether owner's launch encloses the current thread's work. */
+int eagle_launch_encloses(const void *owner);
+
+/* Most threads a team may have: max(EAGLE_MIN_MAX_THREADS, 8 x the online
+ * CPUs), at most EAGLE_MAX_THREADS, and at most OpenMP's thread limit
+ * (OMP_THREAD_LIMIT). */
+#define EAGLE_MAX_THREADS 1024
+#define EAGLE_MIN_MAX_THREADS 64
+int eagle_max_threads(void);
+
+/* Signal-check ticks: a helper thread advances a counter every few ms while
+ * launches run, so the executor's check is one load per replay. 1 if running. */
+int eagle_ticker_running(void);
+
 /* Whether the executor was built with OpenMP. */
 int eagle_have_openmp(void);
 
 /* Cost in ns below which an auto stage runs on one thread, for a team of n
  * (measured from the barrier cost on first use, then cached). */
 double eagle_parallel_threshold_ns(int n_threads);
+
+/* Fix the threshold for a team of n threads (tests; ns <= 0: measure again). */
+void eagle_pin_parallel_threshold_ns(int n_threads, double ns);
 
 /* Measured cost in ns of one barrier of a team of n threads. */
 double eagle_barrier_cost_ns(int n_threads);

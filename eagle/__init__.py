@@ -35,13 +35,28 @@ def _defer_to_installed_copy():
 
 _defer_to_installed_copy()
 
+# Idle OpenMP threads spin before they sleep; libgomp's default spin (300,000
+# rounds, milliseconds) burns a core after every launch and, beside a busy
+# process, steals the CPU from the threads doing the work. Unless the user
+# chose (OMP_WAIT_POLICY or GOMP_SPINCOUNT), eagle asks for a short spin. It
+# is read once, when libgomp loads with eagle's executor (not if another
+# library loaded it first); the setting is not left in the environment.
+_SPIN_SET = not ({"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"} & set(os.environ))
+if _SPIN_SET:
+    os.environ["GOMP_SPINCOUNT"] = "10000"
+try:
+    from eagle._executor import get_num_threads, have_openmp, max_threads, set_num_threads  # noqa: E402
+finally:
+    if _SPIN_SET:
+        os.environ.pop("GOMP_SPINCOUNT", None)
+
 from eagle import kernels, native  # noqa: E402
 from eagle._errors import CudaError
-from eagle._executor import get_num_threads, have_openmp, set_num_threads
 from eagle.graph import Graph, GroupConflict, NotBuiltError
 
 __version__ = "0.1.0"
 __all__ = ["Graph", "GroupConflict", "NotBuiltError", "CudaError", "get_num_threads", "set_num_threads",
+           "max_threads",
            "show_config", "get_include", "__version__"]
 
 
@@ -60,7 +75,11 @@ def show_config() -> None:
     print(f"  numpy            {np.__version__}")
     print(f"  OpenMP executor  {'yes' if have_openmp() else 'NO: built without OpenMP, the cpu backend runs serially'}")
     print(f"  threads          {get_num_threads()} (usable CPUs: {usable_cpus()}, "
-          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')})")
+          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, at most {max_threads()})")
+    spin = ("GOMP_SPINCOUNT=10000 (eagle's default: idle threads sleep soon)" if _SPIN_SET else
+            f"yours: OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}, "
+            f"GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT', 'unset')}")
+    print(f"  idle spin        {spin}")
     try:
         from eagle import _cuda
     except ImportError:

@@ -1,7 +1,8 @@
 """The cpu backend: a graph's stages handed to the C executor (csrc/executor.c)."""
 from __future__ import annotations
 
-from eagle._executor import CpuPlan, get_num_threads
+from eagle._executor import CpuPlan, get_num_threads, parallel_threshold_ns
+from eagle._plan import Plan, StagePlan
 
 
 class CpuBackend:
@@ -10,7 +11,10 @@ class CpuBackend:
     Every stage shares its work among a team (``work_share``): split native
     nodes divide [0, logical_size) among the threads, other nodes are dealt out
     one per thread. The team is one thread for a stage too cheap to pay for a
-    barrier; see ``Graph.plan()``.
+    barrier; see ``Graph.plan()``. An auto stage that the cost rule puts on
+    the team is timed there on its first replays and keeps the team only if it
+    was faster than the stage on one thread; the verdict is re-checked from
+    time to time (a busy neighbour process can come or go).
     """
 
     name = "cpu"
@@ -45,11 +49,15 @@ class CpuBackend:
 
     def launch(self, n: int, until_empty: bool = False) -> int:
         done = self._plan.launch(n, until_empty)
+        self.check_partitions()
+        return done
+
+    def check_partitions(self):
+        """After a launch (Graph's compiled launch calls it when there are partitions)."""
         for p in self._partitions:
             if p.take_invalid_keys():
                 raise ValueError(f"reorder: a key outside [0, n_keys) was met in the last launch; the "
                                  "samples were left in place on that replay")
-        return done
 
     @property
     def logical_size(self) -> int:
@@ -62,15 +70,36 @@ class CpuBackend:
         return ["work_share"] * len(self._stage_names)
 
     def plan(self):
-        from eagle._executor import parallel_threshold_ns
-        from eagle.graph import Plan, StagePlan
-
+        """Reads the executor's plan only (a launch may be in flight on another thread):
+        the teams a launch from this thread would use now."""
         g = self._graph
         n_threads = get_num_threads()
-        if n_threads != self._plan.num_threads:
-            self._plan.set_threads(n_threads)
         boxes = {name: f"{node.box[0]}{name}{node.box[1]}" for node, name in zip(g._nodes, g._names)}
-        stages = [StagePlan(s, [boxes[n] for n in names], policy, team, cost)
-                  for s, (names, (policy, team, cost)) in enumerate(zip(self._stage_names, self._plan.teams()))]
+        stages = []
+        for s, (names, (policy, team, cost, check)) in enumerate(zip(self._stage_names,
+                                                                     self._plan.teams(n_threads))):
+            sp = StagePlan(s, [boxes[n] for n in names], policy, team, cost)
+            if check is not None:
+                sp.team_ns, sp.serial_ns = check["team_ns"], check["serial_ns"]
+                sp.verdict = _verdict_text(check, team)
+            stages.append(sp)
         return Plan("cpu", n_threads, g.logical_size, g.capacity,
                     parallel_threshold_ns(n_threads) if n_threads > 1 else 0.0, stages)
+
+
+def _us(ns):
+    return f"{ns / 1e3:.2f} µs" if ns < 1e6 else f"{ns / 1e6:.2f} ms"
+
+
+def _verdict_text(check, team):
+    if not check["candidate"]:
+        return ""   # the cost rule alone decides (too cheap for the team at this size)
+    if check["verdict"] is None:
+        return "team to be timed on the next replays"
+    measured = (f"measured: team of {check['verdict_team']} {_us(check['team_ns'])}, "
+                f"1 thread {_us(check['serial_ns'])}" if check["serial_ns"] is not None
+                else f"measured: team of {check['verdict_team']} {_us(check['team_ns'])}")
+    kept = "team kept" if check["verdict"] == "team" else "team slower: 1 thread"
+    if not check["current"]:
+        return f"{measured}; {kept}; to be timed again (size or threads changed, or re-check)"
+    return f"{measured}; {kept}"

@@ -1,16 +1,33 @@
-"""The Cython face of the C executor (csrc/executor.c): a CPU plan and thread control."""
+"""The Cython face of the C executor (csrc/executor.c): a CPU plan, thread control,
+and the compiled core of ``eagle.Graph`` (its lock and its launch path).
+
+The launch path is compiled so that no Python bytecode runs between taking a
+graph's lock and the ``try`` that gives it back: a signal (Ctrl-C) can only
+arrive where the C code checks for it, and every such place is inside it.
+"""
 import operator
 import os
 
 from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uintptr_t
 from libc.stdlib cimport calloc, free
+from cpython.exc cimport PyErr_CheckSignals
+from cpython.pythread cimport (NOWAIT_LOCK, PY_LOCK_ACQUIRED, PyThread_allocate_lock, PyThread_free_lock,
+                               PyThread_release_lock, PyThread_type_lock)
+
 
 from eagle.native cimport Kernel, kernel_t, team_kernel_t
 
 cdef extern from "Python.h":
     ctypedef void *vectorcallfunc
     vectorcallfunc PyVectorcall_Function(object callable)
+    bint PyLong_CheckExact(object o)
+    long long PyLong_AsLongLongAndOverflow(object o, int *overflow) except? -1
+
+cdef extern from "pythread.h":
+    int PyThread_acquire_lock(PyThread_type_lock lock, int waitflag)
+    int PyThread_acquire_lock_timed(PyThread_type_lock lock, long long microseconds, int intr_flag) nogil
+    unsigned long PyThread_get_thread_ident()
 
 cdef extern from "executor.h" nogil:
     enum:
@@ -34,12 +51,33 @@ cdef extern from "executor.h" nogil:
         void *user_data
         double cost_ns
 
+    enum:
+        EAGLE_VERDICT_NONE
+        EAGLE_VERDICT_TEAM
+        EAGLE_VERDICT_SERIAL
+        EAGLE_MAX_THREADS
+
     ctypedef struct eagle_stage:
         int32_t first, count
         int32_t policy
         int32_t team
         int32_t n_phases
         double cost_ns
+        int32_t verdict
+        double team_ns, serial_ns, window_ns
+
+    ctypedef struct eagle_stage_report:
+        int32_t team
+        int32_t candidate
+        double cost_ns
+        int32_t verdict
+        double team_ns, serial_ns
+        int32_t verdict_team
+        int64_t verdict_size
+        int32_t verdict_current
+
+    ctypedef struct eagle_launch_ctx:
+        pass
 
     ctypedef struct eagle_plan:
         eagle_node *nodes
@@ -53,21 +91,31 @@ cdef extern from "executor.h" nogil:
         int64_t capacity
         int32_t until_empty
         int64_t replays_done
+        int32_t checks
 
     ctypedef struct eagle_failure:
         int32_t node
         int64_t replay
 
     void eagle_choose_teams(eagle_plan *plan)
+    void eagle_report_teams(const eagle_plan *plan, int num_threads, int64_t logical_size,
+                            eagle_stage_report *out)
+    void eagle_launch_push(eagle_launch_ctx *ctx, const void *owner)
+    void eagle_launch_pop(eagle_launch_ctx *ctx)
+    int eagle_launch_encloses(const void *owner)
+    int eagle_max_threads()
+    int eagle_ticker_running()
     int eagle_have_openmp()
     double eagle_barrier_cost_ns(int n_threads)
     double eagle_parallel_threshold_ns(int n_threads)
+    void eagle_pin_parallel_threshold_ns(int n_threads, double ns)
     void eagle_mark_forked_child()
     int eagle_is_forked_child()
 
 cdef extern from "executor.h":
     # called with the GIL; releases it inside where it can
-    int eagle_execute(eagle_plan *plan, int64_t n_replays, eagle_failure *failure) except -1
+    # -1 with the exception set and *failure saying where
+    int eagle_execute(eagle_plan *plan, int64_t n_replays, eagle_failure *failure)
 
 cdef extern from "openmp_helpers.h" nogil:
     int eagle_omp_max_threads()
@@ -104,6 +152,7 @@ def usable_cpus():
 # may use rarely change; get_num_threads() is on the path of every launch.
 cdef int _usable_cpus = usable_cpus()
 cdef bint _omp_env_set = "OMP_NUM_THREADS" in os.environ
+cdef int _max_threads = eagle_max_threads()
 
 
 cpdef int get_num_threads():
@@ -112,23 +161,37 @@ cpdef int get_num_threads():
     OpenMP's own setting (``OMP_NUM_THREADS``, ``set_num_threads``, a
     threadpoolctl limit) when one was given; otherwise the CPUs the process may
     use (affinity and cgroup quota, read at import), which OpenMP alone does
-    not see. Always 1 when eagle was built without OpenMP or runs in a child
-    forked after a parallel region (libgomp is not fork-safe).
+    not see. Never more than ``max_threads()`` (a larger ``OMP_NUM_THREADS``
+    or threadpoolctl value is capped to it). Always 1 when eagle was built
+    without OpenMP or runs in a child forked after a parallel region (libgomp
+    is not fork-safe).
     """
     if not eagle_have_openmp() or eagle_is_forked_child():
         return 1
     cdef int n = eagle_omp_max_threads()
     if not _explicit_threads and not _omp_env_set and n > _usable_cpus:
         n = _usable_cpus
+    if n > _max_threads:
+        n = _max_threads
     return n if n > 1 else 1
+
+
+def max_threads():
+    """The most threads a team may have: 8 per CPU of the machine (at least 64,
+    at most 1024) and no more than OpenMP's thread limit (``OMP_THREAD_LIMIT``).
+    More threads than CPUs never speed a stage up, and the OpenMP runtime ends
+    the process when it cannot create a thread, so eagle refuses (in
+    ``set_num_threads``) or caps (``OMP_NUM_THREADS``, threadpoolctl) beyond it."""
+    return eagle_max_threads() if eagle_have_openmp() else 1
 
 
 def set_num_threads(n):
     """Set the threads parallel stages use (OpenMP's ``omp_set_num_threads``;
-    threadpoolctl sees and can change it).
+    threadpoolctl sees and can change it): 1 <= n <= ``max_threads()``.
 
     As in OpenMP, the setting belongs to the calling thread: launches from
-    other threads keep their own (``OMP_NUM_THREADS`` or all usable CPUs).
+    other threads keep their own (``OMP_NUM_THREADS`` or all usable CPUs), and
+    a launch in flight keeps the team it started with.
     """
     global _explicit_threads
     if isinstance(n, bool):
@@ -139,6 +202,10 @@ def set_num_threads(n):
         raise TypeError(f"set_num_threads() needs an integer, got {type(n).__name__}") from None
     if n < 1:
         raise ValueError(f"set_num_threads needs n >= 1, got {n}")
+    if n > _max_threads:
+        raise ValueError(f"set_num_threads({n}): a team has at most {_max_threads} threads here "
+                         "(eagle.max_threads(): 8 per CPU, at least 64, at most 1024, and at most "
+                         "OMP_THREAD_LIMIT)")
     eagle_omp_set_num_threads(n)
     _explicit_threads = True
 
@@ -151,6 +218,12 @@ def barrier_cost_ns(int n_threads):
 def parallel_threshold_ns(int n_threads):
     """An auto stage cheaper than this runs on one thread (max of 20 µs and 50 barriers)."""
     return eagle_parallel_threshold_ns(n_threads)
+
+
+def _pin_parallel_threshold(int n_threads, double ns):
+    """Fix the auto threshold for teams of n_threads (ns <= 0: measure it again).
+    For tests of the team choice on a machine whose barrier cost varies."""
+    eagle_pin_parallel_threshold_ns(n_threads, ns)
 
 
 def _after_fork_in_child():
@@ -209,6 +282,9 @@ cdef class CpuPlan:
             self.plan.stages[s].team = 1
             self.plan.stages[s].n_phases = 1
             self.plan.stages[s].cost_ns = -1
+            self.plan.stages[s].team_ns = -1
+            self.plan.stages[s].serial_ns = -1
+            self.plan.stages[s].window_ns = -1
             for index, kind, work, arrays, split in specs:
                 node = &self.plan.nodes[i]
                 node.cost_ns = -1
@@ -254,22 +330,22 @@ cdef class CpuPlan:
     def set_threads(self, int n):
         self.plan.num_threads = n
 
+    cdef int64_t run(self, int64_t n, bint until_empty) except -1:
+        cdef eagle_failure failure
+        cdef int n_threads = get_num_threads()
+        self.plan.num_threads = n_threads
+        self.plan.until_empty = until_empty
+        self.last_failure = None
+        if eagle_execute(&self.plan, n, &failure) < 0:
+            self.last_failure = (failure.node, failure.replay)
+            return -1
+        return self.plan.replays_done
+
     def launch(self, int64_t n, bint until_empty=False):
         """Replay n times (with until_empty: until the logical size is 0, at most n);
         returns the replays done. If a node raises (or Ctrl-C), the exception
         propagates and ``last_failure`` says where: (plan node index or -1, replay)."""
-        cdef eagle_failure failure
-        cdef int n_threads = get_num_threads()
-        if n_threads != self.plan.num_threads:
-            self.set_threads(n_threads)
-        self.plan.until_empty = until_empty
-        self.last_failure = None
-        try:
-            eagle_execute(&self.plan, n, &failure)
-        except BaseException:
-            self.last_failure = (failure.node, failure.replay)
-            raise
-        return self.plan.replays_done
+        return self.run(n, until_empty)
 
     @property
     def logical_size(self):
@@ -283,16 +359,239 @@ cdef class CpuPlan:
     def num_threads(self):
         return self.plan.num_threads
 
-    def teams(self):
-        """Per stage: (policy, team size chosen for the current logical size, cost estimate in ns or None)."""
-        eagle_choose_teams(&self.plan)
-        out = []
-        for s in range(self.plan.n_stages):
-            st = self.plan.stages[s]
-            out.append((_POLICY_NAMES[st.policy], st.team, st.cost_ns if st.cost_ns >= 0 else None))
-        return out
+    def teams(self, int num_threads=-1, logical_size=None):
+        """Per stage, for a launch with num_threads threads (default: this thread's
+        count) at logical_size (default: the plan's): (policy, team, cost estimate
+        in ns or None, verification) where verification is None or a dict with the
+        team's and one thread's measured times and the verdict. Reads the plan
+        only: safe during a launch on another thread."""
+        cdef int64_t size = self.plan.logical_size if logical_size is None else logical_size
+        cdef eagle_stage_report *rep
+        if num_threads < 0:
+            num_threads = get_num_threads()
+        rep = <eagle_stage_report *>calloc(max(self.plan.n_stages, 1), sizeof(eagle_stage_report))
+        if rep == NULL:
+            raise MemoryError()
+        try:
+            eagle_report_teams(&self.plan, num_threads, size, rep)
+            out = []
+            for s in range(self.plan.n_stages):
+                r = rep[s]
+                check = None
+                if r.candidate or r.verdict != EAGLE_VERDICT_NONE:
+                    check = {"candidate": bool(r.candidate),
+                             "team_ns": r.team_ns if r.verdict != EAGLE_VERDICT_NONE else None,
+                             "serial_ns": r.serial_ns if r.verdict != EAGLE_VERDICT_NONE and r.serial_ns >= 0 else None,
+                             "verdict": {EAGLE_VERDICT_NONE: None, EAGLE_VERDICT_TEAM: "team",
+                                         EAGLE_VERDICT_SERIAL: "serial"}[r.verdict],
+                             "verdict_team": r.verdict_team, "verdict_size": r.verdict_size,
+                             "current": bool(r.verdict_current)}
+                out.append((_POLICY_NAMES[self.plan.stages[s].policy], r.team,
+                            r.cost_ns if r.cost_ns >= 0 else None, check))
+            return out
+        finally:
+            free(rep)
+
+    @property
+    def checks(self):
+        """Re-checks of the teams' verdicts done so far."""
+        return self.plan.checks
 
     def node_costs(self):
         """Measured cost per plan node in ns (per sample for split native nodes), None if unknown."""
         return [self.plan.nodes[i].cost_ns if self.plan.nodes[i].cost_ns >= 0 else None
                 for i in range(self.plan.n_nodes)]
+
+
+# ---- the graph's compiled core -------------------------------------------------
+
+def replay_count(n, what):
+    """n as a replay count: an integer in 0 .. 2**63 - 1, else a clear TypeError,
+    ValueError or OverflowError that names ``what``."""
+    if isinstance(n, bool):
+        raise TypeError(f"{what} needs an integer count, got a bool")
+    try:
+        n = operator.index(n)
+    except TypeError:
+        raise TypeError(f"{what} needs an integer count, got {type(n).__name__}") from None
+    if n < 0:
+        raise ValueError(f"{what} needs a count >= 0, got {n}")
+    if n > 0x7FFFFFFFFFFFFFFF:
+        raise OverflowError(f"{what} count {n} is more than 2**63 - 1 replays")
+    return n
+
+
+cdef inline int64_t _fast_count(object n, str what) except -1:
+    cdef int overflow = 0
+    cdef long long c
+    if PyLong_CheckExact(n):
+        c = PyLong_AsLongLongAndOverflow(n, &overflow)
+        if overflow == 0 and c >= 0:
+            return c
+    return replay_count(n, what)
+
+
+cdef class GraphCore:
+    """The part of ``eagle.Graph`` on every launch: its lock (with the holder's
+    thread, so a node calling back into its graph is refused, not deadlocked)
+    and ``launch``/``launch_until_done`` (argument check, lock, execute,
+    release, all compiled). ``eagle.graph.Graph`` is the rest."""
+
+    # The lock: a flag guarded by the GIL (taking a free lock costs no system
+    # call and no clock read), and a semaphore that hands it to a waiting
+    # thread directly on release (_waiters counts the threads not yet served).
+    cdef bint _busy
+    cdef int _waiters
+    cdef PyThread_type_lock _handoff   # "acquired" while no hand-off is pending
+    cdef unsigned long _holder_ident
+    cdef object _backend_obj
+    cdef CpuPlan _cpu            # the cpu backend's plan, run without a Python call
+    cdef bint _check_partitions
+    cdef bint _resizes
+    cdef public object _logical_size
+
+    def __cinit__(self, *args, **kwargs):
+        self._handoff = PyThread_allocate_lock()
+        if self._handoff == NULL:
+            raise MemoryError()
+        PyThread_acquire_lock(self._handoff, 1)
+
+    def __dealloc__(self):
+        if self._handoff != NULL:
+            PyThread_free_lock(self._handoff)
+
+    @property
+    def _backend(self):
+        return self._backend_obj
+
+    @_backend.setter
+    def _backend(self, value):
+        self._backend_obj = value
+        self._cpu = None
+        self._check_partitions = False
+        self._resizes = False
+        if value is not None:
+            p = getattr(value, "_plan", None)
+            if isinstance(p, CpuPlan):
+                self._cpu = <CpuPlan>p
+                self._check_partitions = bool(getattr(value, "_partitions", ()))
+            self._resizes = bool(getattr(value, "resizes", False))
+
+    @property
+    def _holder(self):
+        """Ident of the thread holding the graph's lock, or None."""
+        return self._holder_ident if self._busy else None
+
+    # ---- the lock (every line runs with the GIL held) ----
+
+    cdef int _acquire(self, what) except -1:
+        cdef unsigned long me = PyThread_get_thread_ident()
+        cdef int r
+        if self._busy:
+            if self._holder_ident == me or eagle_launch_encloses(<void *>self):
+                raise RuntimeError(f"cannot {what} this graph from inside its own launch (a node "
+                                   "of the graph called back into it)")
+            self._wait()
+        self._busy = True
+        self._holder_ident = me
+        return 0
+
+    cdef int _wait(self) except -1:
+        """Wait, without the GIL, until a release hands the lock over; Ctrl-C
+        (a signal handler that raises) gives up waiting, holding nothing."""
+        cdef int r
+        self._waiters += 1
+        while True:
+            # in slices of 5 ms: the signal may have been delivered to another thread
+            with nogil:
+                r = PyThread_acquire_lock_timed(self._handoff, 5000, 1)
+            if r == PY_LOCK_ACQUIRED:
+                return 0      # handed over: _busy stayed set for us
+            if PyThread_acquire_lock(self._handoff, NOWAIT_LOCK):
+                return 0      # handed over while the signal came
+            try:
+                PyErr_CheckSignals()
+            except BaseException:
+                self._waiters -= 1
+                raise
+
+    cdef inline void _release(self) noexcept:
+        self._holder_ident = 0
+        if self._waiters > 0:
+            self._waiters -= 1
+            PyThread_release_lock(self._handoff)   # the lock passes to a waiter, still busy
+        else:
+            self._busy = False
+
+    def _exclusive(self, what):
+        """A context manager holding the graph's lock (``what`` names the call in
+        the error a node calling back from inside its own launch gets)."""
+        return _Held(self, what)
+
+    # ---- launch ----
+
+    def launch(self, n=1):
+        """Replay the built graph ``n`` times.
+
+        If a node raises, the replay stops there and the exception reaches you
+        with a note naming the node, its stage and the replay; the graph stays
+        usable. Ctrl-C stops a long launch within a few milliseconds of the
+        current replay's end, however long a replay takes (see Threads in the
+        README), and never leaves the graph locked.
+        """
+        self._run(_fast_count(n, "launch()"), False)
+
+    def launch_until_done(self, max_replays):
+        """Replay until no sample is left (a compaction node's live count reaches 0),
+        at most ``max_replays`` times, without returning to Python in between.
+        Returns the replays run."""
+        return self._run(_fast_count(max_replays, "launch_until_done()"), True)
+
+    cdef object _run(self, int64_t n, bint until_done):
+        cdef eagle_launch_ctx ctx
+        cdef object done = None
+        self._acquire("launch")
+        try:
+            backend = self._backend_obj
+            if until_done and not self._has_resizer:
+                raise ValueError("launch_until_done() needs a compaction node (eagle.graph.compact) "
+                                 "to know when the samples are done")
+            if backend is None:
+                self._not_built()
+            eagle_launch_push(&ctx, <void *>self)
+            try:
+                if self._cpu is not None:
+                    done = self._cpu.run(n, until_done)
+                    if self._check_partitions:
+                        backend.check_partitions()
+                else:
+                    done = backend.launch(n, until_done) if until_done else backend.launch(n)
+            except BaseException as e:
+                self._note_failure(e, n)
+                raise
+            finally:
+                eagle_launch_pop(&ctx)
+                if self._resizes:
+                    self._logical_size = backend.logical_size
+        finally:
+            self._release()
+        return done
+
+
+cdef class _Held:
+    """``with graph._exclusive(what):`` holds the graph's lock, blocking while
+    another thread holds it; refused (RuntimeError) from inside its own launch."""
+    cdef GraphCore g
+    cdef object what
+
+    def __cinit__(self, GraphCore g, what):
+        self.g = g
+        self.what = what
+
+    def __enter__(self):
+        self.g._acquire(self.what)
+        return None
+
+    def __exit__(self, *exc):
+        self.g._release()
+        return False

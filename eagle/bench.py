@@ -18,6 +18,10 @@ replay of each way to run the graph:
 A second table times *recording*: n nodes on separate arrays recorded one by
 one (the reference), the same nodes recorded as one ``add_group``, and n nodes
 writing disjoint slices of one buffer, at 4,000 and 40,000 nodes (``--recording``).
+Below the table, rows for eagle's fixed costs, load and interrupts: ``launch(1)``
+beside one ctypes call of a C no-op; a native stage under ``auto`` beside busy
+processes, against the same stage on 1 thread; and the Ctrl-C latency of a
+launch whose kernel turns from cheap (a million calls) to 2 ms a call.
 
 Every runner is timed best-of-k, interleaved round by round in this one
 process, each timing long enough (tens of ms) for the clock not to matter.
@@ -661,6 +665,191 @@ def print_recording(best, rounds, out=None):
     print(f"recording: the nodes made beforehand, best of {rounds} interleaved rounds; × separate: "
           "time / the same number of nodes on separate arrays recorded one by one", file=out)
 
+# ---- fixed costs, load and interrupts (the rows below the table) -----------------------
+
+_C_EXTRA = r"""
+#include <stdint.h>
+#include <time.h>
+void eagle_bench_noop(void) {}
+/* cheap for the first state[0] calls, then about 2 ms a call */
+void eagle_bench_slowing(int64_t start, int64_t stop, char **data, const int64_t *strides, void *ud)
+{
+    (void)start; (void)stop; (void)strides; (void)ud;
+    int64_t *state = (int64_t *)data[0];
+    if (__atomic_add_fetch(&state[1], 1, __ATOMIC_RELAXED) <= state[0])
+        return;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((t.tv_sec - t0.tv_sec) * 1e9 + (t.tv_nsec - t0.tv_nsec) < 2e6);
+}
+"""
+
+
+def compile_extra():
+    """The ctypes library of the rows below the table, or (None, why)."""
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if not cc:
+        return None, "no C compiler (cc) found"
+    tmp = tempfile.mkdtemp(prefix="eagle_bench_")
+    src, lib = os.path.join(tmp, "extra.c"), os.path.join(tmp, "extra.so")
+    with open(src, "w") as f:
+        f.write(_C_EXTRA)
+    try:
+        subprocess.run(cc.split() + ["-O2", "-shared", "-fPIC", "-o", lib, src], check=True,
+                       capture_output=True, timeout=60)
+        return ctypes.CDLL(lib), None
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, f"{cc} could not build the helper ({exc})"
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _best_per_call(fn, n, rounds):
+    best = float("inf")
+    for _ in range(rounds):
+        gc.disable()
+        try:
+            t0 = time.perf_counter()
+            fn(n)
+            best = min(best, (time.perf_counter() - t0) / n)
+        finally:
+            gc.enable()
+    return best
+
+
+def row_launch1(dll, rounds):
+    """launch(1) of a one-node graph on 1 sample, beside one ctypes call of a C no-op."""
+    x, y = np.ones(1), np.zeros(1)
+    g = eagle.Graph()
+    g.add_node(native(kernels.axpy(1.0), reads={"x": x}, writes={"y": y}), name="axpy")
+    g.build()
+    g.launch(WARMUP)
+    noop = dll.eagle_bench_noop
+    noop.restype, noop.argtypes = None, []
+    launch = g.launch
+
+    def run_launch(n):
+        for _ in range(n):
+            launch(1)
+
+    def run_noop(n):
+        for _ in range(n):
+            noop()
+
+    def run_empty(n):
+        for _ in range(n):
+            pass
+
+    n = 100_000
+    a, b, c = 1.0, 1.0, 1.0
+    for _ in range(rounds):   # interleaved, best of each
+        a = min(a, _best_per_call(run_launch, n, 1))
+        b = min(b, _best_per_call(run_noop, n, 1))
+        c = min(c, _best_per_call(run_empty, n, 1))
+    return ("launch(1), one native node, 1 sample (the Python loop's own cost taken off both)", a - c,
+            "ctypes call of a C no-op", b - c)
+
+
+def row_busy_neighbour(rounds, samples=2_000_000):
+    """A native stage on the whole team (auto) beside busy processes, against 1 thread."""
+    from eagle._executor import usable_cpus
+
+    threads = eagle.get_num_threads()
+    if threads < 2:
+        return None
+    x, y = np.ones(samples), np.zeros(samples)
+    g = eagle.Graph()
+    g.add_node(native(kernels.axpy(1.0), reads={"x": x}, writes={"y": y}), name="axpy")
+    g.build()
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+             for _ in range(max(1, usable_cpus() - 1))]
+    try:
+        time.sleep(0.3)
+        g.launch(WARMUP)
+        auto, one = float("inf"), float("inf")
+        for _ in range(max(rounds, 7)):
+            auto = min(auto, _best_per_call(g.launch, 20, 1))
+            eagle.set_num_threads(1)
+            try:
+                one = min(one, _best_per_call(g.launch, 20, 1))
+            finally:
+                eagle.set_num_threads(threads)
+        teams = g.plan().stages[0]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    return (f"axpy on {samples:,} doubles, auto ({threads} threads), {len(procs)} busy process(es) beside "
+            f"[team {teams.team}: {teams.verdict or 'chosen by the cost rule alone'}]", auto,
+            "the same, 1 thread", one)
+
+
+def ctrl_c_latency(dll, n_threads, teams, with_gil, cheap=1_000_000):
+    """ms from SIGINT to the launch returning, when a kernel turns from cheap to 2 ms a call
+    after `cheap` calls."""
+    import signal
+    import threading
+
+    state = np.array([cheap, 0], dtype=np.int64)
+    y = np.zeros(4)
+    g = eagle.Graph()
+    kernel = CTYPES_KERNEL(ctypes.cast(dll.eagle_bench_slowing, ctypes.c_void_p).value)
+    g.add_node(native(kernel, reads={"state": state}, writes={"y": y}), name="slowing")
+    if with_gil:
+        g.add_node(opaque([].clear, reads={"y": y}), name="gil")
+    before = eagle.get_num_threads()
+    eagle.set_num_threads(n_threads)
+    sent = []
+
+    def interrupt():
+        while state[1] < cheap + 20:
+            time.sleep(0.001)
+        time.sleep(0.02)
+        sent.append(time.perf_counter())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    try:
+        g.build(teams=teams)
+        t = threading.Thread(target=interrupt, daemon=True)
+        t.start()
+        try:
+            g.launch(10 ** 12)
+        except KeyboardInterrupt:
+            return (time.perf_counter() - sent[0]) * 1e3
+        finally:
+            t.join()
+    finally:
+        eagle.set_num_threads(before)
+    return float("nan")
+
+
+def print_extra_rows(rounds, out=sys.stdout):
+    dll, why = compile_extra()
+    print(file=out)
+    if dll is None:
+        print(f"fixed costs and Ctrl-C: skipped ({why})", file=out)
+        return
+    rows = [row_launch1(dll, rounds)]
+    busy = row_busy_neighbour(rounds)
+    if busy is not None:
+        rows.append(busy)
+    print("case                                                      eagle      reference                    ratio",
+          file=out)
+    for what, t, ref_name, ref in rows:
+        print(f"{what}\n    {fmt_time(t):>58}  {ref_name:<28} {fmt_time(ref):>9}  {t / ref:.2f}", file=out)
+    import signal
+    if os.name == "posix" and hasattr(signal, "SIGINT"):
+        cases = [(1, "serial", False, "1 thread, nogil"), (1, "serial", True, "1 thread, GIL (opaque node)")]
+        if eagle.have_openmp() and eagle.get_num_threads() > 1:
+            cases.append((2, "parallel", False, "2 threads, team"))
+        for n_threads, teams, gil, label in cases:
+            ms = ctrl_c_latency(dll, n_threads, teams, gil)
+            print(f"Ctrl-C latency, kernel cheap for 1,000,000 calls then 2 ms each, {label}: {ms:.1f} ms "
+                  "(target < 100 ms)", file=out)
+
+
 
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m eagle.bench", description=__doc__.splitlines()[0])
@@ -735,6 +924,7 @@ def main(argv=None):
         print()
         rec_rounds = 2 if args.quick else 3
         print_recording(measure_recording(sizes, rec_rounds), rec_rounds)
+    print_extra_rows(rounds)
     print(f"({time.perf_counter() - t_start:.1f} s)")
 
 

@@ -16,19 +16,24 @@ Rules a user can rely on:
   says ``(not built)`` again and ``launch`` raises ``NotBuiltError`` until
   ``build()`` is called again. Nothing is rebuilt behind your back.
 * Launching one graph from two threads at once is serialized: the second call
-  waits for the first. Recording into a graph while another thread launches it
-  waits too. A node that launches or records into its own graph gets a
-  ``RuntimeError`` (it would deadlock).
+  waits for the first. Recording into a graph or ``set_logical_size`` while
+  another thread launches it waits too (so a retune applies from the next
+  launch on). A node that launches, records into, builds or retunes its own
+  graph gets a ``RuntimeError`` (it would deadlock), on whichever thread it
+  runs, OpenMP workers included. ``plan()``, ``str(g)`` and the properties only
+  read: they never change a launch in flight.
+* The lock and the launch path are compiled (``eagle._executor.GraphCore``):
+  no signal can leave a graph locked.
 * Every bad input raises before anything changes.
 """
 from __future__ import annotations
 
 import operator
 import shutil
-import threading
-from dataclasses import dataclass
 
 from eagle import _dot
+from eagle._executor import GraphCore
+from eagle._plan import Plan, StagePlan
 from eagle._cuda_kernel import SIZE, SIZE_PTR, CudaKernelNode, cuda_kernel
 from eagle._finished import compact, reorder
 from eagle._memory import leading_length
@@ -39,7 +44,7 @@ from eagle._ufunc_node import UfuncNode, ufunc
 from eagle.mpi import allgather, allreduce, bcast, sendrecv  # collective nodes (mpi4py on first use)
 
 __all__ = ["Graph", "Node", "opaque", "native", "ufunc", "cuda_kernel", "SIZE", "SIZE_PTR", "compact", "reorder",
-           "NotBuiltError", "GroupConflict", "Plan", "allreduce", "allgather", "bcast", "sendrecv"]
+           "NotBuiltError", "GroupConflict", "Plan", "StagePlan", "allreduce", "allgather", "bcast", "sendrecv"]
 
 
 class NotBuiltError(RuntimeError):
@@ -50,59 +55,7 @@ def _plural(n, word):
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _count(n, what):
-    if isinstance(n, bool):
-        raise TypeError(f"{what} needs an integer count, got a bool")
-    try:
-        n = operator.index(n)
-    except TypeError:
-        raise TypeError(f"{what} needs an integer count, got {type(n).__name__}") from None
-    if n < 0:
-        raise ValueError(f"{what} needs a count >= 0, got {n}")
-    return n
-
-
-@dataclass
-class StagePlan:
-    stage: int
-    nodes: list
-    policy: str       # how the team was to be chosen: auto, serial, parallel
-    team: int         # threads that run the stage at the current logical size
-    cost_ns: float | None
-
-
-@dataclass
-class Plan:
-    """How a built graph runs: per stage, the team chosen and why. ``print`` it."""
-
-    backend: str
-    num_threads: int
-    logical_size: int
-    capacity: int
-    threshold_ns: float
-    stages: list
-    #: (node, array, length) of the array that bounds the capacity (set by Graph.plan)
-    capacity_bound_by = None
-    #: (node, reason) for each native node run whole although it asked to be split
-    split_refused = ()
-
-    def __str__(self):
-        lines = [f"eagle plan · backend: {self.backend} · {_plural(self.num_threads, 'thread')} · "
-                 f"logical size {self.logical_size} of {self.capacity} · "
-                 f"stages under {self.threshold_ns / 1e3:.1f} µs run on one thread"]
-        for sp in self.stages:
-            cost = "cost not measured yet" if sp.cost_ns is None else f"{sp.cost_ns / 1e3:.2f} µs"
-            lines.append(f"stage {sp.stage}  team {sp.team:<3} ({sp.policy:8}) {cost:>24}   "
-                         + " ".join(sp.nodes))
-        if self.capacity_bound_by is not None:
-            node, array, length = self.capacity_bound_by
-            lines.append(f"capacity {length}: bounded by {array!r} of {node!r}")
-        for node, reason in self.split_refused:
-            lines.append(f"{node!r} not split: {reason}")
-        return "\n".join(lines)
-
-
-class Graph:
+class Graph(GraphCore):
     """A recorded compute step: nodes staged by the memory they read and write.
 
     Record with ``add_node``/``add_group``, then ``build()`` once, ``launch(n)``
@@ -120,8 +73,6 @@ class Graph:
         self._family: str | None = None
         self._backend = None
         self._logical_size: int | None = None   # None: follow the capacity
-        self._lock = threading.Lock()
-        self._holder: int | None = None
         self._ever_built = False
         # shortest axis 0 among the arrays of sized nodes / of all nodes (None: no such array)
         self._cap_sized: int | None = None
@@ -336,61 +287,31 @@ class Graph:
             self._ever_built = True
         return self
 
-    def launch(self, n: int = 1) -> None:
-        """Replay the built graph ``n`` times.
+    # launch(n) and launch_until_done(max_replays) are GraphCore's (compiled)
 
-        If a node raises, the replay stops there and the exception reaches you
-        with a note naming the node, its stage and the replay; the graph stays
-        usable. Ctrl-C stops a long launch at the next replay.
-        """
-        if type(n) is not int or n < 0:
-            n = _count(n, "launch()")
-        self._run(n, False)
-
-    def launch_until_done(self, max_replays: int) -> int:
-        """Replay until no sample is left (a compaction node's live count reaches 0),
-        at most ``max_replays`` times, without returning to Python in between.
-        Returns the replays run."""
-        max_replays = _count(max_replays, "launch_until_done()")
-        if not self._has_resizer:
-            raise ValueError("launch_until_done() needs a compaction node (eagle.graph.compact) "
-                             "to know when the samples are done")
-        return self._run(max_replays, True)
-
-    def _run(self, n, until_done):
-        with self._exclusive("launch"):
-            backend = self._backend
-            if backend is None:
-                raise NotBuiltError(
-                    "the graph was recorded into since build(); call g.build() again"
-                    if self._ever_built else "launch() needs a built graph: call g.build() first")
-            try:
-                done = backend.launch(n, until_done) if until_done else backend.launch(n)
-            except BaseException as e:
-                self._note_failure(e, n)
-                if any(getattr(node, "collective", None) for node in self._nodes):
-                    from eagle.mpi._failure import stop_on_failure
-                    stop_on_failure(self, e)   # the other ranks must not wait in a collective
-                raise
-            finally:
-                if backend.resizes:
-                    self._logical_size = backend.logical_size
-            return done
+    def _not_built(self):
+        raise NotBuiltError("the graph was recorded into since build(); call g.build() again"
+                            if self._ever_built else "launch() needs a built graph: call g.build() first")
 
     def _note_failure(self, exc, n):
+        """Called by the compiled launch path when a launch raised: attach where it happened."""
         where = getattr(self._backend, "last_failure", None)
-        if where is None:
-            return
-        node, replay = where
-        if node is None or node < 0:
-            note = f"eagle: launch({n}) interrupted in replay {replay}"
-        else:
-            note = (f"eagle: raised by node {self._names[node]!r} (stage {self._stager.stage_of[node]}) "
-                    f"in replay {replay} of launch({n})")
-        _add_note(exc, note)
+        if where is not None:
+            node, replay = where
+            if node is None or node < 0:
+                note = f"eagle: launch({n}) interrupted in replay {replay}"
+            else:
+                note = (f"eagle: raised by node {self._names[node]!r} (stage {self._stager.stage_of[node]}) "
+                        f"in replay {replay} of launch({n})")
+            _add_note(exc, note)
+        if any(getattr(nd, "collective", None) for nd in self._nodes):
+            from eagle.mpi._failure import stop_on_failure
+            stop_on_failure(self, exc)   # the other ranks must not wait in a collective
 
     def set_logical_size(self, n: int) -> None:
-        """Process samples [0, n) on the next replays: 0 <= n <= capacity. No rebuild."""
+        """Process samples [0, n) on the next replays: 0 <= n <= capacity. No rebuild.
+        While another thread launches the graph this waits for that launch to end:
+        a retune applies from the next launch on, never inside one."""
         if type(n) is not int:
             if isinstance(n, bool):
                 raise TypeError("set_logical_size() needs an integer, got a bool")
@@ -401,15 +322,8 @@ class Graph:
         cap = (self._cap_sized if self._has_sized else self._cap_all) or 0
         if not 0 <= n <= cap:
             raise ValueError(f"logical size must be in 0..{cap} (the capacity of the arrays), got {n}")
-        lock = self._lock
-        if not lock.acquire(False):   # busy (or called from inside a launch): the general path
-            with self._exclusive("retune"):
-                self._retune(n)
-            return
-        try:
+        with self._exclusive("retune"):   # waits for a launch in flight: applies from the next one
             self._retune(n)
-        finally:
-            lock.release()
 
     def _retune(self, n):
         if self._backend is not None:
@@ -424,11 +338,6 @@ class Graph:
         plan.capacity_bound_by = self.capacity_bound_by
         plan.split_refused = self.split_refused
         return plan
-
-    # ---- thread-safety ---------------------------------------------------------
-
-    def _exclusive(self, what):
-        return _Held(self, what)
 
     # ---- the picture ------------------------------------------------------------
 
@@ -483,26 +392,3 @@ def _add_note(exc, note):
     except Exception:
         pass
 
-
-class _Held:
-    """The graph's lock, held by one thread at a time; blocking, so launches serialize.
-    The holder's own thread asking again is refused: it would wait for itself."""
-
-    __slots__ = ("g", "what")
-
-    def __init__(self, g, what):
-        self.g, self.what = g, what
-
-    def __enter__(self):
-        g = self.g
-        me = threading.get_ident()
-        if not g._lock.acquire(False):
-            if g._holder == me:
-                raise RuntimeError(f"cannot {self.what} this graph from inside its own launch (a node "
-                                   "of the graph called back into it)")
-            g._lock.acquire()
-        g._holder = me
-
-    def __exit__(self, *exc):
-        self.g._holder = None
-        self.g._lock.release()

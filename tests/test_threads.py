@@ -432,3 +432,63 @@ def test_a_node_launching_its_own_graph_is_refused():
         g.launch(1)
     with pytest.raises(RuntimeError):      # and the graph is usable (still raises the same way)
         g.launch(1)
+
+
+# ---- thread limits -------------------------------------------------------------------------
+
+
+def test_max_threads_follows_the_documented_rule():
+    if not eagle.have_openmp():
+        assert eagle.max_threads() == 1
+        return
+    cpus = os.cpu_count() or 1
+    rule = min(1024, max(64, 8 * cpus))
+    if os.environ.get("OMP_THREAD_LIMIT", "").isdigit():
+        rule = min(rule, int(os.environ["OMP_THREAD_LIMIT"]))
+    assert eagle.max_threads() == rule
+
+
+@pytest.mark.parametrize("bad", [10 ** 6, 2 ** 31, 10 ** 30])
+def test_set_num_threads_refuses_more_than_max_threads(threads, bad):
+    threads(2)
+    with pytest.raises(ValueError, match="at most"):
+        eagle.set_num_threads(bad)
+    assert eagle.get_num_threads() == 2
+    g, y = axpy_graph(teams="parallel")
+    g.launch(2)                                    # and the next parallel launch is fine
+    assert (y == 2.0).all()
+
+
+@needs_openmp
+def test_set_num_threads_accepts_max_threads(threads):
+    eagle.set_num_threads(eagle.max_threads())
+    assert eagle.get_num_threads() == eagle.max_threads()
+
+
+@needs_openmp
+@pytest.mark.parametrize("env, expect", [({"OMP_NUM_THREADS": 10 ** 6}, "max"),
+                                         ({"OMP_NUM_THREADS": 8, "OMP_THREAD_LIMIT": 3}, "3"),
+                                         ({"OMP_NUM_THREADS": 10 ** 6, "OMP_THREAD_LIMIT": 2}, "2")])
+def test_a_huge_omp_num_threads_is_capped(env, expect):
+    out = run_python("""
+        import numpy as np, eagle, eagle.kernels as ek
+        from eagle.graph import native
+        x = np.arange(5000.0); y = np.zeros(5000)
+        g = eagle.Graph()
+        g.add_node(native(ek.scale(2.0), reads={"x": x}, writes={"y": y}))
+        g.build(teams="parallel")
+        n = eagle.get_num_threads()
+        if n <= 4:                       # a team this machine can run in a test
+            g.launch(2)
+            assert (y == 2 * x).all()
+        print(n, eagle.max_threads())
+    """, **env)
+    n, most = out.split()
+    assert n == (most if expect == "max" else expect)
+
+
+@needs_openmp
+def test_threadpoolctl_beyond_max_threads_is_capped(threadpoolctl, threads):
+    threads(2)
+    with threadpoolctl.threadpool_limits(limits=10 ** 6, user_api="openmp"):
+        assert eagle.get_num_threads() <= eagle.max_threads()

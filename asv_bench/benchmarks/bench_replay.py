@@ -83,3 +83,38 @@ class ReplayOneByOne:
         launch = self.g.launch
         for _ in range(REPLAYS):
             launch(1)
+
+
+class LaunchOneVsCtypes:
+    """``g.launch(1)`` of a one-node native graph on 1 sample beside one ctypes call
+    of a C function that does nothing worth timing (libc's ``labs``), 1000 of each
+    from a Python loop: eagle's fixed cost per launch against the cheapest call
+    into C that Python offers."""
+
+    def setup(self):
+        import ctypes
+        import ctypes.util
+
+        import numpy as np
+
+        from eagle import kernels
+        from eagle.graph import native
+
+        self.x, self.y = np.ones(1), np.zeros(1)
+        self.g = eagle.Graph()
+        self.g.add_node(native(kernels.axpy(1.0), reads={"x": self.x}, writes={"y": self.y}), name="axpy")
+        self.g.build()
+        self.g.launch(10)
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
+        self.c_call = libc.labs
+        self.c_call.restype, self.c_call.argtypes = ctypes.c_long, [ctypes.c_long]
+
+    def time_launch_1_x1000(self):
+        launch = self.g.launch
+        for _ in range(REPLAYS):
+            launch(1)
+
+    def time_ctypes_call_x1000(self):
+        call = self.c_call
+        for _ in range(REPLAYS):
+            call(1)

@@ -1,0 +1,63 @@
+"""How a built graph runs, as the backends report it: ``Plan`` and ``StagePlan``.
+
+Below both backends and ``eagle.graph`` (which re-exports them), so no backend
+imports the module that imports it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Plan", "StagePlan"]
+
+
+def _plural(n, word):
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _us(ns):
+    return "?" if ns is None else f"{ns / 1e3:.2f} µs"
+
+
+@dataclass
+class StagePlan:
+    stage: int
+    nodes: list
+    policy: str       # how the team was to be chosen: auto, serial, parallel
+    team: int         # threads that run the stage at the current logical size
+    cost_ns: float | None
+    # auto stages on the cpu backend: the team verifies itself on its first replays
+    team_ns: float | None = None   # measured time of the stage on the team, or None
+    verdict: str = ""              # why the team is what it is (empty: nothing to say)
+
+
+@dataclass
+class Plan:
+    """How a built graph runs: per stage, the team chosen and why. ``print`` it."""
+
+    backend: str
+    num_threads: int
+    logical_size: int
+    capacity: int
+    threshold_ns: float
+    stages: list
+    #: (node, array, length) of the array that bounds the capacity (set by Graph.plan)
+    capacity_bound_by = None
+    #: (node, reason) for each native node run whole although it asked to be split
+    split_refused = ()
+
+    def __str__(self):
+        lines = [f"eagle plan · backend: {self.backend} · {_plural(self.num_threads, 'thread')} · "
+                 f"logical size {self.logical_size} of {self.capacity} · "
+                 f"stages under {self.threshold_ns / 1e3:.1f} µs run on one thread"]
+        for sp in self.stages:
+            cost = "cost not measured yet" if sp.cost_ns is None else f"{sp.cost_ns / 1e3:.2f} µs"
+            line = f"stage {sp.stage}  team {sp.team:<3} ({sp.policy:8}) {cost:>24}   " + " ".join(sp.nodes)
+            if sp.verdict:
+                line += f"   [{sp.verdict}]"
+            lines.append(line)
+        if self.capacity_bound_by is not None:
+            node, array, length = self.capacity_bound_by
+            lines.append(f"capacity {length}: bounded by {array!r} of {node!r}")
+        for node, reason in self.split_refused:
+            lines.append(f"{node!r} not split: {reason}")
+        return "\n".join(lines)
