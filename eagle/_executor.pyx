@@ -482,47 +482,6 @@ cdef class GraphCore:
         """Ident of the thread holding the graph's lock, or None."""
         return self._holder_ident if self._busy else None
 
-    # ---- the lock (every line runs with the GIL held) ----
-
-    cdef int _acquire(self, what) except -1:
-        cdef unsigned long me = PyThread_get_thread_ident()
-        cdef int r
-        if self._busy:
-            if self._holder_ident == me or eagle_launch_encloses(<void *>self):
-                raise RuntimeError(f"cannot {what} this graph from inside its own launch (a node "
-                                   "of the graph called back into it)")
-            self._wait()
-        self._busy = True
-        self._holder_ident = me
-        return 0
-
-    cdef int _wait(self) except -1:
-        """Wait, without the GIL, until a release hands the lock over; Ctrl-C
-        (a signal handler that raises) gives up waiting, holding nothing."""
-        cdef int r
-        self._waiters += 1
-        while True:
-            # in slices of 5 ms: the signal may have been delivered to another thread
-            with nogil:
-                r = PyThread_acquire_lock_timed(self._handoff, 5000, 1)
-            if r == PY_LOCK_ACQUIRED:
-                return 0      # handed over: _busy stayed set for us
-            if PyThread_acquire_lock(self._handoff, NOWAIT_LOCK):
-                return 0      # handed over while the signal came
-            try:
-                PyErr_CheckSignals()
-            except BaseException:
-                self._waiters -= 1
-                raise
-
-    cdef inline void _release(self) noexcept:
-        self._holder_ident = 0
-        if self._waiters > 0:
-            self._waiters -= 1
-            PyThread_release_lock(self._handoff)   # the lock passes to a waiter, still busy
-        else:
-            self._busy = False
-
     def _exclusive(self, what):
         """A context manager holding the graph's lock (``what`` names the call in
         the error a node calling back from inside its own launch gets)."""
@@ -539,43 +498,92 @@ cdef class GraphCore:
         current replay's end, however long a replay takes (see Threads in the
         README), and never leaves the graph locked.
         """
-        self._run(_fast_count(n, "launch()"), False)
+        _graph_run(self, _fast_count(n, "launch()"), False)
 
     def launch_until_done(self, max_replays):
         """Replay until no sample is left (a compaction node's live count reaches 0),
         at most ``max_replays`` times, without returning to Python in between.
         Returns the replays run."""
-        return self._run(_fast_count(max_replays, "launch_until_done()"), True)
+        return _graph_run(self, _fast_count(max_replays, "launch_until_done()"), True)
 
-    cdef object _run(self, int64_t n, bint until_done):
-        cdef eagle_launch_ctx ctx
-        cdef object done = None
-        self._acquire("launch")
+
+
+# The graph's lock and launch path as module functions of GraphCore, not cdef methods:
+# a cdef method would give GraphCore (and so eagle.Graph) a __pyx_vtable__ in help().
+# Every line runs with the GIL held.
+
+cdef int _graph_acquire(GraphCore self, what) except -1:
+    cdef unsigned long me = PyThread_get_thread_ident()
+    cdef int r
+    if self._busy:
+        if self._holder_ident == me or eagle_launch_encloses(<void *>self):
+            raise RuntimeError(f"cannot {what} this graph from inside its own launch (a node "
+                               "of the graph called back into it)")
+        _graph_wait(self)
+    self._busy = True
+    self._holder_ident = me
+    return 0
+
+
+cdef int _graph_wait(GraphCore self) except -1:
+    """Wait, without the GIL, until a release hands the lock over; Ctrl-C
+    (a signal handler that raises) gives up waiting, holding nothing."""
+    cdef int r
+    self._waiters += 1
+    while True:
+        # in slices of 5 ms: the signal may have been delivered to another thread
+        with nogil:
+            r = PyThread_acquire_lock_timed(self._handoff, 5000, 1)
+        if r == PY_LOCK_ACQUIRED:
+            return 0      # handed over: _busy stayed set for us
+        if PyThread_acquire_lock(self._handoff, NOWAIT_LOCK):
+            return 0      # handed over while the signal came
         try:
-            backend = self._backend_obj
-            if until_done and not self._has_resizer:
-                raise ValueError("launch_until_done() needs a compaction node (eagle.graph.compact) "
-                                 "to know when the samples are done")
-            if backend is None:
-                self._not_built()
-            eagle_launch_push(&ctx, <void *>self)
-            try:
-                if self._cpu is not None:
-                    done = self._cpu.run(n, until_done)
-                    if self._check_partitions:
-                        backend.check_partitions()
-                else:
-                    done = backend.launch(n, until_done) if until_done else backend.launch(n)
-            except BaseException as e:
-                self._note_failure(e, n)
-                raise
-            finally:
-                eagle_launch_pop(&ctx)
-                if self._resizes:
-                    self._logical_size = backend.logical_size
+            PyErr_CheckSignals()
+        except BaseException:
+            self._waiters -= 1
+            raise
+
+
+cdef inline void _graph_release(GraphCore self) noexcept:
+    self._holder_ident = 0
+    if self._waiters > 0:
+        self._waiters -= 1
+        PyThread_release_lock(self._handoff)   # the lock passes to a waiter, still busy
+    else:
+        self._busy = False
+
+
+cdef object _graph_run(GraphCore self, int64_t n, bint until_done):
+    cdef eagle_launch_ctx ctx
+    cdef object done = None
+    _graph_acquire(self, "launch")
+    try:
+        backend = self._backend_obj
+        if until_done and not self._has_resizer:
+            raise ValueError("launch_until_done() needs a compaction node (eagle.graph.compact) "
+                             "to know when the samples are done")
+        if backend is None:
+            self._not_built()
+        eagle_launch_push(&ctx, <void *>self)
+        try:
+            if self._cpu is not None:
+                done = self._cpu.run(n, until_done)
+                if self._check_partitions:
+                    backend.check_partitions()
+            else:
+                done = backend.launch(n, until_done) if until_done else backend.launch(n)
+        except BaseException as e:
+            self._note_failure(e, n)
+            raise
         finally:
-            self._release()
-        return done
+            eagle_launch_pop(&ctx)
+            if self._resizes:
+                self._logical_size = backend.logical_size
+    finally:
+        _graph_release(self)
+    return done
+
 
 
 cdef class _Held:
@@ -589,9 +597,9 @@ cdef class _Held:
         self.what = what
 
     def __enter__(self):
-        self.g._acquire(self.what)
+        _graph_acquire(self.g, self.what)
         return None
 
     def __exit__(self, *exc):
-        self.g._release()
+        _graph_release(self.g)
         return False

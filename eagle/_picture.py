@@ -20,8 +20,7 @@ terminal's, 80 columns when unknown)
     written in a block under the wrapped stage's rows, consumers that read the
     same things from the same producers listed together, the lines broken at
     ``", "`` to fit ``width``.  Stages that fit are drawn exactly as without a
-    width.  A header longer than ``width`` is broken after a ``" · "``
-    separator, its continuation lines indented by two spaces.
+    width.  The header stays one line: tools and tests read it as the first line.
 
 Boxes
     ``┌─┐ │ │ └─┘`` with one space of padding around the text; the total width
@@ -102,21 +101,6 @@ def render(header: str, stages: list[list[int]], boxes: list[str],
     if not boxes:
         return f"{header}\n(empty)"
     return _Picture(stages, boxes, edges, stage_notes, width).draw(header)
-
-
-def _wrap_header(header: str, width: int | None) -> list[str]:
-    """The header as lines of at most ``width`` columns, broken after ``" · "`` where it can."""
-    if width is None or len(header) <= width:
-        return [header]
-    lines, line = [], ""
-    for part in header.split(" · "):
-        candidate = f"{line} · {part}" if line else part
-        if line and len(candidate) > width:
-            lines.append(line + " ·")
-            line = "  " + part
-        else:
-            line = candidate
-    return lines + [line]
 
 
 def box_width(text: str) -> int:
@@ -402,8 +386,7 @@ class _Picture:
 
     def draw(self, header: str) -> str:
         cv = _Canvas()
-        for line in _wrap_header(header, self.limit):
-            cv.put(cv.add_line(), 0, line)
+        cv.put(cv.add_line(), 0, header)
         drawn = {e for band in self.bands for star in band for e in star.edges}
         has_in = {d for _, d in drawn}
         out_data: dict[int, bool] = {}

@@ -187,7 +187,7 @@ def test_kernel_nodes_replay_with_correct_results(ck, fake):
     assert fake.fake_cudart_counter(b"kernel_runs") == 9
     assert fake.fake_cudart_launch_count() == 3
     assert g._backend.graph_nodes == 3 and g._backend.sized_kernels == 3
-    assert "{l}" in str(g) and "logical size 4 of 4" in str(g).splitlines()[0]
+    assert "{l}" in str(g) and "logical size 4 of 4" in g._header()
 
 
 def test_group_is_captured_as_fork_join_branches(ck, fake, backend_mod):
