@@ -58,17 +58,27 @@ device count after rounds of 1, 2, 4 ... ``until_done_check_every`` replays
 from __future__ import annotations
 
 import contextlib
-import glob
-import os
+
+import numpy as np
 import sys
 import threading
 from dataclasses import dataclass
 
 from eagle import _cuda  # ImportError: eagle was built without the cuda backend (Graph.build says so)
 from eagle._errors import CudaError
-from eagle.graph import Plan, StagePlan
 
-__all__ = ["CudaBackend", "CudaPlan", "capture_stream", "ensure_runtime", "load_runtime"]
+
+def _plan_types():
+    try:
+        from eagle._plan import Plan, StagePlan
+    except ImportError:
+        from eagle.graph import Plan, StagePlan
+    return Plan, StagePlan
+
+
+Plan, StagePlan = _plan_types()
+
+__all__ = ["CudaBackend", "CudaPlan", "capture_stream", "ensure_driver", "producer_streams"]
 
 # graph launches issued per C call; Ctrl-C is seen between chunks
 _CHUNK = 4096
@@ -92,104 +102,45 @@ def _cupy():
     return sys.modules.get("cupy")
 
 
-# ---- the runtime --------------------------------------------------------------------
+# ---- the driver ---------------------------------------------------------------------
 
-def _runtime_candidates():
-    """libcudart files to try when the default lookup found none or none usable:
-    NVIDIA's wheels (via cuda-pathfinder or site-packages), CuPy's CUDA path,
-    CUDA_HOME / CUDA_PATH, /usr/local/cuda. The major version CuPy runs on first."""
-    found = []
-    try:  # NVIDIA's finder for runtimes installed from wheels or the system
-        from cuda.pathfinder import load_nvidia_dynamic_lib  # type: ignore
-
-        lib = load_nvidia_dynamic_lib("cudart")
-        path = getattr(lib, "abs_path", None)
-        if path:
-            found.append(path)
-    except Exception:
-        pass
-    roots = [p for p in sys.path if p and os.path.isdir(os.path.join(p, "nvidia"))]
-    for root in roots:
-        found += sorted(glob.glob(os.path.join(root, "nvidia", "**", "libcudart.so.*[0-9]"),
-                                  recursive=True))
-    homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
-    cp = _cupy()
-    if cp is not None:
-        try:
-            homes.insert(0, cp.cuda.get_cuda_path())
-        except Exception:
-            pass
-    homes += ["/usr/local/cuda"] + sorted(glob.glob("/usr/local/cuda-*"), reverse=True)
-    for home in filter(None, homes):
-        for sub in ("lib64", "lib", os.path.join("targets", "x86_64-linux", "lib")):
-            found += sorted(glob.glob(os.path.join(home, sub, "libcudart.so.*[0-9]")))
-    want = None
-    if cp is not None:
-        try:
-            want = cp.cuda.runtime.runtimeGetVersion() // 1000
-        except Exception:
-            pass
-
-    def major(path):
-        tail = path.rsplit("libcudart.so.", 1)[-1].split(".")[0]
-        return int(tail) if tail.isdigit() else 0
-
-    out, seen = [], set()
-    for path in sorted(found, key=lambda p: (major(p) != want, -major(p))):
-        real = os.path.realpath(path)
-        if real not in seen and os.path.exists(real):
-            seen.add(real)
-            out.append(path)
-    return out
-
-
-_load_lock = threading.Lock()
-
-
-def load_runtime() -> str:
-    """Bind a usable CUDA runtime; return its path, or raise the shim's CudaError.
-
-    ``eagle._cuda.load()`` first (``EAGLE_CUDA_RUNTIME``, a runtime already
-    loaded in the process, then the system's ``libcudart.so.13/.12``); when that
-    finds nothing usable and ``EAGLE_CUDA_RUNTIME`` is unset, the runtimes
-    installed from NVIDIA's wheels, beside CuPy or under CUDA_HOME, the major
-    version CuPy runs on first (so a runtime newer than the driver is skipped).
-    The first failure is the one reported.
-    """
-    if _cuda.is_loaded():
-        return _cuda.library()
-    with _load_lock:
-        try:
-            return _cuda.load()
-        except CudaError as first:
-            error = first
-        if not os.environ.get("EAGLE_CUDA_RUNTIME"):
-            for path in _runtime_candidates():
-                os.environ["EAGLE_CUDA_RUNTIME"] = path  # load() reads it on each try
-                try:
-                    return _cuda.load()
-                except CudaError:
-                    continue
-                finally:
-                    os.environ.pop("EAGLE_CUDA_RUNTIME", None)
-        raise error
-
-
-def ensure_runtime() -> str:
-    """Bind the CUDA runtime and check that a GPU is usable; return the library's path.
+def ensure_driver() -> str:
+    """Bind the CUDA driver and check that a GPU is usable; return the library's path.
 
     Raises :class:`eagle.CudaError` whose message says which failed: no CUDA
-    runtime library was found (``status`` -1, and what was tried), or a runtime
-    was found but no GPU / driver is usable (``status`` the runtime's error).
+    driver library (``libcuda.so.1``) was found (``status`` -1), the driver is
+    older than CUDA 12.0, or a driver was found but no GPU is usable.
     """
     try:
-        return load_runtime()
+        return _cuda.load()
     except CudaError as error:
-        what = ("no CUDA runtime" if error.status == _cuda.ERROR_NOT_LOADED
-                else "a CUDA runtime but no usable GPU or driver")
+        what = ("no CUDA driver" if error.status == _cuda.ERROR_NOT_LOADED
+                else "a CUDA driver but no usable GPU" if error.status > 0
+                else "a CUDA driver eagle cannot use")
         raise CudaError(error.status, error.name, error.text,
                         f"the cuda backend (this graph holds CUDA arrays) found {what}: "
                         f"{error.detail or error}") from None
+
+
+# ---- producers on other streams ------------------------------------------------------
+
+def producer_streams(arrays):
+    """The CUDA streams the graph's arrays say their producers used: the ``stream``
+    entry of ``__cuda_array_interface__`` (v3: an int handle; 1 = legacy, 2 =
+    per-thread default), or for DLPack-only arrays none (DLPack's stream is the
+    consumer's to name). Returns the distinct handles other than None/0."""
+    out = []
+    for a in arrays:
+        try:
+            cai = a.__cuda_array_interface__
+        except AttributeError:
+            continue
+        st = cai.get("stream")
+        if st is None or isinstance(st, bool) or not isinstance(st, int):
+            continue
+        if st not in out:
+            out.append(st)
+    return out
 
 
 # ---- the plan -------------------------------------------------------------------------
@@ -230,7 +181,7 @@ class CudaBackend:
     until_done_check_every = 64
 
     def __init__(self, graph, policies):
-        self.library = ensure_runtime()
+        self.library = ensure_driver()
         self._graph = graph
         self._cp = _cupy()
         stages = graph._stage_indexes()
@@ -252,6 +203,10 @@ class CudaBackend:
         # temporaries allocated while capturing live in this pool, as long as the graph
         self._pool = self._cp.cuda.MemoryPool() if self._cp is not None else None
         self._in_event = _cuda.Event()
+        self._while = None
+        self._arrays = [a for n in graph._nodes for _, a, _ in n.arrays()]
+        #: streams the arrays' producers used (``__cuda_array_interface__['stream']``)
+        self._producers = producer_streams(self._arrays)
         self.last_failure = None
         self.replays = 0
 
@@ -268,6 +223,11 @@ class CudaBackend:
             self._setup_device_size(size, partitions)
         owners = _cuda.NodeOwners(self.stream)
         sized = []
+        try:  # the capture reads what the producers wrote (CuPy arrays, torch, numba ...)
+            self._order_after_producers()
+        except BaseException:
+            self._free_buffers()
+            raise
         try:
             captured = self._capture(stages, size, owners, sized)
         except BaseException:
@@ -283,8 +243,19 @@ class CudaBackend:
             captured.close()
             self._free_buffers()
             raise
-        for handle, nargs, size_index, size_type, per_block in sized:
-            self.exec.add_sized_kernel(handle, nargs, size_index, size_type, per_block=per_block)
+        try:
+            for index, handle, nargs, size_index, size_type, per_block, arg_sizes in sized:
+                try:
+                    self.exec.add_sized_kernel(handle, nargs, size_index, size_type,
+                                               per_block=per_block, arg_sizes=arg_sizes)
+                except (TypeError, CudaError) as e:
+                    _add_note(e, f"eagle: registering kernel node {graph._names[index]!r} as sized")
+                    raise
+        except BaseException:
+            self.exec.close()
+            captured.close()
+            self._free_buffers()
+            raise
         self.graph_nodes = len(captured.nodes())
         self.sized_kernels = len(sized)
         self._logical_size = size
@@ -332,16 +303,17 @@ class CudaBackend:
                             if node.kind == "cuda_kernel":
                                 if node.size_ptr:
                                     node.launch(stream, size, self.size_ptr)
-                                    sized.append((stream.last_node(), node.nargs, 0, "none",
-                                                  node.block))
+                                    sized.append((i, stream.last_node(), node.nargs, 0, "none",
+                                                  node.block, node.arg_sizes()))
                                 else:
                                     node.launch(stream, size)
-                                    sized.append((stream.last_node(), node.nargs, node.size_arg,
-                                                  node.size_type, node.block))
+                                    sized.append((i, stream.last_node(), node.nargs, node.size_arg,
+                                                  node.size_type, node.block, node.arg_sizes()))
                             elif node.kind == "cuda_partition":
                                 grid_only = []
                                 node.capture(self._kernels, stream, size, self.size_ptr, grid_only)
-                                sized += [(h, nargs, 0, "none", per) for h, nargs, per in grid_only]
+                                sized += [(i, h, nargs, 0, "none", per, None)
+                                          for h, nargs, per in grid_only]
                             else:
                                 node.fn()
                         if stream.capture_status() != _cuda.CAPTURE_STATUS_ACTIVE:
@@ -456,36 +428,40 @@ class CudaBackend:
         """The logical size as of the end of the last launch (or the last retune)."""
         return self._logical_size
 
+    def _order_after_producers(self):
+        """Make eagle's stream wait for the work queued on the streams the arrays name
+        (``__cuda_array_interface__['stream']``) and on CuPy's current stream."""
+        streams = list(self._producers)
+        cp = self._cp
+        if cp is not None:
+            cur = cp.cuda.get_current_stream().ptr
+            if cur not in streams:
+                streams.append(cur)
+        for st in streams:
+            if st != self.stream.ptr:
+                self._in_event.record(st)
+                self.stream.wait_event(self._in_event)
+
     def launch(self, n: int, until_done: bool = False) -> int:
         """``n`` graph launches on eagle's stream, then wait for them (synchronize).
 
         With ``until_done`` (a compaction node needed): stop once the device live
-        count is 0, checking it after rounds of 1, 2, 4 ... ``until_done_check_every``
-        replays (a D2H copy per round; conditional graph nodes are not used yet).
-        Returns the replays that started with live samples (until_done) or ``n``."""
+        count is 0, with no overshoot: one conditional WHILE node on 12.4+ drivers
+        (one cuGraphLaunch runs all replays), else one replay at a time with the
+        count read back after each. Returns the replays that started with live
+        samples (until_done) or ``n``."""
         self.last_failure = None
         if n == 0 or (until_done and self._logical_size == 0):
             return 0
-        cp = self._cp
-        if cp is not None:  # run after what the program queued on CuPy's current stream
-            cur = cp.cuda.get_current_stream().ptr
-            if cur != self.stream.ptr:
-                self._in_event.record(cur)
-                self.stream.wait_event(self._in_event)
+        self._order_after_producers()
+        if until_done:
+            return self._launch_until_done(n)
         done = 0
-        live_before = int(self._host_g[2]) if self._host_g is not None else 0
-        round_ = 1
         try:
             while done < n:
-                if until_done:
-                    chunk = min(n - done, round_)
-                    round_ = min(2 * round_, max(1, self.until_done_check_every))
-                else:
-                    chunk = min(n - done, _CHUNK)
+                chunk = min(n - done, _CHUNK)
                 self.exec.launch(self.stream, chunk)
                 done += chunk
-                if until_done and self._read_back()[0] == 0:
-                    break
         except KeyboardInterrupt:
             self.last_failure = (-1, done)
             self._settle()
@@ -500,10 +476,88 @@ class CudaBackend:
         if self._gblock is None or not self._has_partitions:  # the size changes on the host only
             self.stream.synchronize()
             return n
-        if not until_done:
-            self._read_back()   # synchronizes
-            return n
-        return int(self._host_g[2]) - live_before
+        self._read_back()   # synchronizes
+        return n
+
+    #: "device" (a conditional WHILE node, 12.4+ drivers) or "host" (one replay per check);
+    #: None picks device when the driver has conditional nodes
+    until_done_mode = None
+
+    def until_done_path(self) -> str:
+        mode = self.until_done_mode
+        if mode is None:
+            mode = "device" if _cuda.has("conditional") else "host"
+        return mode
+
+    def _launch_until_done(self, n):
+        from eagle import _finished_cuda as fc
+
+        live_before = int(self._host_g[fc.G_LIVE_REPLAYS])
+        done = 0
+        try:
+            if self.until_done_path() == "device":
+                exec_ = self._while_exec()
+                stop = np.array([live_before + n], dtype=np.int64)
+                self._gblock.write(stop, self.stream, offset=8 * fc.G_STOP)
+                exec_.launch(self.stream, 1)
+                done = 1
+                self._read_back()
+            else:
+                while done < n:
+                    self.exec.launch(self.stream, 1)
+                    done += 1
+                    if self._read_back()[fc.G_SIZE] == 0:
+                        break
+        except KeyboardInterrupt:
+            self.last_failure = (-1, done)
+            self._settle()
+            raise
+        except CudaError as e:
+            self._settle()
+            raise
+        finally:
+            self.replays += int(self._host_g[fc.G_LIVE_REPLAYS]) - live_before
+        return int(self._host_g[fc.G_LIVE_REPLAYS]) - live_before
+
+    def _while_exec(self):
+        """One WHILE node whose body is the captured replay then the condition
+        kernel (``eagle_until_done_condition``: continue while the live count is
+        above 0 and fewer than the allowed replays ran). Built for the logical
+        size the host knows (sized grids are an upper bound within the call),
+        rebuilt when that changed."""
+        import ctypes
+
+        key = self._logical_size
+        if self._while is not None and self._while[0] == key:
+            return self._while[1]
+        self._close_while()
+        self.exec.write_back_to_graph()
+        top = _cuda.Graph()
+        try:
+            _node, handle, body = top.add_while(initial=1)
+            child = body.add_child(self.exec.graph)
+            func = self._kernels.function("eagle_until_done_condition")
+            body.add_kernel(func, 1, 1, [ctypes.c_uint64(handle), ctypes.c_uint64(self.size_ptr)],
+                            deps=[child])
+            exec_ = top.instantiate(upload_stream=self.stream)
+        except BaseException:
+            top.close()
+            raise
+        self._while = (key, exec_, top)
+        return exec_
+
+    def _close_while(self):
+        if self._while is not None:
+            _, exec_, top = self._while
+            self._while = None
+            first = None
+            for obj in (exec_, top):
+                try:
+                    obj.close()
+                except CudaError as e:
+                    first = first or e
+            if first is not None:
+                raise first
 
     def _settle(self):
         with contextlib.suppress(CudaError):
@@ -534,19 +588,36 @@ class CudaBackend:
                             len(names) if b else 1, None)
                   for s, (names, b) in enumerate(zip(self._stage_names, self._branches))]
         return CudaPlan("cuda", 1, g.logical_size, g.capacity, 0.0, stages,
-                        runtime=self.library, graph_nodes=self.graph_nodes,
+                        runtime=f"driver {_cuda.version_text(_cuda.driver_version())}",
+                        graph_nodes=self.graph_nodes,
                         sized_kernels=self.sized_kernels)
 
     def close(self) -> None:
-        """Release the CUDA objects now (collection does it too)."""
-        self._settle()
-        self.exec.close()
+        """Release the CUDA objects now (collection does it too). Destroys every
+        object it can, also after a failure (e.g. a sticky error), then raises
+        the first error met."""
+        first = None
+
+        def attempt(fn):
+            nonlocal first
+            try:
+                fn()
+            except CudaError as e:
+                if first is None:
+                    first = e
+
+        attempt(self._settle)
+        attempt(self._close_while)
+        attempt(self.exec.close)
+        attempt(lambda: self.exec.graph.close() if self.exec.graph is not None else None)
         for s in [self.stream] + self._sides:
-            s.close()
-        self._in_event.close()
-        self._free_buffers()
+            attempt(s.close)
+        attempt(self._in_event.close)
+        attempt(self._free_buffers)
         if self._pool is not None:
-            self._pool.free_all_blocks()
+            attempt(self._pool.free_all_blocks)
+        if first is not None:
+            raise first
 
 
 def _add_note(exc, note):

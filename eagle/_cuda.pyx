@@ -434,10 +434,18 @@ def fork(Stream origin not None, sides, Event event not None):
 
 
 def join(Stream origin not None, sides, events):
-    """Join during capture: record one event per side stream, make ``origin`` wait on each."""
+    """Join during capture: record one event per side stream, make ``origin`` wait on each.
+    Joins every side it can; raises the first error after trying them all."""
+    first = None
     for s, e in zip(sides, events):
-        (<Event?>e).record(s)
-        origin.wait_event(e)
+        try:
+            (<Event?>e).record(s)
+            origin.wait_event(e)
+        except CudaError as exc:
+            if first is None:
+                first = exc
+    if first is not None:
+        raise first
 
 
 # ---- node attribution ------------------------------------------------------------

@@ -247,6 +247,19 @@ class CudaKernelNode(Node):
 
     # -- launching (called by the cuda backend while it captures) ------------------
 
+    def arg_sizes(self) -> list:
+        """Bytes of each kernel parameter as eagle passes it: 4 for a 32-bit SIZE,
+        a NumPy scalar's itemsize, else 8 (pointers, Python ints and floats)."""
+        out = []
+        for a in self.args:
+            if isinstance(a, SizePlaceholder):
+                out.append(np.dtype(_SIZE_TYPES[a.ctype]).itemsize)
+            elif isinstance(a, np.generic):
+                out.append(a.dtype.itemsize)
+            else:
+                out.append(8)
+        return out
+
     def grid_for(self, size: int) -> int:
         """Blocks for ``size`` samples: ceil(size / block), at least 1."""
         return max(1, -(-size // self.block))

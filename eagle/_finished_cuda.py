@@ -38,27 +38,25 @@ the live count. Cost: one 8-byte load per thread, and at most one
 ``launch`` eagle copies the device block back (**one 32-byte D2H copy per
 launch, not per replay**), sets ``g.logical_size`` and patches the grids down.
 
-**Running until done** (``g.launch_until_done(max_replays)``): this version
-uses the fallback, not a conditional graph node: it issues replays in rounds
-of 1, 2, 4, ... up to ``CudaBackend.until_done_check_every`` (64) and reads
-the device count back after each round (one small D2H copy per round, so
-about ``log2(64) + replays / 64`` round trips). Replays issued in the last
-round after the count reached 0 run with logical size 0: the partition
-kernels and ``SIZE_PTR`` kernels do nothing, ``SIZE`` kernels see the size of
-the round's start (and must leave finished samples alone, as everywhere), and
-kernels captured inside opaque nodes run as captured. The replays returned
-are those that started with live samples, as on the CPU. A CUDA 12.4+
-conditional WHILE node (``cudaGraphConditionalHandleCreate``, the count
-kernel calling ``cudaGraphSetConditional``) would remove the round trips; it
-is not implemented (neither the shim nor the stand-in models conditional
-nodes yet).
+**Running until done** (``g.launch_until_done(max_replays)``), with no
+overshoot. On a CUDA 12.4+ driver: one conditional WHILE node whose body is
+the captured replay (a child graph) followed by the one-thread
+``eagle_until_done_condition`` kernel, which sets the condition from the
+device live count and the replay counter (``g[0] > 0 and g[2] < g[4]``), so
+one ``cuGraphLaunch`` runs every replay with no host round trip; the node is
+built for the logical size the host knows and rebuilt when it changed (one
+instantiate per ``launch_until_done`` call of a new size). On older drivers:
+one replay at a time and the device count read back after each (exact, one
+small D2H copy per replay). Either way no replay starts once the count is 0,
+so kernels captured inside opaque nodes never run on finished work.
 
-**Where the kernels come from.** On a GPU the CUDA source below is compiled
-once per process and device with ``cupy.RawModule`` (NVRTC) at ``build()``;
-the program must have imported CuPy. When the bound CUDA runtime is eagle's
-CPU test double (tests/cuda_standin/fake_cudart.c, which exports
-``fake_cudart_finished_kernel``), its host versions of the same kernels are
-used instead; a real libcudart never exports that name.
+**Where the kernels come from.** The source is eagle/cuda/kernels/partition.cu.
+On a GPU it is compiled once per process and device with ``cupy.RawModule``
+(NVRTC) at ``build()``; the program must have imported CuPy. When the bound
+driver is eagle's CPU test double (tests/cuda_standin/fake_libcuda.c, which
+exports ``fake_cuda_module_function``), the tests have compiled the same
+source with the CUDA C emulator and loaded it there; a real driver never
+exports that name.
 
 Performance note: the per-chunk threads of count and scatter read their
 chunk sequentially (uncoalesced across a warp), and the scan is one block;
@@ -79,128 +77,19 @@ from eagle._nodes import Node
 
 __all__ = ["CudaPartitionNode", "compact_cuda", "reorder_cuda", "CUDA_SOURCE", "SIZE_PTR"]
 
-CUDA_SOURCE = r"""
-typedef long long i64;
+from eagle.cuda import kernel_source
 
-__device__ __forceinline__ i64 eagle_key(const char *key, i64 stride, i64 kind, i64 n_keys, i64 i) {
-    if (kind == 0) return key[i * stride] ? 0 : 1;
-    i64 k = kind == 1 ? (i64)*(const int *)(key + i * stride) : *(const i64 *)(key + i * stride);
-    return (k >= 0 && k < n_keys) ? k : n_keys;
-}
-
-__device__ __forceinline__ void eagle_copy_row(char *dst, const char *src, i64 nb) {
-    unsigned long long a = (unsigned long long)dst | (unsigned long long)src | (unsigned long long)nb;
-    if ((a & 7) == 0) {
-        for (i64 j = 0; j < nb / 8; ++j) ((i64 *)dst)[j] = ((const i64 *)src)[j];
-    } else if ((a & 3) == 0) {
-        for (i64 j = 0; j < nb / 4; ++j) ((int *)dst)[j] = ((const int *)src)[j];
-    } else {
-        for (i64 j = 0; j < nb; ++j) dst[j] = src[j];
-    }
-}
-
-extern "C" __global__ void eagle_part_count(const char *key, i64 stride, i64 kind, i64 n_keys,
-                                            i64 chunk, i64 c_cap, i64 *counts, const i64 *size) {
-    i64 c = blockIdx.x * (i64)blockDim.x + threadIdx.x;
-    i64 n = *size;
-    i64 used = (n + chunk - 1) / chunk;
-    if (c >= used) return;
-    for (i64 k = 0; k <= n_keys; ++k) counts[k * c_cap + c] = 0;
-    i64 lo = c * chunk, hi = lo + chunk < n ? lo + chunk : n;
-    for (i64 i = lo; i < hi; ++i) counts[eagle_key(key, stride, kind, n_keys, i) * c_cap + c] += 1;
-}
-
-/* one block of a power-of-two size <= 1024 */
-extern "C" __global__ void eagle_part_scan(i64 *counts, i64 n_keys, i64 c_cap, i64 chunk,
-                                           const i64 *size, i64 *g, i64 *st, i64 *count_out,
-                                           i64 kind, i64 every, double frac) {
-    __shared__ i64 sh[1024];
-    __shared__ i64 carry;
-    i64 n = *size;
-    i64 used = (n + chunk - 1) / chunk;
-    i64 total = (n_keys + 1) * used;
-    if (threadIdx.x == 0) carry = 0;
-    __syncthreads();
-    for (i64 base = 0; base < total; base += blockDim.x) {
-        i64 j = base + threadIdx.x;
-        i64 e = j < total ? (j / used) * c_cap + (j % used) : 0;
-        i64 v = j < total ? counts[e] : 0;
-        sh[threadIdx.x] = v;
-        __syncthreads();
-        for (unsigned off = 1; off < blockDim.x; off <<= 1) {
-            i64 t = threadIdx.x >= off ? sh[threadIdx.x - off] : 0;
-            __syncthreads();
-            sh[threadIdx.x] += t;
-            __syncthreads();
-        }
-        if (j < total) counts[e] = carry + sh[threadIdx.x] - v;
-        __syncthreads();
-        if (threadIdx.x == blockDim.x - 1) carry += sh[threadIdx.x];
-        __syncthreads();
-    }
-    if (threadIdx.x != 0) return;
-    i64 r = st[0] + 1, acts = 0;
-    st[0] = r;
-    int due = every > 0 && r % every == 0;
-    if (kind == 0) {
-        i64 live = used ? counts[c_cap] : 0;
-        if (due && n > 0 && live != n) acts = live == 0 || (double)(n - live) >= frac * (double)n;
-        if (count_out) *count_out = live;
-        g[1] = (acts || live == 0) ? live : n;
-    } else {
-        i64 bad = used ? carry - counts[n_keys * c_cap] : 0;
-        if (due && n > 0) {
-            if (bad) g[3] = 1;
-            else acts = 1;
-        }
-    }
-    st[1] = acts;
-}
-
-extern "C" __global__ void eagle_part_scatter(const char *key, i64 stride, i64 kind, i64 n_keys,
-                                              i64 chunk, i64 c_cap, i64 *counts, const i64 *size,
-                                              const i64 *st, const i64 *table, i64 n_arrays) {
-    if (!st[1]) return;
-    i64 c = blockIdx.x * (i64)blockDim.x + threadIdx.x;
-    i64 n = *size;
-    i64 used = (n + chunk - 1) / chunk;
-    if (c >= used) return;
-    i64 lo = c * chunk, hi = lo + chunk < n ? lo + chunk : n;
-    for (i64 i = lo; i < hi; ++i) {
-        i64 pos = counts[eagle_key(key, stride, kind, n_keys, i) * c_cap + c]++;
-        for (i64 a = 0; a < n_arrays; ++a) {
-            const i64 *d = table + 4 * a;
-            eagle_copy_row((char *)d[1] + pos * d[2], (const char *)d[0] + i * d[3], d[2]);
-        }
-    }
-}
-
-extern "C" __global__ void eagle_part_copyback(const i64 *size, const i64 *st, const i64 *table,
-                                               i64 n_arrays) {
-    if (!st[1]) return;
-    i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x;
-    if (i >= *size) return;
-    for (i64 a = 0; a < n_arrays; ++a) {
-        const i64 *d = table + 4 * a;
-        eagle_copy_row((char *)d[0] + i * d[3], (const char *)d[1] + i * d[2], d[2]);
-    }
-}
-
-extern "C" __global__ void eagle_commit(i64 *g) {
-    if (blockIdx.x == 0 && threadIdx.x == 0) {
-        g[2] += g[0] > 0;
-        g[0] = g[1];
-    }
-}
-"""
+#: the CUDA C source of the kernels (eagle/cuda/kernels/partition.cu)
+CUDA_SOURCE = kernel_source("partition")
 
 #: (kernel, parameter count); every parameter is 8 bytes (pointer, long long, double)
 KERNELS = {"eagle_part_count": 8, "eagle_part_scan": 11, "eagle_part_scatter": 11,
-           "eagle_part_copyback": 4, "eagle_commit": 1}
+           "eagle_part_copyback": 4, "eagle_commit": 1, "eagle_until_done_condition": 2}
 
-#: the device block of a graph (int64 each): logical size, next size, live replays, bad keys
-G_SIZE, G_NEXT, G_LIVE_REPLAYS, G_INVALID = 0, 1, 2, 3
-G_WORDS = 4
+#: the device block of a graph (int64 each): logical size, next size, live replays, bad keys,
+#: the live-replay count at which launch_until_done stops
+G_SIZE, G_NEXT, G_LIVE_REPLAYS, G_INVALID, G_STOP = 0, 1, 2, 3, 4
+G_WORDS = 5
 
 COUNT_BLOCK = 128      # threads per block of count / scatter (one per chunk)
 COPY_BLOCK = 256       # threads per block of copyback (one per sample)
@@ -211,7 +100,9 @@ _MAX_COUNTS = 1 << 20  # (n_keys + 1) * chunks stays under this: picks the chunk
 # ---- where the kernels come from -------------------------------------------------------
 
 class _StandinKernels:
-    """Host versions of the kernels in eagle's CPU test double of the CUDA runtime."""
+    """The same CUDA source run by the CPU test double of the driver (its CUDA C
+    emulator, tests/cuda_standin): the module was loaded into the stand-in by the
+    tests, which export fake_cuda_module_function."""
 
     kind = "standin"
 
@@ -220,8 +111,12 @@ class _StandinKernels:
         for name in KERNELS:
             addr = lookup(name.encode())
             if not addr:
-                raise RuntimeError(f"the CUDA runtime stand-in lacks {name}")
+                raise RuntimeError(f"the CUDA driver stand-in has no emulated kernel {name} "
+                                   "(load eagle/cuda/kernels/partition.cu into it first)")
             self._addr[name] = addr
+
+    def function(self, name):
+        return self._addr[name]
 
     def launch(self, name, stream, grid, block, args):
         from eagle import _cuda
@@ -237,6 +132,9 @@ class _CupyKernels:
 
     def __init__(self, cp):
         self._fn = {name: _cupy_module(cp).get_function(name) for name in KERNELS}
+
+    def function(self, name):
+        return int(self._fn[name].ptr)
 
     def launch(self, name, stream, grid, block, args):
         conv = tuple(np.float64(v) if t == "d" else np.int64(v) for t, v in args)
@@ -257,12 +155,12 @@ def _cupy_module(cp):
 
 
 def kernel_provider():
-    """The kernels' source for the bound runtime: the stand-in's host versions
-    or the CUDA source compiled with CuPy. Raises TypeError when neither is there."""
+    """The kernels for the bound driver: the CUDA source compiled with CuPy, or the
+    same source emulated by the driver's CPU test double. Raises TypeError when neither is there."""
     from eagle import _cuda
 
     try:
-        lookup = ctypes.CDLL(_cuda.library()).fake_cudart_finished_kernel
+        lookup = ctypes.CDLL(_cuda.library()).fake_cuda_module_function
     except (OSError, AttributeError):
         lookup = None
     if lookup is not None:

@@ -122,6 +122,8 @@ typedef struct eagle_cuda_table {
 } eagle_cuda_table;
 
 static eagle_cuda_table eagle_cuda_T;
+/* the error names of a driver found but not usable (kept open for them) */
+static eagle_cu_err_str eagle_cuda_found_err_name, eagle_cuda_found_err_str;
 static pthread_mutex_t eagle_cuda_lock = PTHREAD_MUTEX_INITIALIZER;
 #if defined(__cplusplus)
 static thread_local int eagle_cuda_ctx_ok;
@@ -268,6 +270,8 @@ static int eagle_cuda_bind(void *dl, const char *path, char *errbuf, size_t errn
     }
     if (st != 0) {
         const char *n = NULL, *x = NULL;
+        eagle_cuda_found_err_name = t.GetErrorName; /* the library stays open for them */
+        eagle_cuda_found_err_str = t.GetErrorString;
         t.GetErrorName(st, &n);
         t.GetErrorString(st, &x);
         if (errbuf)
@@ -313,7 +317,7 @@ int eagle_cuda_load(char *errbuf, size_t errbuf_size) {
                 void *p = dlsym(dl, "cuDriverGetVersion");
                 memcpy(&getver, &p, sizeof p);
                 if (getver) getver(&eagle_cuda_found_version);
-                dlclose(dl);
+                if (!eagle_cuda_found_err_name) dlclose(dl);
             }
         }
     }
@@ -421,6 +425,9 @@ void eagle_cuda_status_text(int status, const char **name, const char **text) {
         if (status > 0 && eagle_cuda_T.loaded) {
             if (eagle_cuda_T.GetErrorName(status, &n) != 0) n = NULL;
             if (eagle_cuda_T.GetErrorString(status, &x) != 0) x = NULL;
+        } else if (status > 0 && eagle_cuda_found_err_name) {
+            if (eagle_cuda_found_err_name(status, &n) != 0) n = NULL;
+            if (eagle_cuda_found_err_str(status, &x) != 0) x = NULL;
         }
         if (!n) n = "CUDA_ERROR_UNRECOGNIZED";
         if (!x) x = "unrecognized error code";
