@@ -66,4 +66,4 @@ def show_config() -> None:
     except ImportError:
         print("  cuda backend     not built")
     else:
-        print(f"  cuda backend     {_cuda.runtime_status()}")
+        print(f"  cuda backend     {_cuda.driver_status()}")

@@ -64,7 +64,7 @@ def main():
     print(f"device: {props['name'].decode() if isinstance(props['name'], bytes) else props['name']}, "
           f"CuPy {cp.__version__}, CUDA runtime {cp.cuda.runtime.runtimeGetVersion()}, "
           f"driver {cp.cuda.runtime.driverGetVersion()}")
-    print(f"eagle {eagle.__version__}, shim runtime: {_cuda.runtime_status()}")
+    print(f"eagle {eagle.__version__}, CUDA driver: {_cuda.driver_status()}")
 
     k = cp.RawKernel(SRC, "step")
     k.kernel  # compile and load now, not inside a timed region
