@@ -349,10 +349,6 @@ def test_reorder_with_an_invalid_key_raises_and_moves_nothing(fake, ck):
     assert_same((kc, vc, ic), (kg, vg, ig))
 
 
-@pytest.mark.xfail(reason="open: with the emulated partition.cu (real CUDA thread semantics) "
-                          "reorder then compact in one graph differs from the CPU backend on "
-                          "'alive'; the host re-implementation this replaced agreed. Investigate "
-                          "the device code (issue 11 report).", strict=False)
 def test_reorder_then_compaction_in_one_graph(fake, ck):
     """step -> reorder by key -> compact: compaction is stable, so the live stay sorted.
     (A reorder recorded after the compaction would sort the replay's old range, finished
@@ -374,6 +370,7 @@ def test_reorder_then_compaction_in_one_graph(fake, ck):
     gc_.build()
     da, dl, dx, dk, di, dc = dev(ag, lg, xg, kg, ig, cg)
     ag, lg, xg, kg, ig, cg = da.host, dl.host, dx.host, dk.host, di.host, dc.host
+    sets[1] = (ag, lg, xg, kg, ig, cg)
     gg = eagle.Graph()
     gg.add_node(cuda_kernel((kernel(fake, "life_step"), 4), (da, dl, dx, SIZE_PTR),
                             writes={"alive": da, "life": dl, "x": dx}, block=8), name="step")
