@@ -604,6 +604,18 @@ cdef class Graph:
         check(st, "cuGraphAddChildGraphNode")
         return <uintptr_t>node
 
+    def add_dependencies(self, src, dst):
+        """Edges src[i] -> dst[i] (cuGraphAddDependencies, the form the driver's version has)."""
+        cdef eagle_cudaGraphNode_t a[64]
+        cdef eagle_cudaGraphNode_t b[64]
+        cdef size_t n = _node_array(src, a)
+        if _node_array(dst, b) != n:
+            raise ValueError("src and dst differ in length")
+        cdef int st
+        with nogil:
+            st = eagle_cuda_graph_add_dependencies(self.handle, a, b, n)
+        check(st, "cuGraphAddDependencies")
+
     def add_kernel(self, uintptr_t func, grid, block, args=(), deps=(), unsigned int shared_mem=0):
         """A kernel node (cuGraphAddKernelNode); ``args``: ctypes objects, one per parameter."""
         import ctypes

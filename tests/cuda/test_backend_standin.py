@@ -677,3 +677,51 @@ def test_rawkernel_path_of_cuda_kernel(ck, fake, fake_cupy):
     g.launch(1)
     np.testing.assert_array_equal(hy, np.where(np.arange(10) < 5, 2 * hx, 0))
     assert len(seen) == 1  # retune never re-launches through CuPy (no re-capture)
+
+
+# ---- ordering: other streams, branches ---------------------------------------------------
+
+def _p(a):
+    return ctypes.c_uint64(a.__cuda_array_interface__["data"][0])
+
+
+def test_launch_waits_for_the_stream_the_arrays_name(ck, fake, cuda_mod):
+    """``__cuda_array_interface__['stream']``: eagle orders its replays after the work
+    queued there (an event on that stream, waited on by eagle's stream). The stand-in
+    runs streams asynchronously, so without that wait the graph reads stale x."""
+    cuda_kernel, SIZE = ck
+    producer = cuda_mod.Stream()
+    x = DeviceArray(np.ones(4), stream=producer.ptr)
+    y = DeviceArray(np.zeros(4))
+    g = eagle.Graph()
+    g.add_node(cuda_kernel((kernel(fake, "scale"), 4), (y, x, 2.0, SIZE), reads={"x": x},
+                           writes={"y": y}, block=4), name="scale")
+    g.build()
+    assert g._backend._producers == [producer.ptr]
+    cuda_mod.launch_kernel(kernel(fake, "slow_fill"), 1, 4,
+                           [_p(x), ctypes.c_double(5.0), ctypes.c_int64(4), ctypes.c_int64(50000)],
+                           stream=producer)
+    g.launch(1)
+    assert y.host.tolist() == [10.0] * 4
+
+
+def test_branches_wait_for_the_stage_before(ck, fake, cuda_mod):
+    """Stage 0 writes a late (a slow kernel); stage 1 is two branches reading it.
+    Each side branch waits on the fork event recorded after stage 0; graph branches
+    run concurrently in the stand-in, so a missing wait or edge reads stale a."""
+    cuda_kernel, SIZE = ck
+    a, b, c = DeviceArray(np.ones(4)), DeviceArray(np.zeros(4)), DeviceArray(np.zeros(4))
+    g = eagle.Graph()
+    g.add_node(cuda_kernel((kernel(fake, "slow_fill"), 4), (a, 5.0, SIZE, 30000), writes={"a": a},
+                           block=4, size_arg=2), name="late")
+    g.add_group([cuda_kernel((kernel(fake, "scale"), 4), (b, a, 2.0, SIZE), reads={"a": a},
+                             writes={"b": b}, block=4),
+                 cuda_kernel((kernel(fake, "scale"), 4), (c, a, 3.0, SIZE), reads={"a": a},
+                             writes={"c": c}, block=4)], names=["twice", "thrice"])
+    g.build()
+    assert g.stages == [["late"], ["twice", "thrice"]]
+    assert g._backend.stage_notes() == ["stream", "branches"]
+    assert b.host.tolist() == c.host.tolist() == [0.0] * 4, "captured work ran at build"
+    g.launch(1)
+    assert b.host.tolist() == [10.0] * 4
+    assert c.host.tolist() == [15.0] * 4

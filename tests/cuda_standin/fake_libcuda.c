@@ -276,8 +276,8 @@ static void k_slow_fill(void **args, fake_dim3 g, fake_dim3 b, unsigned sh) {
     usleep((useconds_t)us);
     for (int64_t i = 0; i < (int64_t)grid_threads(g, b) && i < n; ++i) p[i] = v;
 }
-/* stamp(int64 *t): t[0] = start time, t[1] = end time (ns), sleeping 30 ms between:
- * two stamps that overlap ran concurrently */
+/* stamp(int64 *t, int64 n): t[0] = start time, t[1] = end time (ns), sleeping 30 ms
+ * between: two stamps that overlap ran concurrently (n is ignored) */
 static int64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -319,7 +319,7 @@ static struct { const char *name, *sig; fake_entry entry; fake_kernel k; } built
     {"add", "pppl", k_add, {0}},
     {"add_one_sp", "pp", k_add_one_sp, {0}},
     {"slow_fill", "pdll", k_slow_fill, {0}},
-    {"stamp", "p", k_stamp, {0}},
+    {"stamp", "pl", k_stamp, {0}},
     {"life_step", "pppp", k_life_step, {0}},
     {"life_step_n", "pppl", k_life_step_n, {0}},
 };
