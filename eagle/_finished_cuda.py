@@ -84,7 +84,9 @@ CUDA_SOURCE = kernel_source("partition")
 
 #: (kernel, parameter count); every parameter is 8 bytes (pointer, long long, double)
 KERNELS = {"eagle_part_count": 8, "eagle_part_scan": 11, "eagle_part_scatter": 11,
-           "eagle_part_copyback": 4, "eagle_commit": 1, "eagle_until_done_condition": 2}
+           "eagle_part_copyback": 4, "eagle_commit": 1}
+#: the kernels of eagle/cuda/kernels/until_done.cu (a module of its own, see there)
+UNTIL_DONE_KERNELS = {"eagle_until_done_condition": 2}
 
 #: the device block of a graph (int64 each): logical size, next size, live replays, bad keys,
 #: the live-replay count at which launch_until_done stops
@@ -107,16 +109,18 @@ class _StandinKernels:
     kind = "standin"
 
     def __init__(self, lookup):
+        self._lookup = lookup
         self._addr = {}
         for name in KERNELS:
-            addr = lookup(name.encode())
-            if not addr:
-                raise RuntimeError(f"the CUDA driver stand-in has no emulated kernel {name} "
-                                   "(load eagle/cuda/kernels/partition.cu into it first)")
-            self._addr[name] = addr
+            self._addr[name] = self.function(name)
 
     def function(self, name):
-        return self._addr[name]
+        addr = self._addr.get(name) or self._lookup(name.encode())
+        if not addr:
+            raise RuntimeError(f"the CUDA driver stand-in has no emulated kernel {name} "
+                               "(load eagle/cuda/kernels/*.cu into it first)")
+        self._addr[name] = addr
+        return addr
 
     def launch(self, name, stream, grid, block, args):
         from eagle import _cuda
@@ -131,10 +135,16 @@ class _CupyKernels:
     kind = "cupy"
 
     def __init__(self, cp):
+        self._cp = cp
         self._fn = {name: _cupy_module(cp).get_function(name) for name in KERNELS}
 
     def function(self, name):
-        return int(self._fn[name].ptr)
+        """The CUfunction of one of eagle's kernels; the until-done condition kernel is
+        compiled on first use (its own module: it needs a 12.4+ driver to load)."""
+        fn = self._fn.get(name)
+        if fn is None and name in UNTIL_DONE_KERNELS:
+            fn = self._fn[name] = _cupy_module(self._cp, "until_done").get_function(name)
+        return int(fn.ptr)
 
     def launch(self, name, stream, grid, block, args):
         conv = tuple(np.float64(v) if t == "d" else np.int64(v) for t, v in args)
@@ -145,12 +155,13 @@ _modules = {}
 _modules_lock = threading.Lock()
 
 
-def _cupy_module(cp):
+def _cupy_module(cp, name="partition"):
     dev = cp.cuda.runtime.getDevice()
     with _modules_lock:
-        mod = _modules.get(dev)
+        mod = _modules.get((dev, name))
         if mod is None:
-            mod = _modules[dev] = cp.RawModule(code=CUDA_SOURCE, options=("--std=c++11",))
+            code = CUDA_SOURCE if name == "partition" else kernel_source(name)
+            mod = _modules[(dev, name)] = cp.RawModule(code=code, options=("--std=c++11",))
         return mod
 
 

@@ -24,7 +24,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 STANDIN = ROOT / "tests" / "cuda_standin"
 STANDIN_SRC = STANDIN / "fake_libcuda.c"
-KERNELS_CU = ROOT / "eagle" / "cuda" / "kernels" / "partition.cu"
+KERNELS_DIR = ROOT / "eagle" / "cuda" / "kernels"
 
 
 def _compiler(names):
@@ -44,18 +44,21 @@ def build_standin(out_dir, extra=()):
     return str(out)
 
 
-def build_emulated_module(out_dir, source=KERNELS_CU, kernels=None):
-    """Compile CUDA C `source` with the emulator into a shared object (kernels: names)."""
+def build_emulated_module(out_dir, sources=None, kernels=None):
+    """Compile CUDA C `sources` with the emulator into one shared object (kernels: names)."""
     cxx = _compiler((os.environ.get("CXX"), "c++", "g++", "clang++"))
     if cxx is None:
         pytest.skip("no C++ compiler for the CUDA C emulator")
+    if sources is None:
+        sources = [KERNELS_DIR / "partition.cu", KERNELS_DIR / "until_done.cu"]
     if kernels is None:
-        from eagle._finished_cuda import KERNELS
-        kernels = list(KERNELS)
-    unit = Path(out_dir) / (Path(source).stem + "_emulated.cpp")
-    unit.write_text(f'#include "cuda_emulation.h"\n#include "{source}"\n'
-                    "EAGLE_EMU_MODULE(" + ", ".join(f"EAGLE_EMU_KERNEL({k})" for k in kernels) + ")\n")
-    out = Path(out_dir) / (Path(source).stem + "_emulated.so")
+        from eagle._finished_cuda import KERNELS, UNTIL_DONE_KERNELS
+        kernels = list(KERNELS) + list(UNTIL_DONE_KERNELS)
+    unit = Path(out_dir) / "kernels_emulated.cpp"
+    # each .cu in a namespace of its own would hide extern "C" names; they share one unit
+    unit.write_text('#include "cuda_emulation.h"\n' + "".join(f'#include "{s}"\n' for s in sources)
+                    + "EAGLE_EMU_MODULE(" + ", ".join(f"EAGLE_EMU_KERNEL({k})" for k in kernels) + ")\n")
+    out = Path(out_dir) / "kernels_emulated.so"
     subprocess.run([cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-I", str(STANDIN), str(unit),
                     "-o", str(out), "-lpthread"], check=True)
     return str(out)

@@ -4,9 +4,9 @@
  * test emulator (tests/cuda_standin/cuda_emulation.h: one host thread per CUDA
  * thread of a block, a barrier for __syncthreads), so the same source is
  * checked without a GPU. Every parameter is 8 bytes (pointer, long long,
- * double, unsigned long long). g is a graph's device block: [0] logical
- * size, [1] next size, [2] replays that started with live samples, [3] bad
- * reorder keys, [4] the value of [2] at which launch_until_done stops.
+ * double). g is a graph's device block: [0] logical size, [1] next size,
+ * [2] replays that started with live samples, [3] bad reorder keys, [4] the
+ * value of [2] at which launch_until_done stops (until_done.cu).
  */
 typedef long long i64;
 
@@ -121,14 +121,3 @@ extern "C" __global__ void eagle_commit(i64 *g) {
     }
 }
 
-#ifndef EAGLE_EMULATION
-/* device runtime builtin (CUDA 12.4+ drivers); declared here for NVRTC */
-extern "C" __device__ void cudaGraphSetConditional(unsigned long long handle, unsigned int value);
-#endif
-
-/* The body's last node of a launch_until_done WHILE node: continue while
- * samples are live and fewer than the allowed replays ran. One thread. */
-extern "C" __global__ void eagle_until_done_condition(unsigned long long handle, const i64 *g) {
-    if (blockIdx.x == 0 && threadIdx.x == 0)
-        cudaGraphSetConditional(handle, (g[0] > 0 && g[2] < g[4]) ? 1u : 0u);
-}
