@@ -482,6 +482,10 @@ class CudaBackend:
     #: "device" (a conditional WHILE node, 12.4+ drivers) or "host" (one replay per check);
     #: None picks device when the driver has conditional nodes
     until_done_mode = None
+    #: why the WHILE node could not be built (then the host loop runs), or None
+    until_done_fallback = None
+    #: replays one launch of the WHILE node may run at most (Ctrl-C is seen between launches)
+    until_done_chunk = 4096
 
     def until_done_path(self) -> str:
         mode = self.until_done_mode
@@ -495,13 +499,26 @@ class CudaBackend:
         live_before = int(self._host_g[fc.G_LIVE_REPLAYS])
         done = 0
         try:
+            exec_ = None
             if self.until_done_path() == "device":
-                exec_ = self._while_exec()
-                stop = np.array([live_before + n], dtype=np.int64)
-                self._gblock.write(stop, self.stream, offset=8 * fc.G_STOP)
-                exec_.launch(self.stream, 1)
-                done = 1
-                self._read_back()
+                try:
+                    exec_ = self._while_exec()
+                except Exception as e:  # e.g. the condition kernel does not load: use the host loop
+                    self.until_done_fallback = f"{type(e).__name__}: {e}"
+                    self.until_done_mode = "host"
+            if exec_ is not None:
+                # chunks of replays per WHILE launch, so Ctrl-C is seen between them
+                while done < n:
+                    step = min(n - done, self.until_done_chunk)
+                    before = int(self._host_g[fc.G_LIVE_REPLAYS])
+                    stop = np.array([before + step], dtype=np.int64)
+                    self._gblock.write(stop, self.stream, offset=8 * fc.G_STOP)
+                    exec_.launch(self.stream, 1)
+                    g = self._read_back()
+                    ran = int(g[fc.G_LIVE_REPLAYS]) - before
+                    done += ran
+                    if g[fc.G_SIZE] == 0 or ran < step:
+                        break
             else:
                 while done < n:
                     self.exec.launch(self.stream, 1)

@@ -282,6 +282,31 @@ def test_launch_until_done_equals_the_cpu_backend(fake, ck, max_replays, mode):
         assert gg.launch_until_done(10) == 0  # nothing left: no replay
 
 
+def test_launch_until_done_in_chunks_and_fallback(fake, ck):
+    """A WHILE launch runs at most until_done_chunk replays (Ctrl-C is seen between
+    launches); if the WHILE node cannot be built, the exact host loop runs instead."""
+    host_cpu = initial_state(300, 21, max_life=25)
+    gc_, ids_c, count_c = cpu_graph(*(a.copy() for a in host_cpu))
+    want = gc_.launch_until_done(1000)
+    gg, ids_g, count_g = gpu_graph(fake, ck, *(a.copy() for a in host_cpu))
+    gg._backend.until_done_chunk = 7
+    assert gg.launch_until_done(1000) == want == 25
+    assert fake.fake_cuda_launch_count() == 4  # 7 + 7 + 7 + 4 replays
+    assert_same((ids_c, count_c), (ids_g, count_g))
+
+    gg, ids_g, count_g = gpu_graph(fake, ck, *(a.copy() for a in host_cpu))
+    fake.fake_cuda_reset()
+
+    def broken(name):
+        raise RuntimeError("the condition kernel does not load here")
+
+    gg._backend._kernels.function = broken
+    assert gg.launch_until_done(1000) == 25
+    assert gg._backend.until_done_mode == "host"
+    assert "does not load" in gg._backend.until_done_fallback
+    assert fake.fake_cuda_launch_count() == 25
+
+
 def test_launch_until_done_needs_compaction(fake, ck):
     cuda_kernel, SIZE, SIZE_PTR = ck
     h = np.zeros(4)
