@@ -58,6 +58,7 @@ device count after rounds of 1, 2, 4 ... ``until_done_check_every`` replays
 from __future__ import annotations
 
 import contextlib
+import re
 
 import numpy as np
 import sys
@@ -204,6 +205,10 @@ class CudaBackend:
         self._pool = self._cp.cuda.MemoryPool() if self._cp is not None else None
         self._in_event = _cuda.Event()
         self._while = None
+        #: per branch stage: {eagle node index: library kernel names its capture added}
+        self._library_kernels = {}
+        #: {stage: {node name: [kernel names]}} captured serially for library calls
+        self.library_serial_stages = {}
         self._arrays = [a for n in graph._nodes for _, a, _ in n.arrays()]
         #: streams the arrays' producers used (``__cuda_array_interface__['stream']``)
         self._producers = producer_streams(self._arrays)
@@ -230,6 +235,19 @@ class CudaBackend:
             raise
         try:
             captured = self._capture(stages, size, owners, sized)
+            shared = self._stages_sharing_library_state()
+            if shared and self.library_branches == "serial":
+                # two branches of one stage call a library that keeps per-thread state
+                # (CuPy's cuBLAS handle and workspace, cuFFT plans): replays would race
+                # on it, so capture those stages in order (opaque nodes run again)
+                captured.close()
+                for st in shared:
+                    self._branches[st] = False
+                self.library_serial_stages = shared
+                owners = _cuda.NodeOwners(self.stream)
+                sized = []
+                self._library_kernels = {}
+                captured = self._capture(stages, size, owners, sized)
         except BaseException:
             self._free_buffers()
             raise
@@ -322,7 +340,9 @@ class CudaBackend:
                                             f"node {g._names[i]!r} invalidated the CUDA graph capture "
                                             "(a GPU call inside it failed or is not allowed while "
                                             "capturing)", node_index=i, node_name=g._names[i])
-                        owners.mark(i)
+                        added = owners.mark(i)
+                        if sides and node.kind == "opaque":
+                            self._note_library_kernels(s, i, added)
                     where = None
                     if sides:
                         joins = [_cuda.Event() for _ in sides]
@@ -370,6 +390,25 @@ class CudaBackend:
         for ev in events:
             with contextlib.suppress(CudaError):
                 ev.close()
+
+    #: "serial": a stage whose side-by-side opaque nodes both call cuBLAS / cuFFT / ...
+    #: kernels is captured again in order; "branches": keep the branches (you made sure
+    #: each branch has its own library handle and workspace)
+    library_branches = "serial"
+
+    def _note_library_kernels(self, stage, index, handles):
+        names = []
+        for h in handles:
+            name = _cuda.kernel_node_name(h)
+            if name is not None and _LIBRARY_KERNEL.search(name):
+                names.append(name)
+        if names:
+            self._library_kernels.setdefault(stage, {})[index] = names
+
+    def _stages_sharing_library_state(self):
+        g = self._graph
+        return {s: {g._names[i]: names for i, names in by_node.items()}
+                for s, by_node in self._library_kernels.items() if len(by_node) >= 2}
 
     # -- the device logical size --------------------------------------------------------
 
@@ -595,7 +634,8 @@ class CudaBackend:
 
     def stage_notes(self):
         """Per stage: ``branches`` (its nodes captured side by side on their own streams)
-        or ``stream`` (captured in order on eagle's stream)."""
+        or ``stream`` (captured in order on eagle's stream; also a stage whose branches
+        called library kernels, see ``library_serial_stages``)."""
         return ["branches" if b else "stream" for b in self._branches]
 
     def plan(self) -> CudaPlan:
@@ -635,6 +675,11 @@ class CudaBackend:
             attempt(self._pool.free_all_blocks)
         if first is not None:
             raise first
+
+
+#: kernel names of libraries that keep per-thread handles, workspaces or plan caches
+_LIBRARY_KERNEL = re.compile(r"gemm|gemv|cublas|cutlass|xmma|fft|cusolver|cusparse|cudnn|trsm|syrk",
+                             re.IGNORECASE)
 
 
 def _add_note(exc, note):

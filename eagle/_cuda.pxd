@@ -134,6 +134,7 @@ cdef extern from "eagle/cuda_shim.h" nogil:
     int eagle_cuda_graph_exec_kernel_node_set_params(eagle_cudaGraphExec_t exec,
                                                      eagle_cudaGraphNode_t node,
                                                      const eagle_CUDA_KERNEL_NODE_PARAMS_v2 *p)
+    int eagle_cuda_kernel_node_name(eagle_cudaGraphNode_t node, const char **name)
     int eagle_cuda_kernel_param_sizes(eagle_CUfunction func, unsigned int *count, size_t *sizes,
                                       unsigned int cap)
     int eagle_cuda_sized_init(eagle_cuda_sized *k, eagle_cudaGraphNode_t node, unsigned int nargs,

@@ -950,6 +950,18 @@ def launch_kernel(uintptr_t func, grid, block, args=(), size_t shared_mem=0, str
         PyMem_Free(argv)
 
 
+def kernel_node_name(uintptr_t node):
+    """The kernel's name of a kernel node (driver 12.3+), or None (not a kernel node,
+    or a driver without cuFuncGetName)."""
+    cdef const char *name = NULL
+    cdef int st
+    with nogil:
+        st = eagle_cuda_kernel_node_name(<eagle_cudaGraphNode_t>node, &name)
+    if st != 0 or name == NULL:
+        return None
+    return name.decode("utf-8", "replace")
+
+
 def kernel_node_params(uintptr_t node):
     """Driver view of a kernel node: dict(func, grid, block, shared_mem, kernel_params)."""
     cdef eagle_CUDA_KERNEL_NODE_PARAMS_v2 p

@@ -725,3 +725,47 @@ def test_branches_wait_for_the_stage_before(ck, fake, cuda_mod):
     g.launch(1)
     assert b.host.tolist() == [10.0] * 4
     assert c.host.tolist() == [15.0] * 4
+
+
+def _library_group(fake, cuda_mod, backend_mod, kinds):
+    """A stage of opaque nodes launching kernels on the capture stream ("sgemm_like"
+    is named like a cuBLAS kernel), then a join; returns (graph, calls, arrays)."""
+    arrays = [DeviceArray(np.zeros(4)) for _ in kinds]
+    calls = {}
+
+    def make(k, a, name):
+        def run():
+            calls[name] = calls.get(name, 0) + 1
+            cuda_mod.launch_kernel(kernel(fake, k), 1, 4, [_p(a), ctypes.c_int64(4)],
+                                   stream=backend_mod.capture_stream())
+        return run
+
+    names = [f"n{j}" for j in range(len(kinds))]
+    g = eagle.Graph()
+    g.add_group([opaque(make(k, a, nm), writes={nm: a}) for k, a, nm in zip(kinds, arrays, names)],
+                names=names)
+    return g, calls, arrays
+
+
+def test_branches_calling_library_kernels_are_captured_in_order(ck, fake, cuda_mod, backend_mod,
+                                                                 monkeypatch):
+    """Two side-by-side nodes whose captures add cuBLAS-like kernels would share the
+    library's per-thread handle and workspace on replay: eagle captures that stage again
+    in order (the opaque nodes run a second time at build) and says so."""
+    g, calls, arrays = _library_group(fake, cuda_mod, backend_mod, ["sgemm_like", "sgemm_like"])
+    g.build()
+    assert g._backend.stage_notes() == ["stream"]
+    assert g._backend.library_serial_stages == {0: {"n0": ["sgemm_like"], "n1": ["sgemm_like"]}}
+    assert calls == {"n0": 2, "n1": 2}
+    g.launch(2)
+    for a in arrays:
+        assert a.host.tolist() == [2.0] * 4
+    # one library node beside a plain kernel: nothing is shared, branches stay
+    g2, calls2, _ = _library_group(fake, cuda_mod, backend_mod, ["sgemm_like", "add_one"])
+    g2.build()
+    assert g2._backend.stage_notes() == ["branches"] and calls2 == {"n0": 1, "n1": 1}
+    # the user's choice: keep the branches
+    monkeypatch.setattr(backend_mod.CudaBackend, "library_branches", "branches")
+    g3, calls3, _ = _library_group(fake, cuda_mod, backend_mod, ["sgemm_like", "sgemm_like"])
+    g3.build()
+    assert g3._backend.stage_notes() == ["branches"] and calls3 == {"n0": 1, "n1": 1}

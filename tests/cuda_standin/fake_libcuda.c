@@ -321,6 +321,8 @@ static struct { const char *name, *sig; fake_entry entry; fake_kernel k; } built
     {"slow_fill", "pdll", k_slow_fill, {0}},
     {"stamp", "pl", k_stamp, {0}},
     {"life_step", "pppp", k_life_step, {0}},
+    /* named like a cuBLAS kernel: what eagle's library detection looks for */
+    {"sgemm_like", "pl", k_add_one, {0}},
     {"life_step_n", "pppl", k_life_step_n, {0}},
 };
 
@@ -1603,6 +1605,11 @@ static int param_info(void *f, size_t index, size_t *offset, size_t *size) {
     if (size) *size = k->sizes[index];
     return 0;
 }
+static int func_get_name(const char **name, void *f) {
+    if (!name || !valid_kernel(f)) return E_INVALID_VALUE;
+    *name = ((fake_kernel *)f)->name;
+    return 0;
+}
 static int mem_alloc(unsigned long long *out, size_t n) {
     ENTER("cuMemAlloc");
     if (!out || !n) LEAVE(E_INVALID_VALUE);
@@ -1739,6 +1746,8 @@ static const proc procs[] = {
     {"cuGraphExecChildGraphNodeSetParams", 11010, 0, (void *)exec_child_set},
     {"cuLaunchKernel", 4000, 0, (void *)launch_kernel},
     {"cuFuncGetParamInfo", 12040, 0, (void *)param_info},
+    {"cuFuncGetName", 12030, 0, (void *)func_get_name},
+    {"cuKernelGetName", 12030, 0, (void *)func_get_name},
     {"cuMemAlloc", 3020, 0, (void *)mem_alloc},
     {"cuMemFree", 3020, 0, (void *)mem_free},
     {"cuMemcpyAsync", 4000, 0, (void *)memcpy_async},

@@ -284,6 +284,10 @@ int eagle_cuda_kernel_node_set_params(eagle_cudaGraphNode_t node,
 int eagle_cuda_graph_exec_kernel_node_set_params(eagle_cudaGraphExec_t exec,
                                                  eagle_cudaGraphNode_t node,
                                                  const eagle_CUDA_KERNEL_NODE_PARAMS_v2 *p);
+/* The name of a kernel node's kernel (cuFuncGetName / cuKernelGetName, 12.3+;
+ * static storage of the driver). EAGLE_CUDA_ERROR_TOO_OLD without them,
+ * CUDA_ERROR_INVALID_VALUE when the node is not a kernel node. */
+int eagle_cuda_kernel_node_name(eagle_cudaGraphNode_t node, const char **name);
 /* The kernel's parameters (cuFuncGetParamInfo, 12.4+): *count of them, and
  * up to cap sizes in bytes. EAGLE_CUDA_ERROR_TOO_OLD when the driver lacks it. */
 int eagle_cuda_kernel_param_sizes(eagle_CUfunction func, unsigned int *count, size_t *sizes,

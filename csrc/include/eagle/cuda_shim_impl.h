@@ -68,6 +68,7 @@ typedef int (*eagle_cu_kn_get)(void *, eagle_CUDA_KERNEL_NODE_PARAMS_v2 *);
 typedef int (*eagle_cu_kn_set)(void *, const eagle_CUDA_KERNEL_NODE_PARAMS_v2 *);
 typedef int (*eagle_cu_exec_kn_set)(void *, void *, const eagle_CUDA_KERNEL_NODE_PARAMS_v2 *);
 typedef int (*eagle_cu_param_info)(void *, size_t, size_t *, size_t *);
+typedef int (*eagle_cu_get_name)(const char **, void *);
 typedef int (*eagle_cu_mem_alloc)(eagle_CUdeviceptr *, size_t);
 typedef int (*eagle_cu_mem_free)(eagle_CUdeviceptr);
 typedef int (*eagle_cu_memcpy_async)(eagle_CUdeviceptr, eagle_CUdeviceptr, size_t, void *);
@@ -116,6 +117,7 @@ typedef struct eagle_cuda_table {
     eagle_cu_kn_set GraphKernelNodeSetParams;
     eagle_cu_exec_kn_set GraphExecKernelNodeSetParams;
     eagle_cu_param_info FuncGetParamInfo;          /* 12.4+, optional      */
+    eagle_cu_get_name FuncGetName, KernelGetName;  /* 12.3+, optional      */
     eagle_cu_mem_alloc MemAlloc;
     eagle_cu_mem_free MemFree;
     eagle_cu_memcpy_async MemcpyAsync;
@@ -189,6 +191,8 @@ static const eagle_cuda_entry eagle_cuda_entries[] = {
     EAGLE_E(GraphKernelNodeSetParams, "cuGraphKernelNodeSetParams", 12000, 0, 1),
     EAGLE_E(GraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams", 12000, 0, 1),
     EAGLE_E(FuncGetParamInfo, "cuFuncGetParamInfo", 12040, 0, 0),
+    EAGLE_E(FuncGetName, "cuFuncGetName", 12030, 0, 0),
+    EAGLE_E(KernelGetName, "cuKernelGetName", 12030, 0, 0),
     EAGLE_E(MemAlloc, "cuMemAlloc", 0, 0, 1),
     EAGLE_E(MemFree, "cuMemFree", 0, 0, 1),
     EAGLE_E(MemcpyAsync, "cuMemcpyAsync", 0, 0, 1),
@@ -680,6 +684,20 @@ int eagle_cuda_graph_exec_kernel_node_set_params(eagle_cudaGraphExec_t e,
     if (!p) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
     EAGLE_CUDA_CALL(GraphExecKernelNodeSetParams, e, node, p);
 }
+int eagle_cuda_kernel_node_name(eagle_cudaGraphNode_t node, const char **name) {
+    eagle_CUDA_KERNEL_NODE_PARAMS_v2 p;
+    if (!name) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
+    *name = NULL;
+    EAGLE_CUDA_ENSURE();
+    if (!eagle_cuda_T.FuncGetName) return EAGLE_CUDA_ERROR_TOO_OLD;
+    memset(&p, 0, sizeof p);
+    int st = eagle_cuda_T.GraphKernelNodeGetParams(node, &p);
+    if (st) return st;
+    if (p.func) return eagle_cuda_T.FuncGetName(name, p.func);
+    if (p.kern && eagle_cuda_T.KernelGetName) return eagle_cuda_T.KernelGetName(name, p.kern);
+    return EAGLE_CUDA_ERR_INVALID_VALUE;
+}
+
 int eagle_cuda_kernel_param_sizes(eagle_CUfunction func, unsigned int *count, size_t *sizes,
                                   unsigned int cap) {
     unsigned int i = 0;
