@@ -75,8 +75,8 @@ EXTENSIONS = [
     ext("eagle.kernels", ["eagle/kernels.pyx"]),
     ext("eagle._partition", ["eagle/_partition.pyx"]),
 ]
-if os.path.exists(os.path.join(HERE, "eagle", "_cuda.pyx")):
-    EXTENSIONS.append(ext("eagle._cuda", ["eagle/_cuda.pyx", "csrc/cuda_shim.c"], libraries=["dl"]))
+if os.path.exists(os.path.join(HERE, "eagle", "cuda", "_shim.pyx")):
+    EXTENSIONS.append(ext("eagle.cuda._shim", ["eagle/cuda/_shim.pyx", "csrc/cuda_shim.c"], libraries=["dl"]))
 
 
 class build_py_with_headers(build_py):

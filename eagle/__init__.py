@@ -62,7 +62,7 @@ def show_config() -> None:
     print(f"  threads          {get_num_threads()} (usable CPUs: {usable_cpus()}, "
           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')})")
     try:
-        from eagle import _cuda
+        from eagle.cuda import _shim as _cuda
     except ImportError:
         print("  cuda backend     not built")
     else:

@@ -52,7 +52,7 @@ def build_emulated_module(out_dir, sources=None, kernels=None):
     if sources is None:
         sources = [KERNELS_DIR / "partition.cu", KERNELS_DIR / "until_done.cu"]
     if kernels is None:
-        from eagle._finished_cuda import KERNELS, UNTIL_DONE_KERNELS
+        from eagle.cuda.finished import KERNELS, UNTIL_DONE_KERNELS
         kernels = list(KERNELS) + list(UNTIL_DONE_KERNELS)
     unit = Path(out_dir) / "kernels_emulated.cpp"
     # each .cu in a namespace of its own would hide extern "C" names; they share one unit
@@ -71,8 +71,8 @@ def fake_libcuda_path(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def cuda_mod(fake_libcuda_path):
-    """eagle._cuda bound to the stand-in (EAGLE_LIBCUDA set before it binds)."""
-    _cuda = pytest.importorskip("eagle._cuda", reason="eagle._cuda is not built")
+    """eagle.cuda._shim bound to the stand-in (EAGLE_LIBCUDA set before it binds)."""
+    _cuda = pytest.importorskip("eagle.cuda._shim", reason="eagle.cuda._shim is not built")
     if _cuda.is_loaded() and _cuda.library() != fake_libcuda_path:
         pytest.skip(f"the shim is already bound to {_cuda.library()} in this process; "
                     "run tests/cuda in a process of its own")

@@ -17,7 +17,7 @@ class DeviceArray:
     ``__cuda_array_interface__``; ``.host`` views the same memory from NumPy."""
 
     def __init__(self, init, stream=None):
-        from eagle import _cuda
+        from eagle.cuda import _shim as _cuda
         init = np.asarray(init)
         self.buffer = _cuda.DeviceBuffer(max(init.nbytes, 1))
         raw = (ctypes.c_char * max(init.nbytes, 1)).from_address(self.buffer.ptr)

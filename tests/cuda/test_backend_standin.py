@@ -46,13 +46,13 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def backend_mod(cuda_mod):
     """eagle's cuda backend with the shim bound to the stand-in."""
-    import eagle._backend_cuda as b
+    import eagle.cuda.backend as b
     return b
 
 
 @pytest.fixture
 def ck(backend_mod):
-    from eagle._cuda_kernel import SIZE, cuda_kernel
+    from eagle.cuda.kernel_nodes import SIZE, cuda_kernel
     return cuda_kernel, SIZE
 
 
@@ -292,7 +292,7 @@ def test_failed_instantiate_names_the_eagle_node(ck, fake):
 
 @pytest.fixture
 def created_streams(monkeypatch, cuda_mod):
-    """Every eagle._cuda.Stream the backend creates (to check none is left capturing)."""
+    """Every eagle.cuda._shim.Stream the backend creates (to check none is left capturing)."""
     made = []
 
     class Recorded(cuda_mod.Stream):
@@ -608,7 +608,7 @@ class FakeRawKernel:
                 for a in args:
                     assert isinstance(a, np.generic), f"CuPy gets NumPy scalars here, not {type(a)}"
                     conv.append(np.ctypeslib.as_ctypes_type(a.dtype)(a.item()))
-                import eagle._cuda as c
+                import eagle.cuda._shim as c
                 c.launch_kernel(address, grid, block, conv, shared_mem, stream)
 
         self.kernel = Function()

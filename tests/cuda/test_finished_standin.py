@@ -3,7 +3,7 @@
 No GPU needed. tests/cuda_standin/fake_cudart.c (a TEST DOUBLE, not CUDA)
 holds host versions of eagle's partition kernels (eagle_part_count / scan /
 scatter / copyback, eagle_commit), thread for thread like the CUDA source in
-eagle/_finished_cuda.py, and a test-only Monte Carlo step kernel
+eagle/cuda/finished.py, and a test-only Monte Carlo step kernel
 (fake_kernel_life_step: a live sample moves and ages, and finishes when its
 life runs out). The arrays are ``DeviceArray``: NumPy memory that presents
 ``__cuda_array_interface__`` (also a test double).
@@ -41,7 +41,7 @@ from standin import DeviceArray, dev, kernel  # noqa: F401
 @pytest.fixture
 def ck(cuda_mod):
     import eagle._backend_cuda  # noqa: F401  (binds the backend to the stand-in)
-    from eagle._cuda_kernel import SIZE, SIZE_PTR, cuda_kernel
+    from eagle.cuda.kernel_nodes import SIZE, SIZE_PTR, cuda_kernel
     return cuda_kernel, SIZE, SIZE_PTR
 
 

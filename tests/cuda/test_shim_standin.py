@@ -62,7 +62,7 @@ def test_binds_the_standin_driver(cuda_mod, fake_libcuda_path, fake):
 
 ENTRY_SCRIPT = r"""
 import ctypes, numpy as np
-from eagle import _cuda as c
+from eagle.cuda import _shim as c
 import sys
 sys.path.insert(0, "tests/cuda")
 from standin import DeviceArray
@@ -118,7 +118,7 @@ def test_entry_points_follow_the_driver_version(fake_libcuda_path, cuda_mod, ver
 
 
 def test_driver_older_than_12_is_refused_by_version(fake_libcuda_path, cuda_mod):
-    r = run_python("from eagle import _cuda as c\ntry:\n    c.load()\nexcept c.CudaError as e:\n"
+    r = run_python("from eagle.cuda import _shim as c\ntry:\n    c.load()\nexcept c.CudaError as e:\n"
                    "    print('ERR', e.status, e)\n",
                    {"EAGLE_LIBCUDA": fake_libcuda_path, "FAKE_CUDA_VERSION": "11080"})
     assert "ERR -5" in r.stdout and "speaks CUDA 11.8" in r.stdout, r.stdout + r.stderr

@@ -32,7 +32,7 @@ extern "C" __global__ void touch(double *t, const long long *n) {
 
 @pytest.fixture(autouse=True)
 def real_runtime(cupy):
-    from eagle import _cuda
+    from eagle.cuda import _shim as _cuda
     if _cuda.is_loaded() and "fake_libcuda" in _cuda.library() or "EAGLE_LIBCUDA" in __import__("os").environ:
         pytest.skip("eagle's CUDA shim is bound to the CPU stand-in in this process (tests/cuda "
                     "ran first); run tests/gpu in a process of its own")
@@ -69,7 +69,7 @@ def cpu_graph(alive, life, x, **policy):
 
 
 def gpu_graph(cupy, kernels, alive, life, x, touch=None, **policy):
-    from eagle._cuda_kernel import SIZE_PTR, cuda_kernel
+    from eagle.cuda.kernel_nodes import SIZE_PTR, cuda_kernel
     step, touch_k = kernels
     da, dl, dx = cupy.asarray(alive), cupy.asarray(life), cupy.asarray(x)
     g = eagle.Graph()
@@ -127,7 +127,7 @@ def test_device_count_drives_the_next_replay(cupy, kernels):
 
 @pytest.mark.parametrize("mode", ["device", "host"])
 def test_launch_until_done(cupy, kernels, mode):
-    from eagle import _cuda
+    from eagle.cuda import _shim as _cuda
     if mode == "device" and not _cuda.has("conditional"):
         pytest.skip(f"conditional nodes need a 12.4 driver, this one is {_cuda.driver_version()}")
     host = initial_state(50_000, 9, max_life=40)

@@ -38,12 +38,12 @@ except Exception as exc:  # pragma: no cover
     sys.exit(0)
 
 import eagle
-from eagle import _cuda
+from eagle.cuda import _shim as _cuda
 
 try:
     from eagle.graph import SIZE, cuda_kernel
 except ImportError:
-    from eagle._cuda_kernel import SIZE, cuda_kernel
+    from eagle.cuda.kernel_nodes import SIZE, cuda_kernel
 
 SRC = r"""
 extern "C" __global__ void step(double *y, const double *x, double a, long long n) {
@@ -338,7 +338,7 @@ def _life_graph(step, alive, life, x, **policy):
     try:
         from eagle.graph import SIZE_PTR
     except ImportError:
-        from eagle._cuda_kernel import SIZE_PTR
+        from eagle.cuda.kernel_nodes import SIZE_PTR
     da, dl, dx = cp.asarray(alive), cp.asarray(life), cp.asarray(x)
     g = eagle.Graph()
     g.add_node(cuda_kernel(step, (da, dl, dx, SIZE_PTR), writes={"alive": da, "life": dl, "x": dx}),

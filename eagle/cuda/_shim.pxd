@@ -1,6 +1,6 @@
 # cython: language_level=3
 """Cython declarations of eagle's CUDA runtime shim (csrc/include/eagle/cuda_shim.h)
-and of the extension types in eagle._cuda, for ``cimport eagle._cuda``.
+and of the extension types in eagle.cuda._shim, for ``cimport eagle.cuda._shim``.
 
 Every shim function is nogil and returns an int status (0 = success, >0 the
 cudaError_t, <0 an eagle shim code); ``check`` turns a status into

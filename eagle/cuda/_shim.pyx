@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""eagle._cuda — Python face of eagle's CUDA shim over the CUDA driver.
+"""eagle.cuda._shim — Python face of eagle's CUDA shim over the CUDA driver.
 
 Thin wrappers in the style of CuPy's ``cupy_backends.cuda.api.driver``: each
 one calls the C function of ``csrc/include/eagle/cuda_shim.h`` without the
@@ -233,7 +233,7 @@ cdef inline eagle_cudaStream_t _stream_handle(object stream) except? NULL:
     ptr = getattr(stream, "ptr", None)  # cupy.cuda.Stream
     if isinstance(ptr, int):
         return <eagle_cudaStream_t><uintptr_t>ptr
-    raise TypeError(f"expected an eagle._cuda.Stream, a CuPy stream or a handle, "
+    raise TypeError(f"expected an eagle.cuda._shim.Stream, a CuPy stream or a handle, "
                     f"got {type(stream).__name__}")
 
 
@@ -357,7 +357,7 @@ cdef class Stream:
             self.handle = NULL
 
     def __repr__(self):
-        return f"<eagle._cuda.Stream 0x{<uintptr_t>self.handle:x}{'' if self.owned else ' borrowed'}>"
+        return f"<eagle.cuda._shim.Stream 0x{<uintptr_t>self.handle:x}{'' if self.owned else ' borrowed'}>"
 
 
 class _Capture:
