@@ -95,7 +95,7 @@ G_WORDS = 5
 
 COUNT_BLOCK = 128      # threads per block of count / scatter (one per chunk)
 COPY_BLOCK = 256       # threads per block of copyback (one per sample)
-SCAN_BLOCK = 1024      # the scan's single block (a power of two)
+SCAN_BLOCK = 1024      # the scan's single block at most (a power of two)
 _MAX_COUNTS = 1 << 20  # (n_keys + 1) * chunks stays under this: picks the chunk length
 
 
@@ -337,7 +337,9 @@ class CudaPartitionNode(Node):
         grid = max(1, -(-size // per_chunk_block))
         kernels.launch("eagle_part_count", stream, grid, COUNT_BLOCK, common)
         sized.append((stream.last_node(), KERNELS["eagle_part_count"], per_chunk_block))
-        kernels.launch("eagle_part_scan", stream, 1, SCAN_BLOCK,
+        # the scan's block: a power of two covering the counts at capacity (at most 1024)
+        scan_block = min(SCAN_BLOCK, max(32, 1 << ((self.n_keys + 1) * self.c_cap - 1).bit_length()))
+        kernels.launch("eagle_part_scan", stream, 1, scan_block,
                        [p(counts.ptr), p(self.n_keys), p(self.c_cap), p(self.chunk), p(g_ptr),
                         p(g_ptr), p(st.ptr), p(self.count_ptr), p(self.key_kind), p(self.every),
                         ("d", self.min_dead_fraction)])

@@ -11,8 +11,8 @@
 // and build a shared object (c++ -std=c++17 -shared -fPIC ... -lpthread) that
 // fake_libcuda's fake_cuda_load_module() loads. Semantics:
 // - a launch runs its blocks one after another; each block runs blockDim
-//   host threads at once (one per CUDA thread), each with its own threadIdx,
-//   blockIdx, blockDim, gridDim;
+//   host threads at once (one per CUDA thread, from a pool reused across
+//   blocks), each with its own threadIdx, blockIdx, blockDim, gridDim;
 // - __syncthreads() is a barrier of the block's threads;
 // - __shared__ variables are shared by the threads of the running block (one
 //   block of one emulated kernel runs at a time in the process: a module-wide
@@ -26,6 +26,7 @@
 #define EAGLE_CUDA_EMULATION_H
 
 #include <pthread.h>
+#include <semaphore.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -70,14 +71,40 @@ struct Launch {
     void (*call)(void **);
 };
 
-inline void *thread_main(void *p) {
-    Launch *l = static_cast<Launch *>(p);
-    threadIdx = l->thread_idx;
-    blockIdx = l->block_idx;
-    blockDim = l->block;
-    gridDim = l->grid;
-    eagle_emu_barrier = l->barrier;
-    l->call(l->args);
+// A pool of host threads, one per CUDA thread of a block (grown to the largest
+// block seen, at most 1024), reused across blocks and launches: pool thread t
+// runs CUDA thread t of the current block, woken by its own semaphore, so a
+// block of n threads wakes n host threads. (Creating threads per block costs
+// more than the kernels the tests run.)
+struct Pool {
+    std::vector<sem_t *> go;
+    sem_t done;
+    Launch job{};
+    Pool() { sem_init(&done, 0, 0); }
+};
+
+inline Pool &pool() {
+    static Pool p;
+    return p;
+}
+
+inline void *pool_thread(void *arg) {
+    const unsigned me = static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(arg));
+    Pool &p = pool();
+    sem_t *go = p.go[me];
+    for (;;) {
+        while (sem_wait(go) != 0) {
+        }
+        const Launch &l = p.job;
+        const eagle_emu_dim3 b = l.block;
+        threadIdx = {me % b.x, (me / b.x) % b.y, me / (b.x * b.y)};
+        blockIdx = l.block_idx;
+        blockDim = l.block;
+        gridDim = l.grid;
+        eagle_emu_barrier = l.barrier;
+        l.call(l.args);
+        sem_post(&p.done);
+    }
     return nullptr;
 }
 
@@ -86,33 +113,37 @@ inline pthread_mutex_t &module_lock() {
     return m;
 }
 
-// one host thread per CUDA thread of each block, blocks in order
+// blocks in order; the threads of a block at once
 inline void run(void (*call)(void **), void **args, eagle_emu_dim3 grid, eagle_emu_dim3 block) {
     const unsigned nthreads = block.x * block.y * block.z;
-    std::vector<pthread_t> threads(nthreads);
-    std::vector<Launch> launches(nthreads);
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 256 * 1024);
+    Pool &p = pool();
     pthread_mutex_lock(&module_lock());
+    while (p.go.size() < nthreads) {
+        sem_t *s = new sem_t;
+        sem_init(s, 0, 0);
+        p.go.push_back(s);
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setstacksize(&attr, 256 * 1024);
+        pthread_t t;
+        pthread_create(&t, &attr, pool_thread,
+                       reinterpret_cast<void *>(static_cast<std::uintptr_t>(p.go.size() - 1)));
+        pthread_attr_destroy(&attr);
+        pthread_detach(t);
+    }
+    pthread_barrier_t barrier;
+    pthread_barrier_init(&barrier, nullptr, nthreads);
     for (unsigned bz = 0; bz < grid.z; ++bz)
         for (unsigned by = 0; by < grid.y; ++by)
             for (unsigned bx = 0; bx < grid.x; ++bx) {
-                pthread_barrier_t barrier;
-                pthread_barrier_init(&barrier, nullptr, nthreads);
-                unsigned t = 0;
-                for (unsigned tz = 0; tz < block.z; ++tz)
-                    for (unsigned ty = 0; ty < block.y; ++ty)
-                        for (unsigned tx = 0; tx < block.x; ++tx, ++t) {
-                            launches[t] = Launch{args, grid, block, {bx, by, bz}, {tx, ty, tz},
-                                                 &barrier, call};
-                            pthread_create(&threads[t], &attr, thread_main, &launches[t]);
-                        }
-                for (unsigned i = 0; i < nthreads; ++i) pthread_join(threads[i], nullptr);
-                pthread_barrier_destroy(&barrier);
+                p.job = Launch{args, grid, block, {bx, by, bz}, {0, 0, 0}, &barrier, call};
+                for (unsigned t = 0; t < nthreads; ++t) sem_post(p.go[t]);
+                for (unsigned t = 0; t < nthreads; ++t)
+                    while (sem_wait(&p.done) != 0) {
+                    }
             }
+    pthread_barrier_destroy(&barrier);
     pthread_mutex_unlock(&module_lock());
-    pthread_attr_destroy(&attr);
 }
 
 template <class... A, std::size_t... I>
