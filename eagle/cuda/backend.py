@@ -80,7 +80,8 @@ def _plan_types():
 
 Plan, StagePlan = _plan_types()
 
-__all__ = ["CudaBackend", "CudaPlan", "capture_stream", "ensure_driver", "producer_streams"]
+__all__ = ["CudaBackend", "CudaPlan", "capture_stream", "dlpack_producers", "ensure_driver",
+           "producer_streams"]
 
 # graph launches issued per C call; Ctrl-C is seen between chunks
 _CHUNK = 4096
@@ -125,6 +126,29 @@ def ensure_driver() -> str:
 
 
 # ---- producers on other streams ------------------------------------------------------
+
+def dlpack_producers(arrays):
+    """Arrays that order themselves through DLPack: ``__dlpack__(stream=consumer)``
+    makes the producer's pending work precede ``consumer`` (the DLPack contract).
+    Taken for CUDA arrays whose ``__cuda_array_interface__`` names no stream and that
+    are not CuPy arrays (CuPy's current stream is waited for anyway)."""
+    cp = sys.modules.get("cupy")
+    out = []
+    for a in arrays:
+        if cp is not None and isinstance(a, cp.ndarray):
+            continue
+        if not (hasattr(a, "__dlpack__") and hasattr(a, "__dlpack_device__")):
+            continue
+        try:
+            if a.__cuda_array_interface__.get("stream") is not None:
+                continue
+            device_type = a.__dlpack_device__()[0]
+        except Exception:
+            continue
+        if int(device_type) in (2, 13) and not any(a is b for b in out):  # kDLCUDA, kDLCUDAManaged
+            out.append(a)
+    return out
+
 
 def producer_streams(arrays):
     """The CUDA streams the graph's arrays say their producers used: the ``stream``
@@ -210,6 +234,8 @@ class CudaBackend:
         self._arrays = [a for n in graph._nodes for _, a, _ in n.arrays()]
         #: streams the arrays' producers used (``__cuda_array_interface__['stream']``)
         self._producers = producer_streams(self._arrays)
+        #: arrays that order themselves on eagle's stream through ``__dlpack__(stream=...)``
+        self._dlpack = dlpack_producers(self._arrays)
         self.last_failure = None
         self.replays = 0
 
@@ -478,6 +504,11 @@ class CudaBackend:
             if st != self.stream.ptr:
                 self._in_event.record(st)
                 self.stream.wait_event(self._in_event)
+        for a in self._dlpack:
+            try:
+                a.__dlpack__(stream=self.stream.ptr)
+            except (TypeError, BufferError, NotImplementedError):
+                pass  # a producer that cannot order on our stream: nothing more to ask
 
     def launch(self, n: int, until_done: bool = False) -> int:
         """``n`` graph launches on eagle's stream, then wait for them (synchronize).

@@ -162,8 +162,8 @@ class CudaKernelNode(Node):
                 fn = kernel                            # a cupy.cuda.Function itself
             else:
                 raise TypeError(
-                    "cuda_kernel() needs a CuPy RawKernel (or cupy.cuda.Function), or a kernel "
-                    f"function address as an int, a ctypes function pointer or (address, nargs); "
+                    "cuda_kernel() needs a CuPy RawKernel (or cupy.cuda.Function), or a CUfunction "
+                    f"address as an int, a ctypes pointer or (address, nargs); "
                     f"got {type(kernel).__name__}")
             self._function = fn
             address = int(fn.ptr)
@@ -335,8 +335,11 @@ def cuda_kernel(kernel, args, reads: Mapping[str, Any] | None = None,
 
     ``kernel``
         a CuPy ``RawKernel`` (or a ``cupy.cuda.Function``), launched through
-        CuPy; or a kernel function address that ``cudaLaunchKernel`` accepts,
-        as an int, a ctypes function pointer, or an ``(address, nargs)`` pair.
+        CuPy; or a ``CUfunction`` (what ``cuLaunchKernel`` takes: CuPy's
+        ``Function.ptr``, ``cuModuleGetFunction``, ``cudaGetFuncBySymbol``), as
+        an int, a ctypes pointer, or an ``(address, nargs)`` pair. On 12.4+
+        drivers eagle checks ``nargs`` and the size parameter's width against
+        the kernel (``cuFuncGetParamInfo``) at ``build()``.
     ``args``
         the kernel's arguments in order: CUDA arrays (passed by pointer),
         ints (int64), floats (double), NumPy scalars (their own type), and

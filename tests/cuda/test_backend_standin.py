@@ -405,8 +405,8 @@ def run_python(code, env_extra):
                           timeout=60, cwd=str(ROOT))
 
 
-def test_no_runtime_is_a_clear_error(tmp_path, cuda_mod):
-    missing = tmp_path / "libcudart.so.12"
+def test_no_driver_is_a_clear_error(tmp_path, cuda_mod):
+    missing = tmp_path / "libcuda.so.1"
     r = run_python(BUILD_SCRIPT, {"EAGLE_LIBCUDA": str(missing)})
     assert r.returncode == 0, r.stderr
     assert "STATUS -1" in r.stdout
@@ -415,7 +415,7 @@ def test_no_runtime_is_a_clear_error(tmp_path, cuda_mod):
     assert "PICTURE eagle.Graph 1 node · 0 groups · backend: (not built)" in r.stdout
 
 
-def test_runtime_without_gpu_is_a_clear_error(fake_libcuda_path, cuda_mod):
+def test_driver_without_gpu_is_a_clear_error(fake_libcuda_path, cuda_mod):
     r = run_python(BUILD_SCRIPT, {"EAGLE_LIBCUDA": fake_libcuda_path, "FAKE_CUDA_DEVICES": "0"})
     assert r.returncode == 0, r.stderr
     assert "STATUS 100" in r.stdout, r.stdout
@@ -769,3 +769,39 @@ def test_branches_calling_library_kernels_are_captured_in_order(ck, fake, cuda_m
     g3, calls3, _ = _library_group(fake, cuda_mod, backend_mod, ["sgemm_like", "sgemm_like"])
     g3.build()
     assert g3._backend.stage_notes() == ["branches"] and calls3 == {"n0": 1, "n1": 1}
+
+
+class DLPackArray(DeviceArray):
+    """TEST-ONLY: a device array that orders itself the DLPack way: ``__dlpack__(stream=s)``
+    makes ``s`` wait for its producer stream (what torch / JAX do)."""
+
+    def __init__(self, init, producer, cuda_mod):
+        super().__init__(init)
+        self.producer, self.cuda_mod, self.asked = producer, cuda_mod, []
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+    def __dlpack__(self, stream=None):
+        self.asked.append(stream)
+        ev = self.cuda_mod.Event()
+        ev.record(self.producer)
+        self.cuda_mod.Stream.from_ptr(stream).wait_event(ev)
+        return None  # the capsule itself is not needed for ordering
+
+
+def test_launch_asks_dlpack_producers_to_order_on_its_stream(ck, fake, cuda_mod):
+    cuda_kernel, SIZE = ck
+    producer = cuda_mod.Stream()
+    x = DLPackArray(np.ones(4), producer, cuda_mod)
+    y = DeviceArray(np.zeros(4))
+    g = eagle.Graph()
+    g.add_node(cuda_kernel((kernel(fake, "scale"), 4), (y, x, 3.0, SIZE), reads={"x": x},
+                           writes={"y": y}, block=4), name="scale")
+    g.build()
+    cuda_mod.launch_kernel(kernel(fake, "slow_fill"), 1, 4,
+                           [_p(x), ctypes.c_double(2.0), ctypes.c_int64(4), ctypes.c_int64(50000)],
+                           stream=producer)
+    g.launch(1)
+    assert x.asked[-1] == g._backend.stream.ptr and len(x.asked) == 2  # at build, at launch
+    assert y.host.tolist() == [6.0] * 4
