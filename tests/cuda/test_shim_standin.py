@@ -653,3 +653,40 @@ def test_seed_example_runs_on_gpu(seed_example_binary):
     r = subprocess.run([str(seed_example_binary)], capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.startswith("ok:")
+
+
+def test_memcpy_and_memset_nodes_replay(cuda_mod, fake, fake_libcuda_path):
+    """Copies and memsets issued during capture become graph nodes (the driver's own
+    entry points, fetched with cuGetProcAddress as the shim does)."""
+    c = cuda_mod
+    lib = ctypes.CDLL(fake_libcuda_path)
+    getproc = lib.cuGetProcAddress_v2
+    getproc.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int,
+                        ctypes.c_uint64, ctypes.POINTER(ctypes.c_int)]
+
+    def entry(name, *argtypes):
+        fn, status = ctypes.c_void_p(), ctypes.c_int()
+        assert getproc(name, ctypes.byref(fn), 13000, 0, ctypes.byref(status)) == 0
+        return ctypes.CFUNCTYPE(ctypes.c_int, *argtypes)(fn.value)
+
+    memcpy = entry(b"cuMemcpyAsync", ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p)
+    memset = entry(b"cuMemsetD8Async", ctypes.c_uint64, ctypes.c_ubyte, ctypes.c_size_t, ctypes.c_void_p)
+    src, dst = DeviceArray(np.arange(8, dtype=np.uint8)), DeviceArray(np.zeros(8, dtype=np.uint8))
+    addr = lambda a: a.__cuda_array_interface__["data"][0]
+    s = c.Stream()
+    s.begin_capture()
+    assert memcpy(addr(dst), addr(src), 8, ctypes.c_void_p(s.ptr)) == 0
+    assert memset(addr(dst) + 6, 255, 2, ctypes.c_void_p(s.ptr)) == 0
+    h = np.zeros(8, dtype=np.uint8)
+    # a copy from host memory cannot be a node of the stand-in's graphs: the capture breaks
+    assert memcpy(addr(dst), h.ctypes.data, 8, ctypes.c_void_p(s.ptr)) == 1
+    with pytest.raises(c.CudaError, match="INVALIDATED"):
+        s.end_capture()
+    s.begin_capture()
+    memcpy(addr(dst), addr(src), 8, ctypes.c_void_p(s.ptr))
+    memset(addr(dst) + 6, 255, 2, ctypes.c_void_p(s.ptr))
+    g = s.end_capture()
+    assert len(g.nodes()) == 2 and dst.host.tolist() == [0] * 8
+    g.instantiate().launch(s, 1)
+    s.synchronize()
+    assert dst.host.tolist() == [0, 1, 2, 3, 4, 5, 255, 255]
