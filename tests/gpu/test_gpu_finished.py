@@ -156,3 +156,28 @@ def test_reorder_equals_the_cpu_backend(cupy):
     kg[7] = n_keys + 1
     with pytest.raises(ValueError, match="outside"):
         gg.launch(1)
+
+
+COUNT_SRC = r"""
+extern "C" __global__ void bump(unsigned long long *c) { if (threadIdx.x == 0) c[0] += 1; }
+"""
+
+
+@pytest.mark.parametrize("mode", ["device", "host"])
+def test_launch_until_done_runs_no_replay_past_the_end(cupy, kernels, mode):
+    """A kernel captured inside an opaque node counts the replays that ran: exactly the
+    ones that started with live samples (no overshoot), on the WHILE node and the host loop."""
+    from eagle.cuda import _shim as _cuda
+    if mode == "device" and not _cuda.has("conditional"):
+        pytest.skip(f"conditional nodes need a 12.4 driver, this one is {_cuda.driver_version()}")
+    bump = cupy.RawKernel(COUNT_SRC, "bump")
+    counter = cupy.zeros(1, dtype=cupy.uint64)
+    host = initial_state(20_000, 4, max_life=30)
+    gg, gpu, node = gpu_graph(cupy, kernels, *host)
+    gg.add_node(opaque(lambda: bump((1,), (32,), (counter,)), writes={"c": counter}), name="bump")
+    gg.build()
+    gg._backend.until_done_mode = mode
+    done = gg.launch_until_done(10_000)
+    assert done == 30 == int(counter.get()[0])
+    assert gg.launch_until_done(10) == 0 and int(counter.get()[0]) == 30
+    assert gg._backend.until_done_fallback is None
