@@ -392,6 +392,7 @@ class CudaBackend:
             try:
                 captured = s0.end_capture()
             except CudaError as exc:
+                self._abandon([])  # whatever stream still captures is ended too
                 _add_note(exc, "eagle: ending the CUDA graph capture failed in build(); the graph "
                                "is not built")
                 raise

@@ -805,3 +805,25 @@ def test_launch_asks_dlpack_producers_to_order_on_its_stream(ck, fake, cuda_mod)
     g.launch(1)
     assert x.asked[-1] == g._backend.stream.ptr and len(x.asked) == 2  # at build, at launch
     assert y.host.tolist() == [6.0] * 4
+
+
+def test_a_failed_end_of_capture_still_ends_every_capture(ck, fake, cuda_mod):
+    """cuStreamEndCapture failing (here an injected error) leaves streams capturing in
+    the driver; eagle ends them (the abandon path), so nothing leaks and a rebuild works."""
+    cuda_kernel, SIZE = ck
+    arrays = [DeviceArray(np.zeros(4)) for _ in range(2)]
+    g = eagle.Graph()
+    g.add_group([cuda_kernel((kernel(fake, "add_one"), 2), (a, SIZE), writes={"a": a}, block=4)
+                 for a in arrays], names=["p", "q"])
+    gc.collect()
+    base = fake.fake_cuda_live(b"stream")
+    fake.fake_cuda_fail_next(b"cuStreamEndCapture", 1, 999)
+    with pytest.raises(eagle.CudaError, match="CUDA_ERROR_UNKNOWN") as info:
+        g.build()
+    assert any("ending the CUDA graph capture failed" in n for n in info.value.__notes__)
+    assert fake.fake_cuda_counter(b"cuStreamEndCapture") == 2  # the failed one, then the abandon
+    del info
+    gc.collect()
+    assert fake.fake_cuda_live(b"stream") == base
+    g.build().launch(1)
+    assert [a.host.tolist() for a in arrays] == [[1.0] * 4] * 2
