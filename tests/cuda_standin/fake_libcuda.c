@@ -38,10 +38,12 @@
  * - kernels have real parameter lists: each kernel declares its parameter
  *   sizes (cuFuncGetParamInfo reports them) and launches copy each argument
  *   by its size.
- * - graph nodes: kernel, memcpy, memset, event record, event wait, child
- *   graph, empty, conditional (IF/WHILE, with cuGraphConditionalHandleCreate
+ * - graph nodes: kernel, memcpy and memset (captured, device memory only),
+ *   child graph, conditional (IF/WHILE, with cuGraphConditionalHandleCreate
  *   and a device-side fake_cuda_set_conditional that emulated kernels call
- *   as cudaGraphSetConditional).
+ *   as cudaGraphSetConditional). Events during capture are fork/join edges,
+ *   as in CUDA; no entry point adds event record / wait nodes (eagle uses
+ *   none), though the executor knows the node types.
  *
  * Kernels. A CUfunction here is a fake_kernel: a name, its parameter sizes
  * and which parameters are pointers, and a host entry
