@@ -82,8 +82,8 @@ EXTENSIONS = [
     # MPI collectives: the MPI entry points are looked up at run time, no mpi.h needed
     ext("eagle.mpi._collectives", ["eagle/mpi/_collectives.pyx"], libraries=["dl"]),
 ]
-if os.path.exists(os.path.join(HERE, "eagle", "_cuda.pyx")):
-    EXTENSIONS.append(ext("eagle._cuda", ["eagle/_cuda.pyx", "csrc/cuda_shim.c"], libraries=["dl"]))
+if os.path.exists(os.path.join(HERE, "eagle", "cuda", "_shim.pyx")):
+    EXTENSIONS.append(ext("eagle.cuda._shim", ["eagle/cuda/_shim.pyx", "csrc/cuda_shim.c"], libraries=["dl"]))
 
 
 class build_py_with_headers(build_py):

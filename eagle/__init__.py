@@ -81,8 +81,8 @@ def show_config() -> None:
             f"GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT', 'unset')}")
     print(f"  idle spin        {spin}")
     try:
-        from eagle import _cuda
+        from eagle.cuda import _shim as _cuda
     except ImportError:
         print("  cuda backend     not built")
     else:
-        print(f"  cuda backend     {_cuda.runtime_status()}")
+        print(f"  cuda backend     {_cuda.driver_status()}")

@@ -2,7 +2,7 @@
 
 No GPU needed. tests/cuda_standin/fake_cudart.c (a TEST DOUBLE, not CUDA)
 records captures and replays them on the host; its "kernels" are host
-functions that write into host memory. The arrays here are ``HostCudaArray``:
+functions that write into host memory. The arrays here are ``DeviceArray``:
 NumPy memory exposing ``__cuda_array_interface__`` (a test-only stand-in for
 device arrays), so eagle picks the cuda backend for them, and the stand-in's
 kernels can write results we check with NumPy.
@@ -32,53 +32,37 @@ import pytest
 
 import eagle
 from eagle.graph import opaque
+from standin import DeviceArray, dev, kernel  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 # ---- test doubles -------------------------------------------------------------------
 
-class HostCudaArray:
-    """TEST-ONLY: host (NumPy) memory that presents itself as a CUDA array."""
-
-    def __init__(self, host):
-        self.host = host
-
-    @property
-    def __cuda_array_interface__(self):
-        h = self.host
-        return {"shape": h.shape, "typestr": h.dtype.str, "data": (h.ctypes.data, False),
-                "version": 3, "strides": None if h.flags.c_contiguous else h.strides}
-
-    def __getitem__(self, key):
-        return HostCudaArray(self.host[key])
 
 
-def dev(*hosts):
-    return [HostCudaArray(h) for h in hosts]
 
 
 @pytest.fixture
 def backend_mod(cuda_mod):
     """eagle's cuda backend with the shim bound to the stand-in."""
-    import eagle._backend_cuda as b
+    import eagle.cuda.backend as b
     return b
 
 
 @pytest.fixture
 def ck(backend_mod):
-    from eagle._cuda_kernel import SIZE, cuda_kernel
+    from eagle.cuda.kernel_nodes import SIZE, cuda_kernel
     return cuda_kernel, SIZE
 
 
-def kaddr(fake, name):
-    return ctypes.cast(getattr(fake, name), ctypes.c_void_p).value
 
 
 def seed_opaque_graph():
-    """The seed page's graph over HostCudaArrays: opaque nodes doing host NumPy work."""
+    """The seed page's graph over DeviceArrays: opaque nodes doing host NumPy work."""
     hx, hl, hr, ho = np.arange(4.0), np.zeros(4), np.zeros(4), np.zeros(4)
     x, left, right, out = dev(hx, hl, hr, ho)
+    hx, hl, hr, ho = x.host, left.host, right.host, out.host
     calls = {"l": 0, "r": 0, "join": 0}
 
     def run_l():
@@ -105,7 +89,8 @@ def kernel_graph(fake, ck, n=4, block=4):
     cuda_kernel, SIZE = ck
     hx, hl, hr, ho = np.arange(float(n)), np.zeros(n), np.zeros(n), np.zeros(n)
     x, left, right, out = dev(hx, hl, hr, ho)
-    scale, add = (kaddr(fake, "fake_kernel_scale"), 4), kaddr(fake, "fake_kernel_add")
+    hx, hl, hr, ho = x.host, left.host, right.host, out.host
+    scale, add = (kernel(fake, "scale"), 4), kernel(fake, "add")
     g = eagle.Graph()
     g.add_group([cuda_kernel(scale, (left, x, 2.0, SIZE), reads={"x": x}, writes={"a": left}, block=block),
                  cuda_kernel(scale, (right, x, 3.0, SIZE), reads={"x": x}, writes={"b": right}, block=block)],
@@ -141,22 +126,23 @@ def test_seed_graph_opaque_nodes_run_once_at_capture(backend_mod, fake):
     # ... and never on replay (the GPU work it launched is what replays)
     assert calls == {"l": 1, "r": 1, "join": 1}
     np.testing.assert_array_equal(out, [1, 4, 7, 10])
-    assert fake.fake_cudart_launch_count() == 3
-    assert fake.fake_cudart_counter(b"cudaStreamBeginCapture") == 1
-    assert fake.fake_cudart_counter(b"cudaGraphInstantiateWithParams") == 1
+    assert fake.fake_cuda_launch_count() == 3
+    assert fake.fake_cuda_counter(b"cuStreamBeginCapture") == 1
+    assert fake.fake_cuda_counter(b"cuGraphInstantiateWithParams") == 1
 
 
 def test_opaque_node_kernels_replay_but_python_does_not(backend_mod, fake):
     b = backend_mod
     h = np.zeros(6)
     a, = dev(h)
+    h = a.host
     calls = []
 
     def step():
         calls.append(1)
         s = b.capture_stream()
         assert s is not None and s.is_capturing()
-        b._cuda.launch_kernel(kaddr(fake, "fake_kernel_add_one"), 2, 4,
+        b._cuda.launch_kernel(kernel(fake, "add_one"), 2, 4,
                               [ctypes.c_void_p(h.ctypes.data), ctypes.c_int64(6)], stream=s)
 
     g = eagle.Graph()
@@ -167,7 +153,7 @@ def test_opaque_node_kernels_replay_but_python_does_not(backend_mod, fake):
     g.launch(5)
     np.testing.assert_array_equal(h, 5.0)
     assert calls == [1]
-    assert fake.fake_cudart_counter(b"kernel_runs") == 5
+    assert fake.fake_cuda_counter(b"kernel_runs") == 5
     # a kernel launched inside an opaque node keeps its captured size: retune leaves it alone
     assert g._backend.sized_kernels == 0
     g.set_logical_size(2)
@@ -184,17 +170,18 @@ def test_kernel_nodes_replay_with_correct_results(ck, fake):
     g.launch(3)
     np.testing.assert_array_equal(hl, 2 * hx)
     np.testing.assert_array_equal(ho, 5 * hx)
-    assert fake.fake_cudart_counter(b"kernel_runs") == 9
-    assert fake.fake_cudart_launch_count() == 3
+    assert fake.fake_cuda_counter(b"kernel_runs") == 9
+    assert fake.fake_cuda_launch_count() == 3
     assert g._backend.graph_nodes == 3 and g._backend.sized_kernels == 3
     assert "{l}" in str(g) and "logical size 4 of 4" in g._header()
 
 
 def test_group_is_captured_as_fork_join_branches(ck, fake, backend_mod):
     cuda_kernel, SIZE = ck
-    add_one = (kaddr(fake, "fake_kernel_add_one"), 2)
+    add_one = (kernel(fake, "add_one"), 2)
     hosts = [np.zeros(4) for _ in range(3)]
     arrays = dev(*hosts)
+    hosts = [a.host for a in arrays]
     g = eagle.Graph()
     g.add_group([cuda_kernel(add_one, (a, SIZE), writes={"a": a}, block=4) for a in arrays],
                 names=["p", "q", "r"])
@@ -202,17 +189,17 @@ def test_group_is_captured_as_fork_join_branches(ck, fake, backend_mod):
     assert g.stages == [["p", "q", "r"]] and g._backend.stage_notes() == ["branches"]
     # fork: one event recorded on eagle's stream, two side streams wait on it;
     # join: one event per side stream, eagle's stream waits on each
-    assert fake.fake_cudart_counter(b"cudaEventRecord") == 3
-    assert fake.fake_cudart_counter(b"cudaStreamWaitEvent") == 4
+    assert fake.fake_cuda_counter(b"cuEventRecord") == 3
+    assert fake.fake_cuda_counter(b"cuStreamWaitEvent") == 4
     assert len(g._backend._sides) == 2
     g.launch(2)
     for h in hosts:
         np.testing.assert_array_equal(h, 2.0)
     # teams="serial": the same stage captured in order on one stream
-    fake.fake_cudart_reset()
+    fake.fake_cuda_reset()
     g.build(teams="serial")
     assert g._backend.stage_notes() == ["stream"]
-    assert fake.fake_cudart_counter(b"cudaStreamWaitEvent") == 0
+    assert fake.fake_cuda_counter(b"cuStreamWaitEvent") == 0
     assert "stage 0 stream" in str(g)
     g.launch(1)
     for h in hosts:
@@ -224,37 +211,38 @@ def test_launch_count_is_n_per_launch(ck, fake):
     g.build()
     for n, total in ((0, 0), (1, 1), (7, 8), (5000, 5008)):  # 5000 crosses a chunk boundary
         g.launch(n)
-        assert fake.fake_cudart_launch_count() == total
+        assert fake.fake_cuda_launch_count() == total
     assert g._backend.replays == 5008
     with pytest.raises(ValueError):
         g.launch(-1)
-    assert fake.fake_cudart_launch_count() == 5008
+    assert fake.fake_cuda_launch_count() == 5008
 
 
 def test_set_logical_size_patches_grid_and_size_without_recapture(ck, fake):
     cuda_kernel, SIZE = ck
     h = np.zeros(10)
     a, = dev(h)
+    h = a.host
     g = eagle.Graph()
-    g.add_node(cuda_kernel((kaddr(fake, "fake_kernel_add_one"), 2), (a, SIZE), writes={"a": a}, block=4),
+    g.add_node(cuda_kernel((kernel(fake, "add_one"), 2), (a, SIZE), writes={"a": a}, block=4),
                name="inc")
     g.build()
-    assert fake.fake_cudart_last_grid_x() == 0  # nothing ran yet
+    assert fake.fake_cuda_last_grid_x() == 0  # nothing ran yet
     g.set_logical_size(3)
     g.launch(1)
-    assert fake.fake_cudart_last_grid_x() == 1
+    assert fake.fake_cuda_last_grid_x() == 1
     np.testing.assert_array_equal(h, [1, 1, 1, 0, 0, 0, 0, 0, 0, 0])
     g.set_logical_size(10)
     g.launch(2)
-    assert fake.fake_cudart_last_grid_x() == 3
+    assert fake.fake_cuda_last_grid_x() == 3
     np.testing.assert_array_equal(h, [3, 3, 3, 2, 2, 2, 2, 2, 2, 2])
     g.set_logical_size(0)
     g.launch(1)
     np.testing.assert_array_equal(h, [3, 3, 3, 2, 2, 2, 2, 2, 2, 2])
     # no re-capture, no re-instantiation: patched in place
-    assert fake.fake_cudart_counter(b"cudaStreamBeginCapture") == 1
-    assert fake.fake_cudart_counter(b"cudaGraphInstantiateWithParams") == 1
-    assert fake.fake_cudart_counter(b"driver_exec_set_params") == 3
+    assert fake.fake_cuda_counter(b"cuStreamBeginCapture") == 1
+    assert fake.fake_cuda_counter(b"cuGraphInstantiateWithParams") == 1
+    assert fake.fake_cuda_counter(b"cuGraphExecKernelNodeSetParams") == 3
     for bad in (11, -1):
         with pytest.raises(ValueError, match="0..10"):
             g.set_logical_size(bad)
@@ -266,12 +254,13 @@ def test_logical_size_set_before_build_is_captured(ck, fake):
     cuda_kernel, SIZE = ck
     h = np.zeros(8)
     a, = dev(h)
+    h = a.host
     g = eagle.Graph()
-    g.add_node(cuda_kernel((kaddr(fake, "fake_kernel_add_one"), 2), (a, SIZE), writes={"a": a}, block=2),
+    g.add_node(cuda_kernel((kernel(fake, "add_one"), 2), (a, SIZE), writes={"a": a}, block=2),
                name="inc")
     g.set_logical_size(5)
     g.build().launch(1)
-    assert fake.fake_cudart_last_grid_x() == 3
+    assert fake.fake_cuda_last_grid_x() == 3
     np.testing.assert_array_equal(h, [1, 1, 1, 1, 1, 0, 0, 0])
 
 
@@ -281,14 +270,14 @@ def test_retune_with_kernels_on_side_streams(ck, fake):
     g.set_logical_size(6)
     g.launch(1)
     np.testing.assert_array_equal(ho, np.where(np.arange(10) < 6, 5 * hx, 0))
-    assert fake.fake_cudart_counter(b"cudaStreamBeginCapture") == 1
+    assert fake.fake_cuda_counter(b"cuStreamBeginCapture") == 1
 
 
 # ---- failures ------------------------------------------------------------------------
 
 def test_failed_instantiate_names_the_eagle_node(ck, fake):
     g, (hx, hl, hr, ho) = kernel_graph(fake, ck)
-    fake.fake_cudart_fail_instantiate_at_node(1)
+    fake.fake_cuda_fail_instantiate_at_node(1)
     with pytest.raises(eagle.CudaError) as info:
         g.build()
     e = info.value
@@ -296,14 +285,14 @@ def test_failed_instantiate_names_the_eagle_node(ck, fake):
     assert "'r'" in str(e)
     assert any("'r' (stage 0)" in n for n in e.__notes__)
     assert g.backend is None
-    fake.fake_cudart_fail_instantiate_at_node(-1)
+    fake.fake_cuda_fail_instantiate_at_node(-1)
     g.build().launch(1)
     np.testing.assert_array_equal(ho, 5 * hx)
 
 
 @pytest.fixture
 def created_streams(monkeypatch, cuda_mod):
-    """Every eagle._cuda.Stream the backend creates (to check none is left capturing)."""
+    """Every eagle.cuda._shim.Stream the backend creates (to check none is left capturing)."""
     made = []
 
     class Recorded(cuda_mod.Stream):
@@ -333,7 +322,7 @@ def test_capture_failure_names_the_node_and_leaves_streams_usable(backend_mod, f
     for s in created_streams:
         assert not s.is_capturing()
         s.synchronize()  # raises if the stream were left in a capture
-    assert fake.fake_cudart_counter(b"cudaStreamEndCapture") == 1
+    assert fake.fake_cuda_counter(b"cuStreamEndCapture") == 1
     # the graph stays usable: fix the node and build again
     boom["on"] = False
     g.build().launch(2)
@@ -343,6 +332,7 @@ def test_capture_failure_names_the_node_and_leaves_streams_usable(backend_mod, f
 def test_node_that_invalidates_the_capture_is_named(backend_mod, fake, created_streams):
     h = np.zeros(4)
     a, = dev(h)
+    h = a.host
 
     def syncs():
         backend_mod.capture_stream().synchronize()  # not allowed while capturing
@@ -353,7 +343,7 @@ def test_node_that_invalidates_the_capture_is_named(backend_mod, fake, created_s
     with pytest.raises(eagle.CudaError) as info:
         g.build()
     e = info.value
-    assert e.name == "cudaErrorStreamCaptureUnsupported"
+    assert e.name == "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"
     assert e.node_name == "syncs" and e.node_index == 1
     assert any("node 'syncs' (stage 1)" in n for n in e.__notes__)
     for s in created_streams:
@@ -363,12 +353,12 @@ def test_node_that_invalidates_the_capture_is_named(backend_mod, fake, created_s
 def test_failed_launch_raises_and_graph_stays_usable(ck, fake):
     g, (hx, hl, hr, ho) = kernel_graph(fake, ck)
     g.build()
-    fake.fake_cudart_fail_next(b"cudaGraphLaunch", 2, 719)
-    with pytest.raises(eagle.CudaError, match="cudaErrorLaunchFailure"):
+    fake.fake_cuda_fail_next(b"cuGraphLaunch", 2, 719)
+    with pytest.raises(eagle.CudaError, match="CUDA_ERROR_LAUNCH_FAILED"):
         g.launch(4)
-    assert fake.fake_cudart_launch_count() == 1
+    assert fake.fake_cuda_launch_count() == 1
     g.launch(1)
-    assert fake.fake_cudart_launch_count() == 2
+    assert fake.fake_cuda_launch_count() == 2
 
 
 def test_non_cuda_node_kind_is_refused(backend_mod, fake):
@@ -408,33 +398,33 @@ print("PICTURE", str(g).splitlines()[0])
 
 def run_python(code, env_extra):
     env = dict(os.environ)
-    env.pop("EAGLE_CUDA_RUNTIME", None)
+    env.pop("EAGLE_LIBCUDA", None)
     env.update(env_extra)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                           timeout=60, cwd=str(ROOT))
 
 
-def test_no_runtime_is_a_clear_error(tmp_path, cuda_mod):
-    missing = tmp_path / "libcudart.so.12"
-    r = run_python(BUILD_SCRIPT, {"EAGLE_CUDA_RUNTIME": str(missing)})
+def test_no_driver_is_a_clear_error(tmp_path, cuda_mod):
+    missing = tmp_path / "libcuda.so.1"
+    r = run_python(BUILD_SCRIPT, {"EAGLE_LIBCUDA": str(missing)})
     assert r.returncode == 0, r.stderr
     assert "STATUS -1" in r.stdout
-    assert "the cuda backend (this graph holds CUDA arrays) found no CUDA runtime" in r.stdout
-    assert f"no CUDA runtime library found (tried EAGLE_CUDA_RUNTIME={missing}" in r.stdout
+    assert "the cuda backend (this graph holds CUDA arrays) found no CUDA driver" in r.stdout
+    assert f"no CUDA driver found (tried EAGLE_LIBCUDA={missing}" in r.stdout
     assert "PICTURE eagle.Graph 1 node · 0 groups · backend: (not built)" in r.stdout
 
 
-def test_runtime_without_gpu_is_a_clear_error(fake_cudart_path, cuda_mod):
-    r = run_python(BUILD_SCRIPT, {"EAGLE_CUDA_RUNTIME": fake_cudart_path, "FAKE_CUDART_DEVICES": "0"})
+def test_driver_without_gpu_is_a_clear_error(fake_libcuda_path, cuda_mod):
+    r = run_python(BUILD_SCRIPT, {"EAGLE_LIBCUDA": fake_libcuda_path, "FAKE_CUDA_DEVICES": "0"})
     assert r.returncode == 0, r.stderr
     assert "STATUS 100" in r.stdout, r.stdout
-    assert "found a CUDA runtime but no usable GPU or driver" in r.stdout
-    assert "cudaGetDeviceCount -> cudaErrorNoDevice" in r.stdout
+    assert "found a CUDA driver but no usable GPU" in r.stdout
+    assert "no GPU is usable (CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected)" in r.stdout
 
 
-def test_standin_runtime_builds_in_a_fresh_process(fake_cudart_path, cuda_mod):
-    r = run_python(BUILD_SCRIPT, {"EAGLE_CUDA_RUNTIME": fake_cudart_path})
+def test_standin_runtime_builds_in_a_fresh_process(fake_libcuda_path, cuda_mod):
+    r = run_python(BUILD_SCRIPT, {"EAGLE_LIBCUDA": fake_libcuda_path})
     assert r.returncode == 0, r.stderr
     assert "BUILT cuda" in r.stdout
     assert "backend: cuda" in r.stdout
@@ -456,9 +446,10 @@ def test_mixing_numpy_and_cuda_arrays_is_refused(backend_mod, fake):
 
 def test_cuda_kernel_validation(ck, fake):
     cuda_kernel, SIZE = ck
-    add_one = kaddr(fake, "fake_kernel_add_one")
+    add_one = kernel(fake, "add_one")
     h = np.zeros(4)
     a, = dev(h)
+    h = a.host
     other, = dev(np.zeros(4))
     with pytest.raises(TypeError, match="takes CUDA arrays"):
         cuda_kernel(add_one, (h, SIZE), writes={"a": h})
@@ -512,13 +503,13 @@ def test_launch_from_two_threads_is_serialized(ck, fake):
         t.start()
     for t in ts:
         t.join()
-    assert not errors and fake.fake_cudart_launch_count() == 200
+    assert not errors and fake.fake_cuda_launch_count() == 200
 
 
 def test_plan_and_objects_are_released(ck, fake):
     g, _ = kernel_graph(fake, ck)
     gc.collect()
-    base = {k: fake.fake_cudart_live(k.encode()) for k in ("stream", "event", "graph", "exec")}
+    base = {k: fake.fake_cuda_live(k.encode()) for k in ("stream", "event", "graph", "exec")}
     g.build()
     plan = g.plan()
     assert isinstance(plan, eagle.graph.Plan) and plan.backend == "cuda"
@@ -528,7 +519,7 @@ def test_plan_and_objects_are_released(ck, fake):
     assert text.startswith("eagle plan · backend: cuda") and "3 CUDA graph nodes, 3 retuned" in text
     g.add_node(opaque(lambda: None, writes={"o": g._nodes[2].writes["out"]}), name="more")  # un-builds
     gc.collect()
-    assert {k: fake.fake_cudart_live(k.encode()) for k in base} == base
+    assert {k: fake.fake_cuda_live(k.encode()) for k in base} == base
 
 
 # ---- the CuPy-facing paths, with a fake cupy -------------------------------------------
@@ -593,7 +584,7 @@ def make_fake_cupy():
     cuda.runtime = types.SimpleNamespace(runtimeGetVersion=lambda: 13000)
     cp.cuda = cuda
 
-    class ndarray:  # never instantiated: HostCudaArrays are not CuPy arrays
+    class ndarray:  # never instantiated: DeviceArrays are not CuPy arrays
         pass
 
     cp.ndarray = ndarray
@@ -617,7 +608,7 @@ class FakeRawKernel:
                 for a in args:
                     assert isinstance(a, np.generic), f"CuPy gets NumPy scalars here, not {type(a)}"
                     conv.append(np.ctypeslib.as_ctypes_type(a.dtype)(a.item()))
-                import eagle._cuda as c
+                import eagle.cuda._shim as c
                 c.launch_kernel(address, grid, block, conv, shared_mem, stream)
 
         self.kernel = Function()
@@ -654,9 +645,9 @@ def test_cupy_current_stream_and_graph_pool_during_capture(backend_mod, fake, fa
     assert seen["r"][1] == b._sides[0].ptr  # side by side: its own stream
     assert st.allocator is None and st.stack == []  # both restored after capture
     # launch waits for CuPy's current stream: one event record + one wait per launch()
-    before = (fake.fake_cudart_counter(b"cudaEventRecord"), fake.fake_cudart_counter(b"cudaStreamWaitEvent"))
+    before = (fake.fake_cuda_counter(b"cuEventRecord"), fake.fake_cuda_counter(b"cuStreamWaitEvent"))
     g.launch(3)
-    after = (fake.fake_cudart_counter(b"cudaEventRecord"), fake.fake_cudart_counter(b"cudaStreamWaitEvent"))
+    after = (fake.fake_cuda_counter(b"cuEventRecord"), fake.fake_cuda_counter(b"cuStreamWaitEvent"))
     assert (after[0] - before[0], after[1] - before[1]) == (1, 1)
     assert calls == {"l": 1, "r": 1, "join": 1}
     np.testing.assert_array_equal(out, [1, 4, 7, 10])
@@ -667,9 +658,10 @@ def test_cupy_current_stream_and_graph_pool_during_capture(backend_mod, fake, fa
 def test_rawkernel_path_of_cuda_kernel(ck, fake, fake_cupy):
     cuda_kernel, SIZE = ck
     seen = []
-    k = FakeRawKernel(kaddr(fake, "fake_kernel_scale"), "scale", seen)
+    k = FakeRawKernel(kernel(fake, "scale"), "scale", seen)
     hx, hy = np.arange(10.0), np.zeros(10)
     x, y = dev(hx, hy)
+    hx, hy = x.host, y.host
     g = eagle.Graph()
     g.add_node(cuda_kernel(k, (y, x, 2.0, SIZE), reads={"x": x}, writes={"y": y}, block=4))
     assert g.nodes == ["scale"]
@@ -685,3 +677,153 @@ def test_rawkernel_path_of_cuda_kernel(ck, fake, fake_cupy):
     g.launch(1)
     np.testing.assert_array_equal(hy, np.where(np.arange(10) < 5, 2 * hx, 0))
     assert len(seen) == 1  # retune never re-launches through CuPy (no re-capture)
+
+
+# ---- ordering: other streams, branches ---------------------------------------------------
+
+def _p(a):
+    return ctypes.c_uint64(a.__cuda_array_interface__["data"][0])
+
+
+def test_launch_waits_for_the_stream_the_arrays_name(ck, fake, cuda_mod):
+    """``__cuda_array_interface__['stream']``: eagle orders its replays after the work
+    queued there (an event on that stream, waited on by eagle's stream). The stand-in
+    runs streams asynchronously, so without that wait the graph reads stale x."""
+    cuda_kernel, SIZE = ck
+    producer = cuda_mod.Stream()
+    x = DeviceArray(np.ones(4), stream=producer.ptr)
+    y = DeviceArray(np.zeros(4))
+    g = eagle.Graph()
+    g.add_node(cuda_kernel((kernel(fake, "scale"), 4), (y, x, 2.0, SIZE), reads={"x": x},
+                           writes={"y": y}, block=4), name="scale")
+    g.build()
+    assert g._backend._producers == [producer.ptr]
+    cuda_mod.launch_kernel(kernel(fake, "slow_fill"), 1, 4,
+                           [_p(x), ctypes.c_double(5.0), ctypes.c_int64(4), ctypes.c_int64(50000)],
+                           stream=producer)
+    g.launch(1)
+    assert y.host.tolist() == [10.0] * 4
+
+
+def test_branches_wait_for_the_stage_before(ck, fake, cuda_mod):
+    """Stage 0 writes a late (a slow kernel); stage 1 is two branches reading it.
+    Each side branch waits on the fork event recorded after stage 0; graph branches
+    run concurrently in the stand-in, so a missing wait or edge reads stale a."""
+    cuda_kernel, SIZE = ck
+    a, b, c = DeviceArray(np.ones(4)), DeviceArray(np.zeros(4)), DeviceArray(np.zeros(4))
+    g = eagle.Graph()
+    g.add_node(cuda_kernel((kernel(fake, "slow_fill"), 4), (a, 5.0, SIZE, 30000), writes={"a": a},
+                           block=4, size_arg=2), name="late")
+    g.add_group([cuda_kernel((kernel(fake, "scale"), 4), (b, a, 2.0, SIZE), reads={"a": a},
+                             writes={"b": b}, block=4),
+                 cuda_kernel((kernel(fake, "scale"), 4), (c, a, 3.0, SIZE), reads={"a": a},
+                             writes={"c": c}, block=4)], names=["twice", "thrice"])
+    g.build()
+    assert g.stages == [["late"], ["twice", "thrice"]]
+    assert g._backend.stage_notes() == ["stream", "branches"]
+    assert b.host.tolist() == c.host.tolist() == [0.0] * 4, "captured work ran at build"
+    g.launch(1)
+    assert b.host.tolist() == [10.0] * 4
+    assert c.host.tolist() == [15.0] * 4
+
+
+def _library_group(fake, cuda_mod, backend_mod, kinds):
+    """A stage of opaque nodes launching kernels on the capture stream ("sgemm_like"
+    is named like a cuBLAS kernel), then a join; returns (graph, calls, arrays)."""
+    arrays = [DeviceArray(np.zeros(4)) for _ in kinds]
+    calls = {}
+
+    def make(k, a, name):
+        def run():
+            calls[name] = calls.get(name, 0) + 1
+            cuda_mod.launch_kernel(kernel(fake, k), 1, 4, [_p(a), ctypes.c_int64(4)],
+                                   stream=backend_mod.capture_stream())
+        return run
+
+    names = [f"n{j}" for j in range(len(kinds))]
+    g = eagle.Graph()
+    g.add_group([opaque(make(k, a, nm), writes={nm: a}) for k, a, nm in zip(kinds, arrays, names)],
+                names=names)
+    return g, calls, arrays
+
+
+def test_branches_calling_library_kernels_are_captured_in_order(ck, fake, cuda_mod, backend_mod,
+                                                                 monkeypatch):
+    """Two side-by-side nodes whose captures add cuBLAS-like kernels would share the
+    library's per-thread handle and workspace on replay: eagle captures that stage again
+    in order (the opaque nodes run a second time at build) and says so."""
+    g, calls, arrays = _library_group(fake, cuda_mod, backend_mod, ["sgemm_like", "sgemm_like"])
+    g.build()
+    assert g._backend.stage_notes() == ["stream"]
+    assert g._backend.library_serial_stages == {0: {"n0": ["sgemm_like"], "n1": ["sgemm_like"]}}
+    assert calls == {"n0": 2, "n1": 2}
+    g.launch(2)
+    for a in arrays:
+        assert a.host.tolist() == [2.0] * 4
+    # one library node beside a plain kernel: nothing is shared, branches stay
+    g2, calls2, _ = _library_group(fake, cuda_mod, backend_mod, ["sgemm_like", "add_one"])
+    g2.build()
+    assert g2._backend.stage_notes() == ["branches"] and calls2 == {"n0": 1, "n1": 1}
+    # the user's choice: keep the branches
+    monkeypatch.setattr(backend_mod.CudaBackend, "library_branches", "branches")
+    g3, calls3, _ = _library_group(fake, cuda_mod, backend_mod, ["sgemm_like", "sgemm_like"])
+    g3.build()
+    assert g3._backend.stage_notes() == ["branches"] and calls3 == {"n0": 1, "n1": 1}
+
+
+class DLPackArray(DeviceArray):
+    """TEST-ONLY: a device array that orders itself the DLPack way: ``__dlpack__(stream=s)``
+    makes ``s`` wait for its producer stream (what torch / JAX do)."""
+
+    def __init__(self, init, producer, cuda_mod):
+        super().__init__(init)
+        self.producer, self.cuda_mod, self.asked = producer, cuda_mod, []
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+    def __dlpack__(self, stream=None):
+        self.asked.append(stream)
+        ev = self.cuda_mod.Event()
+        ev.record(self.producer)
+        self.cuda_mod.Stream.from_ptr(stream).wait_event(ev)
+        return None  # the capsule itself is not needed for ordering
+
+
+def test_launch_asks_dlpack_producers_to_order_on_its_stream(ck, fake, cuda_mod):
+    cuda_kernel, SIZE = ck
+    producer = cuda_mod.Stream()
+    x = DLPackArray(np.ones(4), producer, cuda_mod)
+    y = DeviceArray(np.zeros(4))
+    g = eagle.Graph()
+    g.add_node(cuda_kernel((kernel(fake, "scale"), 4), (y, x, 3.0, SIZE), reads={"x": x},
+                           writes={"y": y}, block=4), name="scale")
+    g.build()
+    cuda_mod.launch_kernel(kernel(fake, "slow_fill"), 1, 4,
+                           [_p(x), ctypes.c_double(2.0), ctypes.c_int64(4), ctypes.c_int64(50000)],
+                           stream=producer)
+    g.launch(1)
+    assert x.asked[-1] == g._backend.stream.ptr and len(x.asked) == 2  # at build, at launch
+    assert y.host.tolist() == [6.0] * 4
+
+
+def test_a_failed_end_of_capture_still_ends_every_capture(ck, fake, cuda_mod):
+    """cuStreamEndCapture failing (here an injected error) leaves streams capturing in
+    the driver; eagle ends them (the abandon path), so nothing leaks and a rebuild works."""
+    cuda_kernel, SIZE = ck
+    arrays = [DeviceArray(np.zeros(4)) for _ in range(2)]
+    g = eagle.Graph()
+    g.add_group([cuda_kernel((kernel(fake, "add_one"), 2), (a, SIZE), writes={"a": a}, block=4)
+                 for a in arrays], names=["p", "q"])
+    gc.collect()
+    base = fake.fake_cuda_live(b"stream")
+    fake.fake_cuda_fail_next(b"cuStreamEndCapture", 1, 999)
+    with pytest.raises(eagle.CudaError, match="CUDA_ERROR_UNKNOWN") as info:
+        g.build()
+    assert any("ending the CUDA graph capture failed" in n for n in info.value.__notes__)
+    assert fake.fake_cuda_counter(b"cuStreamEndCapture") == 2  # the failed one, then the abandon
+    del info
+    gc.collect()
+    assert fake.fake_cuda_live(b"stream") == base
+    g.build().launch(1)
+    assert [a.host.tolist() for a in arrays] == [[1.0] * 4] * 2

@@ -3,9 +3,9 @@
 No GPU needed. tests/cuda_standin/fake_cudart.c (a TEST DOUBLE, not CUDA)
 holds host versions of eagle's partition kernels (eagle_part_count / scan /
 scatter / copyback, eagle_commit), thread for thread like the CUDA source in
-eagle/_finished_cuda.py, and a test-only Monte Carlo step kernel
+eagle/cuda/finished.py, and a test-only Monte Carlo step kernel
 (fake_kernel_life_step: a live sample moves and ages, and finishes when its
-life runs out). The arrays are ``HostCudaArray``: NumPy memory that presents
+life runs out). The arrays are ``DeviceArray``: NumPy memory that presents
 ``__cuda_array_interface__`` (also a test double).
 
 The oracle: the same step and compaction / reorder on the CPU backend
@@ -31,34 +31,20 @@ import pytest
 
 import eagle
 from eagle.graph import compact, opaque, reorder
+from standin import DeviceArray, dev, kernel  # noqa: F401
 
 
-class HostCudaArray:
-    """TEST-ONLY: host (NumPy) memory that presents itself as a CUDA array."""
-
-    def __init__(self, host):
-        self.host = host
-
-    @property
-    def __cuda_array_interface__(self):
-        h = self.host
-        return {"shape": h.shape, "typestr": h.dtype.str, "data": (h.ctypes.data, False),
-                "version": 3, "strides": None if h.flags.c_contiguous else h.strides}
 
 
-def dev(*hosts):
-    return [HostCudaArray(h) for h in hosts]
 
 
 @pytest.fixture
 def ck(cuda_mod):
     import eagle._backend_cuda  # noqa: F401  (binds the backend to the stand-in)
-    from eagle._cuda_kernel import SIZE, SIZE_PTR, cuda_kernel
+    from eagle.cuda.kernel_nodes import SIZE, SIZE_PTR, cuda_kernel
     return cuda_kernel, SIZE, SIZE_PTR
 
 
-def kaddr(fake, name):
-    return ctypes.cast(getattr(fake, name), ctypes.c_void_p).value
 
 
 def initial_state(n, seed, max_life=6):
@@ -96,22 +82,29 @@ def gpu_graph(fake, ck, alive, life, x, extra=None, *, size_ptr=True, touch=None
     ids = np.arange(len(alive), dtype=np.int64)
     count = np.zeros(1, dtype=np.int64)
     da, dl, dx, di, dc = dev(alive, life, x, ids, count)
+    alive, life, x, ids, count = da.host, dl.host, dx.host, di.host, dc.host
     g = eagle.Graph()
     if size_ptr:
-        step = cuda_kernel((kaddr(fake, "fake_kernel_life_step"), 4), (da, dl, dx, SIZE_PTR),
+        step = cuda_kernel((kernel(fake, "life_step"), 4), (da, dl, dx, SIZE_PTR),
                            writes={"alive": da, "life": dl, "x": dx}, block=4)
     else:
-        step = cuda_kernel((kaddr(fake, "fake_kernel_life_step_n"), 4), (da, dl, dx, SIZE),
+        step = cuda_kernel((kernel(fake, "life_step_n"), 4), (da, dl, dx, SIZE),
                            writes={"alive": da, "life": dl, "x": dx}, block=4)
     g.add_node(step, name="step")
     if touch is not None:
         dt, = dev(touch)
-        g.add_node(cuda_kernel((kaddr(fake, "fake_kernel_add_one_sp"), 2), (dt, SIZE_PTR),
+        touch = dt.host
+        g.add_node(cuda_kernel((kernel(fake, "add_one_sp"), 2), (dt, SIZE_PTR),
                                writes={"t": dt}, block=4), name="touch")
-    state = {"life": dl, "x": dx, **({"extra": HostCudaArray(extra)} if extra is not None else {})}
+    de = DeviceArray(extra) if extra is not None else None
+    state = {"life": dl, "x": dx, **({"extra": de} if extra is not None else {})}
     node = compact(da, state, ids=di, count=dc, **policy)
     g.add_node(node, name="compact")
-    return g.build(), ids, count
+    g.build()
+    # the arrays' device memory, viewed from the host (the stand-in allows it)
+    g.standin_hosts = (alive, life, x) + ((de.host,) if de is not None else ())
+    g.standin_touch = touch
+    return g, ids, count
 
 
 def assert_same(cpu, gpu):
@@ -128,6 +121,7 @@ def test_compaction_equals_the_cpu_backend(fake, ck, n, seed, launches):
     host_gpu = tuple(a.copy() for a in host_cpu)
     gc_, ids_c, count_c = cpu_graph(*host_cpu)
     gg, ids_g, count_g = gpu_graph(fake, ck, *host_gpu)
+    host_gpu = gg.standin_hosts
     assert gg.backend == "cuda" and gc_.backend == "cpu"
     for k in launches:
         gc_.launch(k)
@@ -143,8 +137,8 @@ def test_compaction_equals_the_cpu_backend(fake, ck, n, seed, launches):
         back[ids_g] = compacted
         np.testing.assert_array_equal(back, want)
     assert gg.logical_size == int(ref[0].sum())
-    assert fake.fake_cudart_counter(b"cudaStreamBeginCapture") == 1
-    assert fake.fake_cudart_counter(b"cudaGraphInstantiateWithParams") == 1
+    assert fake.fake_cuda_counter(b"cuStreamBeginCapture") == 1
+    assert fake.fake_cuda_counter(b"cuGraphInstantiateWithParams") == 1
 
 
 def test_rows_and_size_by_value_kernels(fake, ck):
@@ -160,6 +154,7 @@ def check_rows(fake, ck, extra):
     host_gpu = tuple(a.copy() for a in host_cpu)
     gc_, ids_c, count_c = cpu_graph(*host_cpu)
     gg, ids_g, count_g = gpu_graph(fake, ck, *host_gpu, size_ptr=False)
+    host_gpu = gg.standin_hosts
     for k in (2, 1, 4):
         gc_.launch(k)
         gg.launch(k)
@@ -183,6 +178,7 @@ def test_edge_cases(fake, ck, alive_pattern):
     host_gpu = tuple(a.copy() for a in host_cpu)
     gc_, ids_c, count_c = cpu_graph(*host_cpu)
     gg, ids_g, count_g = gpu_graph(fake, ck, *host_gpu)
+    host_gpu = gg.standin_hosts
     for _ in range(4):
         gc_.launch(1)
         gg.launch(1)
@@ -197,6 +193,7 @@ def test_policy_equals_the_cpu_backend(fake, ck, policy):
     host_gpu = tuple(a.copy() for a in host_cpu)
     gc_, ids_c, count_c = cpu_graph(*host_cpu, **policy)
     gg, ids_g, count_g = gpu_graph(fake, ck, *host_gpu, **policy)
+    host_gpu = gg.standin_hosts
     for k in (1, 1, 2, 3, 1, 5):
         gc_.launch(k)
         gg.launch(k)
@@ -211,13 +208,15 @@ def test_size_comes_from_the_device_within_a_launch(fake, ck):
     alive, life, x = initial_state(n, 3)
     touch = np.zeros(n)
     gg, ids, count = gpu_graph(fake, ck, alive, life, x, touch=touch)
+    alive, life, x = gg.standin_hosts[:3]
+    touch = gg.standin_touch
     # the sizes the replays should see: capacity, then the live count after each replay
     ref = initial_state(n, 3)
     sizes = [n]
     for _ in range(5):
         numpy_step(*ref)
         sizes.append(int(ref[0].sum()))
-    copies = fake.fake_cudart_counter(b"cudaMemcpyAsync")
+    copies = fake.fake_cuda_counter(b"cuMemcpyAsync")
     gg.launch(5)
     # touch[i] counts the replays whose logical size exceeded i: read from the device each replay
     want = np.zeros(n)
@@ -225,14 +224,13 @@ def test_size_comes_from_the_device_within_a_launch(fake, ck):
         want[:s] += 1
     np.testing.assert_array_equal(touch, want)
     # one device-to-host copy for the whole launch, none per replay
-    assert fake.fake_cudart_counter(b"cudaMemcpyAsync") - copies == 1
-    assert fake.fake_cudart_launch_count() == 5
+    assert fake.fake_cuda_counter(b"cuMemcpyAsync") - copies == 1
+    assert fake.fake_cuda_launch_count() == 5
     assert gg.logical_size == sizes[5] == int(count[0])
     # after the launch the sized grids are patched down to the live count
-    launches_before = fake.fake_cudart_counter(b"driver_exec_set_params")
+    launches_before = fake.fake_cuda_counter(b"cuGraphExecKernelNodeSetParams")
     assert launches_before > 0
     gg.launch(1)
-    assert fake.fake_cudart_last_grid_x() == 1  # the commit kernel (grid 1) ran last
     node = gg._backend
     assert node.sized_kernels == 1 + 1 + 3  # step, touch, count/scatter/copyback
     assert "{step}" in str(gg) and "[compact]" in str(gg)
@@ -245,52 +243,77 @@ def test_set_logical_size_writes_the_device_size(fake, ck):
     alive[:] = True
     touch = np.zeros(n)
     gg, ids, count = gpu_graph(fake, ck, alive, life, x, touch=touch)
+    alive, life, x = gg.standin_hosts[:3]
+    touch = gg.standin_touch
     gg.set_logical_size(10)
     gg.launch(2)
     np.testing.assert_array_equal(touch, np.where(np.arange(n) < 10, 2, 0))
     assert gg.logical_size == 10
-    assert fake.fake_cudart_counter(b"cudaStreamBeginCapture") == 1
+    assert fake.fake_cuda_counter(b"cuStreamBeginCapture") == 1
 
 
 # ---- running until done ---------------------------------------------------------------
 
 @pytest.mark.parametrize("max_replays", [3, 50, 1000])
-@pytest.mark.parametrize("check_every", [1, 4, 64])
-def test_launch_until_done_equals_the_cpu_backend(fake, ck, max_replays, check_every):
+@pytest.mark.parametrize("mode", ["device", "host"])
+def test_launch_until_done_equals_the_cpu_backend(fake, ck, max_replays, mode):
     host_cpu = initial_state(300, 21, max_life=25)
     host_gpu = tuple(a.copy() for a in host_cpu)
     gc_, ids_c, count_c = cpu_graph(*host_cpu)
     gg, ids_g, count_g = gpu_graph(fake, ck, *host_gpu)
-    gg._backend.until_done_check_every = check_every
-    copies = fake.fake_cudart_counter(b"cudaMemcpyAsync")
+    host_gpu = gg.standin_hosts
+    gg._backend.until_done_mode = mode
+    copies = fake.fake_cuda_counter(b"cuMemcpyAsync")
     done_c = gc_.launch_until_done(max_replays)
     done_g = gg.launch_until_done(max_replays)
     assert done_g == done_c
     assert gg.logical_size == gc_.logical_size
     assert_same(host_cpu + (ids_c, count_c), host_gpu + (ids_g, count_g))
-    issued = fake.fake_cudart_launch_count()
-    rounds = fake.fake_cudart_counter(b"cudaMemcpyAsync") - copies
-    assert done_g <= issued <= max_replays
-    if check_every == 1:
-        assert issued == done_g and rounds == issued
-    else:  # rounds of 1, 2, 4, ... check_every: far fewer host round trips than replays
-        r, k, total = 0, 1, 0
-        while total < issued:
-            total += k
-            r += 1
-            k = min(2 * k, check_every)
-        assert rounds == r
+    issued = fake.fake_cuda_launch_count()
+    copies = fake.fake_cuda_counter(b"cuMemcpyAsync") - copies
+    if mode == "device":
+        # one cuGraphLaunch of the WHILE node ran every replay: no overshoot, no round trip
+        assert issued == 1 and copies == 2  # the stop count in, the device block out
+    else:
+        # one replay per check: exactly the replays that started with live samples
+        assert issued == done_g and copies == issued
     if max_replays >= 50:
         assert gg.logical_size == 0 and done_g == 25
         assert gg.launch_until_done(10) == 0  # nothing left: no replay
+
+
+def test_launch_until_done_in_chunks_and_fallback(fake, ck):
+    """A WHILE launch runs at most until_done_chunk replays (Ctrl-C is seen between
+    launches); if the WHILE node cannot be built, the exact host loop runs instead."""
+    host_cpu = initial_state(300, 21, max_life=25)
+    gc_, ids_c, count_c = cpu_graph(*(a.copy() for a in host_cpu))
+    want = gc_.launch_until_done(1000)
+    gg, ids_g, count_g = gpu_graph(fake, ck, *(a.copy() for a in host_cpu))
+    gg._backend.until_done_chunk = 7
+    assert gg.launch_until_done(1000) == want == 25
+    assert fake.fake_cuda_launch_count() == 4  # 7 + 7 + 7 + 4 replays
+    assert_same((ids_c, count_c), (ids_g, count_g))
+
+    gg, ids_g, count_g = gpu_graph(fake, ck, *(a.copy() for a in host_cpu))
+    fake.fake_cuda_reset()
+
+    def broken(name):
+        raise RuntimeError("the condition kernel does not load here")
+
+    gg._backend._kernels.function = broken
+    assert gg.launch_until_done(1000) == 25
+    assert gg._backend.until_done_mode == "host"
+    assert "does not load" in gg._backend.until_done_fallback
+    assert fake.fake_cuda_launch_count() == 25
 
 
 def test_launch_until_done_needs_compaction(fake, ck):
     cuda_kernel, SIZE, SIZE_PTR = ck
     h = np.zeros(4)
     a, = dev(h)
+    h = a.host
     g = eagle.Graph()
-    g.add_node(cuda_kernel((kaddr(fake, "fake_kernel_add_one_sp"), 2), (a, SIZE_PTR), writes={"a": a}))
+    g.add_node(cuda_kernel((kernel(fake, "add_one_sp"), 2), (a, SIZE_PTR), writes={"a": a}))
     g.build()
     with pytest.raises(ValueError, match="compaction node"):
         g.launch_until_done(3)
@@ -310,10 +333,11 @@ def reorder_graphs(fake, ck, n, n_keys, seed, key_dtype=np.int32):
     gc_.add_node(reorder(kc, {"v": vc}, n_keys=n_keys, ids=ic))
     gc_.build()
     dk, dv, di = dev(kg, vg, ig)
+    kg, vg, ig = dk.host, dv.host, di.host
     gg = eagle.Graph()
     gg.add_node(reorder(dk, {"v": dv}, n_keys=n_keys, ids=di))
     gg.build()
-    return gc_, gg, hosts
+    return gc_, gg, ((kc, vc, ic), (kg, vg, ig))
 
 
 @pytest.mark.parametrize("n,n_keys,key_dtype", [(1, 1, np.int32), (50, 3, np.int32),
@@ -370,8 +394,10 @@ def test_reorder_then_compaction_in_one_graph(fake, ck):
     gc_.add_node(compact(ac, {"life": lc, "x": xc, "k": kc}, ids=ic, count=cc, min_dead_fraction=0.0), name="compact")
     gc_.build()
     da, dl, dx, dk, di, dc = dev(ag, lg, xg, kg, ig, cg)
+    ag, lg, xg, kg, ig, cg = da.host, dl.host, dx.host, dk.host, di.host, dc.host
+    sets[1] = (ag, lg, xg, kg, ig, cg)
     gg = eagle.Graph()
-    gg.add_node(cuda_kernel((kaddr(fake, "fake_kernel_life_step"), 4), (da, dl, dx, SIZE_PTR),
+    gg.add_node(cuda_kernel((kernel(fake, "life_step"), 4), (da, dl, dx, SIZE_PTR),
                             writes={"alive": da, "life": dl, "x": dx}, block=8), name="step")
     gg.add_node(reorder(dk, {"alive": da, "life": dl, "x": dx}, n_keys=5, ids=di), name="sort")
     gg.add_node(compact(da, {"life": dl, "x": dx, "k": dk}, ids=di, count=dc, min_dead_fraction=0.0), name="compact")
@@ -393,18 +419,19 @@ def test_validation(fake, ck):
     alive, life, x = initial_state(10, 0)
     ids, count = np.arange(10, dtype=np.int64), np.zeros(1, dtype=np.int64)
     da, dl, dx, di, dc = dev(alive, life, x, ids, count)
+    alive, life, x, ids, count = da.host, dl.host, dx.host, di.host, dc.host
     with pytest.raises(TypeError, match="CuPy"):
         compact(da, {"life": dl})  # no ids= / count= and no CuPy to make them
     with pytest.raises(TypeError, match="bool or uint8"):
         compact(dl, {"x": dx}, ids=di, count=dc)
     with pytest.raises(ValueError, match="one row per sample"):
-        compact(da, {"short": HostCudaArray(np.zeros(3))}, ids=di, count=dc)
+        compact(da, {"short": DeviceArray(np.zeros(3))}, ids=di, count=dc)
     with pytest.raises(ValueError, match="every must be"):
         compact(da, {"life": dl}, ids=di, count=dc, every=0)
     with pytest.raises(TypeError, match="ids must be an int64"):
-        compact(da, {"life": dl}, ids=HostCudaArray(np.zeros(10)), count=dc)
+        compact(da, {"life": dl}, ids=DeviceArray(np.zeros(10)), count=dc)
     with pytest.raises(TypeError, match="count must be an int64"):
-        compact(da, {"life": dl}, ids=di, count=HostCudaArray(np.zeros(2, dtype=np.int64)))
+        compact(da, {"life": dl}, ids=di, count=DeviceArray(np.zeros(2, dtype=np.int64)))
     with pytest.raises(ValueError, match="own"):
         compact(da, {"ids": dl}, ids=di, count=dc)
     with pytest.raises(TypeError, match="int32 or int64"):
@@ -421,14 +448,23 @@ def test_validation(fake, ck):
 
 def test_device_memory_is_released(fake, ck):
     gc.collect()
-    base = {k: fake.fake_cudart_live(k.encode()) for k in ("devmem", "exec", "graph", "stream")}
+    base = {k: fake.fake_cuda_live(k.encode()) for k in ("devmem", "exec", "graph", "stream")}
     alive, life, x = initial_state(30, 1)
     gg, ids, count = gpu_graph(fake, ck, alive, life, x)
-    assert fake.fake_cudart_live(b"devmem") > base["devmem"]
+    alive, life, x = gg.standin_hosts[:3]
+    gg._backend.close()
+    gg.build()
+    # the test's own device arrays (DeviceArray) stay; the graph's buffers are counted now
+    arrays = fake.fake_cuda_live(b"devmem")
     gg.launch(2)
     gg._backend.close()
-    assert fake.fake_cudart_live(b"devmem") == base["devmem"]
+    with_graph = arrays
     gg.build().launch(1)  # a rebuild allocates afresh; the old buffers are gone
-    gg.add_node(opaque(lambda: None, writes={"t": HostCudaArray(np.zeros(1))}), name="unbuild")
+    assert fake.fake_cuda_live(b"devmem") > with_graph - 1
+    gg._backend.close()
+    assert fake.fake_cuda_live(b"devmem") < with_graph
+    t = DeviceArray(np.zeros(1))
+    gg.add_node(opaque(lambda: None, writes={"t": t}), name="unbuild")
     gc.collect()
-    assert {k: fake.fake_cudart_live(k.encode()) for k in base} == base
+    now = {k: fake.fake_cuda_live(k.encode()) for k in base}
+    assert {k: now[k] for k in ("exec", "graph", "stream")} == {k: base[k] for k in ("exec", "graph", "stream")}

@@ -1,478 +1,423 @@
-"""eagle's CUDA runtime shim, exercised against a CPU stand-in of the runtime.
+"""eagle's CUDA shim over the driver, against the driver stand-in (a TEST DOUBLE).
 
-No GPU needed: tests/cuda_standin/fake_cudart.c (a test double) executes
-"kernels" that are host functions of a test-only convention (see its header
-comment). Also checked here: the shim's struct declarations against the real
-CUDA headers (when installed), the C++ face against the stand-in, and that
-the seed page's C++ example compiles with nvcc (running it needs a GPU).
+No GPU needed: tests/cuda_standin/fake_libcuda.c plays libcuda.so.1. What is
+checked: binding through cuGetProcAddress for the driver's version (the CUDA
+12.x and 13.x entry-point sets), the primary context for new threads, capture
+rules and their real error codes, sticky errors after a fault, parameter
+checks with cuFuncGetParamInfo, update keeping its graphs and eagle's own
+argument copies, the CUDA C emulator running eagle's kernels against NumPy,
+conditional nodes and their version rule, declarations against the real
+cuda.h, the C++ face, and that nvcc compiles the seed example and the kernels.
 """
 import ctypes
+import gc
 import os
 import shutil
 import subprocess
 import sys
+import textwrap
 import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from standin import DeviceArray, kernel
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def run_python(code, env_extra, timeout=60):
-    """Run code in a fresh interpreter (the shim binds a runtime once per process)."""
-    env = dict(os.environ)
-    env.pop("EAGLE_CUDA_RUNTIME", None)
-    env.update(env_extra)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                          text=True, timeout=timeout, cwd=str(ROOT))
-
 INCLUDE = ROOT / "csrc" / "include"
 CUDA_HOME = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
-CUDA_HEADER = CUDA_HOME / "include" / "cuda_runtime_api.h"
+CUDA_H = CUDA_HOME / "include" / "cuda.h"
 
 
-def kernel(fake, name):
-    return ctypes.cast(getattr(fake, name), ctypes.c_void_p).value
+def p(a):
+    """A kernel argument: the device address of a DeviceArray."""
+    return ctypes.c_uint64(a.__cuda_array_interface__["data"][0])
 
 
-def ptr(a):
-    return ctypes.c_void_p(a.ctypes.data)
+def run_python(code, env):
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, env=dict(os.environ, **env), cwd=ROOT, timeout=120)
 
 
-def capture_add_one(c, fake, stream, a, n=None, block=4):
-    n = a.size if n is None else n
-    grid = (n + block - 1) // block
-    with stream.capture() as cap:
-        c.launch_kernel(kernel(fake, "fake_kernel_add_one"), grid, block,
-                        [ptr(a), ctypes.c_int64(n)], stream=stream)
-        node = stream.last_node()
-    return cap.graph, node
+def capture_add_one(c, fake, stream, a, n=None):
+    n = a.host.size if n is None else n
+    stream.begin_capture(c.CAPTURE_MODE_RELAXED)
+    c.launch_kernel(kernel(fake, "add_one"), 2, 4, [p(a), ctypes.c_int64(n)], stream=stream)
+    node = stream.last_node()
+    return stream.end_capture(), node
 
 
-# ---- loading and errors ------------------------------------------------------------
+# ---- binding ------------------------------------------------------------------------
 
-def test_binds_the_standin(cuda_mod, fake_cudart_path):
-    assert cuda_mod.is_loaded()
-    assert cuda_mod.library() == fake_cudart_path
-    assert cuda_mod.runtime_version() == 13000
+def test_binds_the_standin_driver(cuda_mod, fake_libcuda_path, fake):
+    assert cuda_mod.library() == fake_libcuda_path
+    assert cuda_mod.driver_version() == 13000 and cuda_mod.api_version() == 13000
     assert cuda_mod.device_count() == 1
-    assert "libfake_cudart" in cuda_mod.runtime_status()
+    assert "TEST DOUBLE" in cuda_mod.device_name(0)
+    assert cuda_mod.status_name(0) == "CUDA_SUCCESS"
+    assert cuda_mod.status_name(1) == "CUDA_ERROR_INVALID_VALUE"
+    assert cuda_mod.has("conditional") and cuda_mod.has("param_info")
 
 
-def test_error_names_and_text(cuda_mod):
-    c = cuda_mod
-    assert c.status_name(0) == "cudaSuccess"
-    assert c.status_name(1) == "cudaErrorInvalidValue"
-    assert c.status_text(1) == "invalid argument"
-    assert c.status_name(c.ERROR_NOT_LOADED) == "eagleCudaErrorNotLoaded"
-    assert c.status_name(c.ERROR_UNSUPPORTED_NODE) == "eagleCudaErrorUnsupportedNode"
-    assert c.check_status(0) is None
-    with pytest.raises(c.CudaError) as info:
-        c.check_status(98, "launching")
-    e = info.value
-    assert isinstance(e, RuntimeError)
-    assert (e.status, e.name, e.text) == (98, "cudaErrorInvalidDeviceFunction", "invalid device function")
-    assert str(e) == "launching: cudaErrorInvalidDeviceFunction: invalid device function"
-    import eagle
-    if hasattr(eagle, "CudaError"):
-        assert eagle.CudaError is c.CudaError
-
-
-def test_unknown_function_pointer_is_invalid_device_function(cuda_mod, fake):
-    s = cuda_mod.Stream()
-    with pytest.raises(cuda_mod.CudaError, match="cudaErrorInvalidDeviceFunction"):
-        cuda_mod.launch_kernel(kernel(fake, "fake_cudart_reset"), 1, 1, [], stream=s)
-
-
-# ---- capture and replay -------------------------------------------------------------
-
-def test_capture_records_instead_of_running_then_replays(cuda_mod, fake):
-    c = cuda_mod
-    a = np.zeros(8)
-    s = c.Stream()
-    g, node = capture_add_one(c, fake, s, a)
-    assert not a.any(), "captured work must not run during capture"
-    assert g.nodes() == [node]
-    assert c.kernel_node_params(node)["grid"] == (2, 1, 1)
-    e = g.instantiate()
-    assert e.launch(s, 5) == 5
-    s.synchronize()
-    assert fake.fake_cudart_launch_count() == 5
-    assert fake.fake_cudart_counter(b"kernel_runs") == 5
-    np.testing.assert_array_equal(a, 5.0)
-    assert e.launch(s, 0) == 0
-    with pytest.raises(ValueError):
-        e.launch(s, -1)
-
-
-def test_eager_launch_outside_capture_runs(cuda_mod, fake):
-    a = np.zeros(4)
-    cuda_mod.launch_kernel(kernel(fake, "fake_kernel_add_one"), 1, 4, [ptr(a), ctypes.c_int64(4)])
-    np.testing.assert_array_equal(a, 1.0)
-
-
-def test_fork_join_side_by_side_nodes(cuda_mod, fake):
-    """The seed graph's shape: l and r side by side, join after both."""
-    c = cuda_mod
-    x = np.arange(4.0)
-    left, right, out = np.zeros(4), np.zeros(4), np.zeros(4)
-    s0, s1, s2 = c.Stream(), c.Stream(), c.Stream()
-    fork_ev, ev1, ev2 = c.Event(), c.Event(), c.Event()
-    owners = c.NodeOwners(s0)
-    n4 = ctypes.c_int64(4)
-    with s0.capture() as cap:
-        c.fork(s0, [s1, s2], fork_ev)
-        c.launch_kernel(kernel(fake, "fake_kernel_scale"), 1, 4,
-                        [ptr(left), ptr(x), ctypes.c_double(2.0), n4], stream=s1)
-        l_node = s1.last_node()
-        owners.mark(0)
-        c.launch_kernel(kernel(fake, "fake_kernel_scale"), 1, 4,
-                        [ptr(right), ptr(x), ctypes.c_double(3.0), n4], stream=s2)
-        owners.mark(1)
-        c.join(s0, [s1, s2], [ev1, ev2])
-        status, _, _, deps = s0.capture_info()
-        assert status == c.CAPTURE_STATUS_ACTIVE and len(deps) == 2
-        c.launch_kernel(kernel(fake, "fake_kernel_add"), 1, 4,
-                        [ptr(out), ptr(left), ptr(right), n4], stream=s0)
-        j_node = s0.last_node()
-        owners.mark(2)
-    g = cap.graph
-    assert len(g.nodes()) == 3 and len(owners) == 3
-    assert owners.owner(l_node) == 0 and owners.owner(j_node) == 2
-    assert not s1.is_capturing() and not s2.is_capturing()
-    e = g.instantiate(upload_stream=s0)
-    e.launch(s0, 3)
-    np.testing.assert_array_equal(left, 2 * x)
-    np.testing.assert_array_equal(out, 2 * x + 3 * x)
-    assert fake.fake_cudart_counter(b"kernel_runs") == 9
-
-
-def test_unjoined_fork_fails_and_stream_stays_usable(cuda_mod, fake):
-    c = cuda_mod
-    a, b = np.zeros(4), np.zeros(4)
-    s0, s1 = c.Stream(), c.Stream()
-    s0.begin_capture()
-    c.fork(s0, [s1], c.Event())
-    c.launch_kernel(kernel(fake, "fake_kernel_add_one"), 1, 4, [ptr(a), ctypes.c_int64(4)], stream=s1)
-    with pytest.raises(c.CudaError) as info:
-        s0.end_capture()
-    assert info.value.name == "cudaErrorStreamCaptureUnjoined"
-    assert not s0.is_capturing() and not s1.is_capturing()
-    g, _ = capture_add_one(c, fake, s0, b)
-    g.instantiate().launch(s0)
-    np.testing.assert_array_equal(b, 1.0)
-    assert not a.any()
-
-
-def test_capture_context_always_ends(cuda_mod, fake):
-    c = cuda_mod
-    s = c.Stream()
-    with pytest.raises(ZeroDivisionError):
-        with s.capture():
-            1 / 0
-    assert s.capture_status() == c.CAPTURE_STATUS_NONE
-    # an illegal operation during capture invalidates it: the error names why
-    with pytest.raises(c.CudaError) as info:
-        with s.capture():
-            s.synchronize()
-    assert info.value.name == "cudaErrorStreamCaptureUnsupported"
-    assert s.capture_status() == c.CAPTURE_STATUS_NONE
-    # a failed call inside a capture that is then ended: invalidated capture
-    s.begin_capture()
-    fake.fake_cudart_fail_next(b"cudaLaunchKernel", 1, 1)
-    with pytest.raises(c.CudaError):
-        c.launch_kernel(kernel(fake, "fake_kernel_add_one"), 1, 1,
-                        [ctypes.c_void_p(0), ctypes.c_int64(0)], stream=s)
-    with pytest.raises(c.CudaError) as info:
-        s.end_capture()
-    assert info.value.name == "cudaErrorStreamCaptureInvalidated"
-    assert not s.is_capturing()
-
-
-def test_begin_capture_twice_is_an_error(cuda_mod, fake):
-    s = cuda_mod.Stream()
-    s.begin_capture()
-    with pytest.raises(cuda_mod.CudaError, match="cudaErrorIllegalState"):
-        s.begin_capture()
-    s.end_capture()
-
-
-# ---- instantiate ----------------------------------------------------------------------
-
-def test_failed_instantiate_names_the_eagle_node(cuda_mod, fake):
-    c = cuda_mod
-    arrays = [np.zeros(4) for _ in range(3)]
-    s = c.Stream()
-    owners = c.NodeOwners(s)
-    with s.capture() as cap:
-        for i, a in enumerate(arrays):
-            c.launch_kernel(kernel(fake, "fake_kernel_add_one"), 1, 4, [ptr(a), ctypes.c_int64(4)], stream=s)
-            owners.mark(i)
-    fake.fake_cudart_fail_instantiate_at_node(1)
-    with pytest.raises(c.CudaError) as info:
-        cap.graph.instantiate(owners=owners, names=["l", "r", "join"])
-    e = info.value
-    assert (e.node_index, e.node_name) == (1, "r")
-    assert e.name == "cudaErrorNotSupported"
-    assert "'r'" in str(e) and "cudaGraphInstantiateError" in str(e)
-    fake.fake_cudart_fail_instantiate_at_node(-1)
-    cap.graph.instantiate(owners=owners).launch(s)  # the graph is still usable
-    for a in arrays:
-        np.testing.assert_array_equal(a, 1.0)
-
-
-def test_failed_launch_reports_replay_and_exec_stays_usable(cuda_mod, fake):
-    c = cuda_mod
-    a = np.zeros(4)
-    s = c.Stream()
-    g, _ = capture_add_one(c, fake, s, a)
-    e = g.instantiate()
-    fake.fake_cudart_fail_next(b"cudaGraphLaunch", 3, 719)
-    with pytest.raises(c.CudaError) as info:
-        e.launch(s, 5)
-    assert info.value.name == "cudaErrorLaunchFailure"
-    assert "replay 2 of 5" in str(info.value)
-    assert fake.fake_cudart_launch_count() == 2
-    e.launch(s, 1)
-    np.testing.assert_array_equal(a, 3.0)
-
-
-def test_exec_update_rebinds_arguments(cuda_mod, fake):
-    c = cuda_mod
-    a, b = np.zeros(4), np.zeros(4)
-    s = c.Stream()
-    ga, _ = capture_add_one(c, fake, s, a)
-    gb, _ = capture_add_one(c, fake, s, b)
-    e = ga.instantiate()
-    e.update(gb)
-    e.launch(s, 2)
-    assert not a.any()
-    np.testing.assert_array_equal(b, 2.0)
-
-
-# ---- retune -------------------------------------------------------------------------
-
-def test_set_logical_size_patches_grid_and_size_argument(cuda_mod, fake):
-    c = cuda_mod
-    a = np.zeros(10)
-    s = c.Stream()
-    g, node = capture_add_one(c, fake, s, a, block=4)
-    e = g.instantiate()
-    e.add_sized_kernel(node, nargs=2, size_index=1, size_type="int64")
-    assert c.retune_uses_driver()
-    e.set_logical_size(3)
-    e.launch(s)
-    assert fake.fake_cudart_last_grid_x() == 1
-    np.testing.assert_array_equal(a, [1, 1, 1, 0, 0, 0, 0, 0, 0, 0])
-    e.set_logical_size(10)
-    e.launch(s)
-    assert fake.fake_cudart_last_grid_x() == 3
-    np.testing.assert_array_equal(a, [2, 2, 2, 1, 1, 1, 1, 1, 1, 1])
-    e.set_logical_size(0)  # an empty grid cannot launch: one block that sees n = 0
-    e.launch(s)
-    assert fake.fake_cudart_last_grid_x() == 1
-    np.testing.assert_array_equal(a, [2, 2, 2, 1, 1, 1, 1, 1, 1, 1])
-    assert fake.fake_cudart_counter(b"driver_exec_set_params") == 3
-    # the recording itself is untouched: retune always starts from it
-    assert c.kernel_node_params(node)["grid"] == (3, 1, 1)
-    with pytest.raises(ValueError):
-        e.set_logical_size(-1)
-    with pytest.raises(ValueError):
-        e.add_sized_kernel(node, nargs=2, size_index=2)
-
-
-def test_retune_failure_raises(cuda_mod, fake):
-    c = cuda_mod
-    a = np.zeros(4)
-    s = c.Stream()
-    g, node = capture_add_one(c, fake, s, a)
-    e = g.instantiate()
-    e.add_sized_kernel(node, 2, 1)
-    fake.fake_cudart_fail_next(b"cuGraphExecKernelNodeSetParams", 1, 1)
-    with pytest.raises(c.CudaError, match="retuning sized kernel node 0"):
-        e.set_logical_size(2)
-
-
-def test_one_off_retune_and_node_not_in_graph(cuda_mod, fake):
-    c = cuda_mod
-    a, b = np.zeros(8), np.zeros(8)
-    s = c.Stream()
-    ga, na = capture_add_one(c, fake, s, a)
-    gb, nb = capture_add_one(c, fake, s, b)
-    e = ga.instantiate()
-    c.retune_kernel_node(e, na, 2, 1, ctypes.c_int64(2), (1,))
-    e.launch(s)
-    np.testing.assert_array_equal(a, [1, 1, 0, 0, 0, 0, 0, 0])
-    with pytest.raises(c.CudaError, match="cudaErrorInvalidValue"):
-        c.retune_kernel_node(e, nb, 2, 1, ctypes.c_int64(2), (1,))
-
-
-RETUNE_SCRIPT = r"""
-import ctypes, os, numpy as np
-from eagle import _cuda as c
-lib = ctypes.CDLL(os.environ["EAGLE_CUDA_RUNTIME"])
-lib.fake_cudart_counter.argtypes = [ctypes.c_char_p]
-f = ctypes.cast(lib.fake_kernel_add_one, ctypes.c_void_p).value
-a = np.zeros(8)
+ENTRY_SCRIPT = r"""
+import ctypes, numpy as np
+from eagle.cuda import _shim as c
+import sys
+sys.path.insert(0, "tests/cuda")
+from standin import DeviceArray
+lib = ctypes.CDLL(c.load())
+lib.fake_cuda_counter.restype = ctypes.c_long
+lib.fake_cuda_kernel.restype = ctypes.c_void_p
+a = DeviceArray(np.zeros(4))
 s = c.Stream()
-with s.capture() as cap:
-    c.launch_kernel(f, 2, 4, [ctypes.c_void_p(a.ctypes.data), ctypes.c_int64(8)], stream=s)
-    node = s.last_node()
-e = cap.graph.instantiate()
-e.add_sized_kernel(node, 2, 1)
-e.set_logical_size(5)
-e.launch(s)
-print(c.retune_uses_driver(), a.tolist(),
-      lib.fake_cudart_counter(b"cudaGraphExecKernelNodeSetParams"),
-      lib.fake_cudart_counter(b"cudaStreamGetCaptureInfo_v2"))
+s.begin_capture()
+k = lib.fake_cuda_kernel(b"add_one")
+c.launch_kernel(k, 1, 4, [ctypes.c_uint64(a.host.ctypes.data), ctypes.c_int64(4)], stream=s)
+n1 = s.last_node()
+c.launch_kernel(k, 1, 4, [ctypes.c_uint64(a.host.ctypes.data), ctypes.c_int64(4)], stream=s)
+g = s.end_capture()
+nodes = g.nodes()
+g2 = c.Graph()
+x = g2.add_kernel(k, 1, 4, [ctypes.c_uint64(a.host.ctypes.data), ctypes.c_int64(4)])
+y = g2.add_kernel(k, 1, 4, [ctypes.c_uint64(a.host.ctypes.data), ctypes.c_int64(4)])
+g2.add_dependencies([x], [y])
+e = g2.instantiate(); e.launch(s, 1); s.synchronize()
+print("API", c.api_version(), "COND", c.has("conditional"), "PARAMS", c.kernel_param_sizes(k),
+      "INFO_V2", lib.fake_cuda_counter(b"capture_info_v2"), "INFO_V3", lib.fake_cuda_counter(b"capture_info_v3"),
+      "DEPS_V1", lib.fake_cuda_counter(b"add_deps_v1"), "DEPS_V2", lib.fake_cuda_counter(b"add_deps_v2"),
+      "A", a.host.tolist())
+try:
+    g2.add_while()
+except c.CudaError as err:
+    print("WHILE", err)
 """
 
 
-def test_retune_through_runtime_api_without_driver_entry_points(fake_cudart_path, cuda_mod):
-    r = run_python(RETUNE_SCRIPT, {"EAGLE_CUDA_RUNTIME": fake_cudart_path,
-                                   "FAKE_CUDART_NO_DRIVER_ENTRY": "1"})
+@pytest.mark.parametrize("version,api,cond,params,info,deps", [
+    ("12020", 12020, False, "None", "INFO_V2 1 INFO_V3 0", "DEPS_V1 1 DEPS_V2 0"),
+    ("12030", 12030, False, "None", "INFO_V2 0 INFO_V3 1", "DEPS_V1 0 DEPS_V2 1"),
+    ("12040", 12040, True, "[8, 8]", "INFO_V2 0 INFO_V3 1", "DEPS_V1 0 DEPS_V2 1"),
+    ("13000", 13000, True, "[8, 8]", "INFO_V2 0 INFO_V3 1", "DEPS_V1 0 DEPS_V2 1"),
+    ("13020", 13000, True, "[8, 8]", "INFO_V2 0 INFO_V3 1", "DEPS_V1 0 DEPS_V2 1"),
+])
+def test_entry_points_follow_the_driver_version(fake_libcuda_path, cuda_mod, version, api, cond,
+                                                params, info, deps):
+    """cuGetProcAddress for the driver's version: the CUDA 12.0-12.2 forms of
+    cuStreamGetCaptureInfo / cuGraphAddDependencies below 12.3, the edge-data forms
+    from 12.3 and in 13.x; features newer than the driver are refused naming it."""
+    r = run_python(ENTRY_SCRIPT, {"EAGLE_LIBCUDA": fake_libcuda_path, "FAKE_CUDA_VERSION": version})
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    assert f"API {api} COND {cond} PARAMS {params}" in out, out
+    assert info in out and deps in out, out
+    assert "A [2.0, 2.0, 2.0, 2.0]" in out
+    if not cond:
+        v = f"{int(version) // 1000}.{int(version) % 1000 // 10}"
+        assert f"WHILE" in out and f"need a CUDA 12.4 driver; this one is {v}" in out, out
+
+
+def test_driver_older_than_12_is_refused_by_version(fake_libcuda_path, cuda_mod):
+    r = run_python("from eagle.cuda import _shim as c\ntry:\n    c.load()\nexcept c.CudaError as e:\n"
+                   "    print('ERR', e.status, e)\n",
+                   {"EAGLE_LIBCUDA": fake_libcuda_path, "FAKE_CUDA_VERSION": "11080"})
+    assert "ERR -5" in r.stdout and "speaks CUDA 11.8" in r.stdout, r.stdout + r.stderr
+
+
+def test_no_driver_is_said_plainly(tmp_path, cuda_mod):
+    missing = tmp_path / "libcuda.so.1"
+    r = run_python("import eagle; eagle.show_config()", {"EAGLE_LIBCUDA": str(missing)})
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split("]")[0] + "]" == "False [1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0]"
-    assert r.stdout.split()[-2] == "1"
+    assert "cuda backend     no CUDA driver found" in r.stdout, r.stdout
 
 
-def test_cuda12_capture_info_entry_point(fake_cudart_path, cuda_mod):
-    """A CUDA 12.0-12.2 runtime: the shim must call cudaStreamGetCaptureInfo_v2."""
-    r = run_python(RETUNE_SCRIPT, {"EAGLE_CUDA_RUNTIME": fake_cudart_path,
-                                   "FAKE_CUDART_VERSION": "12020"})
+def test_this_machine_without_a_driver_says_so(cuda_mod):
+    """Without EAGLE_LIBCUDA the shim opens libcuda.so.1; this CI machine has none."""
+    env = {k: v for k, v in os.environ.items() if k != "EAGLE_LIBCUDA"}
+    r = subprocess.run([sys.executable, "-c", "import eagle; eagle.show_config()"], capture_output=True,
+                       text=True, env=env, cwd=ROOT, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert "[1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0]" in r.stdout
-    assert int(r.stdout.split()[-1]) >= 1
+    line = next(l for l in r.stdout.splitlines() if "cuda backend" in l)
+    if "no CUDA driver found" not in line:  # a machine with an NVIDIA driver names it
+        assert "CUDA driver" in line and "device(s)" in line, line
 
 
-# ---- objects, threads -------------------------------------------------------------
-
-def test_close_releases_everything(cuda_mod, fake):
-    import gc
-    c = cuda_mod
-    gc.collect()  # objects left by earlier tests
-    base = {k: fake.fake_cudart_live(k.encode()) for k in ("stream", "event", "graph", "exec")}
-    a = np.zeros(4)
-    s, ev = c.Stream(), c.Event()
-    g, _ = capture_add_one(c, fake, s, a)
-    e = g.instantiate()
-    assert fake.fake_cudart_live(b"exec") == base["exec"] + 1
-    for obj in (e, g, ev, s):
-        obj.close()
-        obj.close()  # idempotent
-    assert {k: fake.fake_cudart_live(k.encode()) for k in base} == base
-    with pytest.raises(ValueError):
-        e.launch(None)
-    # and collection without close() releases too
-    s2 = c.Stream()
-    g2, _ = capture_add_one(c, fake, s2, a)
-    e2 = g2.instantiate()
-    del e2, g2, s2
-    gc.collect()
-    assert {k: fake.fake_cudart_live(k.encode()) for k in base} == base
-
-
-def test_borrowed_stream_is_not_destroyed(cuda_mod, fake):
-    c = cuda_mod
-    owner = c.Stream()
-    borrowed = c.Stream.from_ptr(owner.ptr, owner)
-    before = fake.fake_cudart_live(b"stream")
-    borrowed.close()
-    del borrowed
-    assert fake.fake_cudart_live(b"stream") == before
-    owner.synchronize()
-
-
-def test_two_threads_launching_one_exec_are_serialized(cuda_mod, fake):
-    c = cuda_mod
-    a = np.zeros(4)
-    s = c.Stream()
-    g, _ = capture_add_one(c, fake, s, a)
-    e = g.instantiate()
-    errors = []
+def test_a_new_thread_gets_the_primary_context(cuda_mod, fake):
+    """The driver needs a current context per thread; the shim sets the primary one."""
+    out = {}
 
     def work():
         try:
-            for _ in range(200):
-                e.launch(s, 1)
-        except Exception as exc:  # pragma: no cover
-            errors.append(exc)
+            s = cuda_mod.Stream()
+            a = DeviceArray(np.zeros(4))
+            cuda_mod.launch_kernel(kernel(fake, "add_one"), 1, 4, [p(a), ctypes.c_int64(4)], stream=s)
+            s.synchronize()
+            out["a"] = a.host.tolist()
+        except Exception as e:  # reported below
+            out["error"] = e
 
-    ts = [threading.Thread(target=work) for _ in range(2)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    assert not errors
-    assert fake.fake_cudart_launch_count() == 400
-    np.testing.assert_array_equal(a, 400.0)
-
-
-# ---- loading failures (fresh processes: the shim binds once per process) ------------
-
-LOAD_SCRIPT = r"""
-from eagle import _cuda as c
-try:
-    print("LOADED", c.load())
-except c.CudaError as e:
-    print("STATUS", e.status, e.name)
-    print("DETAIL", e.detail)
-"""
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    assert out.get("a") == [1.0] * 4, out
+    assert fake.fake_cuda_counter(b"cuCtxSetCurrent") >= 1
 
 
-def test_missing_runtime_message(tmp_path, cuda_mod):
-    missing = tmp_path / "libcudart.so.99"
-    r = run_python(LOAD_SCRIPT, {"EAGLE_CUDA_RUNTIME": str(missing)})
+# ---- asynchronous streams, faults ---------------------------------------------------------
+
+def test_streams_run_asynchronously(cuda_mod, fake):
+    """Work queued on a stream has not run when the call returns (the stand-in's streams
+    are host threads), so code that forgets to order or synchronize sees stale data."""
+    a = DeviceArray(np.zeros(4))
+    s = cuda_mod.Stream()
+    cuda_mod.launch_kernel(kernel(fake, "slow_fill"), 1, 4,
+                           [p(a), ctypes.c_double(7.0), ctypes.c_int64(4), ctypes.c_int64(50000)],
+                           stream=s)
+    assert a.host.tolist() == [0.0] * 4
+    s.synchronize()
+    assert a.host.tolist() == [7.0] * 4
+
+
+def test_host_memory_given_to_a_kernel_faults_and_the_error_sticks(cuda_mod, fake):
+    h = np.zeros(4)
+    s = cuda_mod.Stream()
+    cuda_mod.launch_kernel(kernel(fake, "add_one"), 1, 4,
+                           [ctypes.c_uint64(h.ctypes.data), ctypes.c_int64(4)], stream=s)
+    with pytest.raises(cuda_mod.CudaError, match="CUDA_ERROR_ILLEGAL_ADDRESS") as info:
+        s.synchronize()
+    assert info.value.status == 700
+    assert not h.any()
+    # sticky: every later call fails with the same error, as after a real fault
+    with pytest.raises(cuda_mod.CudaError, match="CUDA_ERROR_ILLEGAL_ADDRESS"):
+        cuda_mod.Stream()
+    assert fake.fake_cuda_sticky() == 700
+
+
+def test_unknown_function_is_an_invalid_handle(cuda_mod, fake):
+    s = cuda_mod.Stream()
+    with pytest.raises(cuda_mod.CudaError, match="CUDA_ERROR_INVALID_HANDLE"):
+        cuda_mod.launch_kernel(ctypes.cast(fake.fake_cuda_reset, ctypes.c_void_p).value, 1, 1, [],
+                               stream=s)
+
+
+# ---- capture rules ---------------------------------------------------------------------
+
+def test_allocating_during_a_global_capture_invalidates_it(cuda_mod, fake):
+    c = cuda_mod
+    s = c.Stream()
+    s.begin_capture(c.CAPTURE_MODE_GLOBAL)
+    with pytest.raises(c.CudaError, match="CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"):
+        c.DeviceBuffer(64)
+    assert s.capture_status() == c.CAPTURE_STATUS_INVALIDATED
+    with pytest.raises(c.CudaError, match="CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"):
+        s.end_capture()
+    assert s.capture_status() == c.CAPTURE_STATUS_NONE
+    # relaxed mode (eagle's) allows it
+    s.begin_capture(c.CAPTURE_MODE_RELAXED)
+    c.DeviceBuffer(64).close()
+    assert s.capture_status() == c.CAPTURE_STATUS_ACTIVE
+    s.end_capture().close()
+
+
+def test_synchronizing_a_capturing_stream_invalidates_the_capture(cuda_mod, fake):
+    c = cuda_mod
+    s = c.Stream()
+    s.begin_capture(c.CAPTURE_MODE_RELAXED)
+    with pytest.raises(c.CudaError, match="CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"):
+        s.synchronize()
+    with pytest.raises(c.CudaError, match="INVALIDATED"):
+        s.end_capture()
+
+
+def test_legacy_stream_work_while_a_blocking_stream_captures(cuda_mod, fake):
+    c = cuda_mod
+    a = DeviceArray(np.zeros(4))
+    s = c.Stream(non_blocking=False)
+    s.begin_capture(c.CAPTURE_MODE_RELAXED)
+    with pytest.raises(c.CudaError, match="CUDA_ERROR_STREAM_CAPTURE_IMPLICIT"):
+        c.launch_kernel(kernel(fake, "add_one"), 1, 4, [p(a), ctypes.c_int64(4)], stream=None)
+    with pytest.raises(c.CudaError, match="INVALIDATED"):
+        s.end_capture()
+    # eagle's streams are non-blocking: the legacy stream does not touch their capture
+    s2 = c.Stream()
+    s2.begin_capture(c.CAPTURE_MODE_RELAXED)
+    c.launch_kernel(kernel(fake, "add_one"), 1, 4, [p(a), ctypes.c_int64(4)], stream=None)
+    s2.end_capture().close()
+
+
+def test_an_unjoined_side_stream_fails_the_capture(cuda_mod, fake):
+    c = cuda_mod
+    a, b = DeviceArray(np.zeros(4)), DeviceArray(np.zeros(4))
+    s0, s1 = c.Stream(), c.Stream()
+    ev = c.Event()
+    s0.begin_capture()
+    c.fork(s0, [s1], ev)
+    c.launch_kernel(kernel(fake, "add_one"), 1, 4, [p(a), ctypes.c_int64(4)], stream=s0)
+    c.launch_kernel(kernel(fake, "add_one"), 1, 4, [p(b), ctypes.c_int64(4)], stream=s1)
+    with pytest.raises(c.CudaError, match="CUDA_ERROR_STREAM_CAPTURE_UNJOINED"):
+        s0.end_capture()
+    assert s1.capture_status() == c.CAPTURE_STATUS_NONE
+
+
+def test_waiting_on_uncaptured_work_during_capture_is_isolation(cuda_mod, fake):
+    c = cuda_mod
+    s0, s1 = c.Stream(), c.Stream()
+    ev = c.Event()
+    ev.record(s1)
+    s0.begin_capture()
+    with pytest.raises(c.CudaError, match="CUDA_ERROR_STREAM_CAPTURE_ISOLATION"):
+        s0.wait_event(ev)
+    with pytest.raises(c.CudaError):
+        s0.end_capture()
+
+
+# ---- graphs: branches, update, parameters --------------------------------------------------
+
+def test_graph_branches_run_concurrently(cuda_mod, fake):
+    c = cuda_mod
+    t1, t2 = DeviceArray(np.zeros(2, dtype=np.int64)), DeviceArray(np.zeros(2, dtype=np.int64))
+    s0, s1 = c.Stream(), c.Stream()
+    ev, back = c.Event(), c.Event()
+    s0.begin_capture()
+    c.fork(s0, [s1], ev)
+    c.launch_kernel(kernel(fake, "stamp"), 1, 1, [p(t1), ctypes.c_int64(0)], stream=s0)
+    c.launch_kernel(kernel(fake, "stamp"), 1, 1, [p(t2), ctypes.c_int64(0)], stream=s1)
+    c.join(s0, [s1], [back])
+    g = s0.end_capture()
+    e = g.instantiate()
+    e.launch(s0, 1)
+    s0.synchronize()
+    (a0, a1), (b0, b1) = t1.host.tolist(), t2.host.tolist()
+    assert a0 < b1 and b0 < a1, "independent branches of a graph ran one after the other"
+
+
+def test_update_keeps_its_graphs_and_retune_keeps_the_new_arguments(cuda_mod, fake):
+    c = cuda_mod
+    a, b = DeviceArray(np.zeros(8)), DeviceArray(np.zeros(8))
+    s = c.Stream()
+    g1, node = capture_add_one(c, fake, s, a)
+    e = g1.instantiate()
+    e.add_sized_kernel(node, 2, 1, "int64", per_block=4)
+    g2, _ = capture_add_one(c, fake, s, b)
+    e.update(g2)
+    del g1, g2
+    gc.collect()
+    e.set_logical_size(3)  # the registered node belongs to g1: still alive
+    e.launch(s, 1)
+    s.synchronize()
+    assert a.host.tolist() == [0.0] * 8, "retune brought the pre-update arguments back"
+    assert b.host.tolist() == [1.0] * 3 + [0.0] * 5
+    e.close()
+
+
+def test_sized_kernel_parameters_are_checked_against_the_kernel(cuda_mod, fake):
+    c = cuda_mod
+    a = DeviceArray(np.zeros(8))
+    s = c.Stream()
+    g, node = capture_add_one(c, fake, s, a)
+    e = g.instantiate()
+    with pytest.raises(TypeError, match=r"takes 2 parameter\(s\) \(sizes \[8, 8\]\), eagle was told 3"):
+        e.add_sized_kernel(node, 3, 1, "int64")
+    with pytest.raises(TypeError, match="is 8 bytes wide, eagle was told int32"):
+        e.add_sized_kernel(node, 2, 1, "int32")
+    assert e.n_sized_kernels == 0
+    e.add_sized_kernel(node, 2, 1, "int64")
+    assert e.n_sized_kernels == 1
+
+
+def test_a_32_bit_size_parameter_is_patched_with_4_bytes(cuda_mod, fake):
+    c = cuda_mod
+    a = DeviceArray(np.zeros(8))
+    s = c.Stream()
+    s.begin_capture()
+    c.launch_kernel(kernel(fake, "add_one_i32"), 2, 4, [p(a), ctypes.c_int32(8)], stream=s)
+    node = s.last_node()
+    e = s.end_capture().instantiate()
+    e.add_sized_kernel(node, 2, 1, "int32", arg_sizes=[8, 4])
+    e.set_logical_size(5)
+    e.launch(s, 1)
+    s.synchronize()
+    assert a.host.tolist() == [1.0] * 5 + [0.0] * 3
+
+
+def test_close_destroys_everything_and_reports_the_first_error(cuda_mod, fake, backend_graph):
+    g = backend_graph
+    base = {k: fake.fake_cuda_live(k.encode()) for k in ("stream", "event", "exec")}
+    assert base["exec"] >= 1
+    fake.fake_cuda_fail_next(b"cuGraphExecDestroy", 1, 999)
+    with pytest.raises(cuda_mod.CudaError, match="CUDA_ERROR_UNKNOWN"):
+        g._backend.close()
+    after = {k: fake.fake_cuda_live(k.encode()) for k in base}
+    assert after["stream"] < base["stream"] and after["event"] < base["event"]
+
+
+@pytest.fixture
+def backend_graph(cuda_mod, fake):
+    import eagle
+    from eagle.graph import SIZE, cuda_kernel
+    a = DeviceArray(np.zeros(4))
+    g = eagle.Graph()
+    g.add_node(cuda_kernel((kernel(fake, "add_one"), 2), (a, SIZE), writes={"a": a}, block=4), name="k")
+    g.build()
+    return g
+
+
+# ---- eagle's CUDA C source, emulated -------------------------------------------------------
+
+def test_emulated_partition_kernels_match_numpy(cuda_mod, fake):
+    """eagle_part_count + eagle_part_scan (one block of 1024 threads, __syncthreads,
+    __shared__) over random keys: the offsets are NumPy's exclusive scan in
+    bucket-major order."""
+    c = cuda_mod
+    rng = np.random.default_rng(7)
+    n, n_keys, chunk = 5000, 3, 2
+    keys = DeviceArray(rng.integers(-1, n_keys + 1, size=n).astype(np.int64))
+    used = -(-n // chunk)
+    c_cap = used
+    counts = DeviceArray(np.zeros((n_keys + 1) * c_cap, dtype=np.int64))
+    size = DeviceArray(np.array([n], dtype=np.int64))
+    g = DeviceArray(np.zeros(5, dtype=np.int64))
+    st = DeviceArray(np.zeros(2, dtype=np.int64))
+    count_fn = fake.fake_cuda_module_function(b"eagle_part_count")
+    scan_fn = fake.fake_cuda_module_function(b"eagle_part_scan")
+    assert count_fn and scan_fn
+    assert c.kernel_param_sizes(count_fn) == [8] * 8
+    s = c.Stream()
+    i64 = ctypes.c_int64
+    c.launch_kernel(count_fn, -(-used // 128), 128,
+                    [p(keys), i64(8), i64(2), i64(n_keys), i64(chunk), i64(c_cap), p(counts), p(size)],
+                    stream=s)
+    s.synchronize()
+    k = keys.host.copy()
+    bucket = np.where((k >= 0) & (k < n_keys), k, n_keys)
+    want = np.zeros((n_keys + 1, c_cap), dtype=np.int64)
+    np.add.at(want, (bucket, np.arange(n) // chunk), 1)
+    np.testing.assert_array_equal(counts.host.reshape(n_keys + 1, c_cap), want)
+    c.launch_kernel(scan_fn, 1, 1024,
+                    [p(counts), i64(n_keys), i64(c_cap), i64(chunk), p(size), p(g), p(st),
+                     ctypes.c_uint64(0), i64(2), i64(1), ctypes.c_double(0.0)], stream=s)
+    s.synchronize()
+    flat = want.reshape(-1)
+    np.testing.assert_array_equal(counts.host, np.concatenate([[0], np.cumsum(flat)[:-1]]))
+    assert st.host.tolist() == [1, 0 if (bucket == n_keys).any() else 1]
+
+
+def test_the_kernels_compile_for_a_gpu_with_nvcc(tmp_path):
+    nvcc = shutil.which("nvcc") or str(CUDA_HOME / "bin" / "nvcc")
+    if not Path(nvcc).exists():
+        pytest.skip("nvcc not found")
+    src = ROOT / "eagle" / "cuda" / "kernels" / "partition.cu"
+    r = subprocess.run([nvcc, "-arch=sm_90", "-cubin", "-o", str(tmp_path / "p.cubin"), str(src)],
+                       capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    assert "STATUS -1 eagleCudaErrorNotLoaded" in r.stdout
-    assert f"no CUDA runtime library found (tried EAGLE_CUDA_RUNTIME={missing}" in r.stdout
 
 
-def test_runtime_without_device_message(fake_cudart_path, cuda_mod):
-    r = run_python(LOAD_SCRIPT, {"EAGLE_CUDA_RUNTIME": fake_cudart_path, "FAKE_CUDART_DEVICES": "0"})
-    assert "STATUS 100 cudaErrorNoDevice" in r.stdout, r.stdout + r.stderr
-    assert (f"CUDA runtime {fake_cudart_path} found but no GPU/driver usable "
-            "(cudaGetDeviceCount -> cudaErrorNoDevice: no CUDA-capable device is detected)") in r.stdout
-    r = run_python(LOAD_SCRIPT, {"EAGLE_CUDA_RUNTIME": fake_cudart_path, "FAKE_CUDART_NO_DRIVER": "1"})
-    assert "cudaGetDeviceCount -> cudaErrorInsufficientDriver" in r.stdout, r.stdout + r.stderr
-
-
-def test_default_lookup_reports_what_happened(cuda_mod):
-    """Without EAGLE_CUDA_RUNTIME: either a runtime is bound, or the message
-    says which of the two failures happened (and what was tried)."""
-    r = run_python(LOAD_SCRIPT, {})
-    assert r.returncode == 0, r.stderr
-    out = r.stdout
-    if out.startswith("LOADED"):
-        return
-    assert ("no CUDA runtime library found (tried already-loaded libcudart.so*, "
-            "libcudart.so.13, libcudart.so.12, libcudart.so)" in out
-            or "found but no GPU/driver usable (cudaGetDeviceCount -> " in out), out
-
-
-@pytest.mark.skipif(not (CUDA_HOME / "lib64" / "libcudart.so.13").exists()
-                    and not (CUDA_HOME / "lib64" / "libcudart.so.12").exists(),
-                    reason="no real libcudart in CUDA_HOME/lib64")
-def test_real_runtime_binds_every_symbol(cuda_mod):
-    """The real runtime exports every symbol the shim needs (only the device
-    check may fail on a machine without a GPU)."""
-    lib = next(p for p in (CUDA_HOME / "lib64" / "libcudart.so.13", CUDA_HOME / "lib64" / "libcudart.so.12")
-               if p.exists())
-    r = run_python(LOAD_SCRIPT, {"EAGLE_CUDA_RUNTIME": str(lib)})
-    assert r.returncode == 0, r.stderr
-    assert "LOADED" in r.stdout or "found but no GPU/driver usable" in r.stdout, r.stdout
-
-
-# ---- ABI of the shim's declarations against the real headers ----------------------
+# ---- declarations against the real header ---------------------------------------------------
 
 ABI_CHECK = r"""
 #include <stddef.h>
 #include <stdio.h>
 #include <cuda.h>
-#include <cuda_runtime_api.h>
 #include "eagle/cuda_shim.h"
 
 #define SAME_SIZE(a, b) if (sizeof(a) != sizeof(b)) { printf("size %s %zu != %s %zu\n", #a, sizeof(a), #b, sizeof(b)); bad++; }
@@ -481,32 +426,10 @@ ABI_CHECK = r"""
 
 int main(void) {
     int bad = 0;
-    SAME_SIZE(eagle_dim3, dim3);
-    SAME_OFF(eagle_dim3, dim3, x, x); SAME_OFF(eagle_dim3, dim3, y, y); SAME_OFF(eagle_dim3, dim3, z, z);
-    SAME_SIZE(eagle_cudaStream_t, cudaStream_t); SAME_SIZE(eagle_cudaEvent_t, cudaEvent_t);
-    SAME_SIZE(eagle_cudaGraph_t, cudaGraph_t); SAME_SIZE(eagle_cudaGraphExec_t, cudaGraphExec_t);
-    SAME_SIZE(eagle_cudaGraphNode_t, cudaGraphNode_t);
-    SAME_SIZE(eagle_cudaKernelNodeParams, struct cudaKernelNodeParams);
-    SAME_OFF(eagle_cudaKernelNodeParams, struct cudaKernelNodeParams, func, func);
-    SAME_OFF(eagle_cudaKernelNodeParams, struct cudaKernelNodeParams, gridDim, gridDim);
-    SAME_OFF(eagle_cudaKernelNodeParams, struct cudaKernelNodeParams, blockDim, blockDim);
-    SAME_OFF(eagle_cudaKernelNodeParams, struct cudaKernelNodeParams, sharedMemBytes, sharedMemBytes);
-    SAME_OFF(eagle_cudaKernelNodeParams, struct cudaKernelNodeParams, kernelParams, kernelParams);
-    SAME_OFF(eagle_cudaKernelNodeParams, struct cudaKernelNodeParams, extra, extra);
-    SAME_SIZE(eagle_cudaGraphInstantiateParams, cudaGraphInstantiateParams);
-    SAME_OFF(eagle_cudaGraphInstantiateParams, cudaGraphInstantiateParams, flags, flags);
-    SAME_OFF(eagle_cudaGraphInstantiateParams, cudaGraphInstantiateParams, uploadStream, uploadStream);
-    SAME_OFF(eagle_cudaGraphInstantiateParams, cudaGraphInstantiateParams, errNode_out, errNode_out);
-    SAME_OFF(eagle_cudaGraphInstantiateParams, cudaGraphInstantiateParams, result_out, result_out);
-    SAME_SIZE(((eagle_cudaGraphInstantiateParams *)0)->result_out, cudaGraphInstantiateResult);
-    SAME_SIZE(eagle_cudaGraphExecUpdateResultInfo, cudaGraphExecUpdateResultInfo);
-    SAME_OFF(eagle_cudaGraphExecUpdateResultInfo, cudaGraphExecUpdateResultInfo, result, result);
-    SAME_OFF(eagle_cudaGraphExecUpdateResultInfo, cudaGraphExecUpdateResultInfo, errorNode, errorNode);
-    SAME_OFF(eagle_cudaGraphExecUpdateResultInfo, cudaGraphExecUpdateResultInfo, errorFromNode, errorFromNode);
-    SAME_SIZE(eagle_cudaGraphEdgeData, cudaGraphEdgeData);
-    SAME_OFF(eagle_cudaGraphEdgeData, cudaGraphEdgeData, from_port, from_port);
-    SAME_OFF(eagle_cudaGraphEdgeData, cudaGraphEdgeData, to_port, to_port);
-    SAME_OFF(eagle_cudaGraphEdgeData, cudaGraphEdgeData, type, type);
+    SAME_SIZE(eagle_cudaStream_t, CUstream); SAME_SIZE(eagle_cudaEvent_t, CUevent);
+    SAME_SIZE(eagle_cudaGraph_t, CUgraph); SAME_SIZE(eagle_cudaGraphExec_t, CUgraphExec);
+    SAME_SIZE(eagle_cudaGraphNode_t, CUgraphNode); SAME_SIZE(eagle_CUfunction, CUfunction);
+    SAME_SIZE(eagle_CUdeviceptr, CUdeviceptr);
     SAME_SIZE(eagle_CUDA_KERNEL_NODE_PARAMS_v2, CUDA_KERNEL_NODE_PARAMS_v2);
     SAME_OFF(eagle_CUDA_KERNEL_NODE_PARAMS_v2, CUDA_KERNEL_NODE_PARAMS_v2, func, func);
     SAME_OFF(eagle_CUDA_KERNEL_NODE_PARAMS_v2, CUDA_KERNEL_NODE_PARAMS_v2, gridDimX, gridDimX);
@@ -516,22 +439,50 @@ int main(void) {
     SAME_OFF(eagle_CUDA_KERNEL_NODE_PARAMS_v2, CUDA_KERNEL_NODE_PARAMS_v2, extra, extra);
     SAME_OFF(eagle_CUDA_KERNEL_NODE_PARAMS_v2, CUDA_KERNEL_NODE_PARAMS_v2, kern, kern);
     SAME_OFF(eagle_CUDA_KERNEL_NODE_PARAMS_v2, CUDA_KERNEL_NODE_PARAMS_v2, ctx, ctx);
-    SAME_SIZE(int, enum cudaStreamCaptureMode); SAME_SIZE(int, enum cudaStreamCaptureStatus);
-    SAME_SIZE(int, cudaError_t); SAME_SIZE(int, CUresult);
-    SAME_VAL(EAGLE_CUDA_CAPTURE_MODE_GLOBAL, cudaStreamCaptureModeGlobal);
-    SAME_VAL(EAGLE_CUDA_CAPTURE_MODE_THREAD_LOCAL, cudaStreamCaptureModeThreadLocal);
-    SAME_VAL(EAGLE_CUDA_CAPTURE_MODE_RELAXED, cudaStreamCaptureModeRelaxed);
-    SAME_VAL(EAGLE_CUDA_CAPTURE_STATUS_NONE, cudaStreamCaptureStatusNone);
-    SAME_VAL(EAGLE_CUDA_CAPTURE_STATUS_ACTIVE, cudaStreamCaptureStatusActive);
-    SAME_VAL(EAGLE_CUDA_CAPTURE_STATUS_INVALIDATED, cudaStreamCaptureStatusInvalidated);
-    SAME_VAL(EAGLE_CUDA_STREAM_NON_BLOCKING, cudaStreamNonBlocking);
-    SAME_VAL(EAGLE_CUDA_EVENT_DISABLE_TIMING, cudaEventDisableTiming);
-    SAME_VAL(EAGLE_CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, cudaGraphInstantiateFlagUpload);
-    SAME_VAL(EAGLE_CUDA_ERR_INVALID_VALUE, cudaErrorInvalidValue);
-    SAME_VAL(EAGLE_CUDA_ERR_INVALID_DEVICE_FUNCTION, cudaErrorInvalidDeviceFunction);
-    SAME_VAL(EAGLE_CUDA_ERR_NO_DEVICE, cudaErrorNoDevice);
-    SAME_VAL(EAGLE_CUDA_ERR_NOT_SUPPORTED, cudaErrorNotSupported);
-    SAME_VAL(0, cudaDriverEntryPointSuccess);
+    SAME_SIZE(eagle_CUDA_GRAPH_INSTANTIATE_PARAMS, CUDA_GRAPH_INSTANTIATE_PARAMS);
+    SAME_OFF(eagle_CUDA_GRAPH_INSTANTIATE_PARAMS, CUDA_GRAPH_INSTANTIATE_PARAMS, flags, flags);
+    SAME_OFF(eagle_CUDA_GRAPH_INSTANTIATE_PARAMS, CUDA_GRAPH_INSTANTIATE_PARAMS, hUploadStream, hUploadStream);
+    SAME_OFF(eagle_CUDA_GRAPH_INSTANTIATE_PARAMS, CUDA_GRAPH_INSTANTIATE_PARAMS, hErrNode_out, hErrNode_out);
+    SAME_OFF(eagle_CUDA_GRAPH_INSTANTIATE_PARAMS, CUDA_GRAPH_INSTANTIATE_PARAMS, result_out, result_out);
+    SAME_SIZE(((eagle_CUDA_GRAPH_INSTANTIATE_PARAMS *)0)->result_out, CUgraphInstantiateResult);
+    SAME_SIZE(eagle_CUgraphExecUpdateResultInfo, CUgraphExecUpdateResultInfo);
+    SAME_OFF(eagle_CUgraphExecUpdateResultInfo, CUgraphExecUpdateResultInfo, result, result);
+    SAME_OFF(eagle_CUgraphExecUpdateResultInfo, CUgraphExecUpdateResultInfo, errorNode, errorNode);
+    SAME_OFF(eagle_CUgraphExecUpdateResultInfo, CUgraphExecUpdateResultInfo, errorFromNode, errorFromNode);
+    SAME_SIZE(eagle_CUgraphEdgeData, CUgraphEdgeData);
+    SAME_OFF(eagle_CUgraphEdgeData, CUgraphEdgeData, from_port, from_port);
+    SAME_OFF(eagle_CUgraphEdgeData, CUgraphEdgeData, to_port, to_port);
+    SAME_OFF(eagle_CUgraphEdgeData, CUgraphEdgeData, type, type);
+    SAME_SIZE(eagle_CUDA_CONDITIONAL_NODE_PARAMS, CUDA_CONDITIONAL_NODE_PARAMS);
+    SAME_OFF(eagle_CUDA_CONDITIONAL_NODE_PARAMS, CUDA_CONDITIONAL_NODE_PARAMS, handle, handle);
+    SAME_OFF(eagle_CUDA_CONDITIONAL_NODE_PARAMS, CUDA_CONDITIONAL_NODE_PARAMS, type, type);
+    SAME_OFF(eagle_CUDA_CONDITIONAL_NODE_PARAMS, CUDA_CONDITIONAL_NODE_PARAMS, size, size);
+    SAME_OFF(eagle_CUDA_CONDITIONAL_NODE_PARAMS, CUDA_CONDITIONAL_NODE_PARAMS, phGraph_out, phGraph_out);
+    SAME_OFF(eagle_CUDA_CONDITIONAL_NODE_PARAMS, CUDA_CONDITIONAL_NODE_PARAMS, ctx, ctx);
+    SAME_SIZE(eagle_CUgraphNodeParams, CUgraphNodeParams);
+    SAME_OFF(eagle_CUgraphNodeParams, CUgraphNodeParams, type, type);
+    SAME_OFF(eagle_CUgraphNodeParams, CUgraphNodeParams, u.conditional, conditional);
+    SAME_OFF(eagle_CUgraphNodeParams, CUgraphNodeParams, reserved2, reserved2);
+    SAME_SIZE(int, CUresult); SAME_SIZE(int, CUstreamCaptureMode); SAME_SIZE(int, CUstreamCaptureStatus);
+    SAME_VAL(EAGLE_CUDA_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    SAME_VAL(EAGLE_CUDA_CAPTURE_MODE_THREAD_LOCAL, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    SAME_VAL(EAGLE_CUDA_CAPTURE_MODE_RELAXED, CU_STREAM_CAPTURE_MODE_RELAXED);
+    SAME_VAL(EAGLE_CUDA_CAPTURE_STATUS_NONE, CU_STREAM_CAPTURE_STATUS_NONE);
+    SAME_VAL(EAGLE_CUDA_CAPTURE_STATUS_ACTIVE, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    SAME_VAL(EAGLE_CUDA_CAPTURE_STATUS_INVALIDATED, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+    SAME_VAL(EAGLE_CUDA_STREAM_NON_BLOCKING, CU_STREAM_NON_BLOCKING);
+    SAME_VAL(EAGLE_CUDA_EVENT_DISABLE_TIMING, CU_EVENT_DISABLE_TIMING);
+    SAME_VAL(EAGLE_CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD);
+    SAME_VAL(EAGLE_CUDA_GRAPH_NODE_TYPE_CONDITIONAL, CU_GRAPH_NODE_TYPE_CONDITIONAL);
+    SAME_VAL(EAGLE_CUDA_GRAPH_COND_TYPE_WHILE, CU_GRAPH_COND_TYPE_WHILE);
+    SAME_VAL(EAGLE_CUDA_GRAPH_COND_ASSIGN_DEFAULT, CU_GRAPH_COND_ASSIGN_DEFAULT);
+    SAME_VAL(EAGLE_CUDA_ERR_INVALID_VALUE, CUDA_ERROR_INVALID_VALUE);
+    SAME_VAL(EAGLE_CUDA_ERR_NO_DEVICE, CUDA_ERROR_NO_DEVICE);
+    SAME_VAL(EAGLE_CUDA_ERR_NOT_FOUND, CUDA_ERROR_NOT_FOUND);
+    SAME_VAL(EAGLE_CUDA_ERR_NOT_SUPPORTED, CUDA_ERROR_NOT_SUPPORTED);
+    SAME_VAL(EAGLE_CUDA_ERR_CAPTURE_INVALIDATED, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    SAME_VAL(0, CU_GET_PROC_ADDRESS_SUCCESS);
+    SAME_VAL(0, CU_GET_PROC_ADDRESS_DEFAULT);
     if (bad) return 1;
     printf("ABI OK\n");
     return 0;
@@ -539,23 +490,22 @@ int main(void) {
 """
 
 
-@pytest.mark.skipif(not CUDA_HEADER.exists(), reason=f"no CUDA headers at {CUDA_HEADER}")
+@pytest.mark.skipif(not CUDA_H.exists(), reason=f"no CUDA headers at {CUDA_H}")
 @pytest.mark.parametrize("lang", ["c", "c++"])
-def test_shim_declarations_match_real_cuda_headers(tmp_path, lang):
+def test_shim_declarations_match_the_driver_header(tmp_path, lang):
     cc = shutil.which("cc" if lang == "c" else "c++")
     if cc is None:
         pytest.skip(f"no {lang} compiler")
     src = tmp_path / ("abi.c" if lang == "c" else "abi.cpp")
     src.write_text(ABI_CHECK)
     exe = tmp_path / "abi"
-    # both headers in one translation unit: the eagle_ names must not clash
     subprocess.run([cc, "-Wall", "-I", str(INCLUDE), "-I", str(CUDA_HOME / "include"),
                     str(src), "-o", str(exe)], check=True)
     r = subprocess.run([str(exe)], capture_output=True, text=True)
     assert r.returncode == 0 and "ABI OK" in r.stdout, r.stdout
 
 
-# ---- the C++ face against the stand-in ------------------------------------------------
+# ---- the C++ face ------------------------------------------------------------------------
 
 CPP_FACE = r"""
 #define EAGLE_CUDA_SHIM_IMPLEMENTATION
@@ -564,18 +514,24 @@ CPP_FACE = r"""
 #include <dlfcn.h>
 
 typedef void (*Signature)(double*, long long);  // the stand-in kernel's parameter types
+typedef void (*WrongSignature)(double*, int);
 
 int main(int, char** argv) {
     void* lib = dlopen(argv[1], RTLD_NOW);
-    void* addOne = dlsym(lib, "fake_kernel_add_one");
-    long (*launches)(void) = (long (*)(void))dlsym(lib, "fake_cudart_launch_count");
-    double buf[8] = {0}, buf2[8] = {0};
-    double* p = buf; double* p2 = buf2;
-    long long n = 8;
-    void* args[] = {&p, &n};
-    void* args2[] = {&p2, &n};
-    eagle_dim3 grid = {2, 1, 1}, block = {4, 1, 1};
+    void* (*kernelOf)(const char*) = (void* (*)(const char*))dlsym(lib, "fake_cuda_kernel");
+    long (*launches)(void) = (long (*)(void))dlsym(lib, "fake_cuda_launch_count");
+    void* addOne = kernelOf("add_one");
     try {
+        void *d1 = nullptr, *d2 = nullptr;
+        eagle::cuda::detail::check(eagle_cuda_malloc(&d1, 8 * sizeof(double)), "malloc");
+        eagle::cuda::detail::check(eagle_cuda_malloc(&d2, 8 * sizeof(double)), "malloc");
+        double* buf = static_cast<double*>(d1);   // the stand-in's device memory is host-visible
+        double* buf2 = static_cast<double*>(d2);
+        for (int i = 0; i < 8; ++i) buf[i] = buf2[i] = 0;
+        long long n = 8;
+        void* args[] = {&buf, &n};
+        void* args2[] = {&buf2, &n};
+        eagle_dim3 grid = {2, 1, 1}, block = {4, 1, 1};
         eagle::cuda::Stream stream;
         eagle::cuda::Graph graph;
         graph.stream(stream.cuda());
@@ -610,6 +566,20 @@ int main(int, char** argv) {
         l2.synchronize();
         std::printf("two %g %g %g %g\n", buf[0], buf[2], buf2[0], buf2[2]);
 
+        // a wrong signature: the driver's parameter sizes refuse it
+        try {
+            eagle::cuda::Graph bad;
+            eagle::cuda::StreamCapturer c(stream.cuda());
+            c.begin();
+            eagle::cuda::detail::check(eagle_cuda_launch_kernel(addOne, grid, block, args, 0, stream.cuda()), "launch");
+            auto nd = c.lastNode();
+            bad.addNode(eagle::cuda::CapturedGraph{ c.end() });
+            bad.sizedKernel(nd, (WrongSignature) nullptr, 1);
+            std::printf("wrong-signature accepted\n");
+        } catch (const eagle::cuda::Error& e) {
+            std::printf("wrong-signature %s\n", e.name().c_str());
+        }
+
         // an exception inside a capture scope: the capture is ended
         try {
             eagle::cuda::StreamCapturer c(stream.cuda());
@@ -636,26 +606,25 @@ int main(int, char** argv) {
 """
 
 
-def test_cpp_face_against_standin(tmp_path, fake_cudart_path, cuda_mod):
+def test_cpp_face_against_standin(tmp_path, fake_libcuda_path, cuda_mod):
     cxx = shutil.which("c++") or shutil.which("g++")
     if cxx is None:
         pytest.skip("no C++ compiler")
     src = tmp_path / "face.cpp"
     src.write_text(CPP_FACE)
     exe = tmp_path / "face"
-    subprocess.run([cxx, "-std=c++17", "-Wall", "-Wextra", "-I", str(INCLUDE), str(src), "-o", str(exe), "-ldl",
-                    "-lpthread"], check=True)
-    env = dict(os.environ, EAGLE_CUDA_RUNTIME=fake_cudart_path)
-    r = subprocess.run([str(exe), fake_cudart_path], capture_output=True, text=True, env=env)
+    subprocess.run([cxx, "-std=c++17", "-Wall", "-Wextra", "-I", str(INCLUDE), str(src), "-o", str(exe),
+                    "-ldl", "-lpthread"], check=True)
+    env = dict(os.environ, EAGLE_LIBCUDA=fake_libcuda_path)
+    r = subprocess.run([str(exe), fake_libcuda_path], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     lines = r.stdout.splitlines()
     assert lines[0] == "single 4 4 3 4"       # 3 full replays, then 1 retuned to 5 samples
     assert lines[1] == "two 6 4 2 0"          # both graphs, 2 replays of 2 samples each
-    assert lines[2] == "capturing-after-throw 0"
-    assert lines[3] == "error cudaErrorIllegalState"
+    assert lines[2] == "wrong-signature eagleCudaErrorBadArgument"
+    assert lines[3] == "capturing-after-throw 0"
+    assert lines[4] == "error CUDA_ERROR_INVALID_VALUE"
 
-
-# ---- the seed page's C++ example --------------------------------------------------------
 
 EXAMPLE = ROOT / "csrc" / "examples" / "seed_add_one.cu"
 
@@ -667,7 +636,7 @@ def seed_example_binary(tmp_path_factory):
         pytest.skip("nvcc not found")
     exe = tmp_path_factory.mktemp("seed") / "seed_add_one"
     r = subprocess.run([nvcc, "-std=c++17", "-I", str(INCLUDE), str(EXAMPLE), "-o", str(exe)],
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     return exe
 
@@ -680,6 +649,44 @@ def test_seed_example_compiles_with_nvcc(seed_example_binary):
 def test_seed_example_runs_on_gpu(seed_example_binary):
     if shutil.which("nvidia-smi") is None or subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode:
         pytest.skip("no NVIDIA GPU")
-    r = subprocess.run([str(seed_example_binary)], capture_output=True, text=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if k != "EAGLE_LIBCUDA"}
+    r = subprocess.run([str(seed_example_binary)], capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.startswith("ok:")
+
+
+def test_memcpy_and_memset_nodes_replay(cuda_mod, fake, fake_libcuda_path):
+    """Copies and memsets issued during capture become graph nodes (the driver's own
+    entry points, fetched with cuGetProcAddress as the shim does)."""
+    c = cuda_mod
+    lib = ctypes.CDLL(fake_libcuda_path)
+    getproc = lib.cuGetProcAddress_v2
+    getproc.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int,
+                        ctypes.c_uint64, ctypes.POINTER(ctypes.c_int)]
+
+    def entry(name, *argtypes):
+        fn, status = ctypes.c_void_p(), ctypes.c_int()
+        assert getproc(name, ctypes.byref(fn), 13000, 0, ctypes.byref(status)) == 0
+        return ctypes.CFUNCTYPE(ctypes.c_int, *argtypes)(fn.value)
+
+    memcpy = entry(b"cuMemcpyAsync", ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p)
+    memset = entry(b"cuMemsetD8Async", ctypes.c_uint64, ctypes.c_ubyte, ctypes.c_size_t, ctypes.c_void_p)
+    src, dst = DeviceArray(np.arange(8, dtype=np.uint8)), DeviceArray(np.zeros(8, dtype=np.uint8))
+    addr = lambda a: a.__cuda_array_interface__["data"][0]
+    s = c.Stream()
+    s.begin_capture()
+    assert memcpy(addr(dst), addr(src), 8, ctypes.c_void_p(s.ptr)) == 0
+    assert memset(addr(dst) + 6, 255, 2, ctypes.c_void_p(s.ptr)) == 0
+    h = np.zeros(8, dtype=np.uint8)
+    # a copy from host memory cannot be a node of the stand-in's graphs: the capture breaks
+    assert memcpy(addr(dst), h.ctypes.data, 8, ctypes.c_void_p(s.ptr)) == 1
+    with pytest.raises(c.CudaError, match="INVALIDATED"):
+        s.end_capture()
+    s.begin_capture()
+    memcpy(addr(dst), addr(src), 8, ctypes.c_void_p(s.ptr))
+    memset(addr(dst) + 6, 255, 2, ctypes.c_void_p(s.ptr))
+    g = s.end_capture()
+    assert len(g.nodes()) == 2 and dst.host.tolist() == [0] * 8
+    g.instantiate().launch(s, 1)
+    s.synchronize()
+    assert dst.host.tolist() == [0, 1, 2, 3, 4, 5, 255, 255]

@@ -32,8 +32,8 @@ extern "C" __global__ void touch(double *t, const long long *n) {
 
 @pytest.fixture(autouse=True)
 def real_runtime(cupy):
-    from eagle import _cuda
-    if _cuda.is_loaded() and "fake_cudart" in _cuda.library():
+    from eagle.cuda import _shim as _cuda
+    if _cuda.is_loaded() and "fake_libcuda" in _cuda.library() or "EAGLE_LIBCUDA" in __import__("os").environ:
         pytest.skip("eagle's CUDA shim is bound to the CPU stand-in in this process (tests/cuda "
                     "ran first); run tests/gpu in a process of its own")
     yield
@@ -69,7 +69,7 @@ def cpu_graph(alive, life, x, **policy):
 
 
 def gpu_graph(cupy, kernels, alive, life, x, touch=None, **policy):
-    from eagle._cuda_kernel import SIZE_PTR, cuda_kernel
+    from eagle.cuda.kernel_nodes import SIZE_PTR, cuda_kernel
     step, touch_k = kernels
     da, dl, dx = cupy.asarray(alive), cupy.asarray(life), cupy.asarray(x)
     g = eagle.Graph()
@@ -125,12 +125,15 @@ def test_device_count_drives_the_next_replay(cupy, kernels):
     assert gg.logical_size == sizes[4] == int(node.count.get()[0])
 
 
-@pytest.mark.parametrize("check_every", [1, 64])
-def test_launch_until_done(cupy, kernels, check_every):
+@pytest.mark.parametrize("mode", ["device", "host"])
+def test_launch_until_done(cupy, kernels, mode):
+    from eagle.cuda import _shim as _cuda
+    if mode == "device" and not _cuda.has("conditional"):
+        pytest.skip(f"conditional nodes need a 12.4 driver, this one is {_cuda.driver_version()}")
     host = initial_state(50_000, 9, max_life=40)
     gc_, cpu = cpu_graph(*(a.copy() for a in host))
     gg, gpu, node = gpu_graph(cupy, kernels, *host)
-    gg._backend.until_done_check_every = check_every
+    gg._backend.until_done_mode = mode
     assert gg.launch_until_done(1000) == gc_.launch_until_done(1000) == 40
     assert gg.logical_size == 0
     assert_same(cpu, gpu)
@@ -153,3 +156,28 @@ def test_reorder_equals_the_cpu_backend(cupy):
     kg[7] = n_keys + 1
     with pytest.raises(ValueError, match="outside"):
         gg.launch(1)
+
+
+COUNT_SRC = r"""
+extern "C" __global__ void bump(unsigned long long *c) { if (threadIdx.x == 0) c[0] += 1; }
+"""
+
+
+@pytest.mark.parametrize("mode", ["device", "host"])
+def test_launch_until_done_runs_no_replay_past_the_end(cupy, kernels, mode):
+    """A kernel captured inside an opaque node counts the replays that ran: exactly the
+    ones that started with live samples (no overshoot), on the WHILE node and the host loop."""
+    from eagle.cuda import _shim as _cuda
+    if mode == "device" and not _cuda.has("conditional"):
+        pytest.skip(f"conditional nodes need a 12.4 driver, this one is {_cuda.driver_version()}")
+    bump = cupy.RawKernel(COUNT_SRC, "bump")
+    counter = cupy.zeros(1, dtype=cupy.uint64)
+    host = initial_state(20_000, 4, max_life=30)
+    gg, gpu, node = gpu_graph(cupy, kernels, *host)
+    gg.add_node(opaque(lambda: bump((1,), (32,), (counter,)), writes={"c": counter}), name="bump")
+    gg.build()
+    gg._backend.until_done_mode = mode
+    done = gg.launch_until_done(10_000)
+    assert done == 30 == int(counter.get()[0])
+    assert gg.launch_until_done(10) == 0 and int(counter.get()[0]) == 30
+    assert gg._backend.until_done_fallback is None

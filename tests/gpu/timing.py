@@ -14,9 +14,18 @@ the launch queue (no waiting on the GPU: the per-replay host overhead), *wall*
 is issue plus waiting for a long run (whichever of host or device is slower).
 Then ``set_logical_size`` (patches the instantiated graph) against re-capture
 plus instantiate (``g.build()``, and CuPy's capture + end_capture).
+Then, each as a ratio measured in this run: ``torch.cuda.CUDAGraph.replay()`` of
+the same kernels; ``launch_until_done`` as one conditional WHILE node on the
+device against the replay-by-replay host loop; the seed page's graph with CuPy
+arrays against its CuPy code run eagerly; compaction and reorder against the CPU
+backend (results checked equal). Every line names the GPU. With
+EAGLE_TIMING_JSON=path the numbers are also written there.
 Ratios are what to read; single numbers on shared machines are noisy.
-Total runtime: a few seconds.
+Total runtime: well under a minute on an H200.
 """
+import json
+import os
+from pathlib import Path
 import sys
 import time
 
@@ -29,12 +38,12 @@ except Exception as exc:  # pragma: no cover
     sys.exit(0)
 
 import eagle
-from eagle import _cuda
+from eagle.cuda import _shim as _cuda
 
 try:
     from eagle.graph import SIZE, cuda_kernel
 except ImportError:
-    from eagle._cuda_kernel import SIZE, cuda_kernel
+    from eagle.cuda.kernel_nodes import SIZE, cuda_kernel
 
 SRC = r"""
 extern "C" __global__ void step(double *y, const double *x, double a, long long n) {
@@ -57,14 +66,23 @@ def us(seconds, per):
     return seconds / per * 1e6
 
 
+RESULTS = {}
+
+
+def record(key, **values):
+    RESULTS[key] = values
+
+
 def main():
     failures = 0
     dev = cp.cuda.Device()
     props = cp.cuda.runtime.getDeviceProperties(dev.id)
-    print(f"device: {props['name'].decode() if isinstance(props['name'], bytes) else props['name']}, "
+    gpu = props['name'].decode() if isinstance(props['name'], bytes) else props['name']
+    RESULTS["gpu"] = gpu
+    print(f"device: {gpu}, "
           f"CuPy {cp.__version__}, CUDA runtime {cp.cuda.runtime.runtimeGetVersion()}, "
           f"driver {cp.cuda.runtime.driverGetVersion()}")
-    print(f"eagle {eagle.__version__}, shim runtime: {_cuda.runtime_status()}")
+    print(f"eagle {eagle.__version__}, CUDA driver: {_cuda.driver_status()}")
 
     k = cp.RawKernel(SRC, "step")
     k.kernel  # compile and load now, not inside a timed region
@@ -177,6 +195,7 @@ def main():
     for label, h, w in rows:
         ratio = f"{h / base:.2f}x" if base else "-"
         print(f"{label:28} {h:9.2f} {w:9.2f} {ratio:>20}")
+        record(f"replay: {label}", host_us=h, wall_us=w, host_ratio_vs_eagle=(h / base if base else None))
     try:
         print(f"{'eagle g.launch(1) (+sync)':28} {us(best(eagle_launch1, 3), 1000):9.2f}   "
               "(one call per replay, each waiting for the GPU)")
@@ -219,6 +238,8 @@ def main():
             return time.perf_counter() - t
 
         t_cupy = us(best(recapture_cupy, 3), 20)
+        record("set_logical_size vs re-capture", set_logical_size_us=t_retune, rebuild_us=t_rebuild,
+               cupy_recapture_us=t_cupy, ratio=t_rebuild / t_retune)
         print(f"set_logical_size (3 kernel nodes patched)   {t_retune:10.2f} µs")
         print(f"g.build() (re-capture + instantiate)        {t_rebuild:10.2f} µs   "
               f"= {t_rebuild / t_retune:.0f}x set_logical_size (first build: {t_first_build * 1e3:.1f} ms)")
@@ -230,7 +251,218 @@ def main():
 
     print()
     print(g.plan())
+
+    for section in (torch_graph, until_done, seed_page, partitions):
+        print()
+        try:
+            section(gpu, k, one_by_one, backend, (a, b, c, d), expect, eagle_host)
+        except Exception as exc:
+            failures += 1
+            print(f"{section.__name__}: FAILED {type(exc).__name__}: {exc}")
+
+    print()
+    print(f"== summary on {gpu}")
+    for key, vals in RESULTS.items():
+        if key == "gpu":
+            continue
+        print(f"  {key}: " + ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                                      for k, v in vals.items()))
+    path = os.environ.get("EAGLE_TIMING_JSON")
+    if path:
+        Path(path).write_text(json.dumps(RESULTS, indent=1))
     return 1 if failures else 0
+
+
+def torch_graph(gpu, k, one_by_one, backend, arrays, expect, eagle_host):
+    """The same three kernels captured by torch.cuda.graph and replayed with replay()."""
+    import torch
+    a, b, c, d = arrays
+    grid, block = ((N + 127) // 128,), (128,)
+    n64 = np.int64(N)
+
+    def kernels_on(stream_ptr):
+        with cp.cuda.ExternalStream(stream_ptr):
+            k(grid, block, (b, a, 2.0, n64))
+            k(grid, block, (c, b, 0.5, n64))
+            k(grid, block, (d, c, 3.0, n64))
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        kernels_on(side.cuda_stream)          # warm-up outside capture
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    tg = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(tg, capture_error_mode="relaxed"):
+        kernels_on(torch.cuda.current_stream().cuda_stream)
+    d[:] = 0
+    cp.cuda.Device().synchronize()
+    tg.replay()
+    torch.cuda.synchronize()
+    assert np.allclose(d.get(), expect), "torch's graph computed a wrong result"
+
+    def host():
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(HOST_BATCH):
+            tg.replay()
+        dt = time.perf_counter() - t
+        torch.cuda.synchronize()
+        return dt
+
+    h = us(best(host), HOST_BATCH)
+    e = us(best(eagle_host), HOST_BATCH)
+    record("replay: torch.cuda.CUDAGraph.replay()", host_us=h, eagle_host_us=e, ratio_vs_eagle=h / e)
+    print(f"[{gpu}] torch CUDAGraph.replay(): {h:.2f} µs per replay (host), eagle {e:.2f} µs: "
+          f"{h / e:.2f}x eagle's")
+
+
+LIFE_SRC = r"""
+extern "C" __global__ void life_step(bool *alive, long long *life, double *x, const long long *n) {
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= *n || !alive[i]) return;
+    x[i] += 1.0 + 0.5 * (double)life[i];
+    if (--life[i] <= 0) alive[i] = false;
+}
+"""
+
+
+def _life_state(n, seed, max_life):
+    rng = np.random.default_rng(seed)
+    life = rng.integers(1, max_life + 1, size=n).astype(np.int64)
+    return np.ones(n, dtype=np.bool_), life, np.arange(n) * 0.25
+
+
+def _life_graph(step, alive, life, x, **policy):
+    from eagle.graph import compact
+    try:
+        from eagle.graph import SIZE_PTR
+    except ImportError:
+        from eagle.cuda.kernel_nodes import SIZE_PTR
+    da, dl, dx = cp.asarray(alive), cp.asarray(life), cp.asarray(x)
+    g = eagle.Graph()
+    g.add_node(cuda_kernel(step, (da, dl, dx, SIZE_PTR), writes={"alive": da, "life": dl, "x": dx}),
+               name="step")
+    node = compact(da, {"life": dl, "x": dx}, **policy)
+    g.add_node(node, name="compact")
+    g.build()
+    return g, (da, dl, dx, node.ids, node.count)
+
+
+def until_done(gpu, *unused):
+    """launch_until_done: one WHILE node (one cuGraphLaunch) against one replay per host check."""
+    step = cp.RawModule(code=LIFE_SRC).get_function("life_step")
+    n, max_life = 100_000, 200
+    times, results = {}, {}
+    for mode in ("device", "host"):
+        g, arrays = _life_graph(step, *_life_state(n, 5, max_life))
+        g._backend.until_done_mode = mode
+        cp.cuda.Device().synchronize()
+        t = time.perf_counter()
+        done = g.launch_until_done(10 * max_life)
+        times[mode] = time.perf_counter() - t
+        results[mode] = (done, [a.get() for a in arrays])
+    assert results["device"][0] == results["host"][0] == max_life, results["device"][0]
+    for x, y in zip(results["device"][1], results["host"][1]):
+        np.testing.assert_array_equal(x, y)
+    ratio = times["host"] / times["device"]
+    record("launch_until_done: device WHILE vs host loop", replays=max_life,
+           device_ms=times["device"] * 1e3, host_ms=times["host"] * 1e3, host_over_device=ratio)
+    print(f"[{gpu}] launch_until_done({10 * max_life}) of {n} samples ({max_life} replays): "
+          f"WHILE node {times['device'] * 1e3:.2f} ms, host loop {times['host'] * 1e3:.2f} ms: "
+          f"host loop takes {ratio:.2f}x (results equal)")
+
+
+def seed_page(gpu, *unused):
+    """The seed page's graph with CuPy arrays: replay against its CuPy code run eagerly."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_gpu_backend import run_seed_cells
+    ns = run_seed_cells()   # asserts each cell prints what the page shows
+    g = ns["g"]
+    calls = dict(ns["calls"])
+    fns = [ns["run_l"], ns["run_r"], ns["run_join"]]
+    reps = 2000
+
+    def replay():
+        t = time.perf_counter()
+        g.launch(reps)
+        return time.perf_counter() - t
+
+    def eager():
+        cp.cuda.Device().synchronize()
+        t = time.perf_counter()
+        for _ in range(reps):
+            for f in fns:
+                f()
+        cp.cuda.Device().synchronize()
+        return time.perf_counter() - t
+
+    tr, te = best(replay, 3), best(eager, 3)
+    ns["calls"].update(calls)
+    record("seed page with CuPy: eager / replay", replay_us=us(tr, reps), eager_us=us(te, reps),
+           ratio=te / tr)
+    print(f"[{gpu}] seed page graph: replay {us(tr, reps):.2f} µs per step, the same CuPy code "
+          f"eagerly {us(te, reps):.2f} µs: {te / tr:.2f}x")
+
+
+def partitions(gpu, *unused):
+    """Compaction and reorder on the GPU against the CPU backend: results equal, time ratio."""
+    from eagle.graph import compact, opaque, reorder
+    step = cp.RawModule(code=LIFE_SRC).get_function("life_step")
+    n, launches = 1_000_000, 10
+    alive, life, x = _life_state(n, 11, 30)
+    ca, cl, cx = alive.copy(), life.copy(), x.copy()
+    ids, count = np.arange(n, dtype=np.int64), np.zeros(1, dtype=np.int64)
+
+    def numpy_step():
+        m = ca.copy()
+        cx[m] += 1.0 + 0.5 * cl[m].astype(float)
+        cl[m] -= 1
+        ca[m & (cl <= 0)] = False
+
+    gc_ = eagle.Graph()
+    gc_.add_node(opaque(numpy_step, writes={"alive": ca, "life": cl, "x": cx}), name="step")
+    gc_.add_node(compact(ca, {"life": cl, "x": cx}, ids=ids, count=count), name="compact")
+    gc_.build()
+    gg, garrays = _life_graph(step, alive, life, x)
+    t = time.perf_counter()
+    gc_.launch(launches)
+    t_cpu = time.perf_counter() - t
+    t = time.perf_counter()
+    gg.launch(launches)
+    t_gpu = time.perf_counter() - t
+    for want, got in zip((ca, cl, cx, ids, count), garrays):
+        np.testing.assert_array_equal(want, got.get())
+    record("compaction: CPU backend / GPU", n=n, launches=launches, cpu_ms=t_cpu * 1e3,
+           gpu_ms=t_gpu * 1e3, ratio=t_cpu / t_gpu)
+    print(f"[{gpu}] compaction ({n} samples, {launches} launches): CPU backend {t_cpu * 1e3:.1f} ms, "
+          f"GPU {t_gpu * 1e3:.1f} ms: {t_cpu / t_gpu:.1f}x (results equal)")
+
+    n_keys = 64
+    rng = np.random.default_rng(3)
+    key = rng.integers(0, n_keys, size=n).astype(np.int32)
+    val = rng.random(n)
+    kc, vc = key.copy(), val.copy()
+    kg, vg = cp.asarray(key), cp.asarray(val)
+    ic, ig = np.arange(n, dtype=np.int64), cp.arange(n, dtype=cp.int64)
+    gcr = eagle.Graph()
+    gcr.add_node(reorder(kc, {"v": vc}, n_keys=n_keys, ids=ic), name="sort")
+    gcr.build()
+    ggr = eagle.Graph()
+    ggr.add_node(reorder(kg, {"v": vg}, n_keys=n_keys, ids=ig), name="sort")
+    ggr.build()
+    t = time.perf_counter()
+    gcr.launch(1)
+    t_cpu = time.perf_counter() - t
+    t = time.perf_counter()
+    ggr.launch(1)
+    t_gpu = time.perf_counter() - t
+    for want, got in zip((kc, vc, ic), (kg, vg, ig)):
+        np.testing.assert_array_equal(want, got.get())
+    record("reorder: CPU backend / GPU", n=n, n_keys=n_keys, cpu_ms=t_cpu * 1e3, gpu_ms=t_gpu * 1e3,
+           ratio=t_cpu / t_gpu)
+    print(f"[{gpu}] reorder ({n} samples, {n_keys} keys, 1 launch, first): CPU backend "
+          f"{t_cpu * 1e3:.1f} ms, GPU {t_gpu * 1e3:.1f} ms: {t_cpu / t_gpu:.1f}x (results equal)")
 
 
 if __name__ == "__main__":

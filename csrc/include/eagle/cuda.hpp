@@ -14,13 +14,15 @@
 //
 // Build: define EAGLE_CUDA_SHIM_IMPLEMENTATION in exactly one translation unit
 // before including this header (it compiles the shim there); link -ldl on old
-// glibc. Nothing links against CUDA through this header. Compiled by nvcc
-// (CUDART_VERSION defined by the real headers) the classes speak the real
-// cudaStream_t / cudaGraph_t types, and with a CUDA 13+ toolkit the shim binds
-// to the program's own linked runtime (also the static one), so there is one
-// runtime in the process; define EAGLE_CUDA_USE_DLOPEN to use the library
-// lookup of eagle_cuda_load() instead. Elsewhere the handles are the shim's
-// eagle_cuda*_t types (ABI-identical).
+// glibc. Nothing links against CUDA through this header: the shim opens the
+// driver (libcuda.so.1, the one the program's CUDA runtime uses too, static or
+// shared cudart, nvcc 12.x or 13.x) and works on the device's primary context,
+// the runtime's. Compiled by nvcc (CUDART_VERSION defined by the real headers)
+// the classes speak the runtime's types (cudaStream_t == CUstream,
+// cudaGraph_t == CUgraph ...), and sizedKernel() asks the program's own
+// runtime for the kernel's CUfunction (cudaGetFuncBySymbol) to check its
+// parameters against the driver (cuFuncGetParamInfo, 12.4+ drivers).
+// Elsewhere the handles are the shim's eagle_cuda*_t types (ABI-identical).
 //
 // Errors: every failing call throws eagle::cuda::Error (status, CUDA error
 // name and text). Destructors never throw.
@@ -100,54 +102,12 @@ inline void check(int status, const char* doing) {
     if (status != 0) throw Error(status, doing);
 }
 
-#if defined(CUDART_VERSION) && CUDART_VERSION >= 13000 && !defined(EAGLE_CUDA_USE_DLOPEN)
-// The program's own runtime, by name (the names the shim asks a CUDA 13
-// runtime for).
-inline void* linkedRuntime(const char* name, void*) {
-#define EAGLE_CUDA_SYM(f) {#f, reinterpret_cast<void*>(&::f)}
-// (cuda_runtime.h adds C++ template overloads of a few: pick the C one)
-#define EAGLE_CUDA_SYM_T(f, T) {#f, reinterpret_cast<void*>(static_cast<T>(&::f))}
-    static const struct { const char* name; void* fn; } table[] = {
-        EAGLE_CUDA_SYM(cudaGetErrorName), EAGLE_CUDA_SYM(cudaGetErrorString),
-        EAGLE_CUDA_SYM(cudaRuntimeGetVersion), EAGLE_CUDA_SYM(cudaDriverGetVersion),
-        EAGLE_CUDA_SYM(cudaGetDeviceCount), EAGLE_CUDA_SYM(cudaGetDevice),
-        EAGLE_CUDA_SYM(cudaSetDevice), EAGLE_CUDA_SYM(cudaDeviceSynchronize),
-        EAGLE_CUDA_SYM(cudaGetLastError), EAGLE_CUDA_SYM(cudaStreamCreateWithFlags),
-        EAGLE_CUDA_SYM(cudaStreamDestroy), EAGLE_CUDA_SYM(cudaStreamSynchronize),
-        EAGLE_CUDA_SYM(cudaStreamWaitEvent), EAGLE_CUDA_SYM(cudaEventCreateWithFlags),
-        EAGLE_CUDA_SYM(cudaEventDestroy), EAGLE_CUDA_SYM(cudaEventRecord),
-        EAGLE_CUDA_SYM(cudaEventSynchronize), EAGLE_CUDA_SYM(cudaStreamBeginCapture),
-        EAGLE_CUDA_SYM(cudaStreamEndCapture), EAGLE_CUDA_SYM(cudaStreamIsCapturing),
-        EAGLE_CUDA_SYM(cudaThreadExchangeStreamCaptureMode), EAGLE_CUDA_SYM(cudaGraphCreate),
-        EAGLE_CUDA_SYM(cudaGraphDestroy), EAGLE_CUDA_SYM(cudaGraphGetNodes),
-        EAGLE_CUDA_SYM(cudaGraphAddChildGraphNode), EAGLE_CUDA_SYM(cudaGraphChildGraphNodeGetGraph),
-        EAGLE_CUDA_SYM(cudaGraphInstantiateWithParams), EAGLE_CUDA_SYM(cudaGraphExecDestroy),
-        EAGLE_CUDA_SYM(cudaGraphUpload), EAGLE_CUDA_SYM(cudaGraphLaunch),
-        EAGLE_CUDA_SYM_T(cudaGraphExecUpdate, cudaError_t (*)(cudaGraphExec_t, cudaGraph_t, cudaGraphExecUpdateResultInfo*)), EAGLE_CUDA_SYM(cudaGraphExecChildGraphNodeSetParams),
-        EAGLE_CUDA_SYM_T(cudaLaunchKernel, cudaError_t (*)(const void*, dim3, dim3, void**, size_t, cudaStream_t)), EAGLE_CUDA_SYM(cudaGraphKernelNodeGetParams),
-        EAGLE_CUDA_SYM(cudaGraphKernelNodeSetParams),
-        EAGLE_CUDA_SYM(cudaGraphExecKernelNodeSetParams),
-        EAGLE_CUDA_SYM(cudaGetDriverEntryPointByVersion),
-        EAGLE_CUDA_SYM(cudaStreamGetCaptureInfo), EAGLE_CUDA_SYM(cudaGraphAddDependencies),
-    };
-#undef EAGLE_CUDA_SYM
-#undef EAGLE_CUDA_SYM_T
-    for (const auto& e : table)
-        if (std::strcmp(e.name, name) == 0) return e.fn;
-    return nullptr;
-}
-#endif
-
 /// Bind the shim once (thread-safe); throws Error saying why it cannot.
 inline void ensureLoaded() {
     if (eagle_cuda_is_loaded()) return;
     char buf[1024] = {0};
-#if defined(CUDART_VERSION) && CUDART_VERSION >= 13000 && !defined(EAGLE_CUDA_USE_DLOPEN)
-    int st = eagle_cuda_load_with(&linkedRuntime, nullptr, "linked CUDA runtime", buf, sizeof buf);
-#else
     int st = eagle_cuda_load(buf, sizeof buf);
-#endif
-    if (st != 0) throw Error(st, buf[0] ? buf : "loading the CUDA runtime");
+    if (st != 0) throw Error(st, buf[0] ? buf : "loading the CUDA driver");
 }
 
 }  // namespace detail
@@ -162,7 +122,7 @@ public:
         detail::ensureLoaded();
         eagle_cudaStream_t s = nullptr;
         detail::check(eagle_cuda_stream_create(&s, EAGLE_CUDA_STREAM_NON_BLOCKING),
-                      "cudaStreamCreateWithFlags");
+                      "cuStreamCreateWithFlags");
         s_ = s;
     }
     ~Stream() { reset(); }
@@ -179,7 +139,7 @@ public:
     /// The cudaStream_t (borrowed).
     stream_t cuda() const noexcept { return reinterpret_cast<stream_t>(s_); }
     /// Wait for all work on the stream. Throws Error.
-    void synchronize() const { detail::check(eagle_cuda_stream_synchronize(s_), "cudaStreamSynchronize"); }
+    void synchronize() const { detail::check(eagle_cuda_stream_synchronize(s_), "cuStreamSynchronize"); }
 
 private:
     void reset() noexcept {
@@ -221,7 +181,7 @@ public:
 
     /// Start capturing. Throws Error (e.g. the stream is already capturing).
     void begin(int mode = EAGLE_CUDA_CAPTURE_MODE_RELAXED) {
-        detail::check(eagle_cuda_stream_begin_capture(s_, mode), "cudaStreamBeginCapture");
+        detail::check(eagle_cuda_stream_begin_capture(s_, mode), "cuStreamBeginCapture");
         open_ = true;
     }
     /// The node the last captured launch added (to register a sized kernel).
@@ -236,7 +196,7 @@ public:
     graph_t end() {
         eagle_cudaGraph_t g = nullptr;
         open_ = false;
-        detail::check(eagle_cuda_stream_end_capture(s_, &g), "cudaStreamEndCapture");
+        detail::check(eagle_cuda_stream_end_capture(s_, &g), "cuStreamEndCapture");
         return reinterpret_cast<graph_t>(g);
     }
 
@@ -284,29 +244,38 @@ public:
     template <class... Args>
     void sizedKernel(graph_node_t node, void (*kernel)(Args...), unsigned sizeArg,
                      unsigned perBlock = 0) {
-        (void)kernel;
         if (graphs_.empty()) throw Error(EAGLE_CUDA_ERROR_BAD_ARGUMENT, "sizedKernel before addNode");
-        Sized k;
-        k.graphIndex = graphs_.size() - 1;
-        k.node = reinterpret_cast<eagle_cudaGraphNode_t>(node);
-        k.argSizes = {sizeof(Args)...};
-        if (sizeArg >= k.argSizes.size() ||
-            (k.argSizes[sizeArg] != 4 && k.argSizes[sizeArg] != 8))
+        const std::size_t sizes[sizeof...(Args) + 1] = {sizeof(Args)..., 0};
+        const unsigned nargs = static_cast<unsigned>(sizeof...(Args));
+        if (sizeArg >= nargs || (sizes[sizeArg] != 4 && sizes[sizeArg] != 8))
             throw Error(EAGLE_CUDA_ERROR_BAD_ARGUMENT, "sizedKernel: sizeArg must name a 4- or 8-byte integer parameter");
-        k.sizeArg = sizeArg;
-        eagle_cudaKernelNodeParams p;
-        detail::check(eagle_cuda_kernel_node_get_params(k.node, &p), "cudaGraphKernelNodeGetParams");
-        k.params = p;
-        k.perBlock = perBlock ? perBlock : p.blockDim.x;
-        // own copy of the argument values (for patching a child graph's node)
-        std::size_t total = 0;
-        for (auto s : k.argSizes) total += (s + 7) / 8 * 8;
-        k.argBytes.assign(total, 0);
-        std::size_t off = 0;
-        for (std::size_t i = 0; i < k.argSizes.size(); ++i) {
-            std::memcpy(k.argBytes.data() + off, p.kernelParams[i], k.argSizes[i]);
-            off += (k.argSizes[i] + 7) / 8 * 8;
+#if defined(CUDART_VERSION)
+        // the kernel's CUfunction from the program's own runtime, to check its parameters
+        if (kernel) {
+            cudaFunction_t f = nullptr;
+            if (cudaGetFuncBySymbol(&f, reinterpret_cast<const void*>(kernel)) == cudaSuccess && f) {
+                unsigned count = 0;
+                std::size_t real[64];
+                if (eagle_cuda_kernel_param_sizes(f, &count, real, 64) == 0) {
+                    bool same = count == nargs;
+                    for (unsigned i = 0; same && i < nargs && i < 64; ++i) same = real[i] == sizes[i];
+                    if (!same)
+                        throw Error(EAGLE_CUDA_ERROR_BAD_ARGUMENT,
+                                    "sizedKernel: the kernel's parameters (cuFuncGetParamInfo) differ "
+                                    "from the signature given");
+                }
+            }
         }
+#else
+        (void)kernel;
+#endif
+        auto k = std::unique_ptr<Sized>(new Sized());
+        k->graphIndex = graphs_.size() - 1;
+        detail::check(eagle_cuda_sized_init(&k->copy, reinterpret_cast<eagle_cudaGraphNode_t>(node),
+                                            nargs, sizes, sizeArg,
+                                            static_cast<unsigned>(sizes[sizeArg])),
+                      "sizedKernel: copying the node's arguments");
+        k->perBlock = perBlock ? perBlock : k->copy.params.blockDimX;
         sized_.push_back(std::move(k));
     }
 
@@ -317,18 +286,19 @@ public:
 
 private:
     friend class Launcher;
+    // eagle's own copy of a sized node's launch and arguments (eagle_cuda_sized)
     struct Sized {
-        std::size_t graphIndex;
-        eagle_cudaGraphNode_t node;
-        std::vector<std::size_t> argSizes;
-        unsigned sizeArg;
-        unsigned perBlock;
-        eagle_cudaKernelNodeParams params;
-        std::vector<unsigned char> argBytes;
+        std::size_t graphIndex = 0;
+        unsigned perBlock = 1;
+        eagle_cuda_sized copy{};
+        Sized() = default;
+        Sized(const Sized&) = delete;
+        Sized& operator=(const Sized&) = delete;
+        ~Sized() { eagle_cuda_sized_free(&copy); }
     };
     eagle_cudaStream_t stream_ = nullptr;
     std::vector<eagle_cudaGraph_t> graphs_;
-    std::vector<Sized> sized_;
+    std::vector<std::unique_ptr<Sized>> sized_;
 };
 
 /// An instantiated Graph: launch() replays it with one cudaGraphLaunch.
@@ -349,19 +319,19 @@ public:
     /// One replay (cudaGraphLaunch on the Graph's stream). Throws Error.
     void launch() {
         std::lock_guard<std::mutex> lock(*mutex_);
-        detail::check(eagle_cuda_graph_launch(exec_, stream_), "cudaGraphLaunch");
+        detail::check(eagle_cuda_graph_launch(exec_, stream_), "cuGraphLaunch");
     }
     /// n replays in a row. Throws Error.
     void launch(long long n) {
         std::lock_guard<std::mutex> lock(*mutex_);
         long long done = 0;
-        detail::check(eagle_cuda_graph_launch_n(exec_, stream_, n, &done), "cudaGraphLaunch");
+        detail::check(eagle_cuda_graph_launch_n(exec_, stream_, n, &done), "cuGraphLaunch");
     }
     /// Upload the executable graph to the device ahead of the first launch.
-    void upload() { detail::check(eagle_cuda_graph_upload(exec_, stream_), "cudaGraphUpload"); }
+    void upload() { detail::check(eagle_cuda_graph_upload(exec_, stream_), "cuGraphUpload"); }
     /// Wait for the replays issued so far. Throws Error (also for failures of
     /// earlier replays, which CUDA reports here).
-    void synchronize() { detail::check(eagle_cuda_stream_synchronize(stream_), "cudaStreamSynchronize"); }
+    void synchronize() { detail::check(eagle_cuda_stream_synchronize(stream_), "cuStreamSynchronize"); }
 
     /// Retune: the next replays process n samples. Patches grid.x and the size
     /// argument of every registered sized kernel into the executable graph;
@@ -369,37 +339,28 @@ public:
     void setLogicalSize(unsigned long long n) {
         std::lock_guard<std::mutex> lock(*mutex_);
         for (auto& k : sized_) {
-            const Graph::Sized& s = graph_->sized_[k.index];
+            Graph::Sized& s = *graph_->sized_[k.index];
             unsigned long long blocks = (n + s.perBlock - 1) / s.perBlock;
-            eagle_dim3 grid = s.params.gridDim;
-            grid.x = static_cast<unsigned>(blocks ? blocks : 1);
+            eagle_dim3 grid = {static_cast<unsigned>(blocks ? blocks : 1), s.copy.params.gridDimY,
+                               s.copy.params.gridDimZ};
             std::int64_t v64 = static_cast<std::int64_t>(n);
             std::int32_t v32 = static_cast<std::int32_t>(n);
-            const void* value = s.argSizes[s.sizeArg] == 8 ? static_cast<const void*>(&v64)
-                                                           : static_cast<const void*>(&v32);
-            if (!root_) {  // top-level kernel node: patch exec directly
-                detail::check(eagle_cuda_retune_kernel_node(exec_, s.node,
-                                  static_cast<unsigned>(s.argSizes.size()), s.sizeArg, value, grid),
+            const void* value = s.copy.size_bytes == 8 ? static_cast<const void*>(&v64)
+                                                       : static_cast<const void*>(&v32);
+            if (!root_) {  // top-level kernel node: patch exec from eagle's copy
+                detail::check(eagle_cuda_sized_apply(exec_, &s.copy, value, grid),
                               "retuning a sized kernel node");
                 continue;
             }
-            // inside a child graph: update the recorded node from our own copy
-            // of its arguments, then push that child graph into exec
-            std::vector<unsigned char> bytes = s.argBytes;
-            std::vector<void*> argv(s.argSizes.size());
-            std::size_t off = 0;
-            for (std::size_t i = 0; i < s.argSizes.size(); ++i) {
-                argv[i] = bytes.data() + off;
-                off += (s.argSizes[i] + 7) / 8 * 8;
-            }
-            std::memcpy(argv[s.sizeArg], value, s.argSizes[s.sizeArg]);
-            eagle_cudaKernelNodeParams p = s.params;
-            p.gridDim = grid;
-            p.kernelParams = argv.data();
-            detail::check(eagle_cuda_kernel_node_set_params(s.node, &p), "cudaGraphKernelNodeSetParams");
+            // inside a child graph: set the recorded node from eagle's copy, then
+            // push that child graph into exec
+            std::memcpy(s.copy.argv[s.copy.size_index], value, s.copy.size_bytes);
+            s.copy.params.gridDimX = grid.x;
+            detail::check(eagle_cuda_kernel_node_set_params(s.copy.node, &s.copy.params),
+                          "cuGraphKernelNodeSetParams");
             detail::check(eagle_cuda_graph_exec_child_graph_node_set_params(
                               exec_, children_[s.graphIndex], graph_->graphs_[s.graphIndex]),
-                          "cudaGraphExecChildGraphNodeSetParams");
+                          "cuGraphExecChildGraphNodeSetParams");
         }
     }
 
@@ -432,13 +393,13 @@ inline Launcher Graph::launcher() const {
     l.graph_ = this;
     eagle_cudaGraph_t target = graphs_[0];
     if (graphs_.size() > 1) {
-        detail::check(eagle_cuda_graph_create(&l.root_, 0), "cudaGraphCreate");
+        detail::check(eagle_cuda_graph_create(&l.root_, 0), "cuGraphCreate");
         eagle_cudaGraphNode_t prev = nullptr;
         for (auto g : graphs_) {
             eagle_cudaGraphNode_t n = nullptr;
             detail::check(eagle_cuda_graph_add_child_graph_node(&n, l.root_, prev ? &prev : nullptr,
                                                                 prev ? 1 : 0, g),
-                          "cudaGraphAddChildGraphNode");
+                          "cuGraphAddChildGraphNode");
             l.children_.push_back(n);
             prev = n;
         }
@@ -448,7 +409,7 @@ inline Launcher Graph::launcher() const {
     int result = 0;
     int st = eagle_cuda_graph_instantiate(&l.exec_, target, 0, nullptr, &bad, &result);
     if (st != 0) {
-        std::string where = "cudaGraphInstantiateWithParams";
+        std::string where = "cuGraphInstantiateWithParams";
         for (std::size_t i = 0; bad && i < l.children_.size(); ++i)
             if (l.children_[i] == bad) where += " (failing node: Graph node " + std::to_string(i) + ")";
         if (bad && l.children_.empty()) where += " (failing node: in Graph node 0)";

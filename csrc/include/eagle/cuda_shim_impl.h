@@ -1,10 +1,10 @@
-/* eagle CUDA runtime shim — the implementation.
+/* eagle CUDA shim over the driver — the implementation.
  *
  * Compiled once per program: csrc/cuda_shim.c includes it for the Python
  * extension; a C++ program using the header-only face (eagle/cuda.hpp)
- * defines EAGLE_CUDA_SHIM_IMPLEMENTATION in exactly one translation unit
- * before including eagle/cuda.hpp. Compiles as C11 and as C++ (nvcc host
- * code). Needs dlopen (link with -ldl on old glibc); never CUDA headers.
+ * defines EAGLE_CUDA_SHIM_IMPLEMENTATION in exactly one translation unit.
+ * Compiles as C11 and as C++ (nvcc host code). Needs dlopen; never CUDA
+ * headers (the declarations of eagle/cuda_shim.h carry the ABI).
  */
 #ifndef EAGLE_CUDA_SHIM_IMPL_H
 #define EAGLE_CUDA_SHIM_IMPL_H
@@ -21,330 +21,343 @@
 extern "C" {
 #endif
 
-/* ---- function table ----------------------------------------------------- */
+/* ---- the driver's function types (CUresult is an int enum) ---------------- */
 
-typedef const char *(*eagle_fn_err_str)(int);
-typedef int (*eagle_fn_int_p)(int *);
-typedef int (*eagle_fn_int)(int);
-typedef int (*eagle_fn_void)(void);
-typedef int (*eagle_fn_handle)(void *);
-typedef int (*eagle_fn_handle_p_flags)(void **, unsigned int);
-typedef int (*eagle_fn_2handles)(void *, void *);
-typedef int (*eagle_fn_wait_event)(void *, void *, unsigned int);
-typedef int (*eagle_fn_begin_capture)(void *, int);
-typedef int (*eagle_fn_end_capture)(void *, void **);
-typedef int (*eagle_fn_is_capturing)(void *, int *);
-typedef int (*eagle_fn_capture_info_v2)(void *, int *, unsigned long long *, void **,
+typedef int (*eagle_cu_getproc_v2)(const char *, void **, int, unsigned long long, int *);
+typedef int (*eagle_cu_int_p)(int *);
+typedef int (*eagle_cu_uint)(unsigned int);
+typedef int (*eagle_cu_void)(void);
+typedef int (*eagle_cu_h)(void *);
+typedef int (*eagle_cu_hp)(void **);
+typedef int (*eagle_cu_hp_flags)(void **, unsigned int);
+typedef int (*eagle_cu_hh)(void *, void *);
+typedef int (*eagle_cu_err_str)(int, const char **);
+typedef int (*eagle_cu_dev_get)(int *, int);
+typedef int (*eagle_cu_ctx_retain)(void **, int);
+typedef int (*eagle_cu_dev_name)(char *, int, int);
+typedef int (*eagle_cu_wait_event)(void *, void *, unsigned int);
+typedef int (*eagle_cu_begin_capture)(void *, int);
+typedef int (*eagle_cu_end_capture)(void *, void **);
+typedef int (*eagle_cu_is_capturing)(void *, int *);
+typedef int (*eagle_cu_capture_info_v2)(void *, int *, unsigned long long *, void **,
                                         const void *const **, size_t *);
-typedef int (*eagle_fn_capture_info_v3)(void *, int *, unsigned long long *, void **,
-                                        const void *const **, const eagle_cudaGraphEdgeData **,
+typedef int (*eagle_cu_capture_info_v3)(void *, int *, unsigned long long *, void **,
+                                        const void *const **, const eagle_CUgraphEdgeData **,
                                         size_t *);
-typedef int (*eagle_fn_graph_get_nodes)(void *, void **, size_t *);
-typedef int (*eagle_fn_add_child)(void **, void *, const void *const *, size_t, void *);
-typedef int (*eagle_fn_child_get_graph)(void *, void **);
-typedef int (*eagle_fn_add_deps_v1)(void *, const void *const *, const void *const *, size_t);
-typedef int (*eagle_fn_add_deps_v2)(void *, const void *const *, const void *const *,
-                                    const eagle_cudaGraphEdgeData *, size_t);
-typedef int (*eagle_fn_instantiate)(void **, void *, eagle_cudaGraphInstantiateParams *);
-typedef int (*eagle_fn_exec_update)(void *, void *, eagle_cudaGraphExecUpdateResultInfo *);
-typedef int (*eagle_fn_exec_child_set)(void *, void *, void *);
-typedef int (*eagle_fn_launch_kernel)(const void *, eagle_dim3, eagle_dim3, void **, size_t,
-                                      void *);
-typedef int (*eagle_fn_kn_get)(void *, eagle_cudaKernelNodeParams *);
-typedef int (*eagle_fn_kn_set)(void *, const eagle_cudaKernelNodeParams *);
-typedef int (*eagle_fn_exec_kn_set)(void *, void *, const eagle_cudaKernelNodeParams *);
-typedef int (*eagle_fn_entry_point)(const char *, void **, unsigned long long, int *);
-typedef int (*eagle_fn_entry_point_v)(const char *, void **, unsigned int, unsigned long long,
-                                      int *);
-/* driver API (CUresult is an int enum) */
-typedef int (*eagle_fn_malloc)(void **, size_t);
-typedef int (*eagle_fn_memcpy_async)(void *, const void *, size_t, int, void *);
-typedef int (*eagle_fn_cu_kn_get)(void *, eagle_CUDA_KERNEL_NODE_PARAMS_v2 *);
-typedef int (*eagle_fn_cu_exec_kn_set)(void *, void *, const eagle_CUDA_KERNEL_NODE_PARAMS_v2 *);
+typedef int (*eagle_cu_capture_to_graph)(void *, void *, const void *const *,
+                                         const eagle_CUgraphEdgeData *, size_t, int);
+typedef int (*eagle_cu_graph_get_nodes)(void *, void **, size_t *);
+typedef int (*eagle_cu_add_child)(void **, void *, const void *const *, size_t, void *);
+typedef int (*eagle_cu_add_deps_v1)(void *, const void *const *, const void *const *, size_t);
+typedef int (*eagle_cu_add_deps_v2)(void *, const void *const *, const void *const *,
+                                    const eagle_CUgraphEdgeData *, size_t);
+typedef int (*eagle_cu_add_kernel)(void **, void *, const void *const *, size_t,
+                                   const eagle_CUDA_KERNEL_NODE_PARAMS_v2 *);
+typedef int (*eagle_cu_add_node_v2)(void **, void *, const void *const *,
+                                    const eagle_CUgraphEdgeData *, size_t,
+                                    eagle_CUgraphNodeParams *);
+typedef int (*eagle_cu_cond_create)(unsigned long long *, void *, void *, unsigned int,
+                                    unsigned int);
+typedef int (*eagle_cu_instantiate)(void **, void *, eagle_CUDA_GRAPH_INSTANTIATE_PARAMS *);
+typedef int (*eagle_cu_exec_update)(void *, void *, eagle_CUgraphExecUpdateResultInfo *);
+typedef int (*eagle_cu_exec_child_set)(void *, void *, void *);
+typedef int (*eagle_cu_launch_kernel)(void *, unsigned int, unsigned int, unsigned int,
+                                      unsigned int, unsigned int, unsigned int, unsigned int,
+                                      void *, void **, void **);
+typedef int (*eagle_cu_kn_get)(void *, eagle_CUDA_KERNEL_NODE_PARAMS_v2 *);
+typedef int (*eagle_cu_kn_set)(void *, const eagle_CUDA_KERNEL_NODE_PARAMS_v2 *);
+typedef int (*eagle_cu_exec_kn_set)(void *, void *, const eagle_CUDA_KERNEL_NODE_PARAMS_v2 *);
+typedef int (*eagle_cu_param_info)(void *, size_t, size_t *, size_t *);
+typedef int (*eagle_cu_get_name)(const char **, void *);
+typedef int (*eagle_cu_mem_alloc)(eagle_CUdeviceptr *, size_t);
+typedef int (*eagle_cu_mem_free)(eagle_CUdeviceptr);
+typedef int (*eagle_cu_memcpy_async)(eagle_CUdeviceptr, eagle_CUdeviceptr, size_t, void *);
 
 typedef struct eagle_cuda_table {
     int loaded;
-    int version;
+    int driver_version; /* cuDriverGetVersion */
+    int api;            /* the CUDA version entry points were resolved for */
     char library[512];
     void *dl;
-    eagle_fn_err_str GetErrorName, GetErrorString;
-    eagle_fn_int_p RuntimeGetVersion, DriverGetVersion, GetDeviceCount, GetDevice;
-    eagle_fn_int SetDevice;
-    eagle_fn_void DeviceSynchronize, GetLastError;
-    eagle_fn_handle_p_flags StreamCreateWithFlags, EventCreateWithFlags, GraphCreate;
-    eagle_fn_handle StreamDestroy, StreamSynchronize, EventDestroy, EventSynchronize;
-    eagle_fn_handle GraphDestroy, GraphExecDestroy;
-    eagle_fn_2handles EventRecord, GraphUpload, GraphLaunch;
-    eagle_fn_wait_event StreamWaitEvent;
-    eagle_fn_begin_capture StreamBeginCapture;
-    eagle_fn_end_capture StreamEndCapture;
-    eagle_fn_is_capturing StreamIsCapturing;
-    eagle_fn_int_p ThreadExchangeStreamCaptureMode;
-    eagle_fn_capture_info_v2 CaptureInfoV2; /* CUDA 12.0-12.2 (_v2)              */
-    eagle_fn_capture_info_v3 CaptureInfoV3; /* CUDA 12.3+ (_v3), CUDA 13 (plain) */
-    eagle_fn_graph_get_nodes GraphGetNodes;
-    eagle_fn_add_child GraphAddChildGraphNode;
-    eagle_fn_child_get_graph GraphChildGraphNodeGetGraph;
-    eagle_fn_add_deps_v1 AddDepsV1;
-    eagle_fn_add_deps_v2 AddDepsV2;
-    eagle_fn_instantiate GraphInstantiateWithParams;
-    eagle_fn_exec_update GraphExecUpdate;
-    eagle_fn_exec_child_set GraphExecChildGraphNodeSetParams;
-    eagle_fn_launch_kernel LaunchKernel;
-    eagle_fn_kn_get GraphKernelNodeGetParams;
-    eagle_fn_kn_set GraphKernelNodeSetParams;
-    eagle_fn_exec_kn_set GraphExecKernelNodeSetParams;
-    eagle_fn_entry_point GetDriverEntryPoint;
-    eagle_fn_entry_point_v GetDriverEntryPointByVersion;
-    eagle_fn_malloc Malloc;
-    eagle_fn_handle Free;
-    eagle_fn_memcpy_async MemcpyAsync;
-    /* driver entry points for retune, resolved on first retune */
-    int driver_resolved;
-    eagle_fn_cu_kn_get cuKernelNodeGetParams;
-    eagle_fn_cu_exec_kn_set cuExecKernelNodeSetParams;
+    int device;         /* the device whose primary context threads get */
+    eagle_cu_err_str GetErrorName, GetErrorString;
+    eagle_cu_int_p DeviceGetCount;
+    eagle_cu_dev_get DeviceGet;
+    eagle_cu_dev_name DeviceGetName;
+    eagle_cu_ctx_retain DevicePrimaryCtxRetain;
+    eagle_cu_hp CtxGetCurrent;
+    eagle_cu_h CtxSetCurrent;
+    eagle_cu_int_p CtxGetDevice;
+    eagle_cu_void CtxSynchronize;
+    eagle_cu_hp_flags StreamCreate, EventCreate, GraphCreate;
+    eagle_cu_h StreamDestroy, StreamSynchronize, EventDestroy, EventSynchronize;
+    eagle_cu_h GraphDestroy, GraphExecDestroy;
+    eagle_cu_hh EventRecord, GraphUpload, GraphLaunch;
+    eagle_cu_wait_event StreamWaitEvent;
+    eagle_cu_begin_capture StreamBeginCapture;
+    eagle_cu_end_capture StreamEndCapture;
+    eagle_cu_is_capturing StreamIsCapturing;
+    eagle_cu_int_p ThreadExchangeStreamCaptureMode;
+    eagle_cu_capture_info_v2 CaptureInfoV2; /* api < 12.3                   */
+    eagle_cu_capture_info_v3 CaptureInfoV3; /* api >= 12.3 (and 13.x)      */
+    eagle_cu_capture_to_graph BeginCaptureToGraph; /* 12.3+, optional      */
+    eagle_cu_graph_get_nodes GraphGetNodes;
+    eagle_cu_add_child GraphAddChildGraphNode;
+    eagle_cu_hh GraphChildGraphNodeGetGraph;
+    eagle_cu_add_deps_v1 AddDepsV1;
+    eagle_cu_add_deps_v2 AddDepsV2;
+    eagle_cu_add_kernel GraphAddKernelNode;
+    eagle_cu_add_node_v2 GraphAddNode;             /* 12.3+, optional      */
+    eagle_cu_cond_create ConditionalHandleCreate;  /* 12.3+, optional      */
+    eagle_cu_instantiate GraphInstantiateWithParams;
+    eagle_cu_exec_update GraphExecUpdate;
+    eagle_cu_exec_child_set GraphExecChildGraphNodeSetParams;
+    eagle_cu_launch_kernel LaunchKernel;
+    eagle_cu_kn_get GraphKernelNodeGetParams;
+    eagle_cu_kn_set GraphKernelNodeSetParams;
+    eagle_cu_exec_kn_set GraphExecKernelNodeSetParams;
+    eagle_cu_param_info FuncGetParamInfo;          /* 12.4+, optional      */
+    eagle_cu_get_name FuncGetName, KernelGetName;  /* 12.3+, optional      */
+    eagle_cu_mem_alloc MemAlloc;
+    eagle_cu_mem_free MemFree;
+    eagle_cu_memcpy_async MemcpyAsync;
 } eagle_cuda_table;
 
 static eagle_cuda_table eagle_cuda_T;
-/* Error names stay available when a runtime was found but no device is
- * usable (the table is not committed then), so that status says which. */
-static eagle_fn_err_str eagle_cuda_found_err_name, eagle_cuda_found_err_str;
+/* the error names of a driver found but not usable (kept open for them) */
+static eagle_cu_err_str eagle_cuda_found_err_name, eagle_cuda_found_err_str;
 static pthread_mutex_t eagle_cuda_lock = PTHREAD_MUTEX_INITIALIZER;
+#if defined(__cplusplus)
+static thread_local int eagle_cuda_ctx_ok;
+#else
+static _Thread_local int eagle_cuda_ctx_ok;
+#endif
 
-static void eagle_cuda_msg(char *buf, size_t n, const char *fmt, const char *a, const char *b,
-                           const char *c) {
-    if (buf && n) snprintf(buf, n, fmt, a, b, c);
+/* One entry point: the name cuGetProcAddress takes, the lowest CUDA version
+ * with the ABI the table's type has (0: any), the highest one with it
+ * (0: none), and whether eagle cannot work without it. */
+typedef struct eagle_cuda_entry {
+    const char *name;
+    int min_api, max_api;
+    int required;
+    size_t offset;
+} eagle_cuda_entry;
+
+#define EAGLE_E(field, name, lo, hi, req) {name, lo, hi, req, offsetof(eagle_cuda_table, field)}
+static const eagle_cuda_entry eagle_cuda_entries[] = {
+    EAGLE_E(GetErrorName, "cuGetErrorName", 0, 0, 1),
+    EAGLE_E(GetErrorString, "cuGetErrorString", 0, 0, 1),
+    EAGLE_E(DeviceGetCount, "cuDeviceGetCount", 0, 0, 1),
+    EAGLE_E(DeviceGet, "cuDeviceGet", 0, 0, 1),
+    EAGLE_E(DeviceGetName, "cuDeviceGetName", 0, 0, 0),
+    EAGLE_E(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 0, 0, 1),
+    EAGLE_E(CtxGetCurrent, "cuCtxGetCurrent", 0, 0, 1),
+    EAGLE_E(CtxSetCurrent, "cuCtxSetCurrent", 0, 0, 1),
+    EAGLE_E(CtxGetDevice, "cuCtxGetDevice", 0, 0, 1),
+    EAGLE_E(CtxSynchronize, "cuCtxSynchronize", 0, 0, 1),
+    EAGLE_E(StreamCreate, "cuStreamCreate", 0, 0, 1),
+    EAGLE_E(StreamDestroy, "cuStreamDestroy", 0, 0, 1),
+    EAGLE_E(StreamSynchronize, "cuStreamSynchronize", 0, 0, 1),
+    EAGLE_E(StreamWaitEvent, "cuStreamWaitEvent", 0, 0, 1),
+    EAGLE_E(EventCreate, "cuEventCreate", 0, 0, 1),
+    EAGLE_E(EventDestroy, "cuEventDestroy", 0, 0, 1),
+    EAGLE_E(EventRecord, "cuEventRecord", 0, 0, 1),
+    EAGLE_E(EventSynchronize, "cuEventSynchronize", 0, 0, 1),
+    EAGLE_E(StreamBeginCapture, "cuStreamBeginCapture", 0, 0, 1),
+    EAGLE_E(StreamEndCapture, "cuStreamEndCapture", 0, 0, 1),
+    EAGLE_E(StreamIsCapturing, "cuStreamIsCapturing", 0, 0, 1),
+    EAGLE_E(ThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", 0, 0, 1),
+    EAGLE_E(CaptureInfoV2, "cuStreamGetCaptureInfo", 0, 12029, 0),
+    EAGLE_E(CaptureInfoV3, "cuStreamGetCaptureInfo", 12030, 0, 0),
+    EAGLE_E(BeginCaptureToGraph, "cuStreamBeginCaptureToGraph", 12030, 0, 0),
+    EAGLE_E(GraphCreate, "cuGraphCreate", 0, 0, 1),
+    EAGLE_E(GraphDestroy, "cuGraphDestroy", 0, 0, 1),
+    EAGLE_E(GraphGetNodes, "cuGraphGetNodes", 0, 0, 1),
+    EAGLE_E(GraphAddChildGraphNode, "cuGraphAddChildGraphNode", 0, 0, 1),
+    EAGLE_E(GraphChildGraphNodeGetGraph, "cuGraphChildGraphNodeGetGraph", 0, 0, 1),
+    EAGLE_E(AddDepsV1, "cuGraphAddDependencies", 0, 12029, 0),
+    EAGLE_E(AddDepsV2, "cuGraphAddDependencies", 12030, 0, 0),
+    EAGLE_E(GraphAddKernelNode, "cuGraphAddKernelNode", 12000, 0, 1),
+    EAGLE_E(GraphAddNode, "cuGraphAddNode", 12030, 0, 0),
+    EAGLE_E(ConditionalHandleCreate, "cuGraphConditionalHandleCreate", 12040, 0, 0),
+    EAGLE_E(GraphInstantiateWithParams, "cuGraphInstantiateWithParams", 12000, 0, 1),
+    EAGLE_E(GraphExecDestroy, "cuGraphExecDestroy", 0, 0, 1),
+    EAGLE_E(GraphUpload, "cuGraphUpload", 0, 0, 1),
+    EAGLE_E(GraphLaunch, "cuGraphLaunch", 0, 0, 1),
+    EAGLE_E(GraphExecUpdate, "cuGraphExecUpdate", 12000, 0, 1),
+    EAGLE_E(GraphExecChildGraphNodeSetParams, "cuGraphExecChildGraphNodeSetParams", 0, 0, 1),
+    EAGLE_E(LaunchKernel, "cuLaunchKernel", 0, 0, 1),
+    EAGLE_E(GraphKernelNodeGetParams, "cuGraphKernelNodeGetParams", 12000, 0, 1),
+    EAGLE_E(GraphKernelNodeSetParams, "cuGraphKernelNodeSetParams", 12000, 0, 1),
+    EAGLE_E(GraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams", 12000, 0, 1),
+    EAGLE_E(FuncGetParamInfo, "cuFuncGetParamInfo", 12040, 0, 0),
+    EAGLE_E(FuncGetName, "cuFuncGetName", 12030, 0, 0),
+    EAGLE_E(KernelGetName, "cuKernelGetName", 12030, 0, 0),
+    EAGLE_E(MemAlloc, "cuMemAlloc", 0, 0, 1),
+    EAGLE_E(MemFree, "cuMemFree", 0, 0, 1),
+    EAGLE_E(MemcpyAsync, "cuMemcpyAsync", 0, 0, 1),
+};
+#undef EAGLE_E
+
+/* the highest CUDA version whose entry-point ABI this shim is written for */
+#define EAGLE_CUDA_MAX_API 13000
+
+static void eagle_cuda_version_text(int v, char *buf, size_t n) {
+    snprintf(buf, n, "%d.%d", v / 1000, (v % 1000) / 10);
 }
-
-typedef void *(*eagle_sym_fn)(const char *name, void *ctx);
-
-static void *eagle_cuda_dlsym_resolver(const char *name, void *ctx) {
-    return dlsym(ctx, name);
-}
-
-#define EAGLE_CUDA_BIND(field, name, type)                                     \
-    do {                                                                       \
-        void *eagle_p_ = resolve(name, ctx);                                   \
-        memcpy(&t.field, &eagle_p_, sizeof(void *));                           \
-    } while (0)
 
 /* Resolve everything into a fresh table; commit it only on success.
  * Called with eagle_cuda_lock held. */
-static int eagle_cuda_bind(eagle_sym_fn resolve, void *ctx, void *dl, const char *label,
-                           char *errbuf, size_t errn) {
+static int eagle_cuda_bind(void *dl, const char *path, char *errbuf, size_t errn) {
     eagle_cuda_table t;
     memset(&t, 0, sizeof t);
     t.dl = dl;
-    snprintf(t.library, sizeof t.library, "%s", label ? label : "");
-    EAGLE_CUDA_BIND(GetErrorName, "cudaGetErrorName", eagle_fn_err_str);
-    EAGLE_CUDA_BIND(GetErrorString, "cudaGetErrorString", eagle_fn_err_str);
-    EAGLE_CUDA_BIND(RuntimeGetVersion, "cudaRuntimeGetVersion", eagle_fn_int_p);
-    EAGLE_CUDA_BIND(DriverGetVersion, "cudaDriverGetVersion", eagle_fn_int_p);
-    EAGLE_CUDA_BIND(GetDeviceCount, "cudaGetDeviceCount", eagle_fn_int_p);
-    EAGLE_CUDA_BIND(GetDevice, "cudaGetDevice", eagle_fn_int_p);
-    EAGLE_CUDA_BIND(SetDevice, "cudaSetDevice", eagle_fn_int);
-    EAGLE_CUDA_BIND(DeviceSynchronize, "cudaDeviceSynchronize", eagle_fn_void);
-    EAGLE_CUDA_BIND(GetLastError, "cudaGetLastError", eagle_fn_void);
-    EAGLE_CUDA_BIND(StreamCreateWithFlags, "cudaStreamCreateWithFlags", x);
-    EAGLE_CUDA_BIND(StreamDestroy, "cudaStreamDestroy", x);
-    EAGLE_CUDA_BIND(StreamSynchronize, "cudaStreamSynchronize", x);
-    EAGLE_CUDA_BIND(StreamWaitEvent, "cudaStreamWaitEvent", x);
-    EAGLE_CUDA_BIND(EventCreateWithFlags, "cudaEventCreateWithFlags", x);
-    EAGLE_CUDA_BIND(EventDestroy, "cudaEventDestroy", x);
-    EAGLE_CUDA_BIND(EventRecord, "cudaEventRecord", x);
-    EAGLE_CUDA_BIND(EventSynchronize, "cudaEventSynchronize", x);
-    EAGLE_CUDA_BIND(StreamBeginCapture, "cudaStreamBeginCapture", x);
-    EAGLE_CUDA_BIND(StreamEndCapture, "cudaStreamEndCapture", x);
-    EAGLE_CUDA_BIND(StreamIsCapturing, "cudaStreamIsCapturing", x);
-    EAGLE_CUDA_BIND(ThreadExchangeStreamCaptureMode, "cudaThreadExchangeStreamCaptureMode", x);
-    EAGLE_CUDA_BIND(GraphCreate, "cudaGraphCreate", x);
-    EAGLE_CUDA_BIND(GraphDestroy, "cudaGraphDestroy", x);
-    EAGLE_CUDA_BIND(GraphGetNodes, "cudaGraphGetNodes", x);
-    EAGLE_CUDA_BIND(GraphAddChildGraphNode, "cudaGraphAddChildGraphNode", x);
-    EAGLE_CUDA_BIND(GraphChildGraphNodeGetGraph, "cudaGraphChildGraphNodeGetGraph", x);
-    EAGLE_CUDA_BIND(GraphInstantiateWithParams, "cudaGraphInstantiateWithParams", x);
-    EAGLE_CUDA_BIND(GraphExecDestroy, "cudaGraphExecDestroy", x);
-    EAGLE_CUDA_BIND(GraphUpload, "cudaGraphUpload", x);
-    EAGLE_CUDA_BIND(GraphLaunch, "cudaGraphLaunch", x);
-    EAGLE_CUDA_BIND(GraphExecUpdate, "cudaGraphExecUpdate", x);
-    EAGLE_CUDA_BIND(GraphExecChildGraphNodeSetParams, "cudaGraphExecChildGraphNodeSetParams", x);
-    EAGLE_CUDA_BIND(LaunchKernel, "cudaLaunchKernel", x);
-    EAGLE_CUDA_BIND(GraphKernelNodeGetParams, "cudaGraphKernelNodeGetParams", x);
-    EAGLE_CUDA_BIND(GraphKernelNodeSetParams, "cudaGraphKernelNodeSetParams", x);
-    EAGLE_CUDA_BIND(GraphExecKernelNodeSetParams, "cudaGraphExecKernelNodeSetParams", x);
-    EAGLE_CUDA_BIND(GetDriverEntryPoint, "cudaGetDriverEntryPoint", x);
-    EAGLE_CUDA_BIND(GetDriverEntryPointByVersion, "cudaGetDriverEntryPointByVersion", x);
-    EAGLE_CUDA_BIND(Malloc, "cudaMalloc", x);
-    EAGLE_CUDA_BIND(Free, "cudaFree", x);
-    EAGLE_CUDA_BIND(MemcpyAsync, "cudaMemcpyAsync", x);
-
-    /* Everything eagle cannot work without (the driver entry points and the
-     * child-graph helpers are optional). */
-    {
-        static const char *required[] = {"cudaGetErrorName", "cudaGetErrorString",
-            "cudaRuntimeGetVersion", "cudaGetDeviceCount", "cudaStreamCreateWithFlags",
-            "cudaStreamDestroy", "cudaStreamSynchronize", "cudaStreamWaitEvent",
-            "cudaEventCreateWithFlags", "cudaEventDestroy", "cudaEventRecord",
-            "cudaStreamBeginCapture", "cudaStreamEndCapture", "cudaStreamIsCapturing",
-            "cudaGraphDestroy", "cudaGraphGetNodes", "cudaGraphInstantiateWithParams",
-            "cudaGraphExecDestroy", "cudaGraphUpload", "cudaGraphLaunch",
-            "cudaLaunchKernel", "cudaGraphKernelNodeGetParams",
-            "cudaGraphExecKernelNodeSetParams", NULL};
-        void *have[] = {(void *)t.GetErrorName, (void *)t.GetErrorString,
-            (void *)t.RuntimeGetVersion, (void *)t.GetDeviceCount,
-            (void *)t.StreamCreateWithFlags, (void *)t.StreamDestroy,
-            (void *)t.StreamSynchronize, (void *)t.StreamWaitEvent,
-            (void *)t.EventCreateWithFlags, (void *)t.EventDestroy, (void *)t.EventRecord,
-            (void *)t.StreamBeginCapture, (void *)t.StreamEndCapture,
-            (void *)t.StreamIsCapturing, (void *)t.GraphDestroy, (void *)t.GraphGetNodes,
-            (void *)t.GraphInstantiateWithParams, (void *)t.GraphExecDestroy,
-            (void *)t.GraphUpload, (void *)t.GraphLaunch, (void *)t.LaunchKernel,
-            (void *)t.GraphKernelNodeGetParams, (void *)t.GraphExecKernelNodeSetParams};
-        for (int i = 0; required[i]; ++i) {
-            if (!have[i]) {
-                if (i == 16) /* cudaGraphInstantiateWithParams: added in 12.0 */
-                    eagle_cuda_msg(errbuf, errn,
-                                   "CUDA runtime %s is older than CUDA 12.0 (it lacks %s)%s",
-                                   t.library, required[i], "");
-                else
-                    eagle_cuda_msg(errbuf, errn, "CUDA runtime %s lacks %s%s", t.library,
-                                   required[i], "");
-                return i == 16 ? EAGLE_CUDA_ERROR_TOO_OLD : EAGLE_CUDA_ERROR_MISSING_SYMBOL;
-            }
-        }
-    }
-    if (t.RuntimeGetVersion(&t.version) != 0) t.version = 0;
-#if defined(_GNU_SOURCE) || defined(__cplusplus)
-    if (dl) { /* name the file actually bound, not just the soname asked for */
-        Dl_info info;
-        if (dladdr((void *)t.GetErrorName, &info) && info.dli_fname)
-            snprintf(t.library, sizeof t.library, "%s", info.dli_fname);
-    }
-#endif
-
-    /* cudaStreamGetCaptureInfo: CUDA 13 exports the 7-argument form under
-     * the plain name; CUDA 12 exports _v3 (12.3+, 7 args) and _v2 (6 args),
-     * and the plain name there is the legacy 3-argument form. */
-    if (t.version >= 13000) {
-        EAGLE_CUDA_BIND(CaptureInfoV3, "cudaStreamGetCaptureInfo", x);
-        EAGLE_CUDA_BIND(AddDepsV2, "cudaGraphAddDependencies", x);
-    } else {
-        EAGLE_CUDA_BIND(CaptureInfoV3, "cudaStreamGetCaptureInfo_v3", x);
-        if (!t.CaptureInfoV3) EAGLE_CUDA_BIND(CaptureInfoV2, "cudaStreamGetCaptureInfo_v2", x);
-        EAGLE_CUDA_BIND(AddDepsV2, "cudaGraphAddDependencies_v2", x);
-        if (!t.AddDepsV2) EAGLE_CUDA_BIND(AddDepsV1, "cudaGraphAddDependencies", x);
-    }
-    if (!t.CaptureInfoV3 && !t.CaptureInfoV2) {
-        eagle_cuda_msg(errbuf, errn, "CUDA runtime %s lacks cudaStreamGetCaptureInfo%s%s",
-                       t.library, t.version >= 13000 ? "" : "_v2/_v3", "");
+    snprintf(t.library, sizeof t.library, "%s", path);
+    eagle_cu_getproc_v2 getproc = NULL;
+    eagle_cu_uint init = NULL;
+    eagle_cu_int_p getver = NULL;
+    void *p;
+    p = dlsym(dl, "cuGetProcAddress_v2");
+    memcpy(&getproc, &p, sizeof p);
+    p = dlsym(dl, "cuInit");
+    memcpy(&init, &p, sizeof p);
+    p = dlsym(dl, "cuDriverGetVersion");
+    memcpy(&getver, &p, sizeof p);
+    if (!init || !getver) {
+        if (errbuf) snprintf(errbuf, errn, "%s is not a CUDA driver (it lacks cuInit)", path);
         return EAGLE_CUDA_ERROR_MISSING_SYMBOL;
     }
-    if (t.version && t.version < 12000) {
-        eagle_cuda_msg(errbuf, errn, "CUDA runtime %s is older than CUDA 12.0%s%s", t.library,
-                       "", "");
+    if (getver(&t.driver_version) != 0) t.driver_version = 0;
+    char vtext[32];
+    eagle_cuda_version_text(t.driver_version, vtext, sizeof vtext);
+    if (t.driver_version < 12000 || !getproc) {
+        if (errbuf)
+            snprintf(errbuf, errn,
+                     "CUDA driver %s speaks CUDA %s; eagle needs a CUDA 12.0 or newer driver "
+                     "(cuGetProcAddress_v2)", path, vtext);
         return EAGLE_CUDA_ERROR_TOO_OLD;
     }
-
-    /* A runtime is there: is a GPU? */
-    {
-        int count = 0;
-        int st = t.GetDeviceCount(&count);
-        if (st == 0 && count == 0) st = EAGLE_CUDA_ERR_NO_DEVICE;
-        if (st != 0) {
-            eagle_cuda_found_err_name = t.GetErrorName;
-            eagle_cuda_found_err_str = t.GetErrorString;
-            if (errbuf && errn)
-                snprintf(errbuf, errn,
-                         "CUDA runtime %s found but no GPU/driver usable "
-                         "(cudaGetDeviceCount -> %s: %s)",
-                         t.library, t.GetErrorName(st), t.GetErrorString(st));
-            return st;
+    t.api = t.driver_version < EAGLE_CUDA_MAX_API ? t.driver_version : EAGLE_CUDA_MAX_API;
+    for (size_t i = 0; i < sizeof eagle_cuda_entries / sizeof eagle_cuda_entries[0]; ++i) {
+        const eagle_cuda_entry *e = &eagle_cuda_entries[i];
+        void *fn = NULL;
+        int status = 0;
+        int in_range = t.api >= e->min_api && (e->max_api == 0 || t.api <= e->max_api);
+        if (in_range) {
+            int st = getproc(e->name, &fn, t.api, 0 /* CU_GET_PROC_ADDRESS_DEFAULT */, &status);
+            if (st != 0 || status != 0 /* CU_GET_PROC_ADDRESS_SUCCESS */) fn = NULL;
         }
+        if (!fn && e->required) {
+            if (errbuf)
+                snprintf(errbuf, errn, "CUDA driver %s (CUDA %s) lacks %s", path, vtext, e->name);
+            return EAGLE_CUDA_ERROR_MISSING_SYMBOL;
+        }
+        memcpy((char *)&t + e->offset, &fn, sizeof fn);
+    }
+    if (!t.CaptureInfoV2 && !t.CaptureInfoV3) {
+        if (errbuf)
+            snprintf(errbuf, errn, "CUDA driver %s (CUDA %s) lacks cuStreamGetCaptureInfo", path,
+                     vtext);
+        return EAGLE_CUDA_ERROR_MISSING_SYMBOL;
+    }
+    if (!t.AddDepsV1 && !t.AddDepsV2) {
+        if (errbuf)
+            snprintf(errbuf, errn, "CUDA driver %s (CUDA %s) lacks cuGraphAddDependencies", path,
+                     vtext);
+        return EAGLE_CUDA_ERROR_MISSING_SYMBOL;
+    }
+    int st = init(0);
+    if (st == 0) {
+        int count = 0;
+        st = t.DeviceGetCount(&count);
+        if (st == 0 && count == 0) st = EAGLE_CUDA_ERR_NO_DEVICE;
+    }
+    if (st != 0) {
+        const char *n = NULL, *x = NULL;
+        eagle_cuda_found_err_name = t.GetErrorName; /* the library stays open for them */
+        eagle_cuda_found_err_str = t.GetErrorString;
+        t.GetErrorName(st, &n);
+        t.GetErrorString(st, &x);
+        if (errbuf)
+            snprintf(errbuf, errn, "CUDA driver %s (CUDA %s) found but no GPU is usable (%s: %s)",
+                     path, vtext, n ? n : "?", x ? x : "?");
+        return st;
     }
     t.loaded = 1;
     eagle_cuda_T = t;
     return 0;
 }
 
-static const char *const eagle_cuda_sonames[] = {
-    "libcudart.so.13", "libcudart.so.12", "libcudart.so", NULL};
+/* the driver found but not usable: its version, for messages */
+static int eagle_cuda_found_version;
 
 int eagle_cuda_load(char *errbuf, size_t errbuf_size) {
     if (eagle_cuda_T.loaded) return 0;
     pthread_mutex_lock(&eagle_cuda_lock);
     int st = 0;
     if (!eagle_cuda_T.loaded) {
-        char tried[1024];
-        size_t used = 0;
-        void *dl = NULL;
-        const char *label = NULL;
-        char labelbuf[512];
-        tried[0] = '\0';
-        const char *env = getenv("EAGLE_CUDA_RUNTIME");
-        if (env && *env) {
-            dl = dlopen(env, RTLD_NOW | RTLD_LOCAL);
-            used += (size_t)snprintf(tried + used, sizeof tried - used,
-                                     "EAGLE_CUDA_RUNTIME=%s (%s)", env,
-                                     dl ? "ok" : dlerror());
-            label = env;
-        } else {
-            for (int i = 0; !dl && eagle_cuda_sonames[i]; ++i) {
-                dl = dlopen(eagle_cuda_sonames[i], RTLD_NOW | RTLD_NOLOAD);
-                if (dl) {
-                    snprintf(labelbuf, sizeof labelbuf, "%s (already loaded)",
-                             eagle_cuda_sonames[i]);
-                    label = labelbuf;
-                }
-            }
-            if (!dl) {
-                used += (size_t)snprintf(tried, sizeof tried, "already-loaded libcudart.so*");
-                for (int i = 0; !dl && eagle_cuda_sonames[i]; ++i) {
-                    dl = dlopen(eagle_cuda_sonames[i], RTLD_NOW | RTLD_LOCAL);
-                    if (used < sizeof tried)
-                        used += (size_t)snprintf(tried + used, sizeof tried - used, ", %s",
-                                                 eagle_cuda_sonames[i]);
-                    label = eagle_cuda_sonames[i];
-                }
-            }
-        }
+        const char *env = getenv("EAGLE_LIBCUDA");
+        const char *path = env && *env ? env : "libcuda.so.1";
+        void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
         if (!dl) {
-            eagle_cuda_msg(errbuf, errbuf_size,
-                           "no CUDA runtime library found (tried %s)%s%s", tried,
-                           env && *env ? "" : "; install CuPy or the CUDA runtime "
-                                              "(nvidia-cuda-runtime), or set EAGLE_CUDA_RUNTIME",
-                           "");
+            if (errbuf && errbuf_size)
+                snprintf(errbuf, errbuf_size, "no CUDA driver found (tried %s%s: %s)",
+                         env && *env ? "EAGLE_LIBCUDA=" : "", path, dlerror());
             st = EAGLE_CUDA_ERROR_NOT_LOADED;
         } else {
-            st = eagle_cuda_bind(eagle_cuda_dlsym_resolver, dl, dl, label, errbuf, errbuf_size);
-            /* keep a runtime that only lacks a device open: its error names
-             * are still used */
-            if (st < 0) dlclose(dl);
+            char real[512];
+            snprintf(real, sizeof real, "%s", path);
+#if defined(_GNU_SOURCE) || defined(__cplusplus)
+            {
+                Dl_info info;
+                void *sym = dlsym(dl, "cuInit");
+                if (sym && dladdr(sym, &info) && info.dli_fname)
+                    snprintf(real, sizeof real, "%s", info.dli_fname);
+            }
+#endif
+            st = eagle_cuda_bind(dl, real, errbuf, errbuf_size);
+            if (st != 0) {
+                eagle_cu_int_p getver = NULL;
+                void *p = dlsym(dl, "cuDriverGetVersion");
+                memcpy(&getver, &p, sizeof p);
+                if (getver) getver(&eagle_cuda_found_version);
+                if (!eagle_cuda_found_err_name) dlclose(dl);
+            }
         }
     }
     pthread_mutex_unlock(&eagle_cuda_lock);
     return st;
 }
 
-int eagle_cuda_load_with(eagle_cuda_resolver_fn resolve, void *ctx, const char *label,
-                         char *errbuf, size_t errbuf_size) {
-    if (!resolve) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
-    pthread_mutex_lock(&eagle_cuda_lock);
-    int st = 0;
-    if (!eagle_cuda_T.loaded)
-        st = eagle_cuda_bind(resolve, ctx, NULL, label ? label : "(resolver)", errbuf,
-                             errbuf_size);
-    pthread_mutex_unlock(&eagle_cuda_lock);
-    return st;
-}
-
 int eagle_cuda_is_loaded(void) { return eagle_cuda_T.loaded; }
-
 const char *eagle_cuda_library(void) { return eagle_cuda_T.loaded ? eagle_cuda_T.library : ""; }
+
+/* Make sure this thread has a current context (the chosen device's primary
+ * one when it has none). */
+static int eagle_cuda_context(void) {
+    if (eagle_cuda_ctx_ok) return 0;
+    void *ctx = NULL;
+    int st = eagle_cuda_T.CtxGetCurrent(&ctx);
+    if (st) return st;
+    if (!ctx) {
+        int dev = 0;
+        st = eagle_cuda_T.DeviceGet(&dev, eagle_cuda_T.device);
+        if (!st) st = eagle_cuda_T.DevicePrimaryCtxRetain(&ctx, dev);
+        if (!st) st = eagle_cuda_T.CtxSetCurrent(ctx);
+        if (st) return st;
+    }
+    eagle_cuda_ctx_ok = 1;
+    return 0;
+}
 
 #define EAGLE_CUDA_ENSURE()                                                    \
     do {                                                                       \
         if (!eagle_cuda_T.loaded) {                                            \
             int eagle_st_ = eagle_cuda_load(NULL, 0);                          \
+            if (eagle_st_) return eagle_st_;                                   \
+        }                                                                      \
+        {                                                                      \
+            int eagle_st_ = eagle_cuda_context();                              \
             if (eagle_st_) return eagle_st_;                                   \
         }                                                                      \
     } while (0)
@@ -356,24 +369,47 @@ const char *eagle_cuda_library(void) { return eagle_cuda_T.loaded ? eagle_cuda_T
         return eagle_cuda_T.field(__VA_ARGS__);                                \
     } while (0)
 
-int eagle_cuda_runtime_version(int *version) {
-    EAGLE_CUDA_ENSURE();
-    if (version) *version = eagle_cuda_T.version;
+int eagle_cuda_driver_version(int *version) {
+    if (!version) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
+    if (!eagle_cuda_T.loaded) {
+        int st = eagle_cuda_load(NULL, 0);
+        *version = eagle_cuda_found_version;
+        return eagle_cuda_found_version ? 0 : st;
+    }
+    *version = eagle_cuda_T.driver_version;
     return 0;
 }
-int eagle_cuda_driver_version(int *version) { EAGLE_CUDA_CALL(DriverGetVersion, version); }
+int eagle_cuda_api_version(int *version) {
+    if (!version) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
+    if (!eagle_cuda_T.loaded) {
+        int st = eagle_cuda_load(NULL, 0);
+        if (st) return st;
+    }
+    *version = eagle_cuda_T.api;
+    return 0;
+}
+int eagle_cuda_has(const char *feature) {
+    if (!eagle_cuda_T.loaded && eagle_cuda_load(NULL, 0) != 0) return 0;
+    if (!feature) return 0;
+    if (!strcmp(feature, "conditional"))
+        return eagle_cuda_T.ConditionalHandleCreate && eagle_cuda_T.GraphAddNode &&
+               eagle_cuda_T.api >= 12040;
+    if (!strcmp(feature, "param_info")) return eagle_cuda_T.FuncGetParamInfo != NULL;
+    if (!strcmp(feature, "capture_to_graph")) return eagle_cuda_T.BeginCaptureToGraph != NULL;
+    return 0;
+}
 
 void eagle_cuda_status_text(int status, const char **name, const char **text) {
     const char *n = NULL, *x = NULL;
     switch (status) {
-    case 0: n = "cudaSuccess"; x = "no error"; break;
+    case 0: n = "CUDA_SUCCESS"; x = "no error"; break;
     case EAGLE_CUDA_ERROR_NOT_LOADED:
         n = "eagleCudaErrorNotLoaded";
-        x = "no usable CUDA runtime (eagle_cuda_load() says why)";
+        x = "no usable CUDA driver (eagle_cuda_load() says why)";
         break;
     case EAGLE_CUDA_ERROR_MISSING_SYMBOL:
         n = "eagleCudaErrorMissingSymbol";
-        x = "the CUDA runtime lacks a function eagle needs";
+        x = "the CUDA driver lacks a function eagle needs";
         break;
     case EAGLE_CUDA_ERROR_BAD_ARGUMENT:
         n = "eagleCudaErrorBadArgument";
@@ -385,18 +421,19 @@ void eagle_cuda_status_text(int status, const char **name, const char **text) {
             "kernels launched with an argument array";
         break;
     case EAGLE_CUDA_ERROR_TOO_OLD:
-        n = "eagleCudaErrorRuntimeTooOld";
-        x = "eagle needs a CUDA 12.0 or newer runtime";
+        n = "eagleCudaErrorDriverTooOld";
+        x = "the CUDA driver is too old for this (eagle needs 12.0; conditional nodes and "
+            "cuFuncGetParamInfo need 12.4)";
         break;
     default:
         if (status > 0 && eagle_cuda_T.loaded) {
-            n = eagle_cuda_T.GetErrorName(status);
-            x = eagle_cuda_T.GetErrorString(status);
+            if (eagle_cuda_T.GetErrorName(status, &n) != 0) n = NULL;
+            if (eagle_cuda_T.GetErrorString(status, &x) != 0) x = NULL;
         } else if (status > 0 && eagle_cuda_found_err_name) {
-            n = eagle_cuda_found_err_name(status);
-            x = eagle_cuda_found_err_str(status);
+            if (eagle_cuda_found_err_name(status, &n) != 0) n = NULL;
+            if (eagle_cuda_found_err_str(status, &x) != 0) x = NULL;
         }
-        if (!n) n = "cudaErrorUnrecognized";
+        if (!n) n = "CUDA_ERROR_UNRECOGNIZED";
         if (!x) x = "unrecognized error code";
     }
     if (name) *name = n;
@@ -405,22 +442,49 @@ void eagle_cuda_status_text(int status, const char **name, const char **text) {
 
 /* ---- devices, streams, events ------------------------------------------- */
 
-int eagle_cuda_get_device_count(int *count) { EAGLE_CUDA_CALL(GetDeviceCount, count); }
-int eagle_cuda_get_device(int *device) { EAGLE_CUDA_CALL(GetDevice, device); }
-int eagle_cuda_set_device(int device) { EAGLE_CUDA_CALL(SetDevice, device); }
-int eagle_cuda_device_synchronize(void) { EAGLE_CUDA_CALL(DeviceSynchronize); }
-int eagle_cuda_get_last_error(void) { EAGLE_CUDA_CALL(GetLastError); }
+int eagle_cuda_get_device_count(int *count) {
+    if (!eagle_cuda_T.loaded) {
+        int st = eagle_cuda_load(NULL, 0);
+        if (st) return st;
+    }
+    return eagle_cuda_T.DeviceGetCount(count);
+}
+int eagle_cuda_get_device(int *device) { EAGLE_CUDA_CALL(CtxGetDevice, device); }
+int eagle_cuda_set_device(int device) {
+    void *ctx = NULL;
+    int dev = 0, st;
+    if (!eagle_cuda_T.loaded && (st = eagle_cuda_load(NULL, 0)) != 0) return st;
+    st = eagle_cuda_T.DeviceGet(&dev, device);
+    if (!st) st = eagle_cuda_T.DevicePrimaryCtxRetain(&ctx, dev);
+    if (!st) st = eagle_cuda_T.CtxSetCurrent(ctx);
+    if (!st) {
+        eagle_cuda_T.device = device;
+        eagle_cuda_ctx_ok = 1;
+    }
+    return st;
+}
+int eagle_cuda_device_synchronize(void) { EAGLE_CUDA_CALL(CtxSynchronize); }
+int eagle_cuda_device_name(int device, char *buf, int n) {
+    int dev = 0, st;
+    if (!buf || n <= 0) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
+    buf[0] = 0;
+    EAGLE_CUDA_ENSURE();
+    if (!eagle_cuda_T.DeviceGetName) return EAGLE_CUDA_ERROR_MISSING_SYMBOL;
+    st = eagle_cuda_T.DeviceGet(&dev, device);
+    if (st) return st;
+    return eagle_cuda_T.DeviceGetName(buf, n, dev);
+}
 
 int eagle_cuda_stream_create(eagle_cudaStream_t *stream, unsigned int flags) {
     if (!stream) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
-    EAGLE_CUDA_CALL(StreamCreateWithFlags, stream, flags);
+    EAGLE_CUDA_CALL(StreamCreate, stream, flags);
 }
 int eagle_cuda_stream_destroy(eagle_cudaStream_t s) { EAGLE_CUDA_CALL(StreamDestroy, s); }
 int eagle_cuda_stream_synchronize(eagle_cudaStream_t s) { EAGLE_CUDA_CALL(StreamSynchronize, s); }
 
 int eagle_cuda_event_create(eagle_cudaEvent_t *event, unsigned int flags) {
     if (!event) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
-    EAGLE_CUDA_CALL(EventCreateWithFlags, event, flags);
+    EAGLE_CUDA_CALL(EventCreate, event, flags);
 }
 int eagle_cuda_event_destroy(eagle_cudaEvent_t e) { EAGLE_CUDA_CALL(EventDestroy, e); }
 int eagle_cuda_event_record(eagle_cudaEvent_t e, eagle_cudaStream_t s) {
@@ -435,6 +499,12 @@ int eagle_cuda_stream_wait_event(eagle_cudaStream_t s, eagle_cudaEvent_t e, unsi
 
 int eagle_cuda_stream_begin_capture(eagle_cudaStream_t s, int mode) {
     EAGLE_CUDA_CALL(StreamBeginCapture, s, mode);
+}
+int eagle_cuda_stream_begin_capture_to_graph(eagle_cudaStream_t s, eagle_cudaGraph_t g,
+                                             int mode) {
+    EAGLE_CUDA_ENSURE();
+    if (!eagle_cuda_T.BeginCaptureToGraph) return EAGLE_CUDA_ERROR_TOO_OLD;
+    return eagle_cuda_T.BeginCaptureToGraph(s, g, NULL, NULL, 0, mode);
 }
 int eagle_cuda_stream_end_capture(eagle_cudaStream_t s, eagle_cudaGraph_t *graph) {
     eagle_cudaGraph_t g = NULL;
@@ -491,7 +561,7 @@ int eagle_cuda_graph_add_child_graph_node(eagle_cudaGraphNode_t *node, eagle_cud
     EAGLE_CUDA_CALL(GraphAddChildGraphNode, node, g, (const void *const *)deps, num_deps, child);
 }
 int eagle_cuda_child_graph_node_get_graph(eagle_cudaGraphNode_t node, eagle_cudaGraph_t *child) {
-    EAGLE_CUDA_CALL(GraphChildGraphNodeGetGraph, node, child);
+    EAGLE_CUDA_CALL(GraphChildGraphNodeGetGraph, node, (void *)child);
 }
 int eagle_cuda_graph_add_dependencies(eagle_cudaGraph_t g, const eagle_cudaGraphNode_t *from,
                                       const eagle_cudaGraphNode_t *to, size_t n) {
@@ -499,23 +569,60 @@ int eagle_cuda_graph_add_dependencies(eagle_cudaGraph_t g, const eagle_cudaGraph
     if (eagle_cuda_T.AddDepsV2)
         return eagle_cuda_T.AddDepsV2(g, (const void *const *)from, (const void *const *)to,
                                       NULL, n);
-    if (eagle_cuda_T.AddDepsV1)
-        return eagle_cuda_T.AddDepsV1(g, (const void *const *)from, (const void *const *)to, n);
-    return EAGLE_CUDA_ERROR_MISSING_SYMBOL;
+    return eagle_cuda_T.AddDepsV1(g, (const void *const *)from, (const void *const *)to, n);
+}
+int eagle_cuda_graph_add_kernel_node(eagle_cudaGraphNode_t *node, eagle_cudaGraph_t g,
+                                     const eagle_cudaGraphNode_t *deps, size_t num_deps,
+                                     eagle_CUfunction func, eagle_dim3 grid, eagle_dim3 block,
+                                     unsigned int shared_mem, void **args) {
+    eagle_CUDA_KERNEL_NODE_PARAMS_v2 p;
+    memset(&p, 0, sizeof p);
+    p.func = func;
+    p.gridDimX = grid.x, p.gridDimY = grid.y, p.gridDimZ = grid.z;
+    p.blockDimX = block.x, p.blockDimY = block.y, p.blockDimZ = block.z;
+    p.sharedMemBytes = shared_mem;
+    p.kernelParams = args;
+    EAGLE_CUDA_CALL(GraphAddKernelNode, node, g, (const void *const *)deps, num_deps, &p);
+}
+int eagle_cuda_graph_add_while_node(eagle_cudaGraphNode_t *node, eagle_cudaGraph_t g,
+                                    const eagle_cudaGraphNode_t *deps, size_t num_deps,
+                                    unsigned int initial, unsigned long long *handle,
+                                    eagle_cudaGraph_t *body) {
+    void *ctx = NULL;
+    int st;
+    if (!node || !handle || !body) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
+    EAGLE_CUDA_ENSURE();
+    if (!eagle_cuda_has("conditional")) return EAGLE_CUDA_ERROR_TOO_OLD;
+    st = eagle_cuda_T.CtxGetCurrent(&ctx);
+    if (st) return st;
+    st = eagle_cuda_T.ConditionalHandleCreate(handle, g, ctx, initial,
+                                              EAGLE_CUDA_GRAPH_COND_ASSIGN_DEFAULT);
+    if (st) return st;
+    eagle_CUgraphNodeParams p;
+    memset(&p, 0, sizeof p);
+    p.type = EAGLE_CUDA_GRAPH_NODE_TYPE_CONDITIONAL;
+    p.u.conditional.handle = *handle;
+    p.u.conditional.type = EAGLE_CUDA_GRAPH_COND_TYPE_WHILE;
+    p.u.conditional.size = 1;
+    p.u.conditional.ctx = ctx;
+    st = eagle_cuda_T.GraphAddNode(node, g, (const void *const *)deps, NULL, num_deps, &p);
+    if (st) return st;
+    *body = p.u.conditional.phGraph_out ? p.u.conditional.phGraph_out[0] : NULL;
+    return *body ? 0 : EAGLE_CUDA_ERROR_BAD_ARGUMENT;
 }
 
 int eagle_cuda_graph_instantiate(eagle_cudaGraphExec_t *exec, eagle_cudaGraph_t graph,
                                  unsigned long long flags, eagle_cudaStream_t upload_stream,
                                  eagle_cudaGraphNode_t *err_node, int *result) {
-    eagle_cudaGraphInstantiateParams p;
+    eagle_CUDA_GRAPH_INSTANTIATE_PARAMS p;
     if (!exec) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
     EAGLE_CUDA_ENSURE();
     memset(&p, 0, sizeof p);
     p.flags = flags;
-    p.uploadStream = upload_stream;
+    p.hUploadStream = upload_stream;
     *exec = NULL;
     int st = eagle_cuda_T.GraphInstantiateWithParams(exec, graph, &p);
-    if (err_node) *err_node = st ? p.errNode_out : NULL;
+    if (err_node) *err_node = st ? p.hErrNode_out : NULL;
     if (result) *result = p.result_out;
     if (st) *exec = NULL;
     return st;
@@ -534,7 +641,7 @@ int eagle_cuda_graph_launch_n(eagle_cudaGraphExec_t e, eagle_cudaStream_t s, lon
     if (done) *done = 0;
     if (n < 0) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
     EAGLE_CUDA_ENSURE();
-    eagle_fn_2handles launch = eagle_cuda_T.GraphLaunch;
+    eagle_cu_hh launch = eagle_cuda_T.GraphLaunch;
     for (; i < n; ++i) {
         st = launch(e, s);
         if (st) break;
@@ -543,8 +650,8 @@ int eagle_cuda_graph_launch_n(eagle_cudaGraphExec_t e, eagle_cudaStream_t s, lon
     return st;
 }
 int eagle_cuda_graph_exec_update(eagle_cudaGraphExec_t e, eagle_cudaGraph_t g,
-                                 eagle_cudaGraphExecUpdateResultInfo *info) {
-    eagle_cudaGraphExecUpdateResultInfo local;
+                                 eagle_CUgraphExecUpdateResultInfo *info) {
+    eagle_CUgraphExecUpdateResultInfo local;
     memset(&local, 0, sizeof local);
     EAGLE_CUDA_CALL(GraphExecUpdate, e, g, info ? info : &local);
 }
@@ -556,128 +663,181 @@ int eagle_cuda_graph_exec_child_graph_node_set_params(eagle_cudaGraphExec_t e,
 
 /* ---- kernels -------------------------------------------------------------- */
 
-int eagle_cuda_launch_kernel(const void *func, eagle_dim3 grid, eagle_dim3 block, void **args,
-                             size_t shared_mem, eagle_cudaStream_t s) {
-    EAGLE_CUDA_CALL(LaunchKernel, func, grid, block, args, shared_mem, s);
+int eagle_cuda_launch_kernel(eagle_CUfunction func, eagle_dim3 grid, eagle_dim3 block,
+                             void **args, size_t shared_mem, eagle_cudaStream_t s) {
+    EAGLE_CUDA_CALL(LaunchKernel, func, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                    (unsigned int)shared_mem, s, args, NULL);
 }
-int eagle_cuda_kernel_node_get_params(eagle_cudaGraphNode_t node, eagle_cudaKernelNodeParams *p) {
+int eagle_cuda_kernel_node_get_params(eagle_cudaGraphNode_t node,
+                                      eagle_CUDA_KERNEL_NODE_PARAMS_v2 *p) {
     if (!p) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
     EAGLE_CUDA_CALL(GraphKernelNodeGetParams, node, p);
 }
 int eagle_cuda_kernel_node_set_params(eagle_cudaGraphNode_t node,
-                                      const eagle_cudaKernelNodeParams *p) {
+                                      const eagle_CUDA_KERNEL_NODE_PARAMS_v2 *p) {
     if (!p) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
     EAGLE_CUDA_CALL(GraphKernelNodeSetParams, node, p);
 }
 int eagle_cuda_graph_exec_kernel_node_set_params(eagle_cudaGraphExec_t e,
                                                  eagle_cudaGraphNode_t node,
-                                                 const eagle_cudaKernelNodeParams *p) {
+                                                 const eagle_CUDA_KERNEL_NODE_PARAMS_v2 *p) {
     if (!p) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
     EAGLE_CUDA_CALL(GraphExecKernelNodeSetParams, e, node, p);
 }
-
-/* Resolve the driver's kernel-node entry points through the runtime (no
- * second dlopen: the runtime hands out the driver it uses). ABI pinned to
- * CUDA 12.0 (the _v2 parameter struct). */
-static void eagle_cuda_resolve_driver(void) {
-    if (eagle_cuda_T.driver_resolved) return;
-    pthread_mutex_lock(&eagle_cuda_lock);
-    if (!eagle_cuda_T.driver_resolved) {
-        const char *names[2] = {"cuGraphKernelNodeGetParams", "cuGraphExecKernelNodeSetParams"};
-        void *fns[2] = {NULL, NULL};
-        for (int i = 0; i < 2; ++i) {
-            int q = 0, st = -1;
-            if (eagle_cuda_T.GetDriverEntryPointByVersion)
-                st = eagle_cuda_T.GetDriverEntryPointByVersion(names[i], &fns[i], 12000, 0, &q);
-            if (st != 0 && eagle_cuda_T.GetDriverEntryPoint && eagle_cuda_T.version >= 12000 &&
-                eagle_cuda_T.version < 13000)
-                st = eagle_cuda_T.GetDriverEntryPoint(names[i], &fns[i], 0, &q);
-            if (st != 0 || q != 0 /* cudaDriverEntryPointSuccess */) fns[i] = NULL;
-        }
-        if (fns[0] && fns[1]) {
-            memcpy(&eagle_cuda_T.cuKernelNodeGetParams, &fns[0], sizeof(void *));
-            memcpy(&eagle_cuda_T.cuExecKernelNodeSetParams, &fns[1], sizeof(void *));
-        }
-        eagle_cuda_T.driver_resolved = 1;
-    }
-    pthread_mutex_unlock(&eagle_cuda_lock);
-}
-
-int eagle_cuda_retune_uses_driver(void) {
+int eagle_cuda_kernel_node_name(eagle_cudaGraphNode_t node, const char **name) {
+    eagle_CUDA_KERNEL_NODE_PARAMS_v2 p;
+    if (!name) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
+    *name = NULL;
     EAGLE_CUDA_ENSURE();
-    eagle_cuda_resolve_driver();
-    return eagle_cuda_T.cuKernelNodeGetParams ? 1 : 0;
+    if (!eagle_cuda_T.FuncGetName) return EAGLE_CUDA_ERROR_TOO_OLD;
+    memset(&p, 0, sizeof p);
+    int st = eagle_cuda_T.GraphKernelNodeGetParams(node, &p);
+    if (st) return st;
+    if (p.func) return eagle_cuda_T.FuncGetName(name, p.func);
+    if (p.kern && eagle_cuda_T.KernelGetName) return eagle_cuda_T.KernelGetName(name, p.kern);
+    return EAGLE_CUDA_ERR_INVALID_VALUE;
 }
 
-#define EAGLE_CUDA_RETUNE_STACK_ARGS 32
+int eagle_cuda_kernel_param_sizes(eagle_CUfunction func, unsigned int *count, size_t *sizes,
+                                  unsigned int cap) {
+    unsigned int i = 0;
+    if (!count) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
+    *count = 0;
+    EAGLE_CUDA_ENSURE();
+    if (!eagle_cuda_T.FuncGetParamInfo) return EAGLE_CUDA_ERROR_TOO_OLD;
+    for (;; ++i) {
+        size_t off = 0, size = 0;
+        int st = eagle_cuda_T.FuncGetParamInfo(func, i, &off, &size);
+        if (st == EAGLE_CUDA_ERR_INVALID_VALUE) break; /* past the last parameter */
+        if (st) return st;
+        if (sizes && i < cap) sizes[i] = size;
+        if (i > 4096) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
+    }
+    *count = i;
+    return 0;
+}
 
-int eagle_cuda_retune_kernel_node(eagle_cudaGraphExec_t exec, eagle_cudaGraphNode_t node,
-                                  unsigned int nargs, unsigned int size_index,
-                                  const void *size_value, eagle_dim3 grid) {
-    void *stack_args[EAGLE_CUDA_RETUNE_STACK_ARGS];
-    void **args = stack_args;
+/* ---- sized kernel nodes ----------------------------------------------------- */
+
+static size_t eagle_cuda_align8(size_t n) { return (n + 7) / 8 * 8; }
+
+/* Copy p's arguments into k (k->sizes set). */
+static int eagle_cuda_sized_copy(eagle_cuda_sized *k, const eagle_CUDA_KERNEL_NODE_PARAMS_v2 *p) {
+    size_t total = 0, off = 0;
+    unsigned int i;
+    if (!p->kernelParams && k->nargs) return EAGLE_CUDA_ERROR_UNSUPPORTED_NODE;
+    for (i = 0; i < k->nargs; ++i) total += eagle_cuda_align8(k->sizes[i]);
+    unsigned char *bytes = (unsigned char *)calloc(total ? total : 1, 1);
+    void **argv = (void **)calloc(k->nargs ? k->nargs : 1, sizeof(void *));
+    if (!bytes || !argv) {
+        free(bytes);
+        free(argv);
+        return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
+    }
+    for (i = 0; i < k->nargs; ++i) {
+        memcpy(bytes + off, p->kernelParams[i], k->sizes[i]);
+        argv[i] = bytes + off;
+        off += eagle_cuda_align8(k->sizes[i]);
+    }
+    free(k->bytes);
+    free(k->argv);
+    k->bytes = bytes;
+    k->argv = argv;
+    k->params = *p;
+    k->params.kernelParams = argv;
+    k->params.extra = NULL;
+    return 0;
+}
+
+int eagle_cuda_sized_init(eagle_cuda_sized *k, eagle_cudaGraphNode_t node, unsigned int nargs,
+                          const size_t *sizes, unsigned int size_index, unsigned int size_bytes) {
+    eagle_CUDA_KERNEL_NODE_PARAMS_v2 p;
     int st;
-    if ((size_value && size_index >= nargs) || grid.x == 0 || grid.y == 0 || grid.z == 0)
+    unsigned int i;
+    if (!k) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
+    memset(k, 0, sizeof *k);
+    if (size_bytes && (size_index >= nargs || (size_bytes != 4 && size_bytes != 8)))
         return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
     EAGLE_CUDA_ENSURE();
-    eagle_cuda_resolve_driver();
-    if (nargs > EAGLE_CUDA_RETUNE_STACK_ARGS) {
-        args = (void **)malloc(sizeof(void *) * nargs);
-        if (!args) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
-    }
-    /* The node's own argument storage stays valid: only exec is modified. */
-    if (eagle_cuda_T.cuKernelNodeGetParams) {
-        eagle_CUDA_KERNEL_NODE_PARAMS_v2 p;
-        memset(&p, 0, sizeof p);
-        st = eagle_cuda_T.cuKernelNodeGetParams(node, &p);
-        if (st == 0) {
-            if (!p.kernelParams) {
-                st = EAGLE_CUDA_ERROR_UNSUPPORTED_NODE;
-            } else {
-                memcpy(args, p.kernelParams, sizeof(void *) * nargs);
-                if (size_value) args[size_index] = (void *)size_value;
-                p.kernelParams = args;
-                p.gridDimX = grid.x;
-                p.gridDimY = grid.y;
-                p.gridDimZ = grid.z;
-                st = eagle_cuda_T.cuExecKernelNodeSetParams(exec, node, &p);
-            }
-            goto done;
+    memset(&p, 0, sizeof p);
+    st = eagle_cuda_T.GraphKernelNodeGetParams(node, &p);
+    if (st) return st;
+    k->node = node;
+    k->nargs = nargs;
+    k->size_index = size_index;
+    k->size_bytes = size_bytes;
+    k->sizes = (size_t *)calloc(nargs ? nargs : 1, sizeof(size_t));
+    if (!k->sizes) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
+    for (i = 0; i < nargs; ++i) k->sizes[i] = sizes ? sizes[i] : 8;
+    if (eagle_cuda_T.FuncGetParamInfo && p.func) {
+        unsigned int count = 0;
+        size_t *real = (size_t *)calloc(nargs ? nargs : 1, sizeof(size_t));
+        if (!real) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
+        st = eagle_cuda_kernel_param_sizes(p.func, &count, real, nargs);
+        if (st == 0 && count != nargs) st = EAGLE_CUDA_ERROR_BAD_ARGUMENT;
+        if (st == 0 && size_bytes && real[size_index] != size_bytes)
+            st = EAGLE_CUDA_ERROR_BAD_ARGUMENT;
+        if (st == 0) memcpy(k->sizes, real, sizeof(size_t) * nargs);
+        free(real);
+        if (st) {
+            eagle_cuda_sized_free(k);
+            return st;
         }
-        /* fall through to the runtime API */
     }
-    {
-        eagle_cudaKernelNodeParams p;
-        memset(&p, 0, sizeof p);
-        st = eagle_cuda_T.GraphKernelNodeGetParams(node, &p);
-        if (st) goto done;
-        if (!p.kernelParams) {
-            st = EAGLE_CUDA_ERROR_UNSUPPORTED_NODE;
-            goto done;
-        }
-        memcpy(args, p.kernelParams, sizeof(void *) * nargs);
-        if (size_value) args[size_index] = (void *)size_value;
-        p.kernelParams = args;
-        p.gridDim = grid;
-        st = eagle_cuda_T.GraphExecKernelNodeSetParams(exec, node, &p);
-    }
-done:
-    if (args != stack_args) free(args);
+    st = eagle_cuda_sized_copy(k, &p);
+    if (st) eagle_cuda_sized_free(k);
     return st;
+}
+
+int eagle_cuda_sized_refresh(eagle_cuda_sized *k, eagle_cudaGraphNode_t from) {
+    eagle_CUDA_KERNEL_NODE_PARAMS_v2 p;
+    if (!k || !k->sizes) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
+    EAGLE_CUDA_ENSURE();
+    memset(&p, 0, sizeof p);
+    int st = eagle_cuda_T.GraphKernelNodeGetParams(from, &p);
+    if (st) return st;
+    return eagle_cuda_sized_copy(k, &p);
+}
+
+int eagle_cuda_sized_apply(eagle_cudaGraphExec_t exec, eagle_cuda_sized *k, const void *value,
+                           eagle_dim3 grid) {
+    if (!k || !k->argv || grid.x == 0 || grid.y == 0 || grid.z == 0)
+        return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
+    EAGLE_CUDA_ENSURE();
+    if (value && k->size_bytes) memcpy(k->argv[k->size_index], value, k->size_bytes);
+    k->params.gridDimX = grid.x;
+    k->params.gridDimY = grid.y;
+    k->params.gridDimZ = grid.z;
+    return eagle_cuda_T.GraphExecKernelNodeSetParams(exec, k->node, &k->params);
+}
+
+void eagle_cuda_sized_free(eagle_cuda_sized *k) {
+    if (!k) return;
+    free(k->sizes);
+    free(k->bytes);
+    free(k->argv);
+    k->sizes = NULL;
+    k->bytes = NULL;
+    k->argv = NULL;
 }
 
 /* ---- device memory ---------------------------------------------------------- */
 
 int eagle_cuda_malloc(void **ptr, size_t bytes) {
+    eagle_CUdeviceptr d = 0;
     if (!ptr) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
-    EAGLE_CUDA_CALL(Malloc, ptr, bytes ? bytes : 1);
+    *ptr = NULL;
+    EAGLE_CUDA_ENSURE();
+    int st = eagle_cuda_T.MemAlloc(&d, bytes ? bytes : 1);
+    if (!st) *ptr = (void *)(size_t)d;
+    return st;
 }
-int eagle_cuda_free(void *ptr) { EAGLE_CUDA_CALL(Free, ptr); }
+int eagle_cuda_free(void *ptr) { EAGLE_CUDA_CALL(MemFree, (eagle_CUdeviceptr)(size_t)ptr); }
 int eagle_cuda_memcpy_async(void *dst, const void *src, size_t bytes, eagle_cudaStream_t s) {
-    EAGLE_CUDA_CALL(MemcpyAsync, dst, src, bytes, 4 /* cudaMemcpyDefault */, s);
+    EAGLE_CUDA_CALL(MemcpyAsync, (eagle_CUdeviceptr)(size_t)dst, (eagle_CUdeviceptr)(size_t)src,
+                    bytes, s);
 }
 
-#undef EAGLE_CUDA_BIND
 #undef EAGLE_CUDA_CALL
 #undef EAGLE_CUDA_ENSURE
 

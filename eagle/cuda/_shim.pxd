@@ -1,6 +1,6 @@
 # cython: language_level=3
 """Cython declarations of eagle's CUDA runtime shim (csrc/include/eagle/cuda_shim.h)
-and of the extension types in eagle._cuda, for ``cimport eagle._cuda``.
+and of the extension types in eagle.cuda._shim, for ``cimport eagle.cuda._shim``.
 
 Every shim function is nogil and returns an int status (0 = success, >0 the
 cudaError_t, <0 an eagle shim code); ``check`` turns a status into
@@ -17,18 +17,32 @@ cdef extern from "eagle/cuda_shim.h" nogil:
     ctypedef struct eagle_dim3:
         unsigned int x, y, z
 
-    ctypedef struct eagle_cudaKernelNodeParams:
+    ctypedef void *eagle_CUfunction
+
+    ctypedef struct eagle_CUDA_KERNEL_NODE_PARAMS_v2:
         void *func
-        eagle_dim3 gridDim
-        eagle_dim3 blockDim
+        unsigned int gridDimX, gridDimY, gridDimZ
+        unsigned int blockDimX, blockDimY, blockDimZ
         unsigned int sharedMemBytes
         void **kernelParams
         void **extra
+        void *kern
+        void *ctx
 
-    ctypedef struct eagle_cudaGraphExecUpdateResultInfo:
+    ctypedef struct eagle_CUgraphExecUpdateResultInfo:
         int result
         eagle_cudaGraphNode_t errorNode
         eagle_cudaGraphNode_t errorFromNode
+
+    ctypedef struct eagle_cuda_sized:
+        eagle_cudaGraphNode_t node
+        eagle_CUDA_KERNEL_NODE_PARAMS_v2 params
+        unsigned int nargs
+        unsigned int size_index
+        unsigned int size_bytes
+        size_t *sizes
+        unsigned char *bytes
+        void **argv
 
     enum:
         EAGLE_CUDA_CAPTURE_MODE_GLOBAL
@@ -50,8 +64,10 @@ cdef extern from "eagle/cuda_shim.h" nogil:
     int eagle_cuda_load(char *errbuf, size_t n)
     int eagle_cuda_is_loaded()
     const char *eagle_cuda_library()
-    int eagle_cuda_runtime_version(int *version)
     int eagle_cuda_driver_version(int *version)
+    int eagle_cuda_api_version(int *version)
+    int eagle_cuda_has(const char *feature)
+    int eagle_cuda_device_name(int device, char *buf, int n)
     void eagle_cuda_status_text(int status, const char **name, const char **text)
 
     int eagle_cuda_get_device_count(int *count)
@@ -77,6 +93,8 @@ cdef extern from "eagle/cuda_shim.h" nogil:
                                        const eagle_cudaGraphNode_t **deps, size_t *num_deps)
     int eagle_cuda_stream_last_node(eagle_cudaStream_t stream, eagle_cudaGraphNode_t *node)
     int eagle_cuda_thread_exchange_capture_mode(int *mode)
+    int eagle_cuda_stream_begin_capture_to_graph(eagle_cudaStream_t stream, eagle_cudaGraph_t graph,
+                                                 int mode)
 
     int eagle_cuda_graph_create(eagle_cudaGraph_t *graph, unsigned int flags)
     int eagle_cuda_graph_destroy(eagle_cudaGraph_t graph)
@@ -88,6 +106,14 @@ cdef extern from "eagle/cuda_shim.h" nogil:
     int eagle_cuda_graph_add_dependencies(eagle_cudaGraph_t graph,
                                           const eagle_cudaGraphNode_t *src,
                                           const eagle_cudaGraphNode_t *dst, size_t n)
+    int eagle_cuda_graph_add_kernel_node(eagle_cudaGraphNode_t *node, eagle_cudaGraph_t graph,
+                                         const eagle_cudaGraphNode_t *deps, size_t num_deps,
+                                         eagle_CUfunction func, eagle_dim3 grid, eagle_dim3 block,
+                                         unsigned int shared_mem, void **args)
+    int eagle_cuda_graph_add_while_node(eagle_cudaGraphNode_t *node, eagle_cudaGraph_t graph,
+                                        const eagle_cudaGraphNode_t *deps, size_t num_deps,
+                                        unsigned int initial, unsigned long long *handle,
+                                        eagle_cudaGraph_t *body)
     int eagle_cuda_graph_instantiate(eagle_cudaGraphExec_t *exec, eagle_cudaGraph_t graph,
                                      unsigned long long flags, eagle_cudaStream_t upload_stream,
                                      eagle_cudaGraphNode_t *err_node, int *result)
@@ -97,19 +123,26 @@ cdef extern from "eagle/cuda_shim.h" nogil:
     int eagle_cuda_graph_launch_n(eagle_cudaGraphExec_t exec, eagle_cudaStream_t stream,
                                   long long n, long long *done)
     int eagle_cuda_graph_exec_update(eagle_cudaGraphExec_t exec, eagle_cudaGraph_t graph,
-                                     eagle_cudaGraphExecUpdateResultInfo *info)
+                                     eagle_CUgraphExecUpdateResultInfo *info)
 
-    int eagle_cuda_launch_kernel(const void *func, eagle_dim3 grid, eagle_dim3 block,
+    int eagle_cuda_launch_kernel(eagle_CUfunction func, eagle_dim3 grid, eagle_dim3 block,
                                  void **args, size_t shared_mem, eagle_cudaStream_t stream)
     int eagle_cuda_kernel_node_get_params(eagle_cudaGraphNode_t node,
-                                          eagle_cudaKernelNodeParams *p)
+                                          eagle_CUDA_KERNEL_NODE_PARAMS_v2 *p)
+    int eagle_cuda_kernel_node_set_params(eagle_cudaGraphNode_t node,
+                                          const eagle_CUDA_KERNEL_NODE_PARAMS_v2 *p)
     int eagle_cuda_graph_exec_kernel_node_set_params(eagle_cudaGraphExec_t exec,
                                                      eagle_cudaGraphNode_t node,
-                                                     const eagle_cudaKernelNodeParams *p)
-    int eagle_cuda_retune_kernel_node(eagle_cudaGraphExec_t exec, eagle_cudaGraphNode_t node,
-                                      unsigned int nargs, unsigned int size_index,
-                                      const void *size_value, eagle_dim3 grid)
-    int eagle_cuda_retune_uses_driver()
+                                                     const eagle_CUDA_KERNEL_NODE_PARAMS_v2 *p)
+    int eagle_cuda_kernel_node_name(eagle_cudaGraphNode_t node, const char **name)
+    int eagle_cuda_kernel_param_sizes(eagle_CUfunction func, unsigned int *count, size_t *sizes,
+                                      unsigned int cap)
+    int eagle_cuda_sized_init(eagle_cuda_sized *k, eagle_cudaGraphNode_t node, unsigned int nargs,
+                              const size_t *sizes, unsigned int size_index, unsigned int size_bytes)
+    int eagle_cuda_sized_refresh(eagle_cuda_sized *k, eagle_cudaGraphNode_t src)
+    int eagle_cuda_sized_apply(eagle_cudaGraphExec_t exec, eagle_cuda_sized *k, const void *value,
+                               eagle_dim3 grid)
+    void eagle_cuda_sized_free(eagle_cuda_sized *k)
 
     int eagle_cuda_malloc(void **ptr, size_t nbytes)
     int eagle_cuda_free(void *ptr)
@@ -140,9 +173,7 @@ cdef class Graph:
 
 # one registered sized kernel node of a GraphExec
 ctypedef struct eagle_sized_kernel:
-    eagle_cudaGraphNode_t node
-    unsigned int nargs
-    unsigned int size_index
+    eagle_cuda_sized k       # eagle's own copy of the node's launch and arguments
     int size_kind            # 0: int32, 1: int64, 2: uint32, 3: uint64, 4: none (grid only)
     unsigned long long per_block   # samples one block covers (block.x * items per thread)
     eagle_dim3 block_grid    # grid.y / grid.z kept from the recording (x is recomputed)
@@ -154,7 +185,8 @@ ctypedef struct eagle_sized_kernel:
 
 cdef class GraphExec:
     cdef eagle_cudaGraphExec_t handle
-    cdef readonly Graph graph
+    cdef readonly Graph graph      # the graph instantiated from (its node handles name nodes)
+    cdef readonly list updated_from  # graphs update() took arguments from (kept alive)
     cdef eagle_sized_kernel *sized
     cdef Py_ssize_t n_sized
     cdef Py_ssize_t cap_sized

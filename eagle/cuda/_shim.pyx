@@ -1,12 +1,13 @@
 # cython: language_level=3
-"""eagle._cuda — Python face of eagle's CUDA runtime shim.
+"""eagle.cuda._shim — Python face of eagle's CUDA shim over the CUDA driver.
 
-Thin wrappers in the style of CuPy's ``cupy_backends.cuda.api.runtime``: each
+Thin wrappers in the style of CuPy's ``cupy_backends.cuda.api.driver``: each
 one calls the C function of ``csrc/include/eagle/cuda_shim.h`` without the
 GIL, then ``check`` turns a failing status into :class:`eagle.CudaError`
-(name and text from the runtime). Nothing here links against CUDA: the
-runtime is found at run time (``EAGLE_CUDA_RUNTIME``, an already-loaded
-``libcudart`` such as CuPy's, then ``libcudart.so.13/.12/.so``) on first use.
+(name and text from the driver). Nothing here links against CUDA: the driver
+library (``libcuda.so.1``, or ``EAGLE_LIBCUDA``) is opened on first use and
+every entry point is resolved with ``cuGetProcAddress`` for the driver's CUDA
+version. The handles are the ones CuPy's runtime uses (same primary context).
 
 Objects (all own their handle and release it in ``close()`` / on collection,
 unless made with ``from_ptr``, which borrows):
@@ -37,8 +38,8 @@ from eagle._errors import CudaError
 
 __all__ = [
     "CudaError", "check_status", "status_name", "status_text", "load", "is_loaded",
-    "library", "runtime_version", "driver_version", "device_count", "runtime_status",
-    "retune_uses_driver", "Stream", "Event", "Graph", "GraphExec", "NodeOwners",
+    "library", "driver_version", "api_version", "device_count", "driver_status", "has",
+    "device_name", "kernel_param_sizes", "Stream", "Event", "Graph", "GraphExec", "NodeOwners",
     "launch_kernel", "kernel_node_params", "DeviceBuffer", "CAPTURE_MODE_GLOBAL",
     "CAPTURE_MODE_THREAD_LOCAL", "CAPTURE_MODE_RELAXED",
 ]
@@ -56,12 +57,12 @@ ERROR_UNSUPPORTED_NODE = EAGLE_CUDA_ERROR_UNSUPPORTED_NODE
 ERROR_TOO_OLD = EAGLE_CUDA_ERROR_TOO_OLD
 
 _INSTANTIATE_RESULTS = {
-    0: "cudaGraphInstantiateSuccess",
-    1: "cudaGraphInstantiateError",
-    2: "cudaGraphInstantiateInvalidStructure",
-    3: "cudaGraphInstantiateNodeOperationNotSupported",
-    4: "cudaGraphInstantiateMultipleDevicesNotSupported",
-    5: "cudaGraphInstantiateConditionalHandleUnused",
+    0: "cuGraphInstantiateSuccess",
+    1: "cuGraphInstantiateError",
+    2: "cuGraphInstantiateInvalidStructure",
+    3: "cuGraphInstantiateNodeOperationNotSupported",
+    4: "cuGraphInstantiateMultipleDevicesNotSupported",
+    5: "cuGraphInstantiateConditionalHandleUnused",
 }
 
 # replays issued between two checks for Ctrl-C in GraphExec.launch
@@ -100,10 +101,10 @@ def check_status(int status, detail=None):
 # ---- loading ----------------------------------------------------------------------
 
 def load():
-    """Find and bind the CUDA runtime (idempotent). Returns the library's path.
+    """Open and bind the CUDA driver (idempotent). Returns the library's path.
 
-    Raises CudaError saying whether no runtime library was found (and which
-    names were tried) or a runtime was found but no GPU/driver is usable.
+    Raises CudaError saying whether no driver library was found (and what was
+    tried), the driver is too old, or a driver was found but no GPU is usable.
     """
     cdef char buf[2048]
     cdef int st
@@ -121,40 +122,54 @@ def is_loaded():
 
 
 def library():
-    """Path (or label) of the bound runtime, '' if none."""
+    """Path of the bound driver library, '' if none."""
     return eagle_cuda_library().decode("utf-8", "replace")
 
 
-def runtime_status():
-    """One line for ``eagle.show_config()``: the runtime in use, or why there is none."""
+def version_text(int v):
+    """13000 -> '13.0'."""
+    return f"{v // 1000}.{(v % 1000) // 10}"
+
+
+def driver_status():
+    """One line for ``eagle.show_config()``: the driver in use, or plainly why there is none."""
     try:
-        try:  # with the cuda backend's fallbacks (runtimes from wheels, beside CuPy)
-            from eagle._backend_cuda import load_runtime
-        except ImportError:
-            load_runtime = load
-        path = load_runtime()
-        return (f"{path} (runtime {runtime_version()}, driver {driver_version()}, "
-                f"{device_count()} device(s))")
+        path = load()
     except CudaError as e:
-        return f"unavailable: {e.detail or e}"
-
-
-def runtime_version():
-    cdef int v = 0
-    cdef int st
-    with nogil:
-        st = eagle_cuda_runtime_version(&v)
-    check(st)
-    return v
+        if e.status == EAGLE_CUDA_ERROR_NOT_LOADED:
+            return "no CUDA driver found (libcuda.so.1; the cuda backend needs an NVIDIA driver)"
+        return f"unusable: {e.detail or e}"
+    v = driver_version()
+    names = ", ".join(device_name(i) for i in range(device_count()))
+    return (f"CUDA driver {version_text(v)} ({v}) at {path}; {device_count()} device(s): {names}; "
+            f"conditional nodes {'yes' if has('conditional') else 'no (driver < 12.4)'}")
 
 
 def driver_version():
+    """cuDriverGetVersion of the bound (or found) driver, e.g. 13000."""
     cdef int v = 0
     cdef int st
     with nogil:
         st = eagle_cuda_driver_version(&v)
     check(st)
     return v
+
+
+def api_version():
+    """The CUDA version whose entry points the shim resolved: min(driver, 13000)."""
+    cdef int v = 0
+    cdef int st
+    with nogil:
+        st = eagle_cuda_api_version(&v)
+    check(st)
+    return v
+
+
+def has(str feature):
+    """Whether the driver has an optional feature: "conditional" (12.4+),
+    "param_info" (cuFuncGetParamInfo, 12.4+), "capture_to_graph" (12.3+)."""
+    cdef bytes f = feature.encode()
+    return bool(eagle_cuda_has(f))
 
 
 def device_count():
@@ -166,14 +181,27 @@ def device_count():
     return n
 
 
-def retune_uses_driver():
-    """True when kernel-node retuning goes through the driver API (the usual case)."""
-    cdef int r
+def device_name(int device=0):
+    cdef char buf[256]
+    cdef int st
     with nogil:
-        r = eagle_cuda_retune_uses_driver()
-    if r < 0:
-        check(r)
-    return bool(r)
+        st = eagle_cuda_device_name(device, buf, sizeof(buf))
+    check(st, "cuDeviceGetName")
+    return buf.decode("utf-8", "replace")
+
+
+def kernel_param_sizes(uintptr_t func):
+    """The byte size of each parameter of kernel ``func`` (a CUfunction), from
+    cuFuncGetParamInfo; None when the driver lacks it (before 12.4)."""
+    cdef unsigned int n = 0
+    cdef size_t sizes[256]
+    cdef int st
+    with nogil:
+        st = eagle_cuda_kernel_param_sizes(<eagle_CUfunction>func, &n, sizes, 256)
+    if st == EAGLE_CUDA_ERROR_TOO_OLD:
+        return None
+    check(st, "cuFuncGetParamInfo")
+    return [sizes[i] for i in range(min(n, 256))]
 
 
 cdef inline eagle_dim3 _dim3(object d) except *:
@@ -205,7 +233,7 @@ cdef inline eagle_cudaStream_t _stream_handle(object stream) except? NULL:
     ptr = getattr(stream, "ptr", None)  # cupy.cuda.Stream
     if isinstance(ptr, int):
         return <eagle_cudaStream_t><uintptr_t>ptr
-    raise TypeError(f"expected an eagle._cuda.Stream, a CuPy stream or a handle, "
+    raise TypeError(f"expected an eagle.cuda._shim.Stream, a CuPy stream or a handle, "
                     f"got {type(stream).__name__}")
 
 
@@ -227,7 +255,7 @@ cdef class Stream:
         cdef int st
         with nogil:
             st = eagle_cuda_stream_create(&s, flags)
-        check(st, "cudaStreamCreateWithFlags")
+        check(st, "cuStreamCreateWithFlags")
         self.handle = s
         self.owned = True
 
@@ -246,13 +274,13 @@ cdef class Stream:
         cdef int st
         with nogil:
             st = eagle_cuda_stream_synchronize(self.handle)
-        check(st, "cudaStreamSynchronize")
+        check(st, "cuStreamSynchronize")
 
     def wait_event(self, Event event not None):
         cdef int st
         with nogil:
             st = eagle_cuda_stream_wait_event(self.handle, event.handle, 0)
-        check(st, "cudaStreamWaitEvent")
+        check(st, "cuStreamWaitEvent")
 
     def begin_capture(self, int mode=EAGLE_CUDA_CAPTURE_MODE_RELAXED):
         """Start capturing (relaxed mode by default: a memory pool may allocate
@@ -260,7 +288,7 @@ cdef class Stream:
         cdef int st
         with nogil:
             st = eagle_cuda_stream_begin_capture(self.handle, mode)
-        check(st, "cudaStreamBeginCapture")
+        check(st, "cuStreamBeginCapture")
 
     def end_capture(self):
         """End the capture and return the captured :class:`Graph` (owned)."""
@@ -268,7 +296,7 @@ cdef class Stream:
         cdef int st
         with nogil:
             st = eagle_cuda_stream_end_capture(self.handle, &g)
-        check(st, "cudaStreamEndCapture")
+        check(st, "cuStreamEndCapture")
         return Graph._own(g)
 
     def capture(self, int mode=EAGLE_CUDA_CAPTURE_MODE_RELAXED):
@@ -283,7 +311,7 @@ cdef class Stream:
         cdef int st
         with nogil:
             st = eagle_cuda_stream_is_capturing(self.handle, &cs)
-        check(st, "cudaStreamIsCapturing")
+        check(st, "cuStreamIsCapturing")
         return cs
 
     def is_capturing(self):
@@ -299,7 +327,7 @@ cdef class Stream:
         cdef int st
         with nogil:
             st = eagle_cuda_stream_capture_info(self.handle, &cs, &cid, &g, &deps, &n)
-        check(st, "cudaStreamGetCaptureInfo")
+        check(st, "cuStreamGetCaptureInfo")
         return cs, cid, <uintptr_t>g, [<uintptr_t>deps[i] for i in range(n)]
 
     def last_node(self):
@@ -319,7 +347,7 @@ cdef class Stream:
             self.owned = False
             with nogil:
                 st = eagle_cuda_stream_destroy(s)
-            check(st, "cudaStreamDestroy")
+            check(st, "cuStreamDestroy")
         self.handle = NULL
 
     def __dealloc__(self):
@@ -329,7 +357,7 @@ cdef class Stream:
             self.handle = NULL
 
     def __repr__(self):
-        return f"<eagle._cuda.Stream 0x{<uintptr_t>self.handle:x}{'' if self.owned else ' borrowed'}>"
+        return f"<eagle.cuda._shim.Stream 0x{<uintptr_t>self.handle:x}{'' if self.owned else ' borrowed'}>"
 
 
 class _Capture:
@@ -362,7 +390,7 @@ cdef class Event:
         cdef int st
         with nogil:
             st = eagle_cuda_event_create(&e, flags)
-        check(st, "cudaEventCreateWithFlags")
+        check(st, "cuEventCreateWithFlags")
         self.handle = e
 
     @property
@@ -374,13 +402,13 @@ cdef class Event:
         cdef int st
         with nogil:
             st = eagle_cuda_event_record(self.handle, s)
-        check(st, "cudaEventRecord")
+        check(st, "cuEventRecord")
 
     def synchronize(self):
         cdef int st
         with nogil:
             st = eagle_cuda_event_synchronize(self.handle)
-        check(st, "cudaEventSynchronize")
+        check(st, "cuEventSynchronize")
 
     def close(self):
         cdef eagle_cudaEvent_t e = self.handle
@@ -389,7 +417,7 @@ cdef class Event:
             self.handle = NULL
             with nogil:
                 st = eagle_cuda_event_destroy(e)
-            check(st, "cudaEventDestroy")
+            check(st, "cuEventDestroy")
 
     def __dealloc__(self):
         if self.handle != NULL:
@@ -406,10 +434,18 @@ def fork(Stream origin not None, sides, Event event not None):
 
 
 def join(Stream origin not None, sides, events):
-    """Join during capture: record one event per side stream, make ``origin`` wait on each."""
+    """Join during capture: record one event per side stream, make ``origin`` wait on each.
+    Joins every side it can; raises the first error after trying them all."""
+    first = None
     for s, e in zip(sides, events):
-        (<Event?>e).record(s)
-        origin.wait_event(e)
+        try:
+            (<Event?>e).record(s)
+            origin.wait_event(e)
+        except CudaError as exc:
+            if first is None:
+                first = exc
+    if first is not None:
+        raise first
 
 
 # ---- node attribution ------------------------------------------------------------
@@ -435,7 +471,7 @@ cdef class NodeOwners:
         cdef int st
         with nogil:
             st = eagle_cuda_stream_capture_info(self.stream.handle, &cs, NULL, &g, NULL, NULL)
-        check(st, "cudaStreamGetCaptureInfo")
+        check(st, "cuStreamGetCaptureInfo")
         if cs != EAGLE_CUDA_CAPTURE_STATUS_ACTIVE or g == NULL:
             return []
         added = []
@@ -452,13 +488,22 @@ cdef class NodeOwners:
         return len(self.owners)
 
 
+cdef size_t _node_array(deps, eagle_cudaGraphNode_t *out) except? 0:
+    deps = list(deps)
+    if len(deps) > 64:
+        raise ValueError("at most 64 dependencies")
+    for i, h in enumerate(deps):
+        out[i] = <eagle_cudaGraphNode_t><uintptr_t>h
+    return len(deps)
+
+
 cdef list _graph_nodes(eagle_cudaGraph_t g):
     cdef size_t n = 0, i
     cdef int st
     cdef eagle_cudaGraphNode_t *buf
     with nogil:
         st = eagle_cuda_graph_get_nodes(g, NULL, &n)
-    check(st, "cudaGraphGetNodes")
+    check(st, "cuGraphGetNodes")
     if n == 0:
         return []
     buf = <eagle_cudaGraphNode_t *>PyMem_Malloc(n * sizeof(eagle_cudaGraphNode_t))
@@ -467,7 +512,7 @@ cdef list _graph_nodes(eagle_cudaGraph_t g):
     try:
         with nogil:
             st = eagle_cuda_graph_get_nodes(g, buf, &n)
-        check(st, "cudaGraphGetNodes")
+        check(st, "cuGraphGetNodes")
         return [<uintptr_t>buf[i] for i in range(n)]
     finally:
         PyMem_Free(buf)
@@ -487,7 +532,7 @@ cdef class Graph:
         cdef int st
         with nogil:
             st = eagle_cuda_graph_create(&g, 0)
-        check(st, "cudaGraphCreate")
+        check(st, "cuGraphCreate")
         self.handle = g
         self.owned = True
 
@@ -548,6 +593,70 @@ cdef class Graph:
         out.graph = self
         return out
 
+    def add_child(self, Graph child not None, deps=()):
+        """A child-graph node running a clone of ``child`` after ``deps`` (node handles)."""
+        cdef eagle_cudaGraphNode_t node = NULL
+        cdef eagle_cudaGraphNode_t d[64]
+        cdef size_t n = _node_array(deps, d)
+        cdef int st
+        with nogil:
+            st = eagle_cuda_graph_add_child_graph_node(&node, self.handle, d, n, child.handle)
+        check(st, "cuGraphAddChildGraphNode")
+        return <uintptr_t>node
+
+    def add_dependencies(self, src, dst):
+        """Edges src[i] -> dst[i] (cuGraphAddDependencies, the form the driver's version has)."""
+        cdef eagle_cudaGraphNode_t a[64]
+        cdef eagle_cudaGraphNode_t b[64]
+        cdef size_t n = _node_array(src, a)
+        if _node_array(dst, b) != n:
+            raise ValueError("src and dst differ in length")
+        cdef int st
+        with nogil:
+            st = eagle_cuda_graph_add_dependencies(self.handle, a, b, n)
+        check(st, "cuGraphAddDependencies")
+
+    def add_kernel(self, uintptr_t func, grid, block, args=(), deps=(), unsigned int shared_mem=0):
+        """A kernel node (cuGraphAddKernelNode); ``args``: ctypes objects, one per parameter."""
+        import ctypes
+        cdef eagle_cudaGraphNode_t node = NULL
+        cdef eagle_cudaGraphNode_t d[64]
+        cdef size_t n = _node_array(deps, d)
+        cdef eagle_dim3 g = _dim3(grid)
+        cdef eagle_dim3 b = _dim3(block)
+        cdef void *argv[64]
+        cdef int st
+        if len(args) > 64:
+            raise ValueError("at most 64 kernel arguments")
+        for i, a in enumerate(args):
+            argv[i] = <void *><uintptr_t>ctypes.addressof(a)
+        with nogil:
+            st = eagle_cuda_graph_add_kernel_node(&node, self.handle, d, n, <eagle_CUfunction>func,
+                                                  g, b, shared_mem, argv)
+        check(st, "cuGraphAddKernelNode")
+        return <uintptr_t>node
+
+    def add_while(self, deps=(), unsigned int initial=1):
+        """A conditional WHILE node (driver 12.4+): returns (node, condition handle, body Graph).
+        The body belongs to the node (closing it does nothing)."""
+        cdef eagle_cudaGraphNode_t node = NULL
+        cdef eagle_cudaGraphNode_t d[64]
+        cdef size_t n = _node_array(deps, d)
+        cdef unsigned long long handle = 0
+        cdef eagle_cudaGraph_t body = NULL
+        cdef int st
+        with nogil:
+            st = eagle_cuda_graph_add_while_node(&node, self.handle, d, n, initial, &handle, &body)
+        if st == EAGLE_CUDA_ERROR_TOO_OLD:
+            raise CudaError(st, status_name(st), status_text(st),
+                            f"conditional WHILE nodes need a CUDA 12.4 driver; this one is "
+                            f"{version_text(driver_version())}")
+        check(st, "cuGraphConditionalHandleCreate / cuGraphAddNode (WHILE)")
+        cdef Graph b = Graph.__new__(Graph, _create=False)
+        b.handle = body
+        b.owned = False
+        return <uintptr_t>node, handle, b
+
     def close(self):
         cdef eagle_cudaGraph_t g = self.handle
         cdef int st = 0
@@ -556,7 +665,7 @@ cdef class Graph:
             self.owned = False
             with nogil:
                 st = eagle_cuda_graph_destroy(g)
-            check(st, "cudaGraphDestroy")
+            check(st, "cuGraphDestroy")
         self.handle = NULL
 
     def __dealloc__(self):
@@ -566,15 +675,19 @@ cdef class Graph:
             self.handle = NULL
 
 
+_SIZE_KINDS = {"int32": (0, 4), "int64": (1, 8), "uint32": (2, 4), "uint64": (3, 8), "none": (4, 0)}
+
+
 cdef class GraphExec:
-    """An instantiated graph. Keeps its :class:`Graph` alive (kernel node
-    handles used for retuning belong to it). ``launch``, ``set_logical_size``
-    and ``close`` are serialized by a lock: two threads may launch the same
-    GraphExec, one after the other."""
+    """An instantiated graph. Keeps the :class:`Graph` it was instantiated
+    from alive (its node handles name the nodes to patch), and every graph
+    ``update()`` took arguments from. ``launch``, ``set_logical_size``,
+    ``update`` and ``close`` are serialized by a lock."""
 
     def __cinit__(self):
         self.handle = NULL
         self.graph = None
+        self.updated_from = []
         self.sized = NULL
         self.n_sized = 0
         self.cap_sized = 0
@@ -596,10 +709,10 @@ cdef class GraphExec:
             self._alive()
             with nogil:
                 st = eagle_cuda_graph_upload(self.handle, s)
-            check(st, "cudaGraphUpload")
+            check(st, "cuGraphUpload")
 
     def launch(self, stream=None, long long n=1):
-        """Replay n times on ``stream``: one cudaGraphLaunch per replay, issued
+        """Replay n times on ``stream``: one cuGraphLaunch per replay, issued
         without the GIL; Ctrl-C is honoured between chunks of replays. Returns
         the number issued. Does not synchronize."""
         cdef eagle_cudaStream_t s = _stream_handle(stream)
@@ -617,50 +730,86 @@ cdef class GraphExec:
                     st = eagle_cuda_graph_launch_n(self.handle, s, chunk, &done)
                 total += done
                 if st != 0:
-                    check(st, f"cudaGraphLaunch (replay {total} of {n})")
+                    check(st, f"cuGraphLaunch (replay {total} of {n})")
                 if total < n:
                     PyErr_CheckSignals()
         return total
 
     def update(self, Graph graph not None):
-        """cudaGraphExecUpdate from a graph of the same topology."""
-        cdef eagle_cudaGraphExecUpdateResultInfo info
+        """cuGraphExecUpdate from a graph of the same topology. The graph
+        instantiated from stays the one whose node handles name nodes; each
+        sized kernel's own copy of its arguments is taken from the node at the
+        same position of ``graph``, so a later retune keeps what update set."""
+        cdef eagle_CUgraphExecUpdateResultInfo info
         cdef int st
+        cdef Py_ssize_t i
         with self._lock:
             self._alive()
+            info.result = 0
             with nogil:
                 st = eagle_cuda_graph_exec_update(self.handle, graph.handle, &info)
-            check(st, f"cudaGraphExecUpdate (result {info.result})")
-            self.graph = graph
+            check(st, f"cuGraphExecUpdate (result {info.result})")
+            if self.n_sized:
+                old = self.graph.nodes()
+                new = graph.nodes()
+                where = {h: k for k, h in enumerate(old)}
+                for i in range(self.n_sized):
+                    k = where.get(<uintptr_t>self.sized[i].k.node)
+                    if k is None or k >= len(new):
+                        continue
+                    st = eagle_cuda_sized_refresh(&self.sized[i].k,
+                                                  <eagle_cudaGraphNode_t><uintptr_t>new[k])
+                    check(st, f"reading the arguments of sized kernel node {i} after update")
+            self.updated_from.append(graph)
 
     # -- retune --------------------------------------------------------------
 
     def add_sized_kernel(self, uintptr_t node, unsigned int nargs, unsigned int size_index,
                          str size_type="int64", unsigned long long per_block=0,
-                         grid_yz=(1, 1)):
-        """Register kernel node ``node`` (a handle from ``Stream.last_node()``)
-        as sized: ``set_logical_size(n)`` sets its argument ``size_index`` (of
-        ``nargs``, C type ``size_type``: int32/int64/uint32/uint64) to n and
-        its grid.x to ceil(n / per_block) (at least 1: an empty grid cannot
-        launch, so n = 0 launches one block that must see n = 0 and do
-        nothing). ``per_block`` defaults to the node's block.x. ``size_type="none"``
-        patches the grid only (kernels that read the logical size from device
-        memory: ``SIZE_PTR`` kernels, the compaction kernels)."""
-        kinds = {"int32": 0, "int64": 1, "uint32": 2, "uint64": 3, "none": 4}
-        if size_type not in kinds:
-            raise ValueError(f"size_type must be one of {sorted(kinds)}, got {size_type!r}")
+                         grid_yz=(1, 1), arg_sizes=None):
+        """Register kernel node ``node`` (a handle from ``Stream.last_node()``,
+        of the graph this exec was instantiated from) as sized:
+        ``set_logical_size(n)`` sets its argument ``size_index`` (of ``nargs``,
+        C type ``size_type``: int32/int64/uint32/uint64) to n and its grid.x
+        to ceil(n / per_block) (at least 1). ``per_block`` defaults to the
+        node's block.x. ``size_type="none"`` patches the grid only.
+        eagle copies the node's arguments now (each by its size:
+        ``arg_sizes``, default 8 bytes each, or the kernel's real sizes from
+        cuFuncGetParamInfo on 12.4+ drivers, which also refuse a wrong
+        ``nargs`` or size-parameter width with TypeError)."""
+        if size_type not in _SIZE_KINDS:
+            raise ValueError(f"size_type must be one of {sorted(_SIZE_KINDS)}, got {size_type!r}")
+        cdef int kind
+        cdef unsigned int width
+        kind, width = _SIZE_KINDS[size_type]
         if size_type != "none" and size_index >= nargs:
             raise ValueError(f"size_index {size_index} is not below nargs {nargs}")
-        cdef eagle_cudaKernelNodeParams p
+        if nargs > 256:
+            raise ValueError(f"at most 256 kernel arguments, got {nargs}")
+        cdef size_t sizes[256]
+        cdef const size_t *sp = NULL
+        cdef eagle_CUDA_KERNEL_NODE_PARAMS_v2 p
         cdef int st
-        if per_block == 0:
-            with nogil:
-                st = eagle_cuda_kernel_node_get_params(<eagle_cudaGraphNode_t>node, &p)
-            if st != 0:
-                raise ValueError("per_block is needed: the runtime API cannot describe this "
-                                 f"kernel node ({status_name(st)})")
-            per_block = p.blockDim.x
         cdef eagle_sized_kernel *k
+        if arg_sizes is not None:
+            if len(arg_sizes) != nargs:
+                raise ValueError(f"arg_sizes has {len(arg_sizes)} entries for {nargs} arguments")
+            for i, a in enumerate(arg_sizes):
+                sizes[i] = a
+            sp = sizes
+        with nogil:
+            st = eagle_cuda_kernel_node_get_params(<eagle_cudaGraphNode_t>node, &p)
+        check(st, "cuGraphKernelNodeGetParams")
+        if per_block == 0:
+            per_block = p.blockDimX
+        real = kernel_param_sizes(<uintptr_t>p.func) if p.func != NULL else None
+        if real is not None:
+            if len(real) != nargs:
+                raise TypeError(f"the kernel takes {len(real)} parameter(s) (sizes {real}), "
+                                f"eagle was told {nargs}")
+            if width and real[size_index] != width:
+                raise TypeError(f"the kernel's size parameter {size_index} is {real[size_index]} "
+                                f"bytes wide, eagle was told {size_type} ({width} bytes)")
         with self._lock:
             self._alive()
             if self.n_sized == self.cap_sized:
@@ -671,10 +820,11 @@ cdef class GraphExec:
                 self.sized = k
                 self.cap_sized = newcap
             k = &self.sized[self.n_sized]
-            k.node = <eagle_cudaGraphNode_t>node
-            k.nargs = nargs
-            k.size_index = size_index
-            k.size_kind = kinds[size_type]
+            with nogil:
+                st = eagle_cuda_sized_init(&k.k, <eagle_cudaGraphNode_t>node, nargs, sp,
+                                           size_index, width)
+            check(st, "copying a sized kernel node's arguments")
+            k.size_kind = kind
             k.per_block = per_block
             k.block_grid = _dim3((1,) + tuple(grid_yz))
             self.n_sized += 1
@@ -685,8 +835,9 @@ cdef class GraphExec:
 
     def set_logical_size(self, long long n):
         """Patch every registered sized kernel for n samples (grid + size
-        argument), without the GIL. Never re-captures or re-instantiates."""
-        cdef Py_ssize_t i
+        argument, from eagle's own copy of the arguments), without the GIL.
+        Never re-captures or re-instantiates."""
+        cdef Py_ssize_t i = 0
         cdef int st = 0
         cdef eagle_sized_kernel *k
         cdef eagle_dim3 grid
@@ -721,12 +872,33 @@ cdef class GraphExec:
                     else:
                         k.value_u64 = <uint64_t>n
                         value = &k.value_u64
-                    st = eagle_cuda_retune_kernel_node(self.handle, k.node, k.nargs,
-                                                       k.size_index, value, grid)
+                    st = eagle_cuda_sized_apply(self.handle, &k.k, value, grid)
                     if st != 0:
                         break
             if st != 0:
                 check(st, f"retuning sized kernel node {i} for logical size {n}")
+
+    def write_back_to_graph(self):
+        """Set every sized node of the instantiated-from graph to eagle's
+        current copy (grid and arguments), so a clone of the graph (the body of
+        a WHILE node) launches as the exec does now."""
+        cdef Py_ssize_t i
+        cdef int st = 0
+        with self._lock:
+            self._alive()
+            for i in range(self.n_sized):
+                with nogil:
+                    st = eagle_cuda_kernel_node_set_params(self.sized[i].k.node,
+                                                           &self.sized[i].k.params)
+                check(st, f"cuGraphKernelNodeSetParams (sized kernel node {i})")
+
+    def _free_sized(self):
+        cdef Py_ssize_t i
+        for i in range(self.n_sized):
+            eagle_cuda_sized_free(&self.sized[i].k)
+        PyMem_Free(self.sized)
+        self.sized = NULL
+        self.n_sized = self.cap_sized = 0
 
     def close(self):
         cdef eagle_cudaGraphExec_t e
@@ -734,19 +906,20 @@ cdef class GraphExec:
         with self._lock:
             e = self.handle
             self.handle = NULL
-            PyMem_Free(self.sized)
-            self.sized = NULL
-            self.n_sized = self.cap_sized = 0
+            self._free_sized()
             if e != NULL:
                 with nogil:
                     st = eagle_cuda_graph_exec_destroy(e)
-                check(st, "cudaGraphExecDestroy")
+                check(st, "cuGraphExecDestroy")
 
     def __dealloc__(self):
+        cdef Py_ssize_t i
         if self.handle != NULL:
             with nogil:
                 eagle_cuda_graph_exec_destroy(self.handle)
             self.handle = NULL
+        for i in range(self.n_sized):
+            eagle_cuda_sized_free(&self.sized[i].k)
         PyMem_Free(self.sized)
         self.sized = NULL
 
@@ -754,9 +927,10 @@ cdef class GraphExec:
 # ---- kernels ----------------------------------------------------------------------
 
 def launch_kernel(uintptr_t func, grid, block, args=(), size_t shared_mem=0, stream=None):
-    """cudaLaunchKernel. ``args``: a sequence of ctypes objects (one per kernel
-    parameter, e.g. ``c_void_p(ptr)``, ``c_int64(n)``); the runtime copies
-    their values during the call (also during capture)."""
+    """cuLaunchKernel of ``func`` (a CUfunction: CuPy's ``Function.ptr``,
+    cuModuleGetFunction, cudaGetFuncBySymbol). ``args``: a sequence of ctypes
+    objects (one per kernel parameter, e.g. ``c_void_p(ptr)``, ``c_int64(n)``);
+    the driver copies their values during the call (also during capture)."""
     import ctypes
     cdef eagle_dim3 g = _dim3(grid)
     cdef eagle_dim3 b = _dim3(block)
@@ -770,38 +944,36 @@ def launch_kernel(uintptr_t func, grid, block, args=(), size_t shared_mem=0, str
         for i in range(n):
             argv[i] = <void *><uintptr_t>ctypes.addressof(args[i])
         with nogil:
-            st = eagle_cuda_launch_kernel(<const void *>func, g, b, argv, shared_mem, s)
-        check(st, "cudaLaunchKernel")
+            st = eagle_cuda_launch_kernel(<eagle_CUfunction>func, g, b, argv, shared_mem, s)
+        check(st, "cuLaunchKernel")
     finally:
         PyMem_Free(argv)
 
 
+def kernel_node_name(uintptr_t node):
+    """The kernel's name of a kernel node (driver 12.3+), or None (not a kernel node,
+    or a driver without cuFuncGetName)."""
+    cdef const char *name = NULL
+    cdef int st
+    with nogil:
+        st = eagle_cuda_kernel_node_name(<eagle_cudaGraphNode_t>node, &name)
+    if st != 0 or name == NULL:
+        return None
+    return name.decode("utf-8", "replace")
+
+
 def kernel_node_params(uintptr_t node):
-    """Runtime-API view of a kernel node: dict(func, grid, block, shared_mem, kernel_params)."""
-    cdef eagle_cudaKernelNodeParams p
+    """Driver view of a kernel node: dict(func, grid, block, shared_mem, kernel_params)."""
+    cdef eagle_CUDA_KERNEL_NODE_PARAMS_v2 p
     cdef int st
     with nogil:
         st = eagle_cuda_kernel_node_get_params(<eagle_cudaGraphNode_t>node, &p)
-    check(st, "cudaGraphKernelNodeGetParams")
+    check(st, "cuGraphKernelNodeGetParams")
     return dict(func=<uintptr_t>p.func,
-                grid=(p.gridDim.x, p.gridDim.y, p.gridDim.z),
-                block=(p.blockDim.x, p.blockDim.y, p.blockDim.z),
+                grid=(p.gridDimX, p.gridDimY, p.gridDimZ),
+                block=(p.blockDimX, p.blockDimY, p.blockDimZ),
                 shared_mem=p.sharedMemBytes,
                 kernel_params=<uintptr_t>p.kernelParams)
-
-
-def retune_kernel_node(GraphExec exec not None, uintptr_t node, unsigned int nargs,
-                       unsigned int size_index, size_value, grid):
-    """One-off retune: ``size_value`` is a ctypes object of the size parameter's type."""
-    import ctypes
-    cdef eagle_dim3 g = _dim3(grid)
-    cdef const void *v = <const void *><uintptr_t>ctypes.addressof(size_value)
-    cdef int st
-    exec._alive()
-    with nogil:
-        st = eagle_cuda_retune_kernel_node(exec.handle, <eagle_cudaGraphNode_t>node, nargs,
-                                           size_index, v, g)
-    check(st, "retuning a kernel node")
 
 
 # ---- device memory ------------------------------------------------------------------
@@ -823,7 +995,7 @@ cdef class DeviceBuffer:
         self.nbytes = nbytes
         with nogil:
             st = eagle_cuda_malloc(&p, nbytes)
-        check(st, f"cudaMalloc({nbytes})")
+        check(st, f"cuMemAlloc({nbytes})")
         self.handle = p
 
     @property
@@ -846,7 +1018,7 @@ cdef class DeviceBuffer:
             st = eagle_cuda_memcpy_async(<char *>self.handle + offset, &view[0], n, s)
             if st == 0:
                 st = eagle_cuda_stream_synchronize(s)
-        check(st, "cudaMemcpyAsync (host to device)")
+        check(st, "cuMemcpyAsync (host to device)")
 
     def read_into(self, out, stream=None, size_t offset=0, bint synchronize=True):
         """Copy len(out) bytes from ``ptr + offset`` into the writable buffer ``out``."""
@@ -864,7 +1036,7 @@ cdef class DeviceBuffer:
             st = eagle_cuda_memcpy_async(&view[0], <char *>self.handle + offset, n, s)
             if st == 0 and synchronize:
                 st = eagle_cuda_stream_synchronize(s)
-        check(st, "cudaMemcpyAsync (device to host)")
+        check(st, "cuMemcpyAsync (device to host)")
         return out
 
     def close(self):
@@ -874,7 +1046,7 @@ cdef class DeviceBuffer:
         if p != NULL:
             with nogil:
                 st = eagle_cuda_free(p)
-            check(st, "cudaFree")
+            check(st, "cuMemFree")
 
     def __dealloc__(self):
         if self.handle != NULL:

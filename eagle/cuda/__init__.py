@@ -1,0 +1,29 @@
+"""eagle's CUDA backend.
+
+* ``eagle.cuda.backend`` — the cuda backend of ``eagle.Graph`` (capture, instantiate,
+  launch, retune, run until done);
+* ``eagle.cuda.kernel_nodes`` — ``cuda_kernel`` nodes and ``SIZE`` / ``SIZE_PTR``
+  (public as ``eagle.graph.cuda_kernel``, ``eagle.graph.SIZE``, ``eagle.graph.SIZE_PTR``);
+* ``eagle.cuda.finished`` — compaction and reorder as captured kernels;
+* ``eagle.cuda._shim`` — the Cython wrapper of the C shim over the CUDA driver
+  (csrc/include/eagle/cuda_shim.h);
+* ``eagle/cuda/kernels/*.cu`` — the CUDA C source eagle ships. CuPy compiles it on a
+  GPU (``cupy.RawModule``); the tests compile the same files on the CPU with the
+  emulator in tests/cuda_standin/cuda_emulation.h.
+
+The old module names (``eagle._backend_cuda``, ``eagle._cuda_kernel``,
+``eagle._finished_cuda``) still import. ``eagle.CudaError`` stays in ``eagle``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["kernel_source", "KERNEL_DIR"]
+
+#: the directory of the shipped .cu files
+KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
+
+
+def kernel_source(name: str = "partition") -> str:
+    """The text of ``eagle/cuda/kernels/<name>.cu``."""
+    return (KERNEL_DIR / f"{name}.cu").read_text()

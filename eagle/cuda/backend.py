@@ -1,0 +1,719 @@
+"""The cuda backend: a graph captured once into a CUDA graph, replayed with ``cuGraphLaunch``.
+
+``g.build()`` picks this backend when the graph's arrays are CUDA arrays (CuPy
+arrays or any object with ``__cuda_array_interface__``). It
+
+1. binds the CUDA driver (``eagle.cuda._shim``: libcuda.so.1, or ``EAGLE_LIBCUDA``)
+   and raises :class:`eagle.CudaError` saying whether no driver was found, it
+   is too old (before CUDA 12.0), or no GPU is usable; orders itself after the
+   streams the arrays name (``__cuda_array_interface__['stream']``) and CuPy's
+   current stream;
+2. captures the whole graph in **one** stream capture on eagle's own stream,
+   in relaxed capture mode, stage by stage in recording order. A stage with
+   several nodes is captured as side-by-side branches: an event recorded on
+   eagle's stream forks the side streams, each node is captured on its own
+   stream, and events join them back before the next stage. One capture with
+   fork/join keeps every kernel node at the top level of the CUDA graph, where
+   ``set_logical_size`` can patch it. With CuPy imported, the stream a node is
+   captured on is made CuPy's current stream (``cupy.cuda.ExternalStream``)
+   and CuPy allocates from a memory pool that belongs to this graph, so the
+   temporaries a node allocates while it is captured (``2 * x`` makes a new
+   array) are baked into the graph and never handed to other allocations
+   (returned to CuPy's shared pool they would be reused, and replays would
+   corrupt them);
+3. instantiates the captured graph once (a failure names the eagle node);
+4. registers every ``cuda_kernel`` node as a sized kernel node of the
+   instantiated graph.
+
+**Opaque nodes run once, while the graph is captured.** Their Python code does
+not run again on replay: each replay repeats the GPU work they launched during
+capture, with the arguments, sizes and temporaries of that moment. (On the CPU
+an opaque node runs on every replay.) So after ``g.build(); g.launch(3)`` the
+seed page's ``calls`` reads ``{'l': 1, 'r': 1, 'join': 1}`` on a GPU, and
+``out`` holds the replayed result. Code that must run each replay belongs in
+kernels. A node that synchronizes (``.get()``, ``float(x)``, printing a CuPy
+array) cannot be captured: the capture fails with the node named. CuPy
+compiles and loads kernels on first use, which may then happen during capture:
+drivers for CUDA 12.3 and newer allow that; with older drivers run the step's
+CuPy code once before ``build()``.
+
+``cuda_kernel`` nodes are launched by eagle itself during capture; ``set_logical_size(n)``
+patches their grid and size argument in the instantiated graph (no re-capture,
+no re-instantiation). Kernels launched from inside opaque nodes keep the size
+they were captured with.
+
+``launch(n)`` issues ``n`` graph launches (one ``cudaGraphLaunch`` each, from
+C without the GIL) on eagle's stream, ordered after the work already queued on
+CuPy's current stream, then **synchronizes** eagle's stream: when ``launch``
+returns, the arrays hold the result, as on the CPU. Ctrl-C stops a long launch
+between chunks of replays (the replays already issued finish first).
+
+**Compaction and reorder** (``compact``/``reorder`` on CUDA arrays) are
+captured kernels; with them, or with ``SIZE_PTR`` kernels, the graph keeps
+its logical size in device memory (``size_ptr``), a compaction node sets the
+next replay's size there, and ``launch`` reads it back once at its end (one
+small D2H copy per launch, not per replay). ``launch_until_done`` runs as one
+conditional WHILE node on 12.4+ drivers (an exact replay-by-replay host loop
+before), never past the end. See eagle/cuda/finished.py.
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+
+import numpy as np
+import sys
+import threading
+from dataclasses import dataclass
+
+from eagle.cuda import _shim as _cuda  # ImportError: eagle was built without the cuda backend (Graph.build says so)
+from eagle._errors import CudaError
+
+
+def _plan_types():
+    try:
+        from eagle._plan import Plan, StagePlan
+    except ImportError:
+        from eagle.graph import Plan, StagePlan
+    return Plan, StagePlan
+
+
+Plan, StagePlan = _plan_types()
+
+__all__ = ["CudaBackend", "CudaPlan", "capture_stream", "dlpack_producers", "ensure_driver",
+           "producer_streams"]
+
+# graph launches issued per C call; Ctrl-C is seen between chunks
+_CHUNK = 4096
+
+_tls = threading.local()
+
+
+def capture_stream():
+    """The ``eagle.cuda._shim.Stream`` the current node is being captured on, or None.
+
+    Inside an opaque node during ``build()`` on the cuda backend this is the
+    stream its GPU work must go to (CuPy code needs nothing: the stream is
+    CuPy's current stream then). Other libraries can wrap its ``.ptr``, e.g.
+    ``torch.cuda.ExternalStream(eagle._backend_cuda.capture_stream().ptr)``.
+    """
+    return getattr(_tls, "stream", None)
+
+
+def _cupy():
+    """CuPy if the program imported it (eagle never imports it itself)."""
+    return sys.modules.get("cupy")
+
+
+# ---- the driver ---------------------------------------------------------------------
+
+def ensure_driver() -> str:
+    """Bind the CUDA driver and check that a GPU is usable; return the library's path.
+
+    Raises :class:`eagle.CudaError` whose message says which failed: no CUDA
+    driver library (``libcuda.so.1``) was found (``status`` -1), the driver is
+    older than CUDA 12.0, or a driver was found but no GPU is usable.
+    """
+    try:
+        return _cuda.load()
+    except CudaError as error:
+        what = ("no CUDA driver" if error.status == _cuda.ERROR_NOT_LOADED
+                else "a CUDA driver but no usable GPU" if error.status > 0
+                else "a CUDA driver eagle cannot use")
+        raise CudaError(error.status, error.name, error.text,
+                        f"the cuda backend (this graph holds CUDA arrays) found {what}: "
+                        f"{error.detail or error}") from None
+
+
+# ---- producers on other streams ------------------------------------------------------
+
+def dlpack_producers(arrays):
+    """Arrays that order themselves through DLPack: ``__dlpack__(stream=consumer)``
+    makes the producer's pending work precede ``consumer`` (the DLPack contract).
+    Taken for CUDA arrays whose ``__cuda_array_interface__`` names no stream and that
+    are not CuPy arrays (CuPy's current stream is waited for anyway)."""
+    cp = sys.modules.get("cupy")
+    out = []
+    for a in arrays:
+        if cp is not None and isinstance(a, cp.ndarray):
+            continue
+        if not (hasattr(a, "__dlpack__") and hasattr(a, "__dlpack_device__")):
+            continue
+        try:
+            if a.__cuda_array_interface__.get("stream") is not None:
+                continue
+            device_type = a.__dlpack_device__()[0]
+        except Exception:
+            continue
+        if int(device_type) in (2, 13) and not any(a is b for b in out):  # kDLCUDA, kDLCUDAManaged
+            out.append(a)
+    return out
+
+
+def producer_streams(arrays):
+    """The CUDA streams the graph's arrays say their producers used: the ``stream``
+    entry of ``__cuda_array_interface__`` (v3: an int handle; 1 = legacy, 2 =
+    per-thread default), or for DLPack-only arrays none (DLPack's stream is the
+    consumer's to name). Returns the distinct handles other than None/0."""
+    out = []
+    for a in arrays:
+        try:
+            cai = a.__cuda_array_interface__
+        except AttributeError:
+            continue
+        st = cai.get("stream")
+        if st is None or isinstance(st, bool) or not isinstance(st, int):
+            continue
+        if st not in out:
+            out.append(st)
+    return out
+
+
+# ---- the plan -------------------------------------------------------------------------
+
+@dataclass
+class CudaPlan(Plan):
+    """How a graph built for cuda runs: per stage, captured on one stream or as branches."""
+
+    runtime: str = ""
+    graph_nodes: int = 0
+    sized_kernels: int = 0
+
+    def __str__(self):
+        lines = [f"eagle plan · backend: cuda · {self.runtime} · logical size {self.logical_size} of "
+                 f"{self.capacity} · {self.graph_nodes} CUDA graph nodes, {self.sized_kernels} "
+                 "retuned by set_logical_size · one cudaGraphLaunch per replay"]
+        for sp in self.stages:
+            streams = "1 stream " if sp.team == 1 else f"{sp.team} streams"
+            lines.append(f"stage {sp.stage}  {sp.policy:8} on {streams}   " + " ".join(sp.nodes))
+        return "\n".join(lines)
+
+
+# ---- the backend ----------------------------------------------------------------------
+
+class CudaBackend:
+    """A recorded graph captured into one CUDA graph, instantiated once (see the module doc).
+
+    Attributes for the curious: ``stream`` (eagle's stream, an
+    ``eagle.cuda._shim.Stream``), ``exec`` (the ``eagle.cuda._shim.GraphExec``),
+    ``graph_nodes`` (nodes in the captured CUDA graph), ``sized_kernels``
+    (kernel nodes ``set_logical_size`` patches), ``replays`` (graph launches
+    issued so far), ``library`` (the CUDA runtime in use).
+    """
+
+    name = "cuda"
+
+    def __init__(self, graph, policies):
+        self.library = ensure_driver()
+        self._graph = graph
+        self._cp = _cupy()
+        stages = graph._stage_indexes()
+        for i, node in enumerate(graph._nodes):
+            if node.kind not in ("opaque", "cuda_kernel", "cuda_partition"):
+                raise TypeError(f"node {graph._names[i]!r} is a {node.kind} node, which runs on the CPU; "
+                                "a graph of CUDA arrays takes opaque(), cuda_kernel(), compact() and "
+                                "reorder() nodes")
+        #: whether a compaction node sets the next replay's logical size (on the device)
+        self.resizes = any(n.resizes for n in graph._nodes)
+        # a stage of several nodes is captured as branches, unless its policy is "serial"
+        self._branches = [len(idx) > 1 and policies[s] != "serial" for s, idx in enumerate(stages)]
+        self._stage_names = [[graph._names[i] for i in idx] for idx in stages]
+        width = max([len(idx) for s, idx in enumerate(stages) if self._branches[s]] or [1])
+
+        self.stream = _cuda.Stream()
+        self._sides = [_cuda.Stream() for _ in range(width - 1)]
+        self._cupy_streams = {}
+        # temporaries allocated while capturing live in this pool, as long as the graph
+        self._pool = self._cp.cuda.MemoryPool() if self._cp is not None else None
+        self._in_event = _cuda.Event()
+        self._while = None
+        #: per branch stage: {eagle node index: library kernel names its capture added}
+        self._library_kernels = {}
+        #: {stage: {node name: [kernel names]}} captured serially for library calls
+        self.library_serial_stages = {}
+        self._arrays = [a for n in graph._nodes for _, a, _ in n.arrays()]
+        #: streams the arrays' producers used (``__cuda_array_interface__['stream']``)
+        self._producers = producer_streams(self._arrays)
+        #: arrays that order themselves on eagle's stream through ``__dlpack__(stream=...)``
+        self._dlpack = dlpack_producers(self._arrays)
+        self.last_failure = None
+        self.replays = 0
+
+        size = graph.logical_size
+        # the device logical size: for compaction / reorder nodes and SIZE_PTR kernels
+        partitions = [n for n in graph._nodes if n.kind == "cuda_partition"]
+        self._has_partitions = bool(partitions)
+        self._device_size = bool(partitions) or any(getattr(n, "size_ptr", False) for n in graph._nodes)
+        self._buffers = []
+        self._gblock = None
+        self._host_g = None
+        self._kernels = None
+        if self._device_size:
+            self._setup_device_size(size, partitions)
+        owners = _cuda.NodeOwners(self.stream)
+        sized = []
+        try:  # the capture reads what the producers wrote (CuPy arrays, torch, numba ...)
+            self._order_after_producers()
+        except BaseException:
+            self._free_buffers()
+            raise
+        try:
+            captured = self._capture(stages, size, owners, sized)
+            shared = self._stages_sharing_library_state()
+            if shared and self.library_branches == "serial":
+                # two branches of one stage call a library that keeps per-thread state
+                # (CuPy's cuBLAS handle and workspace, cuFFT plans): replays would race
+                # on it, so capture those stages in order (opaque nodes run again)
+                captured.close()
+                for st in shared:
+                    self._branches[st] = False
+                self.library_serial_stages = shared
+                owners = _cuda.NodeOwners(self.stream)
+                sized = []
+                self._library_kernels = {}
+                captured = self._capture(stages, size, owners, sized)
+        except BaseException:
+            self._free_buffers()
+            raise
+        try:
+            self.exec = captured.instantiate(upload_stream=self.stream, owners=owners,
+                                             names=graph._names)
+        except CudaError as e:
+            if e.node_index is not None:
+                _add_note(e, f"eagle: the CUDA graph captured from node {e.node_name!r} (stage "
+                             f"{graph._stager.stage_of[e.node_index]}) failed to instantiate")
+            captured.close()
+            self._free_buffers()
+            raise
+        try:
+            for index, handle, nargs, size_index, size_type, per_block, arg_sizes in sized:
+                try:
+                    self.exec.add_sized_kernel(handle, nargs, size_index, size_type,
+                                               per_block=per_block, arg_sizes=arg_sizes)
+                except (TypeError, CudaError) as e:
+                    _add_note(e, f"eagle: registering kernel node {graph._names[index]!r} as sized")
+                    raise
+        except BaseException:
+            self.exec.close()
+            captured.close()
+            self._free_buffers()
+            raise
+        self.graph_nodes = len(captured.nodes())
+        self.sized_kernels = len(sized)
+        self._logical_size = size
+
+    # -- capture ------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _on(self, stream):
+        """Make ``stream`` the one a node's GPU work goes to (CuPy's current stream)."""
+        prev = getattr(_tls, "stream", None)
+        _tls.stream = stream
+        try:
+            if self._cp is None:
+                yield
+            else:
+                ext = self._cupy_streams.get(stream.ptr)
+                if ext is None:
+                    ext = self._cupy_streams[stream.ptr] = self._cp.cuda.ExternalStream(stream.ptr)
+                with ext:
+                    yield
+        finally:
+            _tls.stream = prev
+
+    def _capture(self, stages, size, owners, sized):
+        g = self._graph
+        s0 = self.stream
+        events = []
+        where = None
+        with contextlib.ExitStack() as scope:
+            if self._pool is not None:
+                scope.enter_context(self._cp.cuda.using_allocator(self._pool.malloc))
+            s0.begin_capture(_cuda.CAPTURE_MODE_RELAXED)
+            try:
+                for s, idx in enumerate(stages):
+                    sides = self._sides[:len(idx) - 1] if self._branches[s] else []
+                    if sides:
+                        ev = _cuda.Event()
+                        events.append(ev)
+                        _cuda.fork(s0, sides, ev)
+                    streams = [s0] + sides if sides else [s0] * len(idx)
+                    for i, stream in zip(idx, streams):
+                        where = (i, s)
+                        node = g._nodes[i]
+                        with self._on(stream):
+                            if node.kind == "cuda_kernel":
+                                if node.size_ptr:
+                                    node.launch(stream, size, self.size_ptr)
+                                    sized.append((i, stream.last_node(), node.nargs, 0, "none",
+                                                  node.block, node.arg_sizes()))
+                                else:
+                                    node.launch(stream, size)
+                                    sized.append((i, stream.last_node(), node.nargs, node.size_arg,
+                                                  node.size_type, node.block, node.arg_sizes()))
+                            elif node.kind == "cuda_partition":
+                                grid_only = []
+                                node.capture(self._kernels, stream, size, self.size_ptr, grid_only)
+                                sized += [(i, h, nargs, 0, "none", per, None)
+                                          for h, nargs, per in grid_only]
+                            else:
+                                node.fn()
+                        if stream.capture_status() != _cuda.CAPTURE_STATUS_ACTIVE:
+                            st = 901  # cudaErrorStreamCaptureInvalidated
+                            raise CudaError(st, _cuda.status_name(st), _cuda.status_text(st),
+                                            f"node {g._names[i]!r} invalidated the CUDA graph capture "
+                                            "(a GPU call inside it failed or is not allowed while "
+                                            "capturing)", node_index=i, node_name=g._names[i])
+                        added = owners.mark(i)
+                        if sides and node.kind == "opaque":
+                            self._note_library_kernels(s, i, added)
+                    where = None
+                    if sides:
+                        joins = [_cuda.Event() for _ in sides]
+                        events += joins
+                        _cuda.join(s0, sides, joins)
+                if self.resizes:
+                    # the compaction's count becomes the next replay's size, after every node
+                    i = next(k for k, n in enumerate(g._nodes) if n.resizes)
+                    where = (i, g._stager.stage_of[i])
+                    self._kernels.launch("eagle_commit", s0, 1, 1, [("i", self.size_ptr)])
+                    owners.mark(i)
+                    where = None
+            except BaseException as exc:
+                self._abandon(events)
+                if where is not None:
+                    i, s = where
+                    if isinstance(exc, CudaError) and exc.node_index is None:
+                        exc.node_index, exc.node_name = i, g._names[i]
+                    _add_note(exc, f"eagle: raised by node {g._names[i]!r} (stage {s}) while build() "
+                                   "captured the CUDA graph; the capture was ended and the graph "
+                                   "is not built")
+                raise
+            try:
+                captured = s0.end_capture()
+            except CudaError as exc:
+                self._abandon([])  # whatever stream still captures is ended too
+                _add_note(exc, "eagle: ending the CUDA graph capture failed in build(); the graph "
+                               "is not built")
+                raise
+            finally:
+                for ev in events:
+                    ev.close()
+        return captured
+
+    def _abandon(self, events):
+        """End a failed capture, whatever state it is in, so every stream stays usable."""
+        s0 = self.stream
+        with contextlib.suppress(CudaError):  # join what joined the capture, for a clean end
+            sides = [s for s in self._sides if s.capture_status() != _cuda.CAPTURE_STATUS_NONE]
+            joins = [_cuda.Event() for _ in sides]
+            events += joins
+            _cuda.join(s0, sides, joins)
+        with contextlib.suppress(CudaError):
+            if s0.capture_status() != _cuda.CAPTURE_STATUS_NONE:
+                s0.end_capture().close()
+        for ev in events:
+            with contextlib.suppress(CudaError):
+                ev.close()
+
+    #: "serial": a stage whose side-by-side opaque nodes both call cuBLAS / cuFFT / ...
+    #: kernels is captured again in order; "branches": keep the branches (you made sure
+    #: each branch has its own library handle and workspace)
+    library_branches = "serial"
+
+    def _note_library_kernels(self, stage, index, handles):
+        names = []
+        for h in handles:
+            name = _cuda.kernel_node_name(h)
+            if name is not None and _LIBRARY_KERNEL.search(name):
+                names.append(name)
+        if names:
+            self._library_kernels.setdefault(stage, {})[index] = names
+
+    def _stages_sharing_library_state(self):
+        g = self._graph
+        return {s: {g._names[i]: names for i, names in by_node.items()}
+                for s, by_node in self._library_kernels.items() if len(by_node) >= 2}
+
+    # -- the device logical size --------------------------------------------------------
+
+    def _setup_device_size(self, size, partitions):
+        import numpy as np
+
+        from eagle.cuda import finished as fc
+
+        if partitions or self.resizes:
+            self._kernels = fc.kernel_provider()
+        try:
+            self._gblock = _cuda.DeviceBuffer(fc.G_WORDS * 8)
+            self._buffers.append(self._gblock)
+            self._host_g = np.zeros(fc.G_WORDS, dtype=np.int64)
+            self._host_g[fc.G_SIZE] = self._host_g[fc.G_NEXT] = size
+            self._gblock.write(self._host_g, self.stream)
+            for node in partitions:
+                self._buffers += node.prepare(self.stream)
+        except BaseException:
+            self._free_buffers()
+            raise
+
+    @property
+    def size_ptr(self) -> int:
+        """Device address of the graph's logical size (int64), 0 if it keeps none."""
+        return self._gblock.ptr if self._gblock is not None else 0
+
+    def _free_buffers(self):
+        for b in self._buffers:
+            with contextlib.suppress(CudaError):
+                b.close()
+        self._buffers = []
+        self._gblock = None
+
+    def _read_back(self):
+        """Copy the device block to the host (synchronizes eagle's stream); take the
+        device logical size as the host's, patching sized grids down to it."""
+        from eagle.cuda import finished as fc
+
+        g = self._gblock.read_into(self._host_g, self.stream)
+        n = int(g[fc.G_SIZE])
+        if n != self._logical_size:
+            self.exec.set_logical_size(n)
+            self._logical_size = n
+        if g[fc.G_INVALID]:
+            g[fc.G_INVALID] = 0
+            self._gblock.write(g[fc.G_INVALID:fc.G_INVALID + 1], self.stream, offset=8 * fc.G_INVALID)
+            raise ValueError("reorder: a key outside [0, n_keys) was met in the last launch; the "
+                             "samples were left in place on that replay")
+        return g
+
+    # -- the backend interface ----------------------------------------------------------
+
+    @property
+    def logical_size(self) -> int:
+        """The logical size as of the end of the last launch (or the last retune)."""
+        return self._logical_size
+
+    def _order_after_producers(self):
+        """Make eagle's stream wait for the work queued on the streams the arrays name
+        (``__cuda_array_interface__['stream']``) and on CuPy's current stream."""
+        streams = list(self._producers)
+        cp = self._cp
+        if cp is not None:
+            cur = cp.cuda.get_current_stream().ptr
+            if cur not in streams:
+                streams.append(cur)
+        for st in streams:
+            if st != self.stream.ptr:
+                self._in_event.record(st)
+                self.stream.wait_event(self._in_event)
+        for a in self._dlpack:
+            try:
+                a.__dlpack__(stream=self.stream.ptr)
+            except (TypeError, BufferError, NotImplementedError):
+                pass  # a producer that cannot order on our stream: nothing more to ask
+
+    def launch(self, n: int, until_done: bool = False) -> int:
+        """``n`` graph launches on eagle's stream, then wait for them (synchronize).
+
+        With ``until_done`` (a compaction node needed): stop once the device live
+        count is 0, with no overshoot: one conditional WHILE node on 12.4+ drivers
+        (one cuGraphLaunch runs all replays), else one replay at a time with the
+        count read back after each. Returns the replays that started with live
+        samples (until_done) or ``n``."""
+        self.last_failure = None
+        if n == 0 or (until_done and self._logical_size == 0):
+            return 0
+        self._order_after_producers()
+        if until_done:
+            return self._launch_until_done(n)
+        done = 0
+        try:
+            while done < n:
+                chunk = min(n - done, _CHUNK)
+                self.exec.launch(self.stream, chunk)
+                done += chunk
+        except KeyboardInterrupt:
+            self.last_failure = (-1, done)
+            self._settle()
+            raise
+        except CudaError as e:
+            if done:
+                _add_note(e, f"eagle: {done} replays of launch({n}) had been issued before this chunk")
+            self._settle()
+            raise
+        finally:
+            self.replays += done
+        if self._gblock is None or not self._has_partitions:  # the size changes on the host only
+            self.stream.synchronize()
+            return n
+        self._read_back()   # synchronizes
+        return n
+
+    #: "device" (a conditional WHILE node, 12.4+ drivers) or "host" (one replay per check);
+    #: None picks device when the driver has conditional nodes
+    until_done_mode = None
+    #: why the WHILE node could not be built (then the host loop runs), or None
+    until_done_fallback = None
+    #: replays one launch of the WHILE node may run at most (Ctrl-C is seen between launches)
+    until_done_chunk = 4096
+
+    def until_done_path(self) -> str:
+        mode = self.until_done_mode
+        if mode is None:
+            mode = "device" if _cuda.has("conditional") else "host"
+        return mode
+
+    def _launch_until_done(self, n):
+        from eagle.cuda import finished as fc
+
+        live_before = int(self._host_g[fc.G_LIVE_REPLAYS])
+        done = 0
+        try:
+            exec_ = None
+            if self.until_done_path() == "device":
+                try:
+                    exec_ = self._while_exec()
+                except Exception as e:  # e.g. the condition kernel does not load: use the host loop
+                    self.until_done_fallback = f"{type(e).__name__}: {e}"
+                    self.until_done_mode = "host"
+            if exec_ is not None:
+                # chunks of replays per WHILE launch, so Ctrl-C is seen between them
+                while done < n:
+                    step = min(n - done, self.until_done_chunk)
+                    before = int(self._host_g[fc.G_LIVE_REPLAYS])
+                    stop = np.array([before + step], dtype=np.int64)
+                    self._gblock.write(stop, self.stream, offset=8 * fc.G_STOP)
+                    exec_.launch(self.stream, 1)
+                    g = self._read_back()
+                    ran = int(g[fc.G_LIVE_REPLAYS]) - before
+                    done += ran
+                    if g[fc.G_SIZE] == 0 or ran < step:
+                        break
+            else:
+                while done < n:
+                    self.exec.launch(self.stream, 1)
+                    done += 1
+                    if self._read_back()[fc.G_SIZE] == 0:
+                        break
+        except KeyboardInterrupt:
+            self.last_failure = (-1, done)
+            self._settle()
+            raise
+        except CudaError as e:
+            self._settle()
+            raise
+        finally:
+            self.replays += int(self._host_g[fc.G_LIVE_REPLAYS]) - live_before
+        return int(self._host_g[fc.G_LIVE_REPLAYS]) - live_before
+
+    def _while_exec(self):
+        """One WHILE node whose body is the captured replay then the condition
+        kernel (``eagle_until_done_condition``: continue while the live count is
+        above 0 and fewer than the allowed replays ran). Built for the logical
+        size the host knows (sized grids are an upper bound within the call),
+        rebuilt when that changed."""
+        import ctypes
+
+        key = self._logical_size
+        if self._while is not None and self._while[0] == key:
+            return self._while[1]
+        self._close_while()
+        self.exec.write_back_to_graph()
+        top = _cuda.Graph()
+        try:
+            _node, handle, body = top.add_while(initial=1)
+            child = body.add_child(self.exec.graph)
+            func = self._kernels.function("eagle_until_done_condition")
+            body.add_kernel(func, 1, 1, [ctypes.c_uint64(handle), ctypes.c_uint64(self.size_ptr)],
+                            deps=[child])
+            exec_ = top.instantiate(upload_stream=self.stream)
+        except BaseException:
+            top.close()
+            raise
+        self._while = (key, exec_, top)
+        return exec_
+
+    def _close_while(self):
+        if self._while is not None:
+            _, exec_, top = self._while
+            self._while = None
+            first = None
+            for obj in (exec_, top):
+                try:
+                    obj.close()
+                except CudaError as e:
+                    first = first or e
+            if first is not None:
+                raise first
+
+    def _settle(self):
+        with contextlib.suppress(CudaError):
+            self.stream.synchronize()
+        if self._gblock is not None and self._has_partitions:  # keep host and device in step
+            with contextlib.suppress(Exception):
+                self._read_back()
+
+    def set_logical_size(self, n: int) -> None:
+        """Patch grid and size argument of every ``cuda_kernel`` node in the instantiated graph."""
+        self.exec.set_logical_size(n)
+        if self._gblock is not None:
+            import numpy as np
+
+            self._gblock.write(np.array([n, n], dtype=np.int64), self.stream)
+            self._host_g[0] = self._host_g[1] = n
+        self._logical_size = n
+
+    def stage_notes(self):
+        """Per stage: ``branches`` (its nodes captured side by side on their own streams)
+        or ``stream`` (captured in order on eagle's stream; also a stage whose branches
+        called library kernels, see ``library_serial_stages``)."""
+        return ["branches" if b else "stream" for b in self._branches]
+
+    def plan(self) -> CudaPlan:
+        g = self._graph
+        boxes = {name: f"{node.box[0]}{name}{node.box[1]}" for node, name in zip(g._nodes, g._names)}
+        stages = [StagePlan(s, [boxes[n] for n in names], "branches" if b else "stream",
+                            len(names) if b else 1, None)
+                  for s, (names, b) in enumerate(zip(self._stage_names, self._branches))]
+        return CudaPlan("cuda", 1, g.logical_size, g.capacity, 0.0, stages,
+                        runtime=f"driver {_cuda.version_text(_cuda.driver_version())}",
+                        graph_nodes=self.graph_nodes,
+                        sized_kernels=self.sized_kernels)
+
+    def close(self) -> None:
+        """Release the CUDA objects now (collection does it too). Destroys every
+        object it can, also after a failure (e.g. a sticky error), then raises
+        the first error met."""
+        first = None
+
+        def attempt(fn):
+            nonlocal first
+            try:
+                fn()
+            except CudaError as e:
+                if first is None:
+                    first = e
+
+        attempt(self._settle)
+        attempt(self._close_while)
+        attempt(self.exec.close)
+        attempt(lambda: self.exec.graph.close() if self.exec.graph is not None else None)
+        for s in [self.stream] + self._sides:
+            attempt(s.close)
+        attempt(self._in_event.close)
+        attempt(self._free_buffers)
+        if self._pool is not None:
+            attempt(self._pool.free_all_blocks)
+        if first is not None:
+            raise first
+
+
+#: kernel names of libraries that keep per-thread handles, workspaces or plan caches
+_LIBRARY_KERNEL = re.compile(r"gemm|gemv|cublas|cutlass|xmma|fft|cusolver|cusparse|cudnn|trsm|syrk",
+                             re.IGNORECASE)
+
+
+def _add_note(exc, note):
+    if hasattr(exc, "add_note"):
+        exc.add_note(note)
+    else:  # Python 3.10
+        exc.__notes__ = getattr(exc, "__notes__", []) + [note]

@@ -1,0 +1,385 @@
+"""Compaction and reorder on the GPU: captured kernels inside the CUDA graph.
+
+``eagle.graph.compact(alive, state)`` and ``reorder(key, state, n_keys=...)``
+on CUDA arrays (CuPy, or any ``__cuda_array_interface__`` array) make a
+:class:`CudaPartitionNode`. ``build()`` captures it as four kernel nodes of the
+graph (no host work on replay, no host round trip):
+
+1. ``eagle_part_count`` — one thread per chunk of ``chunk`` samples counts the
+   chunk's keys per bucket (compaction: bucket 0 live, 1 finished; reorder:
+   the key, and one extra bucket for keys outside [0, n_keys));
+2. ``eagle_part_scan`` — one block: exclusive prefix sum of the counts in
+   bucket-major order (bucket, then chunk), which is where each chunk's
+   samples of each bucket go; then thread 0 takes the policy decision (the
+   same as the CPU's: every ``every``-th replay, once ``min_dead_fraction``
+   of the samples finished, always when none is left), writes the live count
+   to ``count`` and the next logical size to the graph's device block;
+3. ``eagle_part_scatter`` — one thread per chunk walks its chunk in order and
+   copies each sample's row of every permuted array (the key, every state
+   array, the id map) to its place in scratch memory: stable, because chunks
+   are ordered within a bucket and a chunk is walked in order;
+4. ``eagle_part_copyback`` — one thread per sample copies scratch back.
+
+Steps 3 and 4 do nothing on a replay where the policy says no.
+
+**The device logical size.** The graph keeps its logical size in device
+memory (an int64, ``CudaBackend.size_ptr``), beside the next size the
+compaction computed, the count of replays that started with live samples,
+and a flag for invalid reorder keys. A one-thread ``eagle_commit`` kernel at
+the end of the captured graph makes the compaction's count the next replay's
+size, so every node of one replay sees the same size, as on the CPU. Kernel
+node grids are fixed between host-side patches, so every sized kernel of such
+a graph reads the size from the device: the partition kernels above, and
+``cuda_kernel`` nodes that take ``SIZE_PTR`` (``if (i >= *n) return;``). They
+are launched with a grid for the size eagle last knew on the host (an upper
+bound within one ``launch``: compaction only shrinks it) and exit early past
+the live count. Cost: one 8-byte load per thread, and at most one
+``launch`` call's worth of blocks that start and exit at once; at the end of
+``launch`` eagle copies the device block back (**one 32-byte D2H copy per
+launch, not per replay**), sets ``g.logical_size`` and patches the grids down.
+
+**Running until done** (``g.launch_until_done(max_replays)``), with no
+overshoot. On a CUDA 12.4+ driver: one conditional WHILE node whose body is
+the captured replay (a child graph) followed by the one-thread
+``eagle_until_done_condition`` kernel, which sets the condition from the
+device live count and the replay counter (``g[0] > 0 and g[2] < g[4]``), so
+one ``cuGraphLaunch`` runs every replay with no host round trip; the node is
+built for the logical size the host knows and rebuilt when it changed (one
+instantiate per ``launch_until_done`` call of a new size). On older drivers:
+one replay at a time and the device count read back after each (exact, one
+small D2H copy per replay). Either way no replay starts once the count is 0,
+so kernels captured inside opaque nodes never run on finished work.
+
+**Where the kernels come from.** The source is eagle/cuda/kernels/partition.cu.
+On a GPU it is compiled once per process and device with ``cupy.RawModule``
+(NVRTC) at ``build()``; the program must have imported CuPy. When the bound
+driver is eagle's CPU test double (tests/cuda_standin/fake_libcuda.c, which
+exports ``fake_cuda_module_function``), the tests have compiled the same
+source with the CUDA C emulator and loaded it there; a real driver never
+exports that name.
+
+Performance note: the per-chunk threads of count and scatter read their
+chunk sequentially (uncoalesced across a warp), and the scan is one block;
+this is simple and stable, not yet the fastest GPU partition (a decoupled
+look-back block scan would be).
+"""
+from __future__ import annotations
+
+import ctypes
+import sys
+import threading
+
+import numpy as np
+
+from eagle.cuda.kernel_nodes import SIZE_PTR  # noqa: F401  (re-exported for users of compaction)
+from eagle._memory import array_kind
+from eagle._nodes import Node
+
+__all__ = ["CudaPartitionNode", "compact_cuda", "reorder_cuda", "CUDA_SOURCE", "SIZE_PTR"]
+
+from eagle.cuda import kernel_source
+
+#: the CUDA C source of the kernels (eagle/cuda/kernels/partition.cu)
+CUDA_SOURCE = kernel_source("partition")
+
+#: (kernel, parameter count); every parameter is 8 bytes (pointer, long long, double)
+KERNELS = {"eagle_part_count": 8, "eagle_part_scan": 11, "eagle_part_scatter": 11,
+           "eagle_part_copyback": 4, "eagle_commit": 1}
+#: the kernels of eagle/cuda/kernels/until_done.cu (a module of its own, see there)
+UNTIL_DONE_KERNELS = {"eagle_until_done_condition": 2}
+
+#: the device block of a graph (int64 each): logical size, next size, live replays, bad keys,
+#: the live-replay count at which launch_until_done stops
+G_SIZE, G_NEXT, G_LIVE_REPLAYS, G_INVALID, G_STOP = 0, 1, 2, 3, 4
+G_WORDS = 5
+
+COUNT_BLOCK = 128      # threads per block of count / scatter (one per chunk)
+COPY_BLOCK = 256       # threads per block of copyback (one per sample)
+SCAN_BLOCK = 1024      # the scan's single block at most (a power of two)
+_MAX_COUNTS = 1 << 20  # (n_keys + 1) * chunks stays under this: picks the chunk length
+
+
+# ---- where the kernels come from -------------------------------------------------------
+
+class _StandinKernels:
+    """The same CUDA source run by the CPU test double of the driver (its CUDA C
+    emulator, tests/cuda_standin): the module was loaded into the stand-in by the
+    tests, which export fake_cuda_module_function."""
+
+    kind = "standin"
+
+    def __init__(self, lookup):
+        self._lookup = lookup
+        self._addr = {}
+        for name in KERNELS:
+            self._addr[name] = self.function(name)
+
+    def function(self, name):
+        addr = self._addr.get(name) or self._lookup(name.encode())
+        if not addr:
+            raise RuntimeError(f"the CUDA driver stand-in has no emulated kernel {name} "
+                               "(load eagle/cuda/kernels/*.cu into it first)")
+        self._addr[name] = addr
+        return addr
+
+    def launch(self, name, stream, grid, block, args):
+        from eagle.cuda import _shim as _cuda
+
+        conv = [ctypes.c_double(v) if t == "d" else ctypes.c_int64(v) for t, v in args]
+        _cuda.launch_kernel(self._addr[name], grid, block, conv, 0, stream)
+
+
+class _CupyKernels:
+    """The CUDA source compiled by CuPy's NVRTC (``cupy.RawModule``), once per device."""
+
+    kind = "cupy"
+
+    def __init__(self, cp):
+        self._cp = cp
+        self._fn = {name: _cupy_module(cp).get_function(name) for name in KERNELS}
+
+    def function(self, name):
+        """The CUfunction of one of eagle's kernels; the until-done condition kernel is
+        compiled on first use (its own module: it needs a 12.4+ driver to load)."""
+        fn = self._fn.get(name)
+        if fn is None and name in UNTIL_DONE_KERNELS:
+            fn = self._fn[name] = _cupy_module(self._cp, "until_done").get_function(name)
+        return int(fn.ptr)
+
+    def launch(self, name, stream, grid, block, args):
+        conv = tuple(np.float64(v) if t == "d" else np.int64(v) for t, v in args)
+        self._fn[name]((grid,), (block,), conv, stream=stream)
+
+
+_modules = {}
+_modules_lock = threading.Lock()
+
+
+def _cupy_module(cp, name="partition"):
+    dev = cp.cuda.runtime.getDevice()
+    with _modules_lock:
+        mod = _modules.get((dev, name))
+        if mod is None:
+            code = CUDA_SOURCE if name == "partition" else kernel_source(name)
+            mod = _modules[(dev, name)] = cp.RawModule(code=code, options=("--std=c++11",))
+        return mod
+
+
+def kernel_provider():
+    """The kernels for the bound driver: the CUDA source compiled with CuPy, or the
+    same source emulated by the driver's CPU test double. Raises TypeError when neither is there."""
+    from eagle.cuda import _shim as _cuda
+
+    try:
+        lookup = ctypes.CDLL(_cuda.library()).fake_cuda_module_function
+    except (OSError, AttributeError):
+        lookup = None
+    if lookup is not None:
+        lookup.restype = ctypes.c_void_p
+        lookup.argtypes = [ctypes.c_char_p]
+        return _StandinKernels(lookup)
+    cp = sys.modules.get("cupy")
+    if cp is None:
+        raise TypeError("compaction and reorder on the GPU compile their kernels with CuPy "
+                        "(cupy.RawModule); import cupy before build()")
+    return _CupyKernels(cp)
+
+
+# ---- the node ----------------------------------------------------------------------------
+
+def _layout(a, name, mode):
+    """(data pointer, sample stride in bytes, row bytes, shape, typestr) of a CUDA array."""
+    cai = a.__cuda_array_interface__
+    shape = tuple(cai["shape"])
+    dt = np.dtype(cai["typestr"])
+    if not shape:
+        raise ValueError(f"{mode}(): {name!r} must hold one row per sample, it is 0-d")
+    if cai.get("readonly") or cai["data"][1]:
+        raise ValueError(f"{mode}(): {name!r} is read-only")
+    row = dt.itemsize * int(np.prod(shape[1:], dtype=np.int64))
+    c_strides = [dt.itemsize]
+    for d in reversed(shape[1:]):
+        c_strides.insert(0, c_strides[0] * d)
+    strides = cai.get("strides")
+    if strides is None:
+        stride0 = row
+    else:
+        strides = tuple(strides)
+        if len(shape) > 1 and list(strides[1:]) != c_strides[:-1] and row:
+            raise ValueError(f"{mode}(): a sample's row of {name!r} must be contiguous")
+        stride0 = strides[0]
+    return int(cai["data"][0]), int(stride0), int(row), shape, dt
+
+
+def _cupy():
+    return sys.modules.get("cupy")
+
+
+class CudaPartitionNode(Node):
+    """A compaction or reorder node on CUDA arrays (see the module doc)."""
+
+    kind = "cuda_partition"
+    box = ("[", "]")
+    sized = True
+    permutes_samples = True
+
+    def __init__(self, mode, key_name, key, state, ids, count, n_keys, every, min_dead_fraction):
+        if not isinstance(state, dict):
+            raise TypeError(f"{mode}(): state must be a dict of name -> per-sample array, "
+                            f"got {type(state).__name__}")
+        for name in (key_name, "ids", "count"):
+            if name in state:
+                raise ValueError(f"{mode}(): {name!r} is a name of the node's own; call the array otherwise")
+        capacity = int(tuple(key.__cuda_array_interface__["shape"])[0]) \
+            if len(key.__cuda_array_interface__["shape"]) == 1 else -1
+        if capacity < 0:
+            raise ValueError(f"{mode}(): {key_name!r} must be 1-d, one entry per sample")
+        cp = _cupy()
+        if ids is None:
+            if cp is None:
+                raise TypeError(f"{mode}(): pass ids= (a CUDA int64 array of shape ({capacity},)) "
+                                "when CuPy is not imported")
+            ids = cp.arange(capacity, dtype=cp.int64)
+        if count is None and mode == "compact":
+            if cp is None:
+                raise TypeError(f"{mode}(): pass count= (a CUDA int64 array of one element) when "
+                                "CuPy is not imported")
+            count = cp.zeros(1, dtype=cp.int64)
+        writes = {key_name: key, **state, "ids": ids}
+        if count is not None:
+            writes["count"] = count
+        super().__init__(None, writes)
+        if self.family != "cuda":
+            raise TypeError(f"{mode}(): every array must be a CUDA array, like {key_name!r}")
+        self._layouts = []
+        for name, a in [(key_name, key), *state.items(), ("ids", ids)]:
+            lay = _layout(a, name, mode)
+            if lay[3][0] != capacity:
+                raise ValueError(f"{mode}(): every state array holds one row per sample ({capacity}); "
+                                 f"{name!r} has shape {lay[3]}")
+            self._layouts.append(lay)
+        if self._layouts[-1][4] != np.int64 or len(self._layouts[-1][3]) != 1:
+            raise TypeError(f"{mode}(): ids must be an int64 array of shape ({capacity},)")
+        self.count_ptr = 0
+        if count is not None:
+            cptr, _, _, cshape, cdt = _layout(count, "count", mode)
+            if cdt != np.int64 or int(np.prod(cshape)) != 1:
+                raise TypeError(f"{mode}(): count must be an int64 array of one element")
+            self.count_ptr = cptr
+        if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
+            raise ValueError(f"{mode}(): every must be an integer >= 1, got {every!r}")
+        if not 0.0 <= float(min_dead_fraction) <= 1.0:
+            raise ValueError(f"{mode}(): min_dead_fraction must be in [0, 1], got {min_dead_fraction!r}")
+        self.mode = mode
+        self.ids, self.count = ids, count
+        self.capacity = capacity
+        self.n_keys = 1 if mode == "compact" else int(n_keys)   # buckets besides the extra one
+        self.key_kind = 0 if mode == "compact" else (1 if self._layouts[0][4].itemsize == 4 else 2)
+        self.every = int(every)
+        self.min_dead_fraction = float(min_dead_fraction)
+        buckets = self.n_keys + 1
+        self.chunk = max(32, -(-buckets * max(capacity, 1) // _MAX_COUNTS))
+        self.c_cap = max(1, -(-capacity // self.chunk))
+        self._buffers = None
+
+    @property
+    def resizes(self) -> bool:
+        """Whether the node sets the next replay's logical size (compaction)."""
+        return self.mode == "compact"
+
+    def sample_arrays(self):
+        return [a for name, a, _ in self.arrays() if name != "count"]
+
+    def default_name(self) -> str:
+        return self.mode
+
+    # -- build: device memory, then capture ---------------------------------------------
+
+    def prepare(self, stream):
+        """Allocate this build's scratch, counts, array table and state on the device.
+        Returns the buffers (the backend owns them for the built graph's life)."""
+        from eagle.cuda import _shim as _cuda
+
+        bufs = []
+        try:
+            scratch = []
+            for ptr, stride, row, shape, dt in self._layouts:
+                b = _cuda.DeviceBuffer(max(1, row * self.capacity))
+                bufs.append(b)
+                scratch.append(b.ptr)
+            counts = _cuda.DeviceBuffer((self.n_keys + 1) * self.c_cap * 8)
+            bufs.append(counts)
+            table = np.array([[lay[0], s, lay[2], lay[1]] for lay, s in zip(self._layouts, scratch)],
+                             dtype=np.int64)
+            tbuf = _cuda.DeviceBuffer(table.nbytes)
+            bufs.append(tbuf)
+            tbuf.write(table, stream)
+            st = _cuda.DeviceBuffer(16)
+            bufs.append(st)
+            st.write(np.zeros(2, dtype=np.int64), stream)
+        except BaseException:
+            for b in bufs:
+                b.close()
+            raise
+        self._buffers = (counts, tbuf, st)
+        return bufs
+
+    def capture(self, kernels, stream, size, g_ptr, sized):
+        """Launch the four kernels on ``stream`` (capturing); append the ones whose grid
+        follows the logical size to ``sized`` as (graph node, nargs, per_block)."""
+        counts, table, st = self._buffers
+        self._buffers = None   # the backend owns them (they live as long as the built graph)
+        key_ptr, key_stride = self._layouts[0][0], self._layouts[0][1]
+        p = lambda v: ("i", int(v))  # noqa: E731  pointers and ints are both 8-byte words
+        common = [p(key_ptr), p(key_stride), p(self.key_kind), p(self.n_keys), p(self.chunk),
+                  p(self.c_cap), p(counts.ptr), p(g_ptr)]
+        per_chunk_block = COUNT_BLOCK * self.chunk
+        grid = max(1, -(-size // per_chunk_block))
+        kernels.launch("eagle_part_count", stream, grid, COUNT_BLOCK, common)
+        sized.append((stream.last_node(), KERNELS["eagle_part_count"], per_chunk_block))
+        # the scan's block: a power of two covering the counts at capacity (at most 1024)
+        scan_block = min(SCAN_BLOCK, max(32, 1 << ((self.n_keys + 1) * self.c_cap - 1).bit_length()))
+        kernels.launch("eagle_part_scan", stream, 1, scan_block,
+                       [p(counts.ptr), p(self.n_keys), p(self.c_cap), p(self.chunk), p(g_ptr),
+                        p(g_ptr), p(st.ptr), p(self.count_ptr), p(self.key_kind), p(self.every),
+                        ("d", self.min_dead_fraction)])
+        kernels.launch("eagle_part_scatter", stream, grid, COUNT_BLOCK,
+                       common + [p(st.ptr), p(table.ptr), p(len(self._layouts))])
+        sized.append((stream.last_node(), KERNELS["eagle_part_scatter"], per_chunk_block))
+        kernels.launch("eagle_part_copyback", stream, max(1, -(-size // COPY_BLOCK)), COPY_BLOCK,
+                       [p(g_ptr), p(st.ptr), p(table.ptr), p(len(self._layouts))])
+        sized.append((stream.last_node(), KERNELS["eagle_part_copyback"], COPY_BLOCK))
+
+    # -- results --------------------------------------------------------------------------
+
+    def scatter_back(self, compacted, out=None):
+        """Put per-sample values held in compacted order back in original sample order
+        (``out[ids] = compacted``; CuPy arrays)."""
+        cp = _cupy()
+        if cp is None:
+            raise TypeError("scatter_back() on CUDA arrays needs CuPy")
+        out = cp.empty_like(compacted) if out is None else out
+        out[self.ids] = compacted
+        return out
+
+
+def compact_cuda(alive, state, *, ids=None, count=None, every=1, min_dead_fraction=0.25):
+    """``eagle.graph.compact`` for CUDA arrays (it dispatches here)."""
+    dt = np.dtype(alive.__cuda_array_interface__["typestr"])
+    if dt not in (np.bool_, np.uint8):
+        raise TypeError(f"compact(): alive must be a bool or uint8 array, got {dt}")
+    return CudaPartitionNode("compact", "alive", alive, state, ids, count, 1, every, min_dead_fraction)
+
+
+def reorder_cuda(key, state, *, n_keys, ids=None, every=1):
+    """``eagle.graph.reorder`` for CUDA arrays (it dispatches here)."""
+    dt = np.dtype(key.__cuda_array_interface__["typestr"])
+    if dt not in (np.int32, np.int64):
+        raise TypeError("reorder(): key must be an int32 or int64 array")
+    if isinstance(n_keys, bool) or not isinstance(n_keys, (int, np.integer)) or n_keys < 1:
+        raise ValueError(f"reorder(): n_keys must be an integer >= 1, got {n_keys!r}")
+    return CudaPartitionNode("reorder", "key", key, state, ids, None, int(n_keys), every, 0.0)
+
+
+def is_cuda_array(a) -> bool:
+    return array_kind(a) == "cuda"
