@@ -55,7 +55,8 @@ def _sources_on_disk():
     """Paths (relative to the checkout) the build reads, found by walking the tree, so
     new subpackages and modules are covered without editing this test."""
     found = set()
-    for top, exts in (("eagle", (".pyx", ".pxd", ".pxi")), ("csrc", (".c", ".h", ".hpp"))):
+    # .py and .cu: modules and the CUDA C sources eagle compiles at run time (eagle/cuda/kernels)
+    for top, exts in (("eagle", (".py", ".pyx", ".pxd", ".pxi", ".cu")), ("csrc", (".c", ".h", ".hpp", ".cu"))):
         for dirpath, dirnames, filenames in os.walk(ROOT / top):
             dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS]
             for f in filenames:
