@@ -247,6 +247,15 @@ static inline void call_native(const eagle_node *node, int64_t start, int64_t st
         node->kernel(start, stop, node->data, node->strides, node->user_data);
 }
 
+/* floor(n * tid / nt) without forming n * tid, which overflows for a logical size
+ * above 2**63 / nt (a zero-stride array can be that long): with n = q * nt + r,
+ * it is q * tid + floor(r * tid / nt), and r * tid < nt * nt. */
+static inline int64_t split_bound(int64_t n, int tid, int nt)
+{
+    const int64_t q = n / nt, r = n % nt;
+    return q * tid + r * tid / nt;
+}
+
 static inline void call_team(const eagle_node *node, int32_t phase, int tid, int nt, int64_t size)
 {
     if (phase < node->n_phases)
@@ -739,7 +748,7 @@ static int run_stage_share(team_state *ts, const eagle_stage *st, int32_t phase,
         if (phase > 0)
             continue;
         if (node->kind == EAGLE_NODE_NATIVE && node->split) {
-            call_native(node, n * tid / nt, n * (tid + 1) / nt);
+            call_native(node, split_bound(n, tid, nt), split_bound(n, tid + 1, nt));
             continue;
         }
         if (unsplit++ % nt != tid)

@@ -149,6 +149,38 @@ def overlap(a: Any, b: Any) -> bool:
     return extent_of(a).overlaps(extent_of(b))
 
 
+def _disjoint_elements(shape, strides, itemsize) -> bool:
+    """A sufficient test that no two elements of a strided layout share a byte:
+    taken from the smallest stride up, each axis must step past everything the
+    axes below it span (true of every C/F-ordered, sliced, transposed or
+    reversed view; false of zero strides and overlapping windows)."""
+    span = itemsize
+    for n, s in sorted(((n, abs(s)) for n, s in zip(shape, strides) if n > 1), key=lambda t: t[1]):
+        if s < span:
+            return False
+        span += s * (n - 1)
+    return True
+
+
+def elements_may_overlap(a: np.ndarray) -> bool:
+    """Whether two elements of ``a`` may share a byte (a zero stride,
+    ``as_strided`` rows that overlap, ``sliding_window_view``): NumPy buffers
+    such an output; writing it in place elementwise is not what NumPy does."""
+    return a.size > 1 and not _disjoint_elements(a.shape, a.strides, a.itemsize)
+
+
+def samples_may_overlap(a: np.ndarray) -> bool:
+    """Whether two different samples (indexes on axis 0) of ``a`` may share a byte:
+    threads splitting the sample range would then race on it."""
+    if a.ndim == 0 or a.shape[0] <= 1 or a.size == 0:
+        return False
+    row = a[0]
+    lo, hi = _span(0, row.shape, row.strides, a.itemsize)
+    if abs(a.strides[0]) >= hi - lo:
+        return False   # each sample's bytes lie before the next sample's first byte
+    return not _disjoint_elements(a.shape, a.strides, a.itemsize)
+
+
 def leading_length(a: Any) -> int | None:
     """Length of the sample axis (axis 0), or None for a 0-d array."""
     shape = a.shape if isinstance(a, np.ndarray) else tuple(a.__cuda_array_interface__["shape"])

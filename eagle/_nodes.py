@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from eagle._memory import array_family, overlap, validate_access_dict
+from eagle._memory import array_family, overlap, samples_may_overlap, validate_access_dict
 
 
 class Node:
@@ -195,8 +195,13 @@ def _rows_coincide(a, b) -> bool:
 def self_overlap(node):
     """Why a split of ``node`` could race, or None: one of its writes shares memory with
     another of its arrays at other samples (reads ``a[:-1]``, writes ``a[1:]``).
-    The overlap rule is the one staging uses."""
+    The overlap rule is the one staging uses. A written array whose own samples share
+    bytes (a zero stride, overlapping ``as_strided`` rows) races the same way."""
     arrays = list(node.arrays())
+    for name, a, is_write in arrays:
+        if is_write and samples_may_overlap(a):
+            return (f"it writes {name!r}, whose samples share memory (strides {a.strides}); threads "
+                    "splitting its range would race, so it runs whole")
     for i, (name_i, a_i, w_i) in enumerate(arrays):
         for name_j, a_j, w_j in arrays[i + 1:]:
             if (w_i or w_j) and overlap(a_i, a_j) and not _rows_coincide(a_i, a_j):
