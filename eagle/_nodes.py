@@ -224,7 +224,8 @@ def native(kernel, reads=None, writes=None, *, user_data=None, split=True, per_s
     ``split=True`` (the default) the CPU executor divides [0, logical_size)
     among its threads; ``split=False`` calls it once per replay on the whole range.
     A node whose write overlaps another of its arrays at other samples (reads
-    ``a[:-1]``, writes ``a[1:]``) is never split: it runs whole, and
+    ``a[:-1]``, writes ``a[1:]``), or that writes an array whose own samples share
+    memory (a zero stride, overlapping ``as_strided`` rows), is never split: it runs whole, and
     ``node.split_refused_reason`` (and ``g.plan()``) says why.
 
     Arrays whose dtype holds Python objects are refused. ``dtypes`` and ``ndim``

@@ -20,7 +20,9 @@ Refused, with the reason: object loops and ``np.frompyfunc`` (they need the
 GIL), operands whose dtype differs from the loop's (a buffered cast: pass
 arrays of the loop's dtype), mismatched shapes, an output that partly
 overlaps another operand (exact in-place, ``out=x`` with ``x`` an input, is
-fine).
+fine for an elementwise ufunc, not for a gufunc with core dimensions), an
+output whose own elements share memory (a zero stride, overlapping rows):
+NumPy would buffer these.
 
 Floating-point errors are not reported: eagle does not consult
 ``np.errstate``; results are NumPy's under ``np.errstate(all="ignore")``.
@@ -37,7 +39,7 @@ import math
 import re
 import numpy as np
 
-from eagle._memory import array_kind
+from eagle._memory import array_kind, elements_may_overlap
 from eagle._nodes import NativeNode, opaque
 
 __all__ = ["ufunc", "UfuncNode", "cuda_source", "CUDA_EXPRESSIONS"]
@@ -171,18 +173,32 @@ def _row_contiguous(shape, strides, itemsize):
 
 def _check_overlap(ins, outs, uf):
     arrays = [op for op in ins + outs if op.is_array]
+    # a gufunc's output element reads several input elements: no in-place is exact
+    elementwise = uf.signature is None or not any(g for side in _parse_signature(uf.signature)
+                                                  for g in side)
     for i, o in enumerate(outs):
         if any(o.array is p.array for p in outs[i + 1:]):
             raise ValueError(f"{uf.__name__}: one array is given for two outputs")
+        if elements_may_overlap(o.array):
+            raise ValueError(f"{uf.__name__}: elements of output {o.name!r} share memory (strides "
+                             f"{o.array.strides}); NumPy would buffer it, a ufunc node does not "
+                             "(give an output whose elements are distinct)")
         for op in arrays:
             a = op.array
-            if a is o.array or o.array.size == 0 or a.size == 0:
+            if o.array.size == 0 or a.size == 0:
                 continue
+            if a is o.array:
+                if elementwise or any(op is x for x in outs):
+                    continue
+                raise ValueError(f"{uf.__name__}: output {o.name!r} is also an input; a generalized "
+                                 "ufunc's output overlaps its input other than element for element, "
+                                 "NumPy would buffer it, a ufunc node does not (give a separate output "
+                                 "array)")
             same_layout = (a.__array_interface__["data"][0] == o.array.__array_interface__["data"][0]
                            and a.shape == o.array.shape and a.strides == o.array.strides
                            and a.dtype == o.array.dtype)
             is_output = any(op is x for x in outs)
-            if same_layout and not is_output:
+            if same_layout and not is_output and elementwise:
                 continue   # exact in-place through another view: sample i reads and writes sample i
             try:
                 overlaps = np.shares_memory(o.array, a, max_work=100_000)
@@ -248,7 +264,8 @@ def ufunc(uf, *operands, out=None):
     ``casting="same_kind"``. Refused with ``TypeError``: object loops and
     ``np.frompyfunc`` (they need the GIL), and operands whose dtype is not the
     loop's (a buffered cast). Refused with ``ValueError``: mismatched shapes,
-    non-contiguous rows, an output partly overlapping another operand.
+    non-contiguous rows, an output partly overlapping another operand (or, for a gufunc,
+    being one of its inputs), an output whose elements share memory.
     Floating-point errors are not reported (as under ``np.errstate(all="ignore")``).
     With CuPy arrays it returns a GPU node (see ``eagle._ufunc_node``).
     """
