@@ -695,15 +695,24 @@ typedef struct {
     PyObject *exc_type, *exc_value, *exc_tb;   /* the failure's exception, owned */
 } team_state;
 
-/* Keep the first failure (earliest barrier); the caller holds the GIL and the
- * Python error indicator is set. */
+/* Where a failure ranks among those between the same two barriers: the sequential
+ * oracle raises the earliest node's exception (plan order is recording order within
+ * a stage); an interrupt (node -1) comes after every node. */
+static inline int32_t failure_rank(int32_t node)
+{
+    return node < 0 ? INT32_MAX : node;
+}
+
+/* Keep the first failure (earliest barrier, then earliest node, whichever thread
+ * got there first); the caller holds the GIL and the Python error indicator is set. */
 static void record_failure(team_state *ts, int64_t barriers, int32_t node, int64_t replay)
 {
     int keep = 0;
     #pragma omp critical(eagle_failure)
     {
         int64_t cur = atomic_load(&ts->failed_at);
-        if (barriers < cur || (ts->exc_type == NULL && barriers == cur)) {
+        if (barriers < cur || (barriers == cur && (ts->exc_type == NULL ||
+                                                   failure_rank(node) < failure_rank(ts->failed_node)))) {
             atomic_store(&ts->failed_at, barriers);
             keep = 1;
             Py_CLEAR(ts->exc_type);
