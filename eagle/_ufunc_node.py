@@ -388,7 +388,7 @@ def _elementwise_layout(uf, ins, outs):
     n = shape[0]
     for op in shaped:
         a = op.array
-        if not _row_contiguous(row, a.strides[1:], a.itemsize):
+        if a.size and not _row_contiguous(row, a.strides[1:], a.itemsize):   # empty: no row runs
             raise ValueError(f"{uf.__name__}: the per-sample rows of {op.name!r} are not contiguous "
                              f"(strides {a.strides}); a ufunc node runs rows as flat runs of elements: "
                              "pass a C-contiguous row layout (np.ascontiguousarray)")

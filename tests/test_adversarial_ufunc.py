@@ -84,3 +84,15 @@ def test_a_zero_stride_input_is_fine():
     out = np.zeros(n)
     _run(ufunc(np.multiply, x, 3.0, out=out))
     np.testing.assert_array_equal(out, np.full(n, 6.0))
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 3), (0, 2, 3), (4, 0)])
+def test_empty_operands_are_accepted_whatever_their_strides(shape):
+    # NumPy 2 gives np.zeros((0, 2, 3)) the strides (0, 0, 0): no row is ever run
+    x, out = np.zeros(shape), np.ones(shape)
+    g = eagle.Graph()
+    g.add_node(ufunc(np.add, x, 1.0, out=out), name="u")
+    g.build()
+    g.launch(2)
+    assert g.capacity == shape[0]
+    np.testing.assert_array_equal(out, np.ones(shape))
