@@ -33,6 +33,8 @@ class CpuBackend:
             stages.append(specs)
         self._stage_names = [[graph._names[i] for i in idx] for idx in graph._stage_indexes()]
         self._partitions = [n.partition for n in graph._nodes if getattr(n, "partition", None) is not None]
+        # ufunc nodes' loops: an error one reports is raised when the launch ends
+        self._loops = [(i, n.loop) for i, n in enumerate(graph._nodes) if getattr(n, "loop", None) is not None]
         resizer = [n for n in graph._nodes if n.resizes]
         self.resizes = bool(resizer)
         self._plan = CpuPlan(stages, policies, graph.logical_size, graph.capacity,
@@ -48,9 +50,34 @@ class CpuBackend:
         return (self._plan.order[node] if node >= 0 else -1), replay
 
     def launch(self, n: int, until_empty: bool = False) -> int:
-        done = self._plan.launch(n, until_empty)
+        try:
+            done = self._plan.launch(n, until_empty)
+        except BaseException:
+            self.raise_loop_error(n)
+            raise
+        self.raise_loop_error(n)
         self.check_partitions()
         return done
+
+    def raise_loop_error(self, n):
+        """Raise the error a ufunc node's inner loop reported in the last launch, if any
+        (the first node in recording order; the others' are dropped). It replaces an
+        exception the launch raised later: the sequential oracle stops at the loop."""
+        first = None
+        for i, loop in self._loops:
+            err = loop.take_error()
+            if err is not None and first is None:
+                first = (i, err)
+        if first is None:
+            return
+        i, err = first
+        g = self._graph
+        from eagle.graph import _add_note
+        _add_note(err, f"eagle: raised by the inner loop of node {g._names[i]!r} (stage "
+                       f"{g._stager.stage_of[i]}) in launch({n}); a ufunc node's error is raised "
+                       "when the executor has finished the launch")
+        self._plan.forget_failure()
+        raise err
 
     def check_partitions(self):
         """After a launch (Graph's compiled launch calls it when there are partitions)."""

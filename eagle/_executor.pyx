@@ -347,6 +347,10 @@ cdef class CpuPlan:
         propagates and ``last_failure`` says where: (plan node index or -1, replay)."""
         return self.run(n, until_empty)
 
+    def forget_failure(self):
+        """Clear ``last_failure`` (an error raised after the launch replaces its own)."""
+        self.last_failure = None
+
     @property
     def logical_size(self):
         return self.plan.logical_size
@@ -447,6 +451,7 @@ cdef class GraphCore:
     cdef object _backend_obj
     cdef CpuPlan _cpu            # the cpu backend's plan, run without a Python call
     cdef bint _check_partitions
+    cdef bint _check_loops       # ufunc nodes: a loop's error is raised after the launch
     cdef bint _resizes
     cdef public object _logical_size
 
@@ -469,12 +474,14 @@ cdef class GraphCore:
         self._backend_obj = value
         self._cpu = None
         self._check_partitions = False
+        self._check_loops = False
         self._resizes = False
         if value is not None:
             p = getattr(value, "_plan", None)
             if isinstance(p, CpuPlan):
                 self._cpu = <CpuPlan>p
                 self._check_partitions = bool(getattr(value, "_partitions", ()))
+                self._check_loops = bool(getattr(value, "_loops", ()))
             self._resizes = bool(getattr(value, "resizes", False))
 
     @property
@@ -568,7 +575,14 @@ cdef object _graph_run(GraphCore self, int64_t n, bint until_done):
         eagle_launch_push(&ctx, <void *>self)
         try:
             if self._cpu is not None:
-                done = self._cpu.run(n, until_done)
+                try:
+                    done = self._cpu.run(n, until_done)
+                except BaseException:
+                    if self._check_loops:
+                        backend.raise_loop_error(n)
+                    raise
+                if self._check_loops:
+                    backend.raise_loop_error(n)
                 if self._check_partitions:
                     backend.check_partitions()
             else:

@@ -7,6 +7,10 @@ NumPy >= 1.24) and refuses loops that need the GIL. ``UfuncLoop`` then holds
 that loop, the operands' layout and the node's constants; its kernel runs the
 loop over samples [start, stop) without the GIL, as any split native node.
 
+Errors a loop reports (NumPy's integer power of a negative exponent raises
+``ValueError``) are kept by the ``UfuncLoop`` and raised by the launch when the
+executor has finished (``take_error``); the replays of that launch run on.
+
 Floating-point status: the inner loop may raise floating-point flags (a
 division by zero, an overflow); eagle does not read them and does not consult
 ``np.errstate``, so a ufunc node behaves like NumPy under
@@ -14,6 +18,7 @@ division by zero, an overflow); eagle does not read them and does not consult
 """
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from cpython.exc cimport PyErr_Occurred
+from cpython.ref cimport PyObject, Py_INCREF
 from libc.stdint cimport int64_t
 from libc.stdlib cimport calloc, free
 
@@ -22,7 +27,32 @@ from eagle.native cimport Kernel, wrap_kernel
 ctypedef Py_ssize_t npy_intp
 
 cdef extern from "Python.h":
-    void PyErr_WriteUnraisable(object obj)
+    ctypedef struct PyThreadState:
+        pass
+    PyThreadState *PyGILState_GetThisThreadState() nogil
+    ctypedef int PyGILState_STATE
+    PyGILState_STATE PyGILState_Ensure() nogil
+    PyThreadState *PyEval_SaveThread() nogil
+    void PyErr_Fetch(PyObject **t, PyObject **v, PyObject **tb)
+    void PyErr_NormalizeException(PyObject **t, PyObject **v, PyObject **tb)
+    int PyException_SetTraceback(PyObject *ex, PyObject *tb)
+    void Py_XDECREF(PyObject *o)
+
+cdef extern from *:
+    """
+    /* Whether the thread state has an exception set: read by its own thread without
+     * the GIL (no other thread writes it). NumPy's loops report some errors (integer
+     * power of a negative exponent) by setting one and returning 0. */
+    static inline int eagle_error_pending(PyThreadState *ts)
+    {
+    #if PY_VERSION_HEX >= 0x030C0000
+        return ts != NULL && ts->current_exception != NULL;
+    #else
+        return ts != NULL && ts->curexc_type != NULL;
+    #endif
+    }
+    """
+    int eagle_error_pending(PyThreadState *ts) nogil
 
 cdef enum:
     MAX_ARGS = 32
@@ -64,13 +94,41 @@ cdef struct layout:
     int n_core_steps
     npy_intp core_steps[MAX_ARGS * MAX_CORE]
     long failures
+    # the first error the loop reported since it was last taken (owned), or NULL
+    PyObject *error
+
+
+cdef PyThreadState *_thread_state() noexcept nogil:
+    """This thread's Python state; an OpenMP worker that has none gets one that stays
+    (so an error a loop sets on it is still there when the loop returns)."""
+    cdef PyThreadState *ts = PyGILState_GetThisThreadState()
+    if ts == NULL:
+        PyGILState_Ensure()
+        ts = PyEval_SaveThread()
+    return ts
 
 
 cdef void _report_failure(layout *L) noexcept nogil:
+    cdef PyObject *t = NULL
+    cdef PyObject *v = NULL
+    cdef PyObject *tb = NULL
     with gil:
         L.failures += 1
         if PyErr_Occurred():
-            PyErr_WriteUnraisable("an eagle ufunc node's inner loop")
+            PyErr_Fetch(&t, &v, &tb)
+            PyErr_NormalizeException(&t, &v, &tb)
+            if tb != NULL and v != NULL:
+                PyException_SetTraceback(v, tb)
+            Py_XDECREF(t)
+            Py_XDECREF(tb)
+        else:
+            fallback = RuntimeError("the inner loop reported an error without an exception")
+            Py_INCREF(fallback)
+            v = <PyObject *>fallback
+        if L.error == NULL:
+            L.error = v
+        else:
+            Py_XDECREF(v)
 
 
 cdef void _ufunc_kernel(int64_t start, int64_t stop, char **data, const int64_t *strides,
@@ -81,8 +139,10 @@ cdef void _ufunc_kernel(int64_t start, int64_t stop, char **data, const int64_t 
     cdef npy_intp steps[MAX_ARGS + MAX_ARGS * MAX_CORE]
     cdef int k, rc = 0
     cdef int64_t i
+    cdef PyThreadState *ts
     if stop <= start:
         return
+    ts = _thread_state()
     for k in range(L.nargs):
         if L.slot[k] >= 0:
             args[k] = data[L.slot[k]] + start * L.sample_stride[k]
@@ -105,7 +165,7 @@ cdef void _ufunc_kernel(int64_t start, int64_t stop, char **data, const int64_t 
             for k in range(L.nargs):
                 if L.slot[k] >= 0:
                     args[k] += L.sample_stride[k]
-    if rc < 0:
+    if rc < 0 or eagle_error_pending(ts):
         _report_failure(L)
 
 
@@ -144,6 +204,8 @@ cdef class UfuncLoop:
             raise MemoryError()
 
     def __dealloc__(self):
+        if self.L != NULL:
+            Py_XDECREF(self.L.error)
         free(self.L)
 
     def __init__(self, str name, capsule, list slots, list constants, list sample_strides,
@@ -183,8 +245,18 @@ cdef class UfuncLoop:
 
     @property
     def failures(self):
-        """How many times the inner loop reported an error (reported as unraisable)."""
+        """How many times the inner loop reported an error."""
         return self.L.failures
+
+    def take_error(self):
+        """The first exception the loop raised since the last call, or None (and forget it)."""
+        cdef PyObject *e = self.L.error
+        if e == NULL:
+            return None
+        self.L.error = NULL
+        err = <object>e
+        Py_XDECREF(e)
+        return err
 
     @property
     def per_sample(self):

@@ -54,3 +54,54 @@ def test_a_later_stage_never_hides_an_earlier_failure(threads):
     with pytest.raises(ValueError, match="early"):
         g.launch(2)
     assert seen == []   # the stage after a failure never runs
+
+
+# ---- a ufunc node whose inner loop raises (NumPy's integer power of a negative exponent) ----
+
+def _power_graph(teams):
+    x = np.arange(1, 11, dtype=np.int64)
+    e = np.full(10, 2, np.int64)
+    out = np.zeros(10, np.int64)
+    g = eagle.Graph()
+    g.add_node(eagle.graph.ufunc(np.power, {"x": x}, {"e": e}, out={"out": out}), name="pow")
+    g.build(teams=teams)
+    return g, x, e, out
+
+
+@pytest.mark.parametrize("n_threads, teams", [(1, "serial"), (2, "serial"), (2, "parallel")])
+def test_a_ufunc_loop_error_reaches_the_caller_with_the_node_named(threads, n_threads, teams):
+    if n_threads > 1 and not eagle.have_openmp():
+        pytest.skip("eagle built without OpenMP")
+    threads(n_threads)
+    g, x, e, out = _power_graph(teams)
+    e[7] = -1
+    with pytest.raises(ValueError, match="negative integer powers") as info:
+        np.power(x, e)
+    with pytest.raises(ValueError, match="negative integer powers") as info:
+        g.launch(3)
+    assert any("'pow' (stage 0)" in note for note in info.value.__notes__)
+    # the graph stays usable, and the error does not come back once the input is fixed
+    e[7] = 2
+    g.launch(2)
+    np.testing.assert_array_equal(out, x ** 2)
+
+
+def test_a_ufunc_loop_error_beside_a_failing_opaque_node_is_noted():
+    x = np.arange(1, 5, dtype=np.int64)
+    e = np.full(4, -1, np.int64)
+    out = np.zeros(4, np.int64)
+    g = eagle.Graph()
+    g.add_node(eagle.graph.ufunc(np.power, x, e, out=out), name="pow")
+
+    def fails():
+        raise KeyError("opaque")
+
+    g.add_node(opaque(fails, reads={"out": out}), name="fails")
+    g.build()
+    with pytest.raises(ValueError, match="negative integer powers") as info:
+        g.launch(1)
+    g2_notes = info.value.__notes__
+    assert any("'pow'" in n for n in g2_notes)
+    e[:] = 1
+    with pytest.raises(KeyError):   # nothing stale left over from the first launch
+        g.launch(1)
