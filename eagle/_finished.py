@@ -21,6 +21,7 @@ import numpy as np
 
 from eagle._executor import get_num_threads
 from eagle._nodes import Node, refuse_object_arrays
+from eagle._memory import overlap, samples_may_overlap
 
 # Chunks a partition's range is cut into (independent of the thread count, so
 # results never depend on it); fewer when there are many keys to count per chunk.
@@ -79,6 +80,7 @@ class PartitionNode(Node):
             raise ValueError(f"{mode}(): min_dead_fraction must be in [0, 1], got {min_dead_fraction!r}")
         self.writes = {**writes, "ids": ids, "count": count}
         refuse_object_arrays(self, f"{mode}()")
+        _refuse_shared_memory(mode, self.writes)
         self.ids, self.count = ids, count
         self.mode = mode
         permuted = [key, *state.values(), ids]
@@ -105,6 +107,20 @@ class PartitionNode(Node):
         out = np.empty_like(compacted) if out is None else out
         out[self.ids] = compacted
         return out
+
+
+def _refuse_shared_memory(mode, arrays):
+    """Every array a partition moves samples of must own its bytes: moving one array's
+    samples would move another's (or, within one array, other samples')."""
+    items = list(arrays.items())
+    for i, (name, a) in enumerate(items):
+        if samples_may_overlap(a):
+            raise ValueError(f"{mode}(): the samples of {name!r} share memory (strides {a.strides}); "
+                             "each sample it moves needs bytes of its own")
+        for other, b in items[i + 1:]:
+            if overlap(a, b):
+                raise ValueError(f"{mode}(): {name!r} and {other!r} share memory; every array it "
+                                 "moves (the key, the state, ids, count) needs bytes of its own")
 
 
 def _rows_contiguous(a) -> bool:
