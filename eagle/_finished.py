@@ -152,6 +152,8 @@ def compact(alive, state, *, ids=None, count=None, every=1, min_dead_fraction=0.
     The default, a quarter finished, paid best in ``python -m eagle.bench_finished``
     (compacting on every replay moves the state more often than it saves work);
     ``min_dead_fraction=0`` compacts whenever any sample finished.
+    Every array it moves needs bytes of its own: arrays sharing memory with each
+    other (or samples of one array sharing memory) are refused with ``ValueError``.
     """
     if _is_cuda_array(alive):  # the cuda backend's captured kernels (eagle/_finished_cuda.py)
         from eagle._finished_cuda import compact_cuda
