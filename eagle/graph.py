@@ -21,7 +21,8 @@ Rules a user can rely on:
   launch on). A node that launches, records into, builds or retunes its own
   graph gets a ``RuntimeError`` (it would deadlock), on whichever thread it
   runs, OpenMP workers included. ``plan()``, ``str(g)`` and the properties only
-  read: they never change a launch in flight.
+  read: they never change a launch in flight, and while another thread records
+  they show the graph as it was between two recorded nodes.
 * The lock and the launch path are compiled (``eagle._executor.GraphCore``):
   no signal can leave a graph locked.
 * Every bad input raises before anything changes.
@@ -130,7 +131,10 @@ class Graph(GraphCore):
             accesses = [Stager.accesses(n) for n in nodes]
             if group:
                 self._stager.check_group(final, accesses)
-            # validated: from here on nothing can fail
+            # validated: from here on nothing can fail. A reader on another thread sees
+            # the first len(self._names) nodes (see _recorded): stages and edges are
+            # published before the nodes, each node before its name
+            self._backend = None
             first = len(self._nodes)
             self._stager.add(first, accesses)
             self._n_groups += group
@@ -149,7 +153,6 @@ class Graph(GraphCore):
                 self._names.append(name)
                 self._name_set.add(name)
             self._family = families.pop() if families else None
-            self._backend = None
 
     def _assign_names(self, nodes, names):
         """The nodes' final names, and the default-name counters to keep once they are recorded."""
@@ -188,24 +191,38 @@ class Graph(GraphCore):
         """Node names in recording order."""
         return list(self._names)
 
+    def _recorded(self):
+        """(nodes, names, stage of each, edges) of the nodes recorded so far, consistent
+        while another thread records (reads take no lock: they work inside a launch)."""
+        names = self._names[:]
+        n = len(names)
+        edges = [d for d in self._stager.edges if d.dst < n]
+        return self._nodes[:n], names, self._stager.stage_of[:n], edges
+
+    @staticmethod
+    def _rows(stage_of):
+        rows = [[] for _ in range(max(stage_of, default=-1) + 1)]
+        for i, s in enumerate(stage_of):
+            rows[s].append(i)
+        return rows
+
     @property
     def stages(self) -> list[list[str]]:
         """Node names per stage, in recording order within a stage."""
-        return [[self._names[i] for i in idx] for idx in self._stage_indexes()]
+        _, names, stage_of, _ = self._recorded()
+        return [[names[i] for i in idx] for idx in self._rows(stage_of)]
 
     def stage_of(self, name: str) -> int:
         return self._stager.stage_of[self._names.index(name)]
 
     def _stage_indexes(self):
-        rows = [[] for _ in range(self._stager.n_stages)]
-        for i, s in enumerate(self._stager.stage_of):
-            rows[s].append(i)
-        return rows
+        return self._rows(self._stager.stage_of)
 
     @property
     def dependencies(self) -> list[tuple[str, str, str | None]]:
         """(before, after, array name or None for an ordering-only hazard)."""
-        return [(self._names[d.src], self._names[d.dst], d.label) for d in self._stager.edges]
+        _, names, _, edges = self._recorded()
+        return [(names[d.src], names[d.dst], d.label) for d in edges]
 
     @property
     def backend(self) -> str | None:
@@ -341,9 +358,10 @@ class Graph(GraphCore):
 
     # ---- the picture ------------------------------------------------------------
 
-    def _header(self):
+    def _header(self, n_nodes=None):
         backend = self.backend or "(not built)"
-        text = (f"eagle.Graph {_plural(len(self._nodes), 'node')} · "
+        n_nodes = len(self._names) if n_nodes is None else n_nodes
+        text = (f"eagle.Graph {_plural(n_nodes, 'node')} · "
                 f"{_plural(self._n_groups, 'group')} · backend: {backend}")
         if self._has_sized:
             text += f" · logical size {self.logical_size} of {self.capacity}"
@@ -352,13 +370,19 @@ class Graph(GraphCore):
                 text += f" (bounded by {bound[1]!r} of {bound[0]!r})"
         return text
 
+    def _stage_notes(self, rows):
+        backend = self._backend
+        notes = backend.stage_notes() if backend is not None else None
+        return notes if notes is None or len(notes) == len(rows) else None
+
     def __str__(self):
-        boxes = [f"{n.box[0]}{name}{n.box[1]}" for n, name in zip(self._nodes, self._names)]
-        edges = [(d.src, d.dst, d.label) for d in self._stager.edges]
-        notes = self._backend.stage_notes() if self._backend is not None else None
+        nodes, names, stage_of, deps = self._recorded()
+        rows = self._rows(stage_of)
+        boxes = [f"{n.box[0]}{name}{n.box[1]}" for n, name in zip(nodes, names)]
+        edges = [(d.src, d.dst, d.label) for d in deps]
         # a stage wider than the terminal (80 columns when unknown) wraps onto continuation rows
         width = shutil.get_terminal_size((80, 24)).columns
-        return render(self._header(), self._stage_indexes(), boxes, edges, notes, width=width)
+        return render(self._header(len(names)), rows, boxes, edges, self._stage_notes(rows), width=width)
 
     def __repr__(self):
         return f"<{self._header()}>"
@@ -366,9 +390,10 @@ class Graph(GraphCore):
     def to_dot(self) -> str:
         """The graph as Graphviz DOT: stages as ranks, node kinds as shapes, edges labelled
         with the arrays they carry, ordering-only edges dashed (see ``eagle._dot``)."""
-        notes = self._backend.stage_notes() if self._backend is not None else None
-        edges = [(d.src, d.dst, d.label) for d in self._stager.edges]
-        return _dot.to_dot(self._header(), self._nodes, self._names, self._stage_indexes(), edges, notes)
+        nodes, names, stage_of, deps = self._recorded()
+        rows = self._rows(stage_of)
+        edges = [(d.src, d.dst, d.label) for d in deps]
+        return _dot.to_dot(self._header(len(names)), nodes, names, rows, edges, self._stage_notes(rows))
 
     def _repr_html_(self):
         """Jupyter: an SVG when Graphviz's ``dot`` is installed, else the picture."""
