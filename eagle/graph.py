@@ -336,11 +336,15 @@ class Graph(GraphCore):
                 n = operator.index(n)
             except TypeError:
                 raise TypeError(f"set_logical_size() needs an integer, got {type(n).__name__}") from None
-        cap = (self._cap_sized if self._has_sized else self._cap_all) or 0
+        self._check_logical_size(n)
+        with self._exclusive("retune"):   # waits for a launch in flight: applies from the next one
+            self._check_logical_size(n)   # again: another thread may have recorded meanwhile
+            self._retune(n)
+
+    def _check_logical_size(self, n):
+        cap = self.capacity
         if not 0 <= n <= cap:
             raise ValueError(f"logical size must be in 0..{cap} (the capacity of the arrays), got {n}")
-        with self._exclusive("retune"):   # waits for a launch in flight: applies from the next one
-            self._retune(n)
 
     def _retune(self, n):
         if self._backend is not None:

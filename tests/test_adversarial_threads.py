@@ -4,6 +4,7 @@ import sys
 import threading
 
 import numpy as np
+import pytest
 
 import eagle
 from eagle.graph import opaque
@@ -30,7 +31,8 @@ def test_the_picture_is_consistent_while_another_thread_records():
             try:
                 text = str(g)
                 dot = g.to_dot()
-                stages, deps = g.stages, g.dependencies
+                deps = g.dependencies
+                stages = g.stages   # read after: holds every node deps names
                 repr(g)
                 assert dot.startswith("digraph") and text.startswith("eagle.Graph")
                 recorded = {name for row in stages for name in row}
@@ -51,3 +53,34 @@ def test_the_picture_is_consistent_while_another_thread_records():
         sys.setswitchinterval(old)
     assert errors == []
     assert len(g.nodes) == 1500
+
+
+def test_a_retune_checks_the_capacity_it_applies_to():
+    # set_logical_size waits for the graph's lock; another thread may record a shorter
+    # array (and build) meanwhile: the size is checked again under the lock, or the
+    # next launch would run kernels past the end of that array
+    import eagle.kernels as ek
+    from eagle.graph import native
+
+    x, y = np.ones(100), np.zeros(100)
+    g = eagle.Graph()
+    g.add_node(native(ek.scale(2.0), reads={"x": x}, writes={"y": y}), name="long")
+    g.build()
+    short = np.zeros(10)
+    enter = g._exclusive
+
+    def another_thread_got_there_first(what):
+        if what == "retune":
+            g.add_node(native(ek.fill(1.0), writes={"s": short}), name="short")
+            g.build()
+        return enter(what)
+
+    g._exclusive = another_thread_got_there_first
+    try:
+        with pytest.raises(ValueError, match=r"0\.\.10"):
+            g.set_logical_size(100)
+    finally:
+        del g._exclusive
+    assert g.capacity == 10 and g.logical_size == 10
+    g.launch(1)
+    assert (short == 1).all()
