@@ -53,11 +53,18 @@ class CpuBackend:
         try:
             done = self._plan.launch(n, until_empty)
         except BaseException:
-            self.raise_loop_error(n)
+            self.after_failed_launch(n)
             raise
         self.raise_loop_error(n)
         self.check_partitions()
         return done
+
+    def after_failed_launch(self, n):
+        """A launch raised: forget what its partitions met (the next launch reports only
+        its own), and raise a ufunc loop's error if one came before the failure."""
+        for p in self._partitions:
+            p.take_invalid_keys()
+        self.raise_loop_error(n)
 
     def raise_loop_error(self, n):
         """Raise the error a ufunc node's inner loop reported in the last launch, if any

@@ -578,8 +578,8 @@ cdef object _graph_run(GraphCore self, int64_t n, bint until_done):
                 try:
                     done = self._cpu.run(n, until_done)
                 except BaseException:
-                    if self._check_loops:
-                        backend.raise_loop_error(n)
+                    if self._check_loops or self._check_partitions:
+                        backend.after_failed_launch(n)
                     raise
                 if self._check_loops:
                     backend.raise_loop_error(n)

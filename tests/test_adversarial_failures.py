@@ -105,3 +105,24 @@ def test_a_ufunc_loop_error_beside_a_failing_opaque_node_is_noted():
     e[:] = 1
     with pytest.raises(KeyError):   # nothing stale left over from the first launch
         g.launch(1)
+
+
+def test_a_failed_launch_leaves_no_stale_reorder_error_for_the_next():
+    key = np.array([0, 5, 1, 0], dtype=np.int64)   # 5 is outside [0, 2)
+    x = np.arange(4.0)
+    fail = [True]
+
+    def node():
+        if fail[0]:
+            raise KeyError("boom")
+
+    g = eagle.Graph()
+    g.add_node(eagle.graph.reorder(key, {"x": x}, n_keys=2), name="sort")
+    g.add_node(opaque(node, reads={"x": x}), name="fails")
+    g.build()
+    with pytest.raises(KeyError):
+        g.launch(1)
+    key[:] = [0, 1, 1, 0]
+    fail[0] = False
+    g.launch(1)   # a clean launch: nothing of the failed one is reported now
+    np.testing.assert_array_equal(key, [0, 0, 1, 1])
