@@ -294,3 +294,59 @@ def test_an_nccl_node_is_captured_by_the_cuda_backend_and_replays(fake_path, fak
                           timeout=120, cwd=str(ROOT))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "END TO END OK" in proc.stdout
+
+
+# A failure on one rank of a cuda graph with NCCL nodes must end the job: at build (opaque nodes
+# run while the graph is captured, and the other ranks would wait in their first replay) and at
+# launch. The one-rank stand-in NCCL cannot make a communicator of two ranks, so the node's
+# comm_size is set to 2 after it is made: eagle.mpi then takes the job for a multi-rank one.
+FAILURE = r"""
+import ctypes, os, sys
+import numpy as np
+import eagle
+from eagle.cuda import backend
+from eagle.graph import SIZE, allreduce, cuda_kernel, opaque
+from standin import DeviceArray, kernel
+
+backend.ensure_driver()
+fake = ctypes.CDLL(os.environ["EAGLE_LIBCUDA"])
+fake.fake_cuda_kernel.argtypes, fake.fake_cuda_kernel.restype = [ctypes.c_char_p], ctypes.c_void_p
+fake.fake_cuda_fail_next.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
+where = sys.argv[1]
+x, y = DeviceArray(np.zeros(4)), DeviceArray(np.zeros(4))
+
+def step():
+    if where == "build":
+        raise ZeroDivisionError("tally of an empty bin")
+
+g = eagle.Graph()
+g.add_node(cuda_kernel((kernel(fake, "add_one"), 2), (x, SIZE), writes={"x": x}, block=4), name="move")
+g.add_node(opaque(step, writes={"x": x}), name="score")
+node = allreduce(x, y)
+g.add_node(node, name="tally")
+node.comm_size = 2
+if where == "launch":
+    g.build()
+    g.launch(1)
+    fake.fake_cuda_fail_next(b"cuGraphLaunch", 1, 999)
+g.build() if where == "build" else g.launch(2)
+print("NOT ABORTED")
+"""
+
+
+@pytest.mark.parametrize("where", ["build", "launch"])
+def test_a_failure_on_one_rank_of_an_nccl_graph_aborts_the_job(fake_path, fake_libcuda_path, where):
+    env = dict(os.environ, EAGLE_LIBCUDA=fake_libcuda_path, FAKE_NCCL_LIBCUDA=fake_libcuda_path,
+               EAGLE_NCCL_LIBRARY=fake_path,
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(CUDA_TESTS)]
+                                          + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    proc = subprocess.run([sys.executable, "-c", FAILURE, where], capture_output=True, text=True, env=env,
+                          timeout=120, cwd=str(ROOT))
+    assert proc.returncode != 0 and "NOT ABORTED" not in proc.stdout, proc.stdout + proc.stderr
+    assert "aborts the MPI job" in proc.stderr, proc.stderr
+    if where == "build":
+        assert "eagle: rank 0 of 1: ZeroDivisionError: tally of an empty bin -- raised by node 'score'" \
+               in proc.stderr, proc.stderr
+        assert "while build() captured the CUDA graph" in proc.stderr
+    else:
+        assert "eagle: rank 0 of 1: CudaError: cuGraphLaunch (replay 0 of 2)" in proc.stderr, proc.stderr
