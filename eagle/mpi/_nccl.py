@@ -206,6 +206,8 @@ def _token():
 class NcclNode(OpaqueNode):
     """An NCCL collective, captured once into the CUDA graph and replayed with it."""
 
+    dot_shape = "hexagon"    # g.to_dot(): a collective, though it runs as an opaque node
+
     def __init__(self, what, reads, writes, comm, call, *, op=None, root=None, tag=None):
         from eagle.mpi._nodes import ORDER_NAME
 

@@ -97,6 +97,9 @@ def test_collectives_on_cuda_arrays_are_nccl_nodes(fake):
     assert g.stages == [["step"], ["peak"], ["share"]]    # collectives in recording order
     assert "{peak ×1 nccl}" in str(g)
     assert "allreduce (nccl) comm size 1 op=max" in repr(node)
+    dot = g.to_dot()   # a collective is a hexagon in DOT, though it runs as an opaque node
+    assert 'label="peak", shape=hexagon' in dot and 'label="share", shape=hexagon' in dot
+    assert 'label="step", shape=ellipse' in dot
 
 
 def test_build_makes_one_communicator_from_a_broadcast_id_and_warms_up(fake):
