@@ -34,10 +34,10 @@ def start(progress, n, until_done):
 class Progress:
     """Called as ``bar(done)`` by the executor; ``close(done)`` after the launch."""
 
-    def __init__(self, total, what, delay=DELAY_S, file=None):
+    def __init__(self, total, what, delay=None, file=None):
         self.total = total
         self.what = what
-        self.delay = delay
+        self.delay = DELAY_S if delay is None else delay
         self.file = file
         self.t0 = time.monotonic()
         self.done = 0
