@@ -592,8 +592,8 @@ static void start_recheck(eagle_plan *plan)
  * measure is set (the cheapest time is kept; with plan->fresh_measure this
  * replay's time replaces the old one). Opaque nodes are called directly: the
  * caller holds the GIL when the plan has any. */
-static int run_replay_serial(eagle_plan *plan, int measure, eagle_profile_lane *lane,
-                             int32_t *failed_node)
+static EAGLE_ALWAYS_INLINE int run_replay_serial(eagle_plan *plan, int measure,
+                                                 eagle_profile_lane *lane, int32_t *failed_node)
 {
     int fresh = measure && plan->fresh_measure;
     for (int32_t s = 0; s < plan->n_stages; ++s) {
@@ -713,15 +713,16 @@ static int replay_serial_gil(eagle_plan *plan, int64_t r0, int64_t r1, int measu
                         : serial_gil_loop(plan, r0, r1, failure, lane);
 }
 
-/* Serial replays without the GIL (every node is native). */
-static int replay_serial_nogil(eagle_plan *plan, int64_t r0, int64_t r1, int measure,
-                               eagle_failure *failure)
+/* Serial replays without the GIL (every node is native); inlined with and
+ * without a profile lane, as serial_gil_loop. */
+static EAGLE_ALWAYS_INLINE int serial_nogil_loop(eagle_plan *plan, int64_t r0, int64_t r1,
+                                                 int measure, eagle_failure *failure,
+                                                 eagle_profile_lane *lane)
 {
     signal_clock clock;
     signal_clock_init(&clock);
     int32_t unused;
     int rc = 0;
-    eagle_profile_lane *lane = profile_lane(plan, 0);
     PyThreadState *save = PyEval_SaveThread();
     for (int64_t r = r0; r < r1; ++r) {
         if (lane != NULL)
@@ -748,6 +749,14 @@ static int replay_serial_nogil(eagle_plan *plan, int64_t r0, int64_t r1, int mea
     }
     PyEval_RestoreThread(save);
     return rc;
+}
+
+static int replay_serial_nogil(eagle_plan *plan, int64_t r0, int64_t r1, int measure,
+                               eagle_failure *failure)
+{
+    eagle_profile_lane *lane = profile_lane(plan, 0);
+    return lane == NULL ? serial_nogil_loop(plan, r0, r1, measure, failure, NULL)
+                        : serial_nogil_loop(plan, r0, r1, measure, failure, lane);
 }
 
 /* ---- parallel execution ---------------------------------------------------- */
