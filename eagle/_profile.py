@@ -229,10 +229,17 @@ class Profile:
         return rows
 
     def _by_graph(self):
+        """Launches grouped by graph and build (a graph rebuilt with other nodes between
+        launches numbers its nodes differently: "graph 1 (build 2)")."""
         groups = {}
         for r in self.launches:
-            groups.setdefault(r.graph_label, []).append(r)
-        return list(groups.items())
+            groups.setdefault((r.graph_label, tuple(r.node_names)), []).append(r)
+        builds = {}
+        out = []
+        for (label, _), records in groups.items():
+            builds[label] = builds.get(label, 0) + 1
+            out.append((label if builds[label] == 1 else f"{label} (build {builds[label]})", records))
+        return out
 
     @staticmethod
     def _node_times(records, i):

@@ -176,3 +176,31 @@ def test_zero_replays_and_a_team_node():
     assert prof.replays == 0 and len(prof.launches) == 1
     assert len(node_spans(prof.chrome_trace())) == 0
     assert "(whole graph" not in prof.table()
+
+
+def test_a_graph_rebuilt_with_other_nodes_keeps_its_builds_apart():
+    g, _ = two_node_graph()
+    w = np.zeros(1)
+    with eagle.profile() as prof:
+        g.launch(2)
+        g.add_node(opaque(lambda: w.__iadd__(1), writes={"w": w}), name="late")
+        g.build()
+        g.launch(3)
+    rows = [(s.graph, s.node, s.count) for s in prof.stats() if s.stage is not None]
+    assert ("graph 1", "axpy", 2) in rows and ("graph 1 (build 2)", "late", 3) in rows
+    assert ("graph 1 (build 2)", "axpy", 3) in rows
+
+
+def test_a_launch_from_inside_a_node_is_recorded_with_its_own_nodes():
+    inner, _ = two_node_graph()
+    z = np.zeros(1)
+    outer = eagle.Graph()
+    outer.add_node(opaque(lambda: inner.launch(2), writes={"z": z}), name="calls_inner")
+    outer.build()
+    with eagle.profile() as prof:
+        outer.launch(3)
+    assert [r.requested for r in prof.launches] == [2, 2, 2, 3]   # each recorded when it ends
+    counts = {(s.graph, s.node): s.count for s in prof.stats() if s.stage is not None}
+    assert counts == {("graph 1", "axpy"): 6, ("graph 1", "tally"): 6, ("graph 2", "calls_inner"): 3}
+    names = {e["name"] for e in node_spans(prof.chrome_trace())}
+    assert names == {"axpy", "tally", "calls_inner"}

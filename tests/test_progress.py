@@ -189,3 +189,12 @@ def test_ctrl_c_stops_a_progress_launch():
         p.kill()
     assert out.split("\n")[:2] == ["interrupted True", "usable"], err[-2000:]
     assert "eagle launch" in err     # the bar was shown, and closed
+
+
+def test_progress_and_a_profile_together(fake_tqdm):
+    g, z = sleepy_graph()
+    with eagle.profile() as prof:
+        g.launch(200, progress=True)
+    (bar,) = fake_tqdm
+    assert bar.n == 200 and bar.closed
+    assert {s.node: s.count for s in prof.stats()}["step"] == 200
