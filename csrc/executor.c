@@ -7,6 +7,9 @@
 #include <pthread.h>
 #include <unistd.h>
 #endif
+#if defined(__linux__)
+#include <sys/syscall.h>
+#endif
 
 #include "openmp_helpers.h"
 
@@ -268,6 +271,83 @@ static inline int is_sized(const eagle_node *n)
     return n->kind == EAGLE_NODE_TEAM || (n->kind == EAGLE_NODE_NATIVE && n->split);
 }
 
+/* ---- observing: profile spans and progress (off unless asked for) -------- */
+
+#if defined(__GNUC__) || defined(__clang__)
+#define EAGLE_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define EAGLE_ALWAYS_INLINE inline
+#endif
+
+/* This thread's profile lane, or NULL (no profile: the usual case). */
+static inline eagle_profile_lane *profile_lane(const eagle_plan *plan, int tid)
+{
+    const eagle_profile *p = plan->profile;
+    return (p != NULL && tid < p->n_lanes) ? &p->lanes[tid] : NULL;
+}
+
+static inline int64_t span_clock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t os_thread_id(void)
+{
+#if defined(__linux__)
+    return (int64_t)syscall(SYS_gettid);
+#elif !defined(_WIN32)
+    return (int64_t)(uintptr_t)pthread_self();
+#else
+    return 1;
+#endif
+}
+
+static void record_span(eagle_profile_lane *lane, int32_t node, int32_t phase, int64_t t0)
+{
+    int64_t t1 = span_clock_ns();
+    if (lane->os_thread == 0)
+        lane->os_thread = os_thread_id();
+    if (lane->count < lane->capacity) {
+        eagle_span *sp = &lane->spans[lane->count++];
+        sp->node = node;
+        sp->phase = phase;
+        sp->replay = lane->replay;
+        sp->t0_ns = t0;
+        sp->t1_ns = t1;
+    } else {
+        lane->dropped++;
+    }
+}
+
+/* `call`, timed into `lane` when there is one (node i, phase p). */
+#define TIMED(lane, i, p, call)                              \
+    do {                                                     \
+        if ((lane) == NULL) {                                \
+            call;                                            \
+        } else {                                             \
+            int64_t t0_ = span_clock_ns();                   \
+            call;                                            \
+            record_span((lane), (i), (p), t0_);              \
+        }                                                    \
+    } while (0)
+
+/* At a signal check, holding the GIL: call plan->progress if one is due.
+ * Returns -1 if it raised. */
+static int report_progress(eagle_plan *plan, int64_t done)
+{
+    double t = coarse_now_ns();
+    if (t < plan->progress_next_ns)
+        return 0;
+    plan->progress_next_ns = t + EAGLE_PROGRESS_EVERY_NS;
+    PyObject *res = PyObject_CallFunction(plan->progress, "L", (long long)done);
+    if (res == NULL)
+        return -1;
+    Py_DECREF(res);
+    return 0;
+}
+
 /* After a replay: take the next logical size from the plan's size source.
  * Returns 1 when the launch should stop (until_empty and no sample left). */
 static inline int end_of_replay(eagle_plan *plan, int64_t replay)
@@ -521,7 +601,8 @@ static void start_recheck(eagle_plan *plan)
  * measure is set (the cheapest time is kept; with plan->fresh_measure this
  * replay's time replaces the old one). Opaque nodes are called directly: the
  * caller holds the GIL when the plan has any. */
-static int run_replay_serial(eagle_plan *plan, int measure, int32_t *failed_node)
+static EAGLE_ALWAYS_INLINE int run_replay_serial(eagle_plan *plan, int measure,
+                                                 eagle_profile_lane *lane, int32_t *failed_node)
 {
     int fresh = measure && plan->fresh_measure;
     for (int32_t s = 0; s < plan->n_stages; ++s) {
@@ -530,15 +611,17 @@ static int run_replay_serial(eagle_plan *plan, int measure, int32_t *failed_node
             eagle_node *n = &plan->nodes[i];
             double t0 = measure ? now_ns() : 0;
             if (n->kind == EAGLE_NODE_OPAQUE) {
-                if (call_opaque(n) < 0) {
+                int rc;
+                TIMED(lane, i, 0, rc = call_opaque(n));
+                if (rc < 0) {
                     *failed_node = i;
                     return -1;
                 }
             } else if (n->kind == EAGLE_NODE_TEAM) {
                 for (int32_t p = 0; p < n->n_phases; ++p)
-                    call_team(n, p, 0, 1, plan->logical_size);
+                    TIMED(lane, i, p, call_team(n, p, 0, 1, plan->logical_size));
             } else {
-                call_native(n, 0, plan->logical_size);
+                TIMED(lane, i, 0, call_native(n, 0, plan->logical_size));
             }
             if (measure) {
                 double c = now_ns() - t0;
@@ -556,13 +639,72 @@ static int run_replay_serial(eagle_plan *plan, int measure, int32_t *failed_node
 
 /* Serial replays holding the GIL (the plan has opaque nodes). The nodes are
  * stored in stage order, so a flat walk over them is the recording-order
- * program; this is the hot loop of a graph of small Python nodes. */
+ * program; this is the hot loop of a graph of small Python nodes. It is
+ * inlined twice, with and without a profile lane, so a launch with no profile
+ * pays one test per launch for it. */
+static EAGLE_ALWAYS_INLINE int serial_gil_loop(eagle_plan *plan, int64_t r0, int64_t r1,
+                                               eagle_failure *failure, eagle_profile_lane *lane)
+{
+    const eagle_node *nodes = plan->nodes;
+    const int32_t n = plan->n_nodes;
+    signal_clock clock;
+    signal_clock_init(&clock);
+    for (int64_t r = r0; r < r1; ++r) {
+        const int64_t size = plan->logical_size;
+        if (lane != NULL)
+            lane->replay = r;
+        for (int32_t i = 0; i < n; ++i) {
+            const eagle_node *node = &nodes[i];
+            if (node->kind == EAGLE_NODE_OPAQUE) {
+                int rc;
+                TIMED(lane, i, 0, rc = call_opaque(node));
+                if (rc < 0) {
+                    failure->node = i;
+                    failure->replay = r;
+                    return -1;
+                }
+            } else if (node->kind == EAGLE_NODE_NATIVE) {
+                TIMED(lane, i, 0, call_native(node, 0, size));
+            } else {
+                for (int32_t p = 0; p < node->n_phases; ++p)
+                    TIMED(lane, i, p, call_team(node, p, 0, 1, size));
+            }
+        }
+        if (end_of_replay(plan, r))
+            break;
+        if (PyErr_CheckSignals() < 0) {
+            failure->node = -1;
+            failure->replay = r;
+            return -1;
+        }
+        /* nodes that are C callables never let other Python threads run:
+         * hand the GIL over every few milliseconds, as the interpreter does */
+        if (signal_clock_due(&clock)) {
+            if (plan->progress != NULL && report_progress(plan, r + 1) < 0) {
+                failure->node = -1;
+                failure->replay = r;
+                return -1;
+            }
+            Py_BEGIN_ALLOW_THREADS
+            Py_END_ALLOW_THREADS
+            if (check_due(plan) && r + 1 < r1) {
+                plan->paused = 1;
+                break;
+            }
+        }
+    }
+    return 0;
+}
+
 static int replay_serial_gil(eagle_plan *plan, int64_t r0, int64_t r1, int measure,
                              eagle_failure *failure)
 {
+    eagle_profile_lane *lane = profile_lane(plan, 0);
     if (measure) {
         for (int64_t r = r0; r < r1; ++r) {
-            if (run_replay_serial(plan, 1, &failure->node) < 0) {
+            if (lane != NULL)
+                lane->replay = r;
+            if (run_replay_serial(plan, 1, lane, &failure->node) < 0) {
                 failure->replay = r;
                 return -1;
             }
@@ -576,51 +718,15 @@ static int replay_serial_gil(eagle_plan *plan, int64_t r0, int64_t r1, int measu
         }
         return 0;
     }
-    const eagle_node *nodes = plan->nodes;
-    const int32_t n = plan->n_nodes;
-    signal_clock clock;
-    signal_clock_init(&clock);
-    for (int64_t r = r0; r < r1; ++r) {
-        const int64_t size = plan->logical_size;
-        for (int32_t i = 0; i < n; ++i) {
-            const eagle_node *node = &nodes[i];
-            if (node->kind == EAGLE_NODE_OPAQUE) {
-                if (call_opaque(node) < 0) {
-                    failure->node = i;
-                    failure->replay = r;
-                    return -1;
-                }
-            } else if (node->kind == EAGLE_NODE_NATIVE) {
-                call_native(node, 0, size);
-            } else {
-                for (int32_t p = 0; p < node->n_phases; ++p)
-                    call_team(node, p, 0, 1, size);
-            }
-        }
-        if (end_of_replay(plan, r))
-            break;
-        if (PyErr_CheckSignals() < 0) {
-            failure->node = -1;
-            failure->replay = r;
-            return -1;
-        }
-        /* nodes that are C callables never let other Python threads run:
-         * hand the GIL over every few milliseconds, as the interpreter does */
-        if (signal_clock_due(&clock)) {
-            Py_BEGIN_ALLOW_THREADS
-            Py_END_ALLOW_THREADS
-            if (check_due(plan) && r + 1 < r1) {
-                plan->paused = 1;
-                break;
-            }
-        }
-    }
-    return 0;
+    return lane == NULL ? serial_gil_loop(plan, r0, r1, failure, NULL)
+                        : serial_gil_loop(plan, r0, r1, failure, lane);
 }
 
-/* Serial replays without the GIL (every node is native). */
-static int replay_serial_nogil(eagle_plan *plan, int64_t r0, int64_t r1, int measure,
-                               eagle_failure *failure)
+/* Serial replays without the GIL (every node is native); inlined with and
+ * without a profile lane, as serial_gil_loop. */
+static EAGLE_ALWAYS_INLINE int serial_nogil_loop(eagle_plan *plan, int64_t r0, int64_t r1,
+                                                 int measure, eagle_failure *failure,
+                                                 eagle_profile_lane *lane)
 {
     signal_clock clock;
     signal_clock_init(&clock);
@@ -628,12 +734,16 @@ static int replay_serial_nogil(eagle_plan *plan, int64_t r0, int64_t r1, int mea
     int rc = 0;
     PyThreadState *save = PyEval_SaveThread();
     for (int64_t r = r0; r < r1; ++r) {
-        run_replay_serial(plan, measure, &unused);
+        if (lane != NULL)
+            lane->replay = r;
+        run_replay_serial(plan, measure, lane, &unused);
         if (end_of_replay(plan, r))
             break;
         if (signal_clock_due(&clock)) {
             PyEval_RestoreThread(save);
             rc = PyErr_CheckSignals();
+            if (rc == 0 && plan->progress != NULL)
+                rc = report_progress(plan, r + 1);
             save = PyEval_SaveThread();
             if (rc < 0) {
                 failure->node = -1;
@@ -648,6 +758,14 @@ static int replay_serial_nogil(eagle_plan *plan, int64_t r0, int64_t r1, int mea
     }
     PyEval_RestoreThread(save);
     return rc;
+}
+
+static int replay_serial_nogil(eagle_plan *plan, int64_t r0, int64_t r1, int measure,
+                               eagle_failure *failure)
+{
+    eagle_profile_lane *lane = profile_lane(plan, 0);
+    return lane == NULL ? serial_nogil_loop(plan, r0, r1, measure, failure, NULL)
+                        : serial_nogil_loop(plan, r0, r1, measure, failure, lane);
 }
 
 /* ---- parallel execution ---------------------------------------------------- */
@@ -743,7 +861,7 @@ static void record_stop(team_state *ts, int64_t barriers, int64_t replays_done)
  * [0, logical_size), unsplit and opaque nodes are dealt out round-robin, team
  * nodes run their phase 0. Later phases belong to team nodes only. */
 static int run_stage_share(team_state *ts, const eagle_stage *st, int32_t phase, int tid, int nt,
-                           gil_slot *gil, int32_t *failed_node)
+                           gil_slot *gil, eagle_profile_lane *lane, int32_t *failed_node)
 {
     eagle_plan *plan = ts->plan;
     int64_t n = plan->logical_size;
@@ -751,22 +869,24 @@ static int run_stage_share(team_state *ts, const eagle_stage *st, int32_t phase,
     for (int32_t i = st->first; i < st->first + st->count; ++i) {
         const eagle_node *node = &plan->nodes[i];
         if (node->kind == EAGLE_NODE_TEAM) {
-            call_team(node, phase, tid, nt, n);
+            TIMED(lane, i, phase, call_team(node, phase, tid, nt, n));
             continue;
         }
         if (phase > 0)
             continue;
         if (node->kind == EAGLE_NODE_NATIVE && node->split) {
-            call_native(node, split_bound(n, tid, nt), split_bound(n, tid + 1, nt));
+            TIMED(lane, i, 0, call_native(node, split_bound(n, tid, nt), split_bound(n, tid + 1, nt)));
             continue;
         }
         if (unsplit++ % nt != tid)
             continue;
         if (node->kind == EAGLE_NODE_NATIVE) {
-            call_native(node, 0, n);
+            TIMED(lane, i, 0, call_native(node, 0, n));
         } else {
+            int rc;
             gil_take(gil);
-            if (call_opaque(node) < 0) {
+            TIMED(lane, i, 0, rc = call_opaque(node));
+            if (rc < 0) {
                 *failed_node = i;
                 return -1;   /* returns holding the GIL, the error set */
             }
@@ -778,20 +898,22 @@ static int run_stage_share(team_state *ts, const eagle_stage *st, int32_t phase,
 
 /* Phase `phase` of a stage run by the calling thread alone. */
 static int run_stage_alone(team_state *ts, const eagle_stage *st, int32_t phase, gil_slot *gil,
-                           int32_t *failed_node)
+                           eagle_profile_lane *lane, int32_t *failed_node)
 {
     eagle_plan *plan = ts->plan;
     for (int32_t i = st->first; i < st->first + st->count; ++i) {
         const eagle_node *node = &plan->nodes[i];
         if (node->kind == EAGLE_NODE_TEAM) {
-            call_team(node, phase, 0, 1, plan->logical_size);
+            TIMED(lane, i, phase, call_team(node, phase, 0, 1, plan->logical_size));
         } else if (phase > 0) {
             continue;
         } else if (node->kind == EAGLE_NODE_NATIVE) {
-            call_native(node, 0, plan->logical_size);
+            TIMED(lane, i, 0, call_native(node, 0, plan->logical_size));
         } else {
+            int rc;
             gil_take(gil);
-            if (call_opaque(node) < 0) {
+            TIMED(lane, i, 0, rc = call_opaque(node));
+            if (rc < 0) {
                 *failed_node = i;
                 return -1;
             }
@@ -850,8 +972,11 @@ static int replay_parallel(eagle_plan *plan, int64_t r0, int64_t r1, int timing,
             signal_clock_init(&clock);
         double t_stage = t_region;   /* timing: when the stage that runs began */
         int32_t pending = -1;        /* timing: the team stage under way, or -1 */
+        eagle_profile_lane *lane = profile_lane(plan, tid);
 
         for (int64_t r = r0; r < r1; ++r) {
+            if (lane != NULL)
+                lane->replay = r;
             for (int32_t s = 0; s < ns; ++s) {
                 eagle_stage *st = &plan->stages[s];
                 eagle_stage *prev = &plan->stages[s == 0 ? ns - 1 : s - 1];
@@ -876,9 +1001,9 @@ static int replay_parallel(eagle_plan *plan, int64_t r0, int64_t r1, int timing,
                     int32_t failed_node = -1;
                     int rc;
                     if (st->team > 1)
-                        rc = run_stage_share(&ts, st, p, tid, nt, &gil, &failed_node);
+                        rc = run_stage_share(&ts, st, p, tid, nt, &gil, lane, &failed_node);
                     else
-                        rc = tid == 0 ? run_stage_alone(&ts, st, p, &gil, &failed_node) : 0;
+                        rc = tid == 0 ? run_stage_alone(&ts, st, p, &gil, lane, &failed_node) : 0;
                     if (rc < 0) {
                         record_failure(&ts, barriers, failed_node, r);
                         gil_drop(&gil);
@@ -901,7 +1026,8 @@ static int replay_parallel(eagle_plan *plan, int64_t r0, int64_t r1, int timing,
             }
             if (tid == 0 && !stopping && signal_clock_due(&clock)) {
                 gil_take(&gil);
-                if (PyErr_CheckSignals() < 0) {
+                if (PyErr_CheckSignals() < 0
+                    || (plan->progress != NULL && report_progress(plan, r + 1) < 0)) {
                     record_failure(&ts, barriers, -1, r);
                     stopping = 1;
                 }

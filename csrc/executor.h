@@ -85,6 +85,33 @@ typedef struct eagle_stage_report {
     int32_t verdict_current;  /* the verdict applies to this thread count and size */
 } eagle_stage_report;
 
+/* ---- observing a launch (eagle.profile, progress=) -------------------------
+ * Both are off (NULL) unless the Python layer asks for them for one launch.
+ * Profile: one lane per thread of the launch (lane 0 the calling thread, lane t
+ * OpenMP thread t); every node call is timed into its thread's lane, in C, with
+ * no Python call. A full lane counts what it could not keep in `dropped`. */
+typedef struct eagle_span {
+    int32_t node;           /* plan node index */
+    int32_t phase;          /* team nodes: the phase; 0 otherwise */
+    int64_t replay;
+    int64_t t0_ns, t1_ns;   /* CLOCK_MONOTONIC */
+} eagle_span;
+
+typedef struct eagle_profile_lane {
+    eagle_span *spans;      /* capacity spans, owned by the caller */
+    int64_t capacity;
+    int64_t count;          /* out: spans kept */
+    int64_t dropped;        /* out: spans not kept (lane full) */
+    int64_t replay;         /* the replay under way on this thread */
+    int64_t os_thread;      /* out: the thread's id (gettid), 0 if it ran no node */
+    char pad[16];           /* one cache line per lane: the threads write their own */
+} eagle_profile_lane;
+
+typedef struct eagle_profile {
+    eagle_profile_lane *lanes;
+    int32_t n_lanes;        /* at least the launch's num_threads */
+} eagle_profile;
+
 typedef struct eagle_plan {
     eagle_node *nodes;
     int32_t n_nodes;
@@ -115,7 +142,16 @@ typedef struct eagle_plan {
     int32_t teams_verifying, teams_candidates;
     double replay_ns;               /* one replay on one thread, from the nodes' costs; < 0: unknown */
     uint32_t launches;              /* counts launches, to look at the threshold's age now and then */
+    /* observing (NULL: off, the default; set by the caller for one launch) */
+    eagle_profile *profile;         /* time every node call into per-thread lanes */
+    PyObject *progress;             /* called as progress(replays_done) by the calling thread,
+                                     * holding the GIL, at signal checks, at most every
+                                     * EAGLE_PROGRESS_EVERY_NS; borrowed. If it raises, the
+                                     * launch stops as on Ctrl-C. */
+    double progress_next_ns;        /* CLOCK_MONOTONIC time of the next call (0: at the first check) */
 } eagle_plan;
+
+#define EAGLE_PROGRESS_EVERY_NS 100e6
 
 typedef struct eagle_failure {
     int32_t node;           /* index of the node that raised, -1 for an interrupt */

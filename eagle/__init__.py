@@ -53,10 +53,11 @@ finally:
 from eagle import kernels, native  # noqa: E402
 from eagle._errors import CudaError
 from eagle.graph import Graph, GroupConflict, NotBuiltError
+from eagle._profile import profile
 
 __version__ = "0.1.0"
 __all__ = ["Graph", "GroupConflict", "NotBuiltError", "CudaError", "get_num_threads", "set_num_threads",
-           "max_threads",
+           "max_threads", "profile",
            "show_config", "get_include", "__version__"]
 
 

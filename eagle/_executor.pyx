@@ -11,6 +11,7 @@ import os
 from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uintptr_t
 from libc.stdlib cimport calloc, free
+from libc.string cimport memset
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.pythread cimport (NOWAIT_LOCK, PY_LOCK_ACQUIRED, PyThread_allocate_lock, PyThread_free_lock,
                                PyThread_release_lock, PyThread_type_lock)
@@ -23,6 +24,9 @@ cdef extern from "Python.h":
     vectorcallfunc PyVectorcall_Function(object callable)
     bint PyLong_CheckExact(object o)
     long long PyLong_AsLongLongAndOverflow(object o, int *overflow) except? -1
+
+cdef extern from "<stdlib.h>" nogil:
+    void *aligned_alloc(size_t alignment, size_t size)
 
 cdef extern from "pythread.h":
     int PyThread_acquire_lock(PyThread_type_lock lock, int waitflag)
@@ -79,6 +83,24 @@ cdef extern from "executor.h" nogil:
     ctypedef struct eagle_launch_ctx:
         pass
 
+    ctypedef struct eagle_span:
+        int32_t node
+        int32_t phase
+        int64_t replay
+        int64_t t0_ns, t1_ns
+
+    ctypedef struct eagle_profile_lane:
+        eagle_span *spans
+        int64_t capacity
+        int64_t count
+        int64_t dropped
+        int64_t replay
+        int64_t os_thread
+
+    ctypedef struct eagle_profile:
+        eagle_profile_lane *lanes
+        int32_t n_lanes
+
     ctypedef struct eagle_plan:
         eagle_node *nodes
         int32_t n_nodes
@@ -92,6 +114,9 @@ cdef extern from "executor.h" nogil:
         int32_t until_empty
         int64_t replays_done
         int32_t checks
+        eagle_profile *profile
+        PyObject *progress
+        double progress_next_ns
 
     ctypedef struct eagle_failure:
         int32_t node
@@ -116,6 +141,8 @@ cdef extern from "executor.h":
     # called with the GIL; releases it inside where it can
     # -1 with the exception set and *failure saying where
     int eagle_execute(eagle_plan *plan, int64_t n_replays, eagle_failure *failure)
+    int eagle_execute_raising "eagle_execute"(eagle_plan *plan, int64_t n_replays,
+                                              eagle_failure *failure) except -1
 
 cdef extern from "openmp_helpers.h" nogil:
     int eagle_omp_max_threads()
@@ -341,6 +368,64 @@ cdef class CpuPlan:
             return -1
         return self.plan.replays_done
 
+    cdef int64_t run_observed(self, int64_t n, bint until_empty, object progress,
+                              object record) except -1:
+        """run(), calling ``progress(replays_done)`` at signal checks (or None) and
+        timing every node call into ``record`` (an eagle._profile.LaunchRecord, or None):
+        ``record.lane_buffers(n_threads, spans_per_replay, n)`` gives one span array
+        per thread, ``record.lanes_done(...)`` gets (os thread, kept, dropped) per lane."""
+        cdef eagle_failure failure
+        cdef eagle_profile prof
+        cdef eagle_profile_lane *lanes = NULL
+        cdef int n_threads = get_num_threads()
+        cdef int t
+        cdef int64_t done
+        self.plan.num_threads = n_threads
+        self.plan.until_empty = until_empty
+        self.last_failure = None
+        if record is not None:
+            buffers = record.lane_buffers(n_threads, self.spans_per_replay, n)
+            # one cache line per lane (they are written by different threads)
+            lanes = <eagle_profile_lane *>aligned_alloc(64, 64 * ((n_threads * sizeof(eagle_profile_lane) + 63) // 64))
+            if lanes == NULL:
+                raise MemoryError()
+            memset(lanes, 0, n_threads * sizeof(eagle_profile_lane))
+            for t in range(n_threads):
+                lanes[t].spans = <eagle_span *><uintptr_t>buffers[t].ctypes.data
+                lanes[t].capacity = len(buffers[t])
+            prof.lanes = lanes
+            prof.n_lanes = n_threads
+        try:
+            if lanes != NULL:
+                self.plan.profile = &prof
+            if progress is not None:
+                self.plan.progress = <PyObject *>progress
+                self.plan.progress_next_ns = 0
+            eagle_execute_raising(&self.plan, n, &failure)
+            done = self.plan.replays_done
+        except BaseException:
+            self.last_failure = (failure.node, failure.replay)
+            raise
+        finally:
+            self.plan.profile = NULL
+            self.plan.progress = NULL
+            if lanes != NULL:
+                try:
+                    record.lanes_done([(lanes[t].os_thread, lanes[t].count, lanes[t].dropped)
+                                       for t in range(n_threads)])
+                finally:
+                    free(lanes)
+        return done
+
+    @property
+    def spans_per_replay(self):
+        """Node calls of one replay on one thread, at most (team nodes: one per phase)."""
+        cdef int32_t i
+        cdef int64_t k = 0
+        for i in range(self.plan.n_nodes):
+            k += self.plan.nodes[i].n_phases if self.plan.nodes[i].kind == EAGLE_NODE_TEAM else 1
+        return k
+
     def launch(self, int64_t n, bint until_empty=False):
         """Replay n times (with until_empty: until the logical size is 0, at most n);
         returns the replays done. If a node raises (or Ctrl-C), the exception
@@ -496,7 +581,7 @@ cdef class GraphCore:
 
     # ---- launch ----
 
-    def launch(self, n=1):
+    def launch(self, n=1, progress=False):
         """Replay the built graph ``n`` times.
 
         If a node raises, the replay stops there and the exception reaches you
@@ -504,14 +589,19 @@ cdef class GraphCore:
         usable. Ctrl-C stops a long launch within a few milliseconds of the
         current replay's end, however long a replay takes (see Threads in the
         README), and never leaves the graph locked.
-        """
-        _graph_run(self, _fast_count(n, "launch()"), False)
 
-    def launch_until_done(self, max_replays):
+        ``progress=True`` shows a progress bar (tqdm when installed, else a
+        line on stderr) once the launch has run for about a second, updated
+        at most every 100 ms from the executor's signal checks. Inside
+        ``with eagle.profile():`` every node call is timed.
+        """
+        _graph_run(self, _fast_count(n, "launch()"), False, progress)
+
+    def launch_until_done(self, max_replays, progress=False):
         """Replay until no sample is left (a compaction node's live count reaches 0),
         at most ``max_replays`` times, without returning to Python in between.
-        Returns the replays run."""
-        return _graph_run(self, _fast_count(max_replays, "launch_until_done()"), True)
+        Returns the replays run. ``progress=True``: as for ``launch``."""
+        return _graph_run(self, _fast_count(max_replays, "launch_until_done()"), True, progress)
 
 
 
@@ -561,7 +651,7 @@ cdef inline void _graph_release(GraphCore self) noexcept:
         self._busy = False
 
 
-cdef object _graph_run(GraphCore self, int64_t n, bint until_done):
+cdef object _graph_run(GraphCore self, int64_t n, bint until_done, object progress):
     cdef eagle_launch_ctx ctx
     cdef object done = None
     _graph_acquire(self, "launch")
@@ -574,19 +664,23 @@ cdef object _graph_run(GraphCore self, int64_t n, bint until_done):
             self._not_built()
         eagle_launch_push(&ctx, <void *>self)
         try:
+            try:
+                if _profiles_open == 0 and progress is False:   # the plain launch: nothing observes it
+                    if self._cpu is not None:
+                        done = self._cpu.run(n, until_done)
+                    else:
+                        done = backend.launch(n, until_done) if until_done else backend.launch(n)
+                else:
+                    done = _run_observed(self, backend, n, until_done, progress)
+            except BaseException:
+                if self._cpu is not None and (self._check_loops or self._check_partitions):
+                    backend.after_failed_launch(n)
+                raise
             if self._cpu is not None:
-                try:
-                    done = self._cpu.run(n, until_done)
-                except BaseException:
-                    if self._check_loops or self._check_partitions:
-                        backend.after_failed_launch(n)
-                    raise
                 if self._check_loops:
                     backend.raise_loop_error(n)
                 if self._check_partitions:
                     backend.check_partitions()
-            else:
-                done = backend.launch(n, until_done) if until_done else backend.launch(n)
         except BaseException as e:
             self._note_failure(e, n)
             raise
@@ -598,6 +692,53 @@ cdef object _graph_run(GraphCore self, int64_t n, bint until_done):
         _graph_release(self)
     return done
 
+
+
+# ---- observing a launch: eagle.profile (eagle/_profile.py), progress= (eagle/_progress.py) ----
+
+# Profiles open on any thread. While 0, and without progress=, a launch takes the
+# plain path above: one test of this counter and one identity test.
+cdef int _profiles_open = 0
+cdef object _observers = None      # (eagle._profile, eagle._progress), imported on first use
+
+
+def _profile_opened(int delta):
+    """eagle._profile.Profile's __enter__ (+1) and __exit__ (-1)."""
+    global _profiles_open
+    _profiles_open += delta
+
+
+cdef object _run_observed(GraphCore self, backend, int64_t n, bint until_done, object progress):
+    global _observers
+    if _observers is None:
+        from eagle import _profile, _progress
+        _observers = (_profile, _progress)
+    profile_mod, progress_mod = _observers
+    record = profile_mod._launch_record(self, backend, n, until_done) if _profiles_open else None
+    bar = progress_mod.start(progress, n, until_done) if progress is not False else None
+    if record is None and bar is None:   # a profile open on another thread only, progress=None/0
+        if self._cpu is not None:
+            return self._cpu.run(n, until_done)
+        return backend.launch(n, until_done) if until_done else backend.launch(n)
+    done = None
+    try:
+        if self._cpu is not None:
+            done = self._cpu.run_observed(n, until_done, bar, record)
+        elif bar is not None:
+            done = progress_mod.launch_in_chunks(backend, n, until_done, bar)
+        else:
+            done = backend.launch(n, until_done) if until_done else backend.launch(n)
+    except BaseException as e:
+        if record is not None:
+            record.finish(None, e)
+            record = None
+        raise
+    finally:
+        if bar is not None:
+            bar.close(done)
+        if record is not None:
+            record.finish(done, None)
+    return done
 
 
 cdef class _Held:

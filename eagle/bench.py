@@ -86,7 +86,8 @@ class Case:
         return out
 
 
-def seed_case():
+def seed_functions():
+    """The seed page's arrays and its three functions, as a plain loop would call them."""
     x, left, right, out = np.arange(float(TINY)), np.zeros(TINY), np.zeros(TINY), np.zeros(TINY)
 
     def run_l():
@@ -98,6 +99,11 @@ def seed_case():
     def run_join():
         out[:] = left + right
 
+    return (x, left, right, out), (run_l, run_r, run_join)
+
+
+def seed_case():
+    (x, left, right, out), (run_l, run_r, run_join) = seed_functions()
     g = eagle.Graph()
     g.add_group([opaque(run_l, reads={"x": x}, writes={"a": left}),
                  opaque(run_r, reads={"x": x}, writes={"b": right})], names=["l", "r"])
@@ -151,17 +157,7 @@ def big_compute_case(size, degree=31):
 
 def seed_ufunc_case():
     """The seed graph with ufunc nodes: the loops NumPy would run, without a Python call."""
-    x, left, right, out = np.arange(float(TINY)), np.zeros(TINY), np.zeros(TINY), np.zeros(TINY)
-
-    def run_l():
-        left[:] = 2 * x
-
-    def run_r():
-        right[:] = x + 1
-
-    def run_join():
-        out[:] = left + right
-
+    (x, left, right, out), (run_l, run_r, run_join) = seed_functions()
     g = eagle.Graph()
     g.add_group([ufunc(np.multiply, {"x": x}, 2.0, out={"a": left}),
                  ufunc(np.add, {"x": x}, 1.0, out={"b": right})], names=["l", "r"])

@@ -297,7 +297,14 @@ class Graph(GraphCore):
                     raise NotImplementedError(
                         "this graph holds CUDA arrays, and this eagle was built without the cuda "
                         f"backend ({e}); use NumPy arrays for the cpu backend") from e
-                self._backend = CudaBackend(self, policies)
+                try:
+                    self._backend = CudaBackend(self, policies)
+                except BaseException as exc:
+                    # opaque nodes run here on cuda (at capture): the other ranks must not wait
+                    if any(getattr(node, "collective", None) for node in self._nodes):
+                        from eagle.mpi._failure import stop_on_failure
+                        stop_on_failure(self, exc)
+                    raise
             else:
                 from eagle._backend_cpu import CpuBackend
                 self._backend = CpuBackend(self, policies)

@@ -66,6 +66,7 @@ import sys
 import threading
 from dataclasses import dataclass
 
+from eagle.cuda import _nvtx
 from eagle.cuda import _shim as _cuda  # ImportError: eagle was built without the cuda backend (Graph.build says so)
 from eagle._errors import CudaError
 
@@ -322,6 +323,13 @@ class CudaBackend:
             _tls.stream = prev
 
     def _capture(self, stages, size, owners, sized):
+        _nvtx.push("eagle capture")
+        try:
+            return self._capture_body(stages, size, owners, sized)
+        finally:
+            _nvtx.pop()
+
+    def _capture_body(self, stages, size, owners, sized):
         g = self._graph
         s0 = self.stream
         events = []
@@ -518,7 +526,14 @@ class CudaBackend:
         count is 0, with no overshoot: one conditional WHILE node on 12.4+ drivers
         (one cuGraphLaunch runs all replays), else one replay at a time with the
         count read back after each. Returns the replays that started with live
-        samples (until_done) or ``n``."""
+        samples (until_done) or ``n``. Inside an NVTX range ``eagle launch(n)``."""
+        _nvtx.push(f"eagle launch_until_done({n})" if until_done else f"eagle launch({n})")
+        try:
+            return self._launch_body(n, until_done)
+        finally:
+            _nvtx.pop()
+
+    def _launch_body(self, n: int, until_done: bool) -> int:
         self.last_failure = None
         if n == 0 or (until_done and self._logical_size == 0):
             return 0

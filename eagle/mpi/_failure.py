@@ -1,7 +1,9 @@
 """A node that raises on one rank must not leave the others waiting in the next collective.
 
 When a launch of a graph with collectives fails on a rank of a communicator
-of more than one rank, eagle prints the exception with what names the rank,
+of more than one rank (or its ``build()`` on the cuda backend, where opaque
+nodes run while the graph is captured and the other ranks would wait in their
+first replay), eagle prints the exception with what names the rank,
 the node, its stage and the replay, and aborts the MPI job
 (``MPI.COMM_WORLD.Abort(1)``, then ``os._exit(1)`` should the abort return,
 as MPICH's does while its process manager ends the job): the other ranks are blocked in MPI, where only
@@ -36,7 +38,8 @@ def get_failure_mode() -> str:
 
 
 def stop_on_failure(graph, exc) -> None:
-    """Called by Graph.launch when a replay failed (after eagle's note is attached)."""
+    """Called when a replay failed (``Graph._note_failure``, from the compiled launch path) or
+    the cuda backend's capture did (``Graph.build``), after eagle's note is attached."""
     if _mode[0] != "abort":
         return
     sizes = [n.comm_size for n in graph._nodes if getattr(n, "collective", None)]

@@ -4,8 +4,10 @@
 or anything with ``__cuda_array_interface__``) make an ``NcclNode``: an opaque
 node whose function calls NCCL on the stream it is captured on. The cuda
 backend runs an opaque node once, while it captures the graph on eagle's
-stream (CuPy's current stream then); NCCL (2.9 and newer) records the
-collective into the graph, and every replay repeats it without Python.
+stream (``eagle.cuda.backend.capture_stream()``, also CuPy's current stream
+then); NCCL (2.9 and newer) records the collective into the graph, and every
+replay repeats it without Python. No CuPy is needed: the warm-up's scratch
+memory then comes from eagle's own binding of the CUDA driver.
 
 NCCL is ``libnccl.so.2``, opened at run time: ``EAGLE_NCCL_LIBRARY`` if set,
 else the ``nvidia-nccl-cu12``/``-cu13`` wheel's, else the system's. At
@@ -25,6 +27,7 @@ import sys
 
 import numpy as np
 
+from eagle._errors import CudaError
 from eagle._nodes import OpaqueNode
 from eagle.mpi import _runtime
 
@@ -164,16 +167,15 @@ def _interface(a, what):
 
 
 def _stream_ptr():
-    """The stream the node is being captured on: CuPy's current stream, else eagle's."""
+    """The stream the node is being captured on (eagle's, ``eagle.cuda.backend.capture_stream()``),
+    else CuPy's current stream, else 0 (the legacy stream)."""
+    backend = sys.modules.get("eagle.cuda.backend")
+    stream = backend.capture_stream() if backend is not None else None
+    if stream is not None:
+        return stream.ptr
     cp = sys.modules.get("cupy")
     if cp is not None:
         return cp.cuda.get_current_stream().ptr
-    for module in ("eagle._backend_cuda", "eagle.cuda._backend", "eagle.cuda"):
-        m = sys.modules.get(module)
-        get = getattr(m, "capture_stream", None) if m is not None else None
-        stream = get() if get is not None else None
-        if stream is not None:
-            return stream.ptr
     return 0
 
 
@@ -203,6 +205,8 @@ def _token():
 
 class NcclNode(OpaqueNode):
     """An NCCL collective, captured once into the CUDA graph and replayed with it."""
+
+    dot_shape = "hexagon"    # g.to_dot(): a collective, though it runs as an opaque node
 
     def __init__(self, what, reads, writes, comm, call, *, op=None, root=None, tag=None):
         from eagle.mpi._nodes import ORDER_NAME
@@ -249,17 +253,41 @@ class NcclNode(OpaqueNode):
         return f"{self.signature()}"
 
 
-def _scratch(dt, n):
-    """Scratch device memory for a warm-up (CuPy); None without CuPy: the warm-up is then a
-    call of count 0 on the node's own buffers, which touches nothing."""
-    cp = sys.modules.get("cupy")
-    return cp.zeros(max(n, 1), dtype=dt) if cp is not None else None
+class _Scratch:
+    """Scratch device memory for a warm-up: CuPy's if the program uses CuPy, else a buffer of
+    eagle's own binding of the CUDA driver (the cuda backend needs no CuPy). ``ptr`` is None
+    when no driver can be bound: the warm-up is then a call of count 0 on the node's own
+    buffers, which touches nothing (and ``build()`` then stops at the driver anyway)."""
 
+    def __init__(self, dt, n):
+        self.ptr, self._owner = None, None
+        nbytes = max(n, 1) * dt.itemsize
+        cp = sys.modules.get("cupy")
+        if cp is not None:
+            self._owner = cp.zeros(max(n, 1), dtype=dt)
+            self.ptr = self._owner.data.ptr
+            return
+        try:
+            from eagle.cuda import _shim
+            from eagle.cuda.backend import ensure_driver
+            ensure_driver()
+            self._owner = _shim.DeviceBuffer(nbytes)
+            self._owner.write(np.zeros(nbytes, dtype=np.uint8))
+        except (ImportError, CudaError):   # no cuda backend built, or no driver / GPU
+            self._owner = None
+            return
+        self.ptr = self._owner.ptr
 
-def _sync(stream):
-    cp = sys.modules.get("cupy")
-    if cp is not None:
-        cp.cuda.ExternalStream(stream).synchronize() if stream else cp.cuda.Device().synchronize()
+    def done(self, stream):
+        """Wait for the warm-up on ``stream``, then free the scratch."""
+        cp = sys.modules.get("cupy")
+        if cp is not None:
+            cp.cuda.ExternalStream(stream).synchronize() if stream else cp.cuda.Device().synchronize()
+        elif self._owner is not None:
+            from eagle.cuda import _shim
+            _shim.Stream.from_ptr(stream).synchronize()
+            self._owner.close()
+        self._owner = None
 
 
 def allreduce(send, recv, op, comm):
@@ -277,11 +305,11 @@ def allreduce(send, recv, op, comm):
 
     def call(nccl_comm, stream, warm_up):
         if warm_up:
-            a = _scratch(sdt, 1)
-            p = a.data.ptr if a is not None else rp
-            check(lib.ncclAllReduce(p, p, 1 if a is not None else 0, DTYPES[sdt.char], OPS[op], nccl_comm,
-                                    stream), "ncclAllReduce (warm-up)")
-            _sync(stream)
+            a = _Scratch(sdt, 1)
+            p = a.ptr if a.ptr is not None else rp
+            check(lib.ncclAllReduce(p, p, 1 if a.ptr is not None else 0, DTYPES[sdt.char], OPS[op],
+                                    nccl_comm, stream), "ncclAllReduce (warm-up)")
+            a.done(stream)
             return
         check(lib.ncclAllReduce(sp, rp, sn, DTYPES[sdt.char], OPS[op], nccl_comm, stream),
               f"ncclAllReduce in node {node.graph_name!r}")
@@ -303,11 +331,11 @@ def allgather(send, recv, comm):
 
     def call(nccl_comm, stream, warm_up):
         if warm_up:
-            a = _scratch(sdt, size)
-            p, q = (a.data.ptr, a.data.ptr + rank * sdt.itemsize) if a is not None else (rp, sp)
-            check(lib.ncclAllGather(q, p, 1 if a is not None else 0, DTYPES[sdt.char], nccl_comm, stream),
-                  "ncclAllGather (warm-up)")
-            _sync(stream)
+            a = _Scratch(sdt, size)
+            p, q = (a.ptr, a.ptr + rank * sdt.itemsize) if a.ptr is not None else (rp, sp)
+            check(lib.ncclAllGather(q, p, 1 if a.ptr is not None else 0, DTYPES[sdt.char], nccl_comm,
+                                    stream), "ncclAllGather (warm-up)")
+            a.done(stream)
             return
         check(lib.ncclAllGather(sp, rp, sn, DTYPES[sdt.char], nccl_comm, stream),
               f"ncclAllGather in node {node.graph_name!r}")
@@ -322,11 +350,11 @@ def bcast(buf, root, comm):
 
     def call(nccl_comm, stream, warm_up):
         if warm_up:
-            a = _scratch(bdt, 1)
-            p = a.data.ptr if a is not None else bp
-            check(lib.ncclBroadcast(p, p, 1 if a is not None else 0, DTYPES[bdt.char], root, nccl_comm, stream),
-                  "ncclBroadcast (warm-up)")
-            _sync(stream)
+            a = _Scratch(bdt, 1)
+            p = a.ptr if a.ptr is not None else bp
+            check(lib.ncclBroadcast(p, p, 1 if a.ptr is not None else 0, DTYPES[bdt.char], root,
+                                    nccl_comm, stream), "ncclBroadcast (warm-up)")
+            a.done(stream)
             return
         check(lib.ncclBroadcast(bp, bp, bn, DTYPES[bdt.char], root, nccl_comm, stream),
               f"ncclBroadcast in node {node.graph_name!r}")

@@ -52,6 +52,7 @@ class CollectiveNode(Node):
     """A collective call over an mpi4py communicator, run whole on every replay."""
 
     kind = "native"          # the cpu backend runs it as a native (team) kernel
+    dot_shape = "hexagon"    # g.to_dot() draws collectives apart from the kind they run as
     sized = False
     split = False
 

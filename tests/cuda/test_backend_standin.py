@@ -1,11 +1,12 @@
-"""eagle.Graph end to end on the cuda backend, against the CPU stand-in of the CUDA runtime.
+"""eagle.Graph end to end on the cuda backend, against the CPU stand-in of the CUDA driver.
 
-No GPU needed. tests/cuda_standin/fake_cudart.c (a TEST DOUBLE, not CUDA)
-records captures and replays them on the host; its "kernels" are host
-functions that write into host memory. The arrays here are ``DeviceArray``:
-NumPy memory exposing ``__cuda_array_interface__`` (a test-only stand-in for
-device arrays), so eagle picks the cuda backend for them, and the stand-in's
-kernels can write results we check with NumPy.
+No GPU needed. tests/cuda_standin/fake_libcuda.c (a TEST DOUBLE, not CUDA)
+records captures and replays them on host threads; its "kernels" are host
+functions that write into its device memory. The arrays here are ``DeviceArray``
+(tests/cuda/standin.py): the stand-in's device memory exposing
+``__cuda_array_interface__`` (a test-only stand-in for device arrays), so eagle
+picks the cuda backend for them; ``.host`` views that memory from NumPy, so
+the results are checked with NumPy.
 
 What is covered: opaque nodes run once at capture and never on replay;
 ``cuda_kernel`` nodes replay with correct results; groups become fork/join

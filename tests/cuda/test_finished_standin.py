@@ -1,11 +1,12 @@
-"""Compaction and reorder on the cuda backend, against the CPU stand-in of the CUDA runtime.
+"""Compaction and reorder on the cuda backend, against the CPU stand-in of the CUDA driver.
 
-No GPU needed. tests/cuda_standin/fake_cudart.c (a TEST DOUBLE, not CUDA)
-holds host versions of eagle's partition kernels (eagle_part_count / scan /
-scatter / copyback, eagle_commit), thread for thread like the CUDA source in
-eagle/cuda/finished.py, and a test-only Monte Carlo step kernel
-(fake_kernel_life_step: a live sample moves and ages, and finishes when its
-life runs out). The arrays are ``DeviceArray``: NumPy memory that presents
+No GPU needed. tests/cuda_standin/fake_libcuda.c (a TEST DOUBLE, not CUDA)
+runs eagle's own partition kernels (eagle_part_count / scan / scatter /
+copyback, eagle_commit: the CUDA C source in eagle/cuda/kernels/, compiled
+with the emulator tests/cuda_standin/cuda_emulation.h), and a test-only Monte
+Carlo step kernel (its built-in ``life_step``: a live sample moves and ages,
+and finishes when its life runs out). The arrays are ``DeviceArray``
+(tests/cuda/standin.py): the stand-in's device memory that presents
 ``__cuda_array_interface__`` (also a test double).
 
 The oracle: the same step and compaction / reorder on the CPU backend
@@ -56,7 +57,7 @@ def initial_state(n, seed, max_life=6):
 
 
 def numpy_step(alive, life, x):
-    """The same step as fake_kernel_life_step, over every sample (finished ones untouched)."""
+    """The same step as the stand-in's life_step kernel, over every sample (finished ones untouched)."""
     m = alive.copy()
     x[m] += 1.0 + 0.5 * life[m].astype(float)
     life[m] -= 1

@@ -91,6 +91,8 @@ def test_picture_box_names_the_communicator_size():
     node = allgather(send, np.zeros(4))
     assert isinstance(node, CollectiveNode) and node.default_name() == "allgather"
     assert "allgather" in repr(node) and "comm size 1" in repr(node)
+    dot = g.to_dot()   # a collective is a hexagon in DOT, though the cpu backend runs it as native
+    assert "label=\"allreduce\", shape=hexagon" in dot and "label=\"step\", shape=ellipse" in dot
 
 
 def test_a_node_that_raises_on_one_rank_of_one_raises_normally():

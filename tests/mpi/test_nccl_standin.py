@@ -1,15 +1,22 @@
 """Collective nodes on CUDA arrays (NCCL), against a stand-in NCCL.
 
 ``nccl_standin/fake_nccl.c`` is a TEST DOUBLE of libnccl.so.2 for a one-rank
-communicator on host memory, compiled by these tests; ``HostCudaArray`` is NumPy
-memory presented as a CUDA array. The tests drive what the cuda backend does with
-an NCCL node: ``build()``'s hook (the communicator from an id broadcast over MPI,
-the warm-up), then the node's function once, as at capture. No GPU is used.
+communicator, compiled by these tests. The unit tests give it host memory
+(``HostCudaArray``: NumPy memory presented as a CUDA array) and drive what the
+cuda backend does with an NCCL node: ``build()``'s hook (the communicator from an
+id broadcast over MPI, the warm-up), then the node's function once, as at capture.
+The end-to-end test builds a graph on eagle's cuda backend bound to the CUDA
+driver stand-in (tests/cuda_standin/fake_libcuda.c, another test double, built as
+tests/cuda builds it) with tests/cuda's ``DeviceArray``; the stand-in NCCL then
+enqueues its copies on the stream it is given, so the collectives are captured on
+eagle's stream and replayed by ``launch``. No GPU is used.
 """
 import ctypes
+import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +29,8 @@ MPI = pytest.importorskip("mpi4py.MPI")
 from eagle.mpi import _check, _nccl  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+CUDA_TESTS = ROOT / "tests" / "cuda"
 
 
 class HostCudaArray:
@@ -47,8 +56,8 @@ def fake_path(tmp_path_factory):
     if cc is None:
         pytest.skip("no C compiler to build the NCCL stand-in")
     out = tmp_path_factory.mktemp("fake_nccl") / "libfake_nccl.so"
-    subprocess.run([cc, "-shared", "-fPIC", "-O1", str(HERE / "nccl_standin" / "fake_nccl.c"), "-o", str(out)],
-                   check=True)
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", str(HERE / "nccl_standin" / "fake_nccl.c"), "-o", str(out),
+                    "-ldl"], check=True)
     return str(out)
 
 
@@ -88,6 +97,9 @@ def test_collectives_on_cuda_arrays_are_nccl_nodes(fake):
     assert g.stages == [["step"], ["peak"], ["share"]]    # collectives in recording order
     assert "{peak ×1 nccl}" in str(g)
     assert "allreduce (nccl) comm size 1 op=max" in repr(node)
+    dot = g.to_dot()   # a collective is a hexagon in DOT, though it runs as an opaque node
+    assert 'label="peak", shape=hexagon' in dot and 'label="share", shape=hexagon' in dot
+    assert 'label="step", shape=ellipse' in dot
 
 
 def test_build_makes_one_communicator_from_a_broadcast_id_and_warms_up(fake):
@@ -182,50 +194,162 @@ def test_no_nccl_library_is_a_clear_error(monkeypatch, tmp_path):
         _nccl._lib.update(saved)
 
 
-END_TO_END = """
-import os, sys
+def _cuda_test_support():
+    """tests/cuda/conftest.py as a module: how the CUDA tests build the driver stand-in."""
+    spec = importlib.util.spec_from_file_location("eagle_tests_cuda_conftest", CUDA_TESTS / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def fake_libcuda_path(tmp_path_factory):
+    return _cuda_test_support().build_standin(tmp_path_factory.mktemp("fake_libcuda"))
+
+
+# Runs in a process of its own (the shim binds one driver per process): eagle's cuda backend
+# bound to the driver stand-in (tests/cuda_standin/fake_libcuda.c), the arrays tests/cuda's
+# DeviceArray (the stand-in's device memory), NCCL the stand-in of nccl_standin/ in its driver
+# mode: each collective is a copy enqueued on the stream NCCL is given.
+END_TO_END = r"""
+import ctypes, os
 import numpy as np
 import eagle
-from eagle.graph import allreduce, opaque
+from eagle.cuda import backend
+from eagle.graph import SIZE, allgather, allreduce, bcast, cuda_kernel, sendrecv
+from eagle.mpi import _nccl
+from standin import DeviceArray, kernel
 
-class HostCudaArray:
-    def __init__(self, host):
-        self.host = host
-    @property
-    def __cuda_array_interface__(self):
-        h = self.host
-        return {"shape": h.shape, "typestr": h.dtype.str, "data": (h.ctypes.data, False), "version": 3,
-                "strides": None}
+backend.ensure_driver()
+fake = ctypes.CDLL(os.environ["EAGLE_LIBCUDA"])
+fake.fake_cuda_kernel.argtypes, fake.fake_cuda_kernel.restype = [ctypes.c_char_p], ctypes.c_void_p
+fake.fake_cuda_counter.argtypes, fake.fake_cuda_counter.restype = [ctypes.c_char_p], ctypes.c_long
+fake.fake_cuda_live.argtypes, fake.fake_cuda_live.restype = [ctypes.c_char_p], ctypes.c_long
+nccl = ctypes.CDLL(os.environ["EAGLE_NCCL_LIBRARY"])
+nccl.fake_nccl_counter.argtypes, nccl.fake_nccl_counter.restype = [ctypes.c_char_p], ctypes.c_long
+nccl.fake_nccl_last_stream.restype = ctypes.c_void_p
+nccl.fake_nccl_fail_next.argtypes = [ctypes.c_char_p, ctypes.c_int]
+calls = lambda name: nccl.fake_nccl_counter(name.encode())
 
-x, y = np.zeros(4), np.zeros(4)
-calls = []
-def step():
-    calls.append(1)
-    x[:] = 3.0
+x, y, z, h = (DeviceArray(np.zeros(4)) for _ in range(4))
 g = eagle.Graph()
-g.add_node(opaque(step, writes={"x": HostCudaArray(x)}), name="step")
-g.add_node(allreduce(HostCudaArray(x), HostCudaArray(y)), name="tally")
+g.add_node(cuda_kernel((kernel(fake, "add_one"), 2), (x, SIZE), writes={"x": x}, block=4), name="step")
+g.add_node(allreduce(x, y), name="tally")
+g.add_node(allgather(y, z), name="gather")
+g.add_node(bcast(z, root=0), name="share")
+g.add_node(sendrecv(z, h, dest=0, source=0), name="halo")
+g.add_node(allreduce(h, h, op="max"), name="peak")
+assert calls("ncclCommInitRank") == 0 and calls("ncclAllReduce") == 0   # nothing while recording
+allocs, live = fake.fake_cuda_counter(b"cuMemAlloc"), fake.fake_cuda_live(b"devmem")
 g.build()
-g.launch(3)
+# without CuPy the warm-ups' scratch is device memory from eagle's driver binding, freed after
+assert fake.fake_cuda_counter(b"cuMemAlloc") - allocs == 4, fake.fake_cuda_counter(b"cuMemAlloc") - allocs
+assert fake.fake_cuda_live(b"devmem") == live
 assert g.backend == "cuda", g.backend
-assert calls == [1], calls          # opaque nodes, the NCCL one too, run once: at capture
-assert (y == 3.0).all(), y
-assert "{tally ×1 nccl}" in str(g)
+assert calls("ncclGetUniqueId") == 1 and calls("ncclCommInitRank") == 1
+# a warm-up per collective before the capture (sendrecv's connections are made at its group end),
+# then the capture call of each
+assert calls("ncclAllReduce") == 4 and calls("ncclAllGather") == 2 and calls("ncclBroadcast") == 2
+assert calls("ncclGroupEnd") == 1
+assert nccl.fake_nccl_last_stream() == g._backend.stream.ptr   # NCCL was given eagle's capture stream
+assert nccl.fake_nccl_last_cuda_error() == 0
+# the kernel node and the three copies one rank's collectives make (in place ones copy nothing)
+assert g._backend.graph_nodes == 4, g._backend.graph_nodes
+assert fake.fake_cuda_counter(b"cuStreamBeginCapture") == 1
+for a in (x, y, z, h):
+    assert (a.host == 0).all(), a.host                 # captured, not run
+picture = str(g)
+assert "backend: cuda" in picture and "{tally ×1 nccl}" in picture and "{halo ×1 nccl}" in picture, picture
+
+g.launch(3)
+for a in (x, y, z, h):
+    np.testing.assert_array_equal(a.host, 3.0)         # every replay reduced the step's new values
+assert calls("ncclAllReduce") == 4 and calls("ncclGroupEnd") == 1   # no NCCL call on replay
+g.set_logical_size(2)                                 # the kernel node is retuned, the collectives replay
+g.launch(1)
+for a in (x, y, z, h):
+    np.testing.assert_array_equal(a.host, [4.0, 4.0, 3.0, 3.0])
+
+# an NCCL error while the graph is captured names the node, ends the capture; a rebuild works
+nccl.fake_nccl_fail_next(b"ncclAllGather", 5)
+try:
+    g.build()
+except _nccl.NcclError as e:
+    notes = " | ".join(getattr(e, "__notes__", []))
+    assert "ncclAllGather in node 'gather': NCCL error 5" in str(e), e
+    assert "raised by node 'gather'" in notes and "the capture was ended" in notes, notes
+else:
+    raise AssertionError("the failed NCCL call did not fail build()")
+g.build()
+g.launch(1)
+np.testing.assert_array_equal(h.host, [5.0, 5.0, 3.0, 3.0])
 print("END TO END OK")
 """
 
 
-def test_an_nccl_node_is_captured_by_the_cuda_backend(fake_path, tmp_path):
-    """Through eagle's cuda backend bound to the CUDA runtime stand-in of tests/cuda_standin
-    (another test double), in a process of its own: the backend binds one runtime per process."""
-    standin = HERE.parent / "cuda_standin" / "fake_cudart.c"
-    if not standin.exists():
-        pytest.skip(f"no CUDA runtime stand-in at {standin}")
-    cudart = tmp_path / "libfake_cudart.so"
-    subprocess.run(["cc", "-shared", "-fPIC", "-O1", str(standin), "-o", str(cudart)], check=True)
-    env = dict(os.environ, EAGLE_CUDA_RUNTIME=str(cudart), EAGLE_NCCL_LIBRARY=fake_path,
-               PYTHONPATH=os.pathsep.join([str(HERE.parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    import sys
-    proc = subprocess.run([sys.executable, "-c", END_TO_END], capture_output=True, text=True, env=env, timeout=120)
-    assert proc.returncode == 0, proc.stderr
+def test_an_nccl_node_is_captured_by_the_cuda_backend_and_replays(fake_path, fake_libcuda_path):
+    """The collectives captured on eagle's stream during build(), replayed by every launch."""
+    env = dict(os.environ, EAGLE_LIBCUDA=fake_libcuda_path, FAKE_NCCL_LIBCUDA=fake_libcuda_path,
+               EAGLE_NCCL_LIBRARY=fake_path,
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(CUDA_TESTS)]
+                                          + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    proc = subprocess.run([sys.executable, "-c", END_TO_END], capture_output=True, text=True, env=env,
+                          timeout=120, cwd=str(ROOT))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "END TO END OK" in proc.stdout
+
+
+# A failure on one rank of a cuda graph with NCCL nodes must end the job: at build (opaque nodes
+# run while the graph is captured, and the other ranks would wait in their first replay) and at
+# launch. The one-rank stand-in NCCL cannot make a communicator of two ranks, so the node's
+# comm_size is set to 2 after it is made: eagle.mpi then takes the job for a multi-rank one.
+FAILURE = r"""
+import ctypes, os, sys
+import numpy as np
+import eagle
+from eagle.cuda import backend
+from eagle.graph import SIZE, allreduce, cuda_kernel, opaque
+from standin import DeviceArray, kernel
+
+backend.ensure_driver()
+fake = ctypes.CDLL(os.environ["EAGLE_LIBCUDA"])
+fake.fake_cuda_kernel.argtypes, fake.fake_cuda_kernel.restype = [ctypes.c_char_p], ctypes.c_void_p
+fake.fake_cuda_fail_next.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
+where = sys.argv[1]
+x, y = DeviceArray(np.zeros(4)), DeviceArray(np.zeros(4))
+
+def step():
+    if where == "build":
+        raise ZeroDivisionError("tally of an empty bin")
+
+g = eagle.Graph()
+g.add_node(cuda_kernel((kernel(fake, "add_one"), 2), (x, SIZE), writes={"x": x}, block=4), name="move")
+g.add_node(opaque(step, writes={"x": x}), name="score")
+node = allreduce(x, y)
+g.add_node(node, name="tally")
+node.comm_size = 2
+if where == "launch":
+    g.build()
+    g.launch(1)
+    fake.fake_cuda_fail_next(b"cuGraphLaunch", 1, 999)
+g.build() if where == "build" else g.launch(2)
+print("NOT ABORTED")
+"""
+
+
+@pytest.mark.parametrize("where", ["build", "launch"])
+def test_a_failure_on_one_rank_of_an_nccl_graph_aborts_the_job(fake_path, fake_libcuda_path, where):
+    env = dict(os.environ, EAGLE_LIBCUDA=fake_libcuda_path, FAKE_NCCL_LIBCUDA=fake_libcuda_path,
+               EAGLE_NCCL_LIBRARY=fake_path,
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(CUDA_TESTS)]
+                                          + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    proc = subprocess.run([sys.executable, "-c", FAILURE, where], capture_output=True, text=True, env=env,
+                          timeout=120, cwd=str(ROOT))
+    assert proc.returncode != 0 and "NOT ABORTED" not in proc.stdout, proc.stdout + proc.stderr
+    assert "aborts the MPI job" in proc.stderr, proc.stderr
+    if where == "build":
+        assert "eagle: rank 0 of 1: ZeroDivisionError: tally of an empty bin -- raised by node 'score'" \
+               in proc.stderr, proc.stderr
+        assert "while build() captured the CUDA graph" in proc.stderr
+    else:
+        assert "eagle: rank 0 of 1: CudaError: cuGraphLaunch (replay 0 of 2)" in proc.stderr, proc.stderr

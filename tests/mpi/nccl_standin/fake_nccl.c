@@ -1,11 +1,22 @@
 /* TEST DOUBLE: a stand-in for NCCL's libnccl.so.2 for the eagle.mpi tests, for a
- * communicator of ONE rank, on host memory (the tests present NumPy memory as CUDA
- * arrays). It implements the entry points eagle calls with NCCL's signatures and
- * result codes, does what one rank of the real collective would do (copy send to
- * recv), ignores the stream, and records every call so that the tests can check
- * what eagle asked for. It is not NCCL and is never installed. */
+ * communicator of ONE rank. It implements the entry points eagle calls with NCCL's
+ * signatures and result codes, does what one rank of the real collective would do
+ * (copy send to recv), and records every call so that the tests can check what
+ * eagle asked for. It is not NCCL and is never installed.
+ *
+ * Where the copy happens:
+ * - by default at once, on host memory, ignoring the stream (the unit tests present
+ *   NumPy memory as CUDA arrays and call the node's function directly);
+ * - with FAKE_NCCL_LIBCUDA=<path of a CUDA driver> (the tests give the driver
+ *   stand-in tests/cuda_standin/fake_libcuda.c), as real NCCL does: the copy is
+ *   enqueued on the stream given, through that driver (cuMemcpyAsync resolved with
+ *   cuGetProcAddress_v2), so during a stream capture it becomes a node of the CUDA
+ *   graph and every replay repeats it; a call made on the wrong stream is not
+ *   captured and the replays show it. A driver error is ncclUnhandledCudaError. */
+#include <dlfcn.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -14,7 +25,7 @@
 typedef struct { char internal[ID_BYTES]; } ncclUniqueId;
 typedef struct fake_comm { int nranks, rank, live; } fake_comm;
 
-enum { ncclSuccess = 0, ncclInvalidArgument = 4, ncclInvalidUsage = 5 };
+enum { ncclSuccess = 0, ncclUnhandledCudaError = 1, ncclInvalidArgument = 4, ncclInvalidUsage = 5 };
 
 static fake_comm comms[16];
 static int n_comms, n_ids, group_depth;
@@ -29,6 +40,42 @@ static int fail_status;
 static struct { const void *send; void *recv; size_t count; int dtype, op, root, peer; void *comm, *stream; } last;
 /* a pending send and receive inside a group (one rank: to and from itself) */
 static const void *pend_send; static void *pend_recv; static size_t pend_send_n, pend_recv_n; static int pend_dt;
+static void *pend_stream;
+
+/* the driver's cuMemcpyAsync when FAKE_NCCL_LIBCUDA names one (resolved on first use) */
+typedef int (*memcpy_async_fn)(unsigned long long dst, unsigned long long src, size_t n, void *stream);
+static memcpy_async_fn drv_memcpy;
+static int drv_tried, last_cuda_error;
+
+static memcpy_async_fn driver(void) {
+    if (drv_tried) return drv_memcpy;
+    drv_tried = 1;
+    const char *path = getenv("FAKE_NCCL_LIBCUDA");
+    if (!path || !*path) return NULL;
+    void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);   /* the one eagle bound, if it did */
+    if (!h) h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    typedef int (*gpa_fn)(const char *, void **, int, unsigned long long, int *);
+    gpa_fn gpa = h ? (gpa_fn)dlsym(h, "cuGetProcAddress_v2") : NULL;
+    void *fn = NULL;
+    int status = -1;
+    if (gpa && gpa("cuMemcpyAsync", &fn, 12000, 0, &status) == 0 && status == 0)
+        drv_memcpy = (memcpy_async_fn)fn;
+    return drv_memcpy;
+}
+
+/* what one rank's collective does with the data: copy n bytes, now or on the stream */
+static int move(void *dst, const void *src, size_t n, void *stream) {
+    if (dst == src || !n) return ncclSuccess;
+    if (getenv("FAKE_NCCL_LIBCUDA")) {
+        memcpy_async_fn cp = driver();
+        if (!cp) { last_cuda_error = -1; return ncclUnhandledCudaError; }
+        int rc = cp((unsigned long long)(uintptr_t)dst, (unsigned long long)(uintptr_t)src, n, stream);
+        if (rc) { last_cuda_error = rc; return ncclUnhandledCudaError; }
+        return ncclSuccess;
+    }
+    memmove(dst, src, n);
+    return ncclSuccess;
+}
 
 static size_t dtype_size(int t) {
     switch (t) {
@@ -94,8 +141,7 @@ EXPORT int ncclAllReduce(const void *s, void *r, size_t n, int dt, int op, void 
     if (f) return f;
     if (!valid(comm) || !dtype_size(dt) || op < 0 || op > 4) return ncclInvalidArgument;
     remember(s, r, n, dt, op, -1, -1, comm, stream);
-    if (s != r && n) memmove(r, s, n * dtype_size(dt));   /* the reduction over one rank */
-    return ncclSuccess;
+    return move(r, s, n * dtype_size(dt), stream);   /* the reduction over one rank */
 }
 
 EXPORT int ncclAllGather(const void *s, void *r, size_t n, int dt, void *comm, void *stream) {
@@ -103,8 +149,7 @@ EXPORT int ncclAllGather(const void *s, void *r, size_t n, int dt, void *comm, v
     if (f) return f;
     if (!valid(comm) || !dtype_size(dt)) return ncclInvalidArgument;
     remember(s, r, n, dt, -1, -1, -1, comm, stream);
-    if (s != r && n) memmove(r, s, n * dtype_size(dt));
-    return ncclSuccess;
+    return move(r, s, n * dtype_size(dt), stream);
 }
 
 EXPORT int ncclBroadcast(const void *s, void *r, size_t n, int dt, int root, void *comm, void *stream) {
@@ -112,8 +157,7 @@ EXPORT int ncclBroadcast(const void *s, void *r, size_t n, int dt, int root, voi
     if (f) return f;
     if (!valid(comm) || !dtype_size(dt) || root != 0) return ncclInvalidArgument;
     remember(s, r, n, dt, -1, root, -1, comm, stream);
-    if (s != r && n) memmove(r, s, n * dtype_size(dt));
-    return ncclSuccess;
+    return move(r, s, n * dtype_size(dt), stream);
 }
 
 EXPORT int ncclGroupStart(void) { int f = enter("ncclGroupStart"); if (f) return f; group_depth++; return 0; }
@@ -123,7 +167,7 @@ EXPORT int ncclSend(const void *s, size_t n, int dt, int peer, void *comm, void 
     if (f) return f;
     if (!valid(comm) || peer != 0 || !dtype_size(dt)) return ncclInvalidArgument;
     if (!group_depth) return ncclInvalidUsage;   /* eagle pairs them in a group */
-    pend_send = s; pend_send_n = n; pend_dt = dt;
+    pend_send = s; pend_send_n = n; pend_dt = dt; pend_stream = stream;
     remember(s, NULL, n, dt, -1, -1, peer, comm, stream);
     return ncclSuccess;
 }
@@ -145,7 +189,9 @@ EXPORT int ncclGroupEnd(void) {
     if (--group_depth == 0) {
         if (pend_send && pend_recv) {
             if (pend_send_n > pend_recv_n) return ncclInvalidArgument;   /* the message would not fit */
-            memmove(pend_recv, pend_send, pend_send_n * dtype_size(pend_dt));
+            int rc = move(pend_recv, pend_send, pend_send_n * dtype_size(pend_dt), pend_stream);
+            pend_send = NULL; pend_recv = NULL;
+            if (rc) return rc;
         } else if (pend_send || pend_recv) {
             return ncclInvalidUsage;   /* a send to itself needs its receive, and back */
         }
@@ -157,6 +203,7 @@ EXPORT int ncclGroupEnd(void) {
 EXPORT const char *ncclGetErrorString(int r) {
     switch (r) {
     case 0: return "no error";
+    case 1: return "unhandled cuda error (fake NCCL)";
     case 4: return "invalid argument (fake NCCL)";
     case 5: return "invalid usage (fake NCCL)";
     default: return "unhandled error (fake NCCL)";
@@ -180,6 +227,7 @@ EXPORT int fake_nccl_last_root(void) { return last.root; }
 EXPORT const void *fake_nccl_last_send(void) { return last.send; }
 EXPORT void *fake_nccl_last_recv(void) { return last.recv; }
 EXPORT void *fake_nccl_last_stream(void) { return last.stream; }
+EXPORT int fake_nccl_last_cuda_error(void) { return last_cuda_error; }
 EXPORT int fake_nccl_live_comms(void) {
     int k = 0;
     for (int i = 0; i < n_comms; ++i) k += comms[i].live;
@@ -190,5 +238,6 @@ EXPORT void fake_nccl_reset(void) {
     memset(&last, 0, sizeof last);
     fail_name[0] = 0;
     group_depth = 0;
-    pend_send = NULL; pend_recv = NULL;
+    pend_send = NULL; pend_recv = NULL; pend_stream = NULL;
+    last_cuda_error = 0;
 }

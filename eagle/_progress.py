@@ -1,0 +1,98 @@
+"""``g.launch(n, progress=True)``: a progress bar for long launches.
+
+The executor calls the bar from the launching thread when it takes the GIL for
+its signal check (the ticker's clock, every few ms), at most every 100 ms, with
+the replays done, so a replay never waits for the display. Nothing is shown
+for a launch shorter than ``DELAY_S``; after that a tqdm bar (``tqdm.auto``,
+when tqdm is installed) or a line on stderr rewritten in place.
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+#: seconds a launch runs before its progress is shown
+DELAY_S = 1.0
+
+
+def _tqdm():
+    """tqdm's bar class, or None (then a plain line is written)."""
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm
+
+
+def start(progress, n, until_done):
+    """The bar for a launch of n replays, or None when progress is off (False, None, 0)."""
+    if not progress:
+        return None
+    return Progress(n, "launch_until_done" if until_done else "launch")
+
+
+class Progress:
+    """Called as ``bar(done)`` by the executor; ``close(done)`` after the launch."""
+
+    def __init__(self, total, what, delay=None, file=None):
+        self.total = total
+        self.what = what
+        self.delay = DELAY_S if delay is None else delay
+        self.file = file
+        self.t0 = time.monotonic()
+        self.done = 0
+        self._bar = None        # the tqdm bar, once shown
+        self._line = False      # the plain line, once shown
+
+    def __call__(self, done):
+        self.done = done
+        elapsed = time.monotonic() - self.t0
+        if self._bar is None and not self._line:
+            if elapsed < self.delay:
+                return
+            tqdm = _tqdm()
+            if tqdm is not None:
+                self._bar = tqdm(total=self.total, desc=f"eagle {self.what}", unit="replay", initial=done,
+                                 file=self.file or sys.stderr, dynamic_ncols=True)
+            else:
+                self._line = True
+        if self._bar is not None:
+            self._bar.update(done - self._bar.n)
+        else:
+            self._write(done, elapsed, end="")
+
+    def _write(self, done, elapsed, end):
+        out = self.file or sys.stderr
+        frac = done / self.total if self.total else 1.0
+        rate = done / elapsed if elapsed > 0 else 0.0
+        left = f", ~{(self.total - done) / rate:.0f} s left" if rate > 0 and done < self.total else ""
+        out.write(f"\reagle {self.what}: {done:,}/{self.total:,} replays ({100 * frac:.0f}%), "
+                  f"{elapsed:.1f} s{left}   {end}")
+        out.flush()
+
+    def close(self, done=None):
+        """After the launch (done: replays run, None if it raised): finish what was shown."""
+        if done is not None:
+            self.done = done
+        if self._bar is not None:
+            self._bar.update(self.done - self._bar.n)
+            self._bar.close()
+        elif self._line:
+            self._write(self.done, time.monotonic() - self.t0, end="\n")
+
+
+def launch_in_chunks(backend, n, until_done, bar):
+    """A backend without a progress hook (cuda): launch in chunks of about 100 ms,
+    calling bar(done) between them. Returns the replays run."""
+    done, chunk = 0, 1
+    while done < n:
+        k = min(chunk, n - done)
+        t = time.monotonic()
+        got = backend.launch(k, True) if until_done else (backend.launch(k), k)[1]
+        done += got
+        bar(done)
+        if until_done and got < k:
+            break
+        dt = time.monotonic() - t
+        chunk = max(1, min(2 * k, int(k * 0.1 / dt))) if dt > 0 else 2 * k
+    return done

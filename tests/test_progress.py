@@ -1,0 +1,200 @@
+"""progress=True on launch / launch_until_done: a bar for long launches, nothing for short ones.
+
+The bar is driven from the executor's signal checks (at most every 100 ms); the
+delay before it shows (eagle._progress.DELAY_S, 1 s) is shortened here so the
+tests stay short. Times below are only there to make a launch long enough to
+be seen, never asserted as speeds.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import eagle
+from eagle import _progress, kernels
+from eagle.graph import compact, native, opaque
+
+EAGLE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(eagle.__file__)))
+
+
+class FakeTqdm:
+    made = []
+
+    def __init__(self, total, initial=0, **kw):
+        self.total, self.n, self.kw, self.updates, self.closed = total, initial, kw, [], False
+        FakeTqdm.made.append(self)
+
+    def update(self, k):
+        self.n += k
+        self.updates.append(self.n)
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.fixture
+def fake_tqdm(monkeypatch):
+    FakeTqdm.made = []
+    monkeypatch.setattr(_progress, "_tqdm", lambda: FakeTqdm)
+    monkeypatch.setattr(_progress, "DELAY_S", 0.05)
+    return FakeTqdm.made
+
+
+def sleepy_graph(ms=1.0):
+    z = np.zeros(1)
+
+    def step():
+        time.sleep(ms / 1e3)
+        z[0] += 1
+
+    g = eagle.Graph()
+    g.add_node(opaque(step, writes={"z": z}), name="step")
+    return g.build(), z
+
+
+def test_a_long_launch_writes_a_plain_line(monkeypatch, capsys):
+    monkeypatch.setattr(_progress, "_tqdm", lambda: None)
+    monkeypatch.setattr(_progress, "DELAY_S", 0.05)
+    g, z = sleepy_graph()
+    g.launch(300, progress=True)
+    assert z[0] == 300
+    err = capsys.readouterr().err
+    lines = err.split("\r")
+    assert len([ln for ln in lines if ln.startswith("eagle launch: ")]) >= 2   # updated, then finished
+    assert "300/300 replays (100%)" in lines[-1] and err.endswith("\n")
+
+
+@pytest.mark.parametrize("n_threads,teams", [(1, "auto"), (2, "parallel")])
+def test_a_long_native_launch_updates_a_tqdm_bar(fake_tqdm, threads, n_threads, teams):
+    """nogil paths: the serial one and the team's, whose calling thread reports."""
+    threads(n_threads)
+    x, y = np.ones(400_000), np.zeros(400_000)
+    g = eagle.Graph()
+    g.add_node(native(kernels.axpy(1.0), reads={"x": x}, writes={"y": y}), name="axpy")
+    g.build(teams=teams)
+    n, total, t0 = 50, 0, time.monotonic()
+    while time.monotonic() - t0 < 0.4:   # long enough for a few 100 ms updates
+        n *= 2
+        total += n
+        fake_tqdm.clear()
+        t0 = time.monotonic()
+        g.launch(n, progress=True)
+    (bar,) = fake_tqdm
+    assert bar.total == n and bar.closed and bar.n == n
+    assert len(bar.updates) >= 2 and bar.updates == sorted(bar.updates)
+    assert y[0] == total
+
+
+def test_launch_until_done_shows_progress_and_stops_early(fake_tqdm):
+    n = 40
+    alive = np.ones(n, bool)
+    age = np.zeros(n, np.int64)
+    node = compact(alive, {"age": age})
+    ids = node.ids
+
+    def step():
+        time.sleep(0.005)
+        m = alive.copy()
+        age[m] += 1
+        alive[m & (age >= ids + 1)] = False    # sample i dies after i + 1 replays
+
+    g = eagle.Graph()
+    g.add_node(opaque(step, reads={"ids": ids}, writes={"alive": alive, "age": age}), name="step")
+    g.add_node(node)
+    g.build()
+    done = g.launch_until_done(1000, progress=True)
+    assert done == n and g.logical_size == 0
+    (bar,) = fake_tqdm
+    assert bar.total == 1000 and bar.n == n and bar.closed
+
+
+def test_a_short_launch_shows_nothing(capsys, monkeypatch):
+    made = []
+    monkeypatch.setattr(_progress, "_tqdm", lambda: made.append(1) or FakeTqdm)
+    g, z = sleepy_graph(0)
+    for n in (0, 1, 1000):
+        g.launch(n, progress=True)
+    assert made == [] and capsys.readouterr().err == ""
+
+
+def test_progress_off_and_bad_input(fake_tqdm):
+    g, z = sleepy_graph(0)
+    for off in (False, None, 0):
+        g.launch(3, progress=off)
+    assert fake_tqdm == [] and z[0] == 9
+    with pytest.raises(ValueError):
+        g.launch(-1, progress=True)
+    with pytest.raises(ValueError, match="compaction"):
+        g.launch_until_done(3, progress=True)
+    h = eagle.Graph()
+    h.add_node(opaque(lambda: None), name="n")
+    with pytest.raises(eagle.NotBuiltError):
+        h.launch(1, progress=True)
+
+
+def test_a_display_that_raises_stops_the_launch_and_the_graph_stays_usable(monkeypatch):
+    class Broken(FakeTqdm):
+        def update(self, k):
+            raise OSError("the terminal went away")
+
+    monkeypatch.setattr(_progress, "_tqdm", lambda: Broken)
+    monkeypatch.setattr(_progress, "DELAY_S", 0.0)
+    g, z = sleepy_graph()
+    with pytest.raises(OSError, match="terminal"):
+        g.launch(10_000, progress=True)
+    assert 0 < z[0] < 10_000
+    g.launch(2)
+    assert z[0] == int(z[0])
+
+
+CTRL_C_CHILD = r"""
+import sys, time
+import numpy as np
+import eagle
+from eagle import _progress
+from eagle.graph import opaque
+_progress.DELAY_S = 0.0
+z = np.zeros(1)
+g = eagle.Graph()
+g.add_node(opaque(lambda: time.sleep(0.001), writes={"z": z}), name="step")
+g.build()
+print("ready", flush=True)
+try:
+    g.launch(10**9, progress=True)
+except KeyboardInterrupt as e:
+    # the signal lands in the node (time.sleep raises) or at the executor's check
+    print("interrupted", any(n.startswith("eagle: ") for n in e.__notes__), flush=True)
+g.launch(3)
+print("usable", flush=True)
+"""
+
+
+@pytest.mark.skipif(os.name != "posix", reason="needs POSIX signals")
+def test_ctrl_c_stops_a_progress_launch():
+    env = dict(os.environ, PYTHONPATH=EAGLE_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.Popen([sys.executable, "-c", CTRL_C_CHILD], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        time.sleep(0.5)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)   # a deadlock guard, not a speed requirement
+    finally:
+        p.kill()
+    assert out.split("\n")[:2] == ["interrupted True", "usable"], err[-2000:]
+    assert "eagle launch" in err     # the bar was shown, and closed
+
+
+def test_progress_and_a_profile_together(fake_tqdm):
+    g, z = sleepy_graph()
+    with eagle.profile() as prof:
+        g.launch(200, progress=True)
+    (bar,) = fake_tqdm
+    assert bar.n == 200 and bar.closed
+    assert {s.node: s.count for s in prof.stats()}["step"] == 200
