@@ -731,13 +731,16 @@ cdef object _run_observed(GraphCore self, backend, int64_t n, bint until_done, o
     except BaseException as e:
         if record is not None:
             record.finish(None, e)
-            record = None
-        raise
-    finally:
         if bar is not None:
-            bar.close(done)
-        if record is not None:
-            record.finish(done, None)
+            try:
+                bar.close(None)
+            except Exception:
+                pass     # the launch's own exception is the one to see, not the display's
+        raise
+    if record is not None:
+        record.finish(done, None)   # before the bar closes: a bar that fails to close loses no launch
+    if bar is not None:
+        bar.close(done)
     return done
 
 

@@ -48,7 +48,7 @@ class Progress:
         self.done = done
         elapsed = time.monotonic() - self.t0
         if self._bar is None and not self._line:
-            if elapsed < self.delay:
+            if elapsed < self.delay or (self.file or sys.stderr) is None:   # no stderr (pythonw): show nothing
                 return
             tqdm = _tqdm()
             if tqdm is not None:
