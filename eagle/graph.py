@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import operator
 import shutil
+import unicodedata
 
 from eagle import _dot
 from eagle._executor import GraphCore
@@ -50,6 +51,12 @@ __all__ = ["Graph", "Node", "opaque", "native", "ufunc", "cuda_kernel", "SIZE", 
 
 class NotBuiltError(RuntimeError):
     """launch() on a graph that was never built or was recorded into since build()."""
+
+
+def _one_line(name):
+    """No line break (str.splitlines' \\v, \\f, U+2028 too) nor control character (NUL, ESC):
+    the picture and the DOT text lay a name out on one line."""
+    return not any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in name)
 
 
 def _plural(n, word):
@@ -176,8 +183,9 @@ class Graph(GraphCore):
                         name = f"{base}_{k}"
                     k += 1
                 suffixes[base] = k
-            elif not isinstance(name, str) or not name or any(c in name for c in "\n\r\t"):
-                raise TypeError(f"a node name must be a non-empty one-line string, got {name!r}")
+            elif not isinstance(name, str) or not name or not _one_line(name):
+                raise TypeError(f"a node name must be a non-empty one-line string (no line breaks "
+                                f"or control characters), got {name!r}")
             elif taken(name):
                 raise ValueError(f"the graph already has a node named {name!r}; node names are unique")
             new.add(name)
