@@ -54,8 +54,12 @@ def stop_on_failure(graph, exc) -> None:
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     except Exception:  # a broken __str__ must not stop the abort
         text = f"{type(exc).__name__}\n"
+    try:
+        message = f"{exc!s:.500}"
+    except Exception:  # nor here: the other ranks would wait forever
+        message = "<str() of the exception failed>"
     sys.stderr.write(
-        f"{text}eagle: rank {rank} of {size}: {type(exc).__name__}: {exc!s:.500} -- {where.removeprefix('eagle: ')}\n"
+        f"{text}eagle: rank {rank} of {size}: {type(exc).__name__}: {message} -- {where.removeprefix('eagle: ')}\n"
         f"eagle: rank {rank} aborts the MPI job (MPI.COMM_WORLD.Abort(1)) so that the other ranks do not wait "
         "forever in the next collective; eagle.mpi.set_failure_mode('raise') hands the exception to you instead\n")
     sys.stderr.flush()
