@@ -9,7 +9,8 @@ Conventions
 Rows
     Each stage is one row.  A left column holds ``stage N`` (plus the stage
     note after build, e.g. ``stage 0 work_share``), padded to the widest label
-    plus two spaces.  Characters are assumed to be one column wide.
+    plus two spaces.  Text is measured in terminal columns: a wide (CJK,
+    emoji) character takes two, a combining accent none (``text_width``).
 
 Wrapping (only when ``render`` is given a ``width``; ``print(g)`` passes the
 terminal's, 80 columns when unknown)
@@ -73,6 +74,8 @@ An empty graph renders as the header plus ``(empty)``.
 
 from __future__ import annotations
 
+import unicodedata
+
 GAP = 3  # spaces between neighbouring boxes in a row
 
 DOT_V, DOT_H = "┆", "┄"
@@ -103,9 +106,27 @@ def render(header: str, stages: list[list[int]], boxes: list[str],
     return _Picture(stages, boxes, edges, stage_notes, width).draw(header)
 
 
+def char_width(ch: str) -> int:
+    """Terminal columns of one character: 0 (combining), 2 (East Asian wide/full) or 1."""
+    if unicodedata.combining(ch):
+        return 0
+    return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+
+
+def text_width(text: str) -> int:
+    if text.isascii():
+        return len(text)
+    return sum(char_width(c) for c in text)
+
+
+def pad(text: str, width: int) -> str:
+    """``text`` padded with spaces to ``width`` columns (str.ljust counts characters)."""
+    return text + " " * (width - text_width(text))
+
+
 def box_width(text: str) -> int:
     """Odd total width of the box around ``text`` (borders and padding)."""
-    width = len(text) + 4
+    width = text_width(text) + 4
     return width if width % 2 else width + 1
 
 
@@ -137,8 +158,20 @@ class _Canvas:
         return len(self.lines) - 1
 
     def put(self, y: int, x: int, text: str) -> None:
-        for k, ch in enumerate(text):
-            self.lines[y][x + k] = ch
+        line = self.lines[y]
+        if text.isascii():
+            for k, ch in enumerate(text):
+                line[x + k] = ch
+            return
+        for ch in text:
+            w = char_width(ch)
+            if w == 0 and x > 0:   # a combining accent joins the cell before
+                line[x - 1] = line.get(x - 1, " ") + ch
+                continue
+            line[x] = ch
+            if w == 2:
+                line[x + 1] = ""   # the second column of a wide character
+            x += max(w, 1)
 
     def text(self) -> str:
         out = []
@@ -359,7 +392,7 @@ class _Picture:
         for it in sorted(items, key=lambda it: it.col):
             if not it.text:
                 continue
-            n = len(it.text)
+            n = text_width(it.text)
             # Starts that keep the text clear of every other vertical, most
             # centered first.
             starts = sorted(range(it.col - n + 1, it.col + 1),
@@ -408,7 +441,7 @@ class _Picture:
         for i in row:
             x, w, c = self.left[i], self.width[i], self.center(i)
             cv.put(ys[0], x, "┌" + "─" * (w - 2) + "┐")
-            cv.put(ys[1], x, "│ " + self.boxes[i].ljust(w - 4) + " │")
+            cv.put(ys[1], x, "│ " + pad(self.boxes[i], w - 4) + " │")
             cv.put(ys[2], x, "└" + "─" * (w - 2) + "┘")
             if i in has_in:
                 cv.put(ys[0], c, "┴")
@@ -480,7 +513,7 @@ class _Picture:
             for i in sub:
                 x, w = self.left[i], self.width[i]
                 cv.put(ys[0], x, "┌" + "─" * (w - 2) + "┐")
-                cv.put(ys[1], x, "│ " + self.boxes[i].ljust(w - 4) + " │")
+                cv.put(ys[1], x, "│ " + pad(self.boxes[i], w - 4) + " │")
                 cv.put(ys[2], x, "└" + "─" * (w - 2) + "┘")
         # the block of notes: consumers with the same producers and arrays share a line
         srcs_of: dict[int, list[int]] = {}
@@ -505,7 +538,7 @@ class _Picture:
         for k, t in enumerate(tokens):
             piece = t + ("," if k < len(tokens) - 1 else "")
             start = indent if not lines else indent + 4
-            if line and start + len(line) + 1 + len(piece) > self.limit:
+            if line and start + text_width(line) + 1 + text_width(piece) > self.limit:
                 lines.append(line)
                 line = piece
             else:
