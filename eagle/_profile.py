@@ -224,7 +224,10 @@ class Profile:
                                       threads, total / wall if wall else 0.0))
             if not per_thread:
                 rest = max(wall - node_sum, 0.0)
-                rows.append(NodeStats(label, "(between nodes)", None, len(records), rest,
+                # the time of the calls not kept is in the rest too: say so rather than call it all executor time
+                what = ("(between nodes, and node calls not kept)" if any(r.dropped for r in records)
+                        else "(between nodes)")
+                rows.append(NodeStats(label, what, None, len(records), rest,
                                       rest / len(records), None, rest, 1, rest / wall if wall else 0.0))
         return rows
 
