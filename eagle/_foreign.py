@@ -98,7 +98,9 @@ def host_view(obj: Any, what: str = "the array", write: bool = False) -> np.ndar
         except Exception as exc:
             raise TypeError(f"{what}: NumPy cannot import this {type(obj).__name__} through DLPack "
                             f"({exc})") from exc
-        return _check_writable(view, obj, what, write, "DLPack")
+        return _check_writable(view, obj, what, write,
+                               "DLPack (or through the old, unversioned DLPack protocol, which carries no "
+                               "read-only flag and which NumPy therefore imports read-only)")
     if hasattr(obj, "__array_interface__") or hasattr(obj, "__array_struct__"):
         try:
             view = np.asarray(obj)
