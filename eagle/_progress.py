@@ -25,7 +25,10 @@ def _tqdm():
 
 
 def start(progress, n, until_done):
-    """The bar for a launch of n replays, or None when progress is off (False, None, 0)."""
+    """The bar for a launch of n replays, or None when progress is off (False, None, 0).
+    Anything but a bool, None, 0 or 1 is refused before the launch runs."""
+    if progress is not None and not isinstance(progress, (bool, int)) or progress not in (None, 0, 1):
+        raise TypeError(f"progress= takes True or False, got {progress!r}")
     if not progress:
         return None
     return Progress(n, "launch_until_done" if until_done else "launch")

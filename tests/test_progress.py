@@ -132,6 +132,11 @@ def test_progress_off_and_bad_input(fake_tqdm):
         g.launch(-1, progress=True)
     with pytest.raises(ValueError, match="compaction"):
         g.launch_until_done(3, progress=True)
+    for bad in ("yes", 2, 0.5, print):
+        with pytest.raises(TypeError, match="progress= takes True or False"):
+            g.launch(3, progress=bad)
+    assert fake_tqdm == [] and z[0] == 9   # refused before anything ran
+    g.launch(1)                            # and the graph is not left locked
     h = eagle.Graph()
     h.add_node(opaque(lambda: None), name="n")
     with pytest.raises(eagle.NotBuiltError):
