@@ -96,24 +96,22 @@ def case_opaque(replays, repeats):
     return ("opaque: 3 Python callables", *time_against_loop(g, fns, replays, repeats))
 
 
-def case_native(replays, repeats):
-    g, out = native_seed_graph()
+def _time_against_the_opaque_graph(what, g, out, replays, repeats):
+    """Check that g computes what the opaque seed graph does, then time it beside the loop."""
     g.build()
     _, _, reference, fns = seed_graph()
     g.launch(1)
     fns[0](), fns[1](), fns[2]()
-    assert np.array_equal(out, reference), "the native seed graph must compute what the opaque one does"
-    return ("native: 3 nogil C kernels", *time_against_loop(g, fns, replays, repeats))
+    assert np.array_equal(out, reference), f"the {what.split(':')[0]} seed graph must compute what the opaque one does"
+    return (what, *time_against_loop(g, fns, replays, repeats))
+
+
+def case_native(replays, repeats):
+    return _time_against_the_opaque_graph("native: 3 nogil C kernels", *native_seed_graph(), replays, repeats)
 
 
 def case_ufunc(replays, repeats):
-    g, out = ufunc_seed_graph()
-    g.build()
-    _, _, reference, fns = seed_graph()
-    g.launch(1)
-    fns[0](), fns[1](), fns[2]()
-    assert np.array_equal(out, reference), "the ufunc seed graph must compute what the opaque one does"
-    return ("ufunc: 3 NumPy ufunc nodes", *time_against_loop(g, fns, replays, repeats))
+    return _time_against_the_opaque_graph("ufunc: 3 NumPy ufunc nodes", *ufunc_seed_graph(), replays, repeats)
 
 
 CASES = [case_opaque, case_native, case_ufunc]

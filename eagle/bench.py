@@ -325,28 +325,39 @@ void eagle_bench_plain_polynomial(int64_t reps, int32_t threads, int64_t n, cons
 """
 
 
-def compile_plain_loops():
-    """(ctypes library, None) of plain C loops doing what eagle's built-in kernels do
-    (``cc -O3 -fopenmp``), or (None, why not)."""
+def _compile_helper(source, name, flag_sets):
+    """(ctypes library, None) for C ``source`` built with the first of ``flag_sets`` that
+    compiles, or (None, why it is skipped). The library stays mapped after its files go."""
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if not cc:
         return None, "no C compiler (cc) found"
     tmp = tempfile.mkdtemp(prefix="eagle_bench_")
-    src, lib = os.path.join(tmp, "plain.c"), os.path.join(tmp, "plain.so")
+    src, lib = os.path.join(tmp, f"{name}.c"), os.path.join(tmp, f"{name}.so")
     with open(src, "w") as f:
-        f.write(_PLAIN_LOOPS)
+        f.write(source)
     try:
-        try:
-            subprocess.run(cc.split() + ["-O3", "-fopenmp", "-shared", "-fPIC", "-o", lib, src],
-                           check=True, capture_output=True, timeout=60)
-        except subprocess.CalledProcessError:   # no OpenMP: the loops run serial
-            subprocess.run(cc.split() + ["-O3", "-shared", "-fPIC", "-o", lib, src],
-                           check=True, capture_output=True, timeout=60)
-        dll = ctypes.CDLL(lib)
+        for k, flags in enumerate(flag_sets):
+            try:
+                subprocess.run(cc.split() + flags + ["-shared", "-fPIC", "-o", lib, src],
+                               check=True, capture_output=True, timeout=60)
+                break
+            except subprocess.CalledProcessError:
+                if k == len(flag_sets) - 1:
+                    raise
+        return ctypes.CDLL(lib), None
     except (OSError, subprocess.SubprocessError) as exc:
-        return None, f"{cc} could not build the plain C loops ({exc})"
+        detail = getattr(exc, "stderr", b"") or b""
+        return None, f"{cc} could not build the {name} helper ({exc}; {detail.decode(errors='replace').strip()[:200]})"
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def compile_plain_loops():
+    """(ctypes library, None) of plain C loops doing what eagle's built-in kernels do
+    (``cc -O3 -fopenmp``; serial where the compiler has no OpenMP), or (None, why not)."""
+    dll, why = _compile_helper(_PLAIN_LOOPS, "plain", [["-O3", "-fopenmp"], ["-O3"]])
+    if dll is None:
+        return None, why
     i64, i32, dbl, ptr = ctypes.c_int64, ctypes.c_int32, ctypes.c_double, ctypes.c_void_p
     dll.eagle_bench_plain_scale.argtypes = [i64, i32, i64, dbl, ptr, ptr]
     dll.eagle_bench_plain_scale.restype = None
@@ -357,22 +368,9 @@ def compile_plain_loops():
 
 def compile_c_loop():
     """(ctypes function, None) for the C loop helper, or (None, why it is skipped)."""
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if not cc:
-        return None, "no C compiler (cc) found"
-    tmp = tempfile.mkdtemp(prefix="eagle_bench_")
-    src, lib = os.path.join(tmp, "loop.c"), os.path.join(tmp, "loop.so")
-    with open(src, "w") as f:
-        f.write(_C_LOOP)
-    try:
-        subprocess.run(cc.split() + ["-O2", "-shared", "-fPIC", "-o", lib, src], check=True,
-                       capture_output=True, timeout=60)
-        dll = ctypes.CDLL(lib)
-    except (OSError, subprocess.SubprocessError) as exc:
-        detail = getattr(exc, "stderr", b"") or b""
-        return None, f"{cc} could not build the helper ({exc}; {detail.decode(errors='replace').strip()[:200]})"
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)   # the loaded library stays mapped
+    dll, why = _compile_helper(_C_LOOP, "loop", [["-O2"]])
+    if dll is None:
+        return None, why
     fn = dll.eagle_bench_c_loop
     fn.restype = None
     fn.argtypes = [ctypes.c_int64, ctypes.c_int32] + [ctypes.c_void_p] * 4 + [ctypes.c_int64]
@@ -685,21 +683,7 @@ void eagle_bench_slowing(int64_t start, int64_t stop, char **data, const int64_t
 
 def compile_extra():
     """The ctypes library of the rows below the table, or (None, why)."""
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if not cc:
-        return None, "no C compiler (cc) found"
-    tmp = tempfile.mkdtemp(prefix="eagle_bench_")
-    src, lib = os.path.join(tmp, "extra.c"), os.path.join(tmp, "extra.so")
-    with open(src, "w") as f:
-        f.write(_C_EXTRA)
-    try:
-        subprocess.run(cc.split() + ["-O2", "-shared", "-fPIC", "-o", lib, src], check=True,
-                       capture_output=True, timeout=60)
-        return ctypes.CDLL(lib), None
-    except (OSError, subprocess.SubprocessError) as exc:
-        return None, f"{cc} could not build the helper ({exc})"
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    return _compile_helper(_C_EXTRA, "extra", [["-O2"]])
 
 
 def _best_per_call(fn, n, rounds):
