@@ -62,7 +62,7 @@ common = dict(
 def ext(name, sources, openmp=False, libraries=(), extra_compile_args=()):
     kw = dict(common)
     # a header change must rebuild the module (setuptools only tracks sources)
-    kw["depends"] = sorted(glob.glob("csrc/*.h") + glob.glob("csrc/include/eagle/*") + glob.glob("eagle/*.pxd"))
+    kw["depends"] = sorted(glob.glob("csrc/*.h") + glob.glob("csrc/include/eagle/*") + glob.glob("eagle/*.pxd") + glob.glob("eagle/*/*.pxd"))
     kw["extra_compile_args"] = (list(common["extra_compile_args"]) + (omp_compile if openmp else [])
                                 + list(extra_compile_args))
     kw["extra_link_args"] = omp_link if openmp else []
@@ -71,14 +71,16 @@ def ext(name, sources, openmp=False, libraries=(), extra_compile_args=()):
 
 
 EXTENSIONS = [
-    ext("eagle._executor", ["eagle/_executor.pyx", "csrc/executor.c"], openmp=True),
+    # the graph's lock and launch path (the backend contract's compiled half)
+    ext("eagle._core", ["eagle/_core.pyx"]),
+    ext("eagle.cpu._executor", ["eagle/cpu/_executor.pyx", "csrc/executor.c"], openmp=True),
     ext("eagle.native", ["eagle/native.pyx"]),
     # the built-in kernels' contiguous paths (csrc/builtin_kernels.h) are written for the
     # vectoriser; no FMA contraction keeps their results bitwise NumPy's
     ext("eagle.kernels", ["eagle/kernels.pyx"],
         extra_compile_args=["-O3", "-fopenmp-simd", "-ffp-contract=off"] if sys.platform != "win32" else []),
-    ext("eagle._partition", ["eagle/_partition.pyx"]),
-    ext("eagle._ufunc", ["eagle/_ufunc.pyx"]),
+    ext("eagle.cpu._partition", ["eagle/cpu/_partition.pyx"]),
+    ext("eagle.cpu._ufunc", ["eagle/cpu/_ufunc.pyx"]),
     # MPI collectives: the MPI entry points are looked up at run time, no mpi.h needed
     ext("eagle.mpi._collectives", ["eagle/mpi/_collectives.pyx"], libraries=["dl"]),
 ]

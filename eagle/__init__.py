@@ -21,12 +21,12 @@ def _defer_to_installed_copy():
 
     here = os.path.dirname(os.path.abspath(__file__))
     suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
-    if any(f.startswith("_executor") and f.endswith(suffixes) for f in os.listdir(here)):
+    if any(f.startswith("_core") and f.endswith(suffixes) for f in os.listdir(here)):
         return
     for entry in sys.path:
         candidate = os.path.join(os.path.abspath(entry or os.curdir), "eagle")
         if candidate != here and os.path.isdir(candidate) and any(
-                f.startswith("_executor") and f.endswith(suffixes) for f in os.listdir(candidate)):
+                f.startswith("_core") and f.endswith(suffixes) for f in os.listdir(candidate)):
             __path__[:] = [candidate]
             return
     raise ImportError(f"eagle's compiled modules are missing in {here} and no installed eagle was "
@@ -45,7 +45,7 @@ _SPIN_SET = not ({"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"} & set(os.environ))
 if _SPIN_SET:
     os.environ["GOMP_SPINCOUNT"] = "10000"
 try:
-    from eagle._executor import get_num_threads, have_openmp, max_threads, set_num_threads  # noqa: E402
+    from eagle.cpu._executor import get_num_threads, have_openmp, max_threads, set_num_threads  # noqa: E402
 finally:
     if _SPIN_SET:
         os.environ.pop("GOMP_SPINCOUNT", None)
@@ -53,10 +53,10 @@ finally:
 from eagle import kernels, native  # noqa: E402
 from eagle._errors import CudaError
 from eagle.graph import Graph, GroupConflict, NotBuiltError
-from eagle._profile import profile
+from eagle.observe import Profile, profile
 
 __version__ = "0.1.0"
-__all__ = ["Graph", "GroupConflict", "NotBuiltError", "CudaError", "get_num_threads", "set_num_threads",
+__all__ = ["Graph", "GroupConflict", "NotBuiltError", "CudaError", "Profile", "get_num_threads", "set_num_threads",
            "max_threads", "profile",
            "show_config", "get_include", "__version__"]
 
@@ -70,7 +70,7 @@ def show_config() -> None:
     """Print how this eagle was built and what it will use at run time."""
     import numpy as np
 
-    from eagle._executor import usable_cpus
+    from eagle.cpu._executor import usable_cpus
 
     print(f"eagle {__version__}")
     print(f"  numpy            {np.__version__}")

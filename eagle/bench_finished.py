@@ -36,7 +36,7 @@ import time
 import numpy as np
 
 import eagle
-from eagle._executor import have_openmp
+from eagle.cpu._executor import have_openmp
 from eagle.graph import compact, native, opaque
 from eagle.native import CTYPES_KERNEL, Kernel
 

@@ -8,7 +8,7 @@
     g.launch(3)
 
 Recording runs nothing. Each node is staged as it is recorded (see
-``eagle._staging``), so ``print(g)`` shows the stages at any time.
+``eagle.record.staging``), so ``print(g)`` shows the stages at any time.
 
 Rules a user can rely on:
 
@@ -23,9 +23,12 @@ Rules a user can rely on:
   runs, OpenMP workers included. ``plan()``, ``str(g)`` and the properties only
   read: they never change a launch in flight, and while another thread records
   they show the graph as it was between two recorded nodes.
-* The lock and the launch path are compiled (``eagle._executor.GraphCore``):
+* The lock and the launch path are compiled (``eagle._core.GraphCore``):
   no signal can leave a graph locked.
 * Every bad input raises before anything changes.
+
+Backends see a graph only through its ``Recording`` (``eagle.record``), made
+at ``build()``; scale-out joins in through ``eagle.record.hooks``.
 """
 from __future__ import annotations
 
@@ -33,24 +36,23 @@ import operator
 import shutil
 import unicodedata
 
-from eagle import _dot
-from eagle._executor import GraphCore
-from eagle._plan import Plan, StagePlan
-from eagle._cuda_kernel import SIZE, SIZE_PTR, CudaKernelNode, cuda_kernel
-from eagle._finished import compact, reorder
-from eagle._memory import leading_length
-from eagle._nodes import NativeNode, Node, OpaqueNode, native, opaque
-from eagle._picture import render
-from eagle._staging import GroupConflict, Stager
-from eagle._ufunc_node import UfuncNode, ufunc
-from eagle.mpi import allgather, allreduce, bcast, sendrecv  # collective nodes (mpi4py on first use)
+from eagle._core import GraphCore
+from eagle._errors import NotBuiltError
+from eagle._text import plural
+from eagle.cpu.backend import CpuBackend
+from eagle.look import dot
+from eagle.look.picture import render
+from eagle.nodes import (SIZE, SIZE_PTR, CudaKernelNode, NativeNode, Node, OpaqueNode, UfuncNode, allgather,
+                         allreduce, bcast, compact, cuda_kernel, native, opaque, reorder, sendrecv, ufunc)
+from eagle.record import hooks
+from eagle.record.memory import leading_length
+from eagle.record.plan import Plan, StagePlan
+from eagle.record.recording import Recording
+from eagle.record.staging import GroupConflict, Stager
 
 __all__ = ["Graph", "Node", "opaque", "native", "ufunc", "cuda_kernel", "SIZE", "SIZE_PTR", "compact", "reorder",
-           "NotBuiltError", "GroupConflict", "Plan", "StagePlan", "allreduce", "allgather", "bcast", "sendrecv"]
-
-
-class NotBuiltError(RuntimeError):
-    """launch() on a graph that was never built or was recorded into since build()."""
+           "NotBuiltError", "GroupConflict", "Plan", "StagePlan", "Recording", "allreduce", "allgather", "bcast",
+           "sendrecv"]
 
 
 def _one_line(name):
@@ -59,16 +61,30 @@ def _one_line(name):
     return not any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in name)
 
 
-def _plural(n, word):
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
 class Graph(GraphCore):
     """A recorded compute step: nodes staged by the memory they read and write.
 
     Record with ``add_node``/``add_group``, then ``build()`` once, ``launch(n)``
     many times, and ``set_logical_size(n)`` to change how many samples the
-    native nodes process, without re-recording.
+    sized nodes process, without re-recording.
+
+    Thread-safety: every method may be called from any thread. ``launch``,
+    ``launch_until_done``, ``add_node``, ``add_group``, ``build`` and
+    ``set_logical_size`` take the graph's lock: a second thread waits for the
+    first (a retune applies from the next launch on, never inside one). A node
+    calling one of them on its own graph, or on a graph whose launch encloses
+    it, gets ``RuntimeError`` on whichever thread it runs. ``plan()``,
+    ``recording()``, ``str(g)``, ``to_dot()`` and the properties take no lock and
+    change nothing: during another thread's recording they show the graph as it
+    was between two recorded nodes.
+
+    Ownership: the graph keeps alive every node recorded into it, and so each
+    node's callable or kernel and every array it declared (also views and the
+    buffers they view), until the graph is collected. A built graph also keeps
+    its backend: the cpu backend's plan (C arrays of data pointers into those
+    arrays), or the cuda backend's captured CUDA graph, its executable graph,
+    streams, events and the memory pool that holds the capture's temporaries.
+    Nothing eagle hands out (``plan()``, ``recording()``) keeps the graph alive.
     """
 
     def __init__(self):
@@ -80,7 +96,7 @@ class Graph(GraphCore):
         self._stager = Stager()
         self._family: str | None = None
         self._backend = None
-        self._logical_size: int | None = None   # None: follow the capacity
+        self._logical_size = None   # None: follow the capacity
         self._ever_built = False
         # shortest axis 0 among the arrays of sized nodes / of all nodes (None: no such array)
         self._cap_sized: int | None = None
@@ -89,7 +105,7 @@ class Graph(GraphCore):
         self._cap_sized_by: tuple | None = None
         self._cap_all_by: tuple | None = None
         self._has_sized = False
-        self._has_resizer = False   # a compaction node sets the logical size as samples finish
+        self._has_resizer = False   # a compaction node sets the logical size as samples finish (GraphCore's)
 
     # ---- recording ------------------------------------------------------
 
@@ -139,7 +155,7 @@ class Graph(GraphCore):
             if group:
                 self._stager.check_group(final, accesses)
             # validated: from here on nothing can fail. A reader on another thread sees
-            # the first len(self._names) nodes (see _recorded): stages and edges are
+            # the first len(self._names) nodes (see recording()): stages and edges are
             # published before the nodes, each node before its name
             self._backend = None
             first = len(self._nodes)
@@ -199,38 +215,31 @@ class Graph(GraphCore):
         """Node names in recording order."""
         return list(self._names)
 
-    def _recorded(self):
-        """(nodes, names, stage of each, edges) of the nodes recorded so far, consistent
-        while another thread records (reads take no lock: they work inside a launch)."""
+    def recording(self) -> Recording:
+        """A read-only view of the nodes recorded so far: nodes, names, stages, edges and
+        capacity (``eagle.record.recording.Recording``). It is consistent while another
+        thread records (takes no lock: it works inside a launch) and never changes."""
         names = self._names[:]
         n = len(names)
         edges = [d for d in self._stager.edges if d.dst < n]
-        return self._nodes[:n], names, self._stager.stage_of[:n], edges
-
-    @staticmethod
-    def _rows(stage_of):
-        rows = [[] for _ in range(max(stage_of, default=-1) + 1)]
-        for i, s in enumerate(stage_of):
-            rows[s].append(i)
-        return rows
+        return Recording(self._nodes[:n], names, self._stager.stage_of[:n], edges, n_groups=self._n_groups,
+                         capacity=self.capacity, capacity_bound_by=self.capacity_bound_by,
+                         logical_size=self.logical_size)
 
     @property
     def stages(self) -> list[list[str]]:
         """Node names per stage, in recording order within a stage."""
-        _, names, stage_of, _ = self._recorded()
-        return [[names[i] for i in idx] for idx in self._rows(stage_of)]
+        rec = self.recording()
+        return [[rec.names[i] for i in idx] for idx in rec.rows]
 
     def stage_of(self, name: str) -> int:
         return self._stager.stage_of[self._names.index(name)]
 
-    def _stage_indexes(self):
-        return self._rows(self._stager.stage_of)
-
     @property
     def dependencies(self) -> list[tuple[str, str, str | None]]:
         """(before, after, array name or None for an ordering-only hazard)."""
-        _, names, _, edges = self._recorded()
-        return [(names[d.src], names[d.dst], d.label) for d in edges]
+        rec = self.recording()
+        return [(rec.names[d.src], rec.names[d.dst], d.label) for d in rec.edges]
 
     @property
     def backend(self) -> str | None:
@@ -255,7 +264,7 @@ class Graph(GraphCore):
         """(node name, reason) for every native node eagle runs whole although it asked to
         be split: its own reads and writes overlap at other samples."""
         return [(name, node.split_refused_reason) for node, name in zip(self._nodes, self._names)
-                if getattr(node, "split_refused_reason", None)]
+                if node.split_refused_reason]
 
     @property
     def logical_size(self) -> int:
@@ -295,50 +304,26 @@ class Graph(GraphCore):
             if self._logical_size is not None and self._logical_size > self.capacity:
                 raise ValueError(f"logical size {self._logical_size} exceeds the capacity {self.capacity} "
                                  "of the arrays recorded since; call set_logical_size() first")
-            if any(getattr(node, "collective", None) for node in self._nodes):
-                from eagle.mpi._check import check_same_graph
-                check_same_graph(self)   # every rank recorded the same graph, or all raise
+            recording = self.recording()
+            hooks.before_build(recording)   # scale-out: every rank recorded the same graph, or all raise
+            backend_type = CpuBackend
             if self._family == "cuda":
                 try:
-                    from eagle._backend_cuda import CudaBackend
+                    from eagle.cuda.backend import CudaBackend as backend_type
                 except ImportError as e:
                     raise NotImplementedError(
                         "this graph holds CUDA arrays, and this eagle was built without the cuda "
                         f"backend ({e}); use NumPy arrays for the cpu backend") from e
-                try:
-                    self._backend = CudaBackend(self, policies)
-                except BaseException as exc:
-                    # opaque nodes run here on cuda (at capture): the other ranks must not wait
-                    if any(getattr(node, "collective", None) for node in self._nodes):
-                        from eagle.mpi._failure import stop_on_failure
-                        stop_on_failure(self, exc)
-                    raise
-            else:
-                from eagle._backend_cpu import CpuBackend
-                self._backend = CpuBackend(self, policies)
+            try:
+                self._backend = backend_type(recording, policies)
+            except BaseException as exc:
+                # opaque nodes run here on cuda (at capture): scale-out must not leave other ranks waiting
+                hooks.failed(recording, exc)
+                raise
             self._ever_built = True
         return self
 
     # launch(n) and launch_until_done(max_replays) are GraphCore's (compiled)
-
-    def _not_built(self):
-        raise NotBuiltError("the graph was recorded into since build(); call g.build() again"
-                            if self._ever_built else "launch() needs a built graph: call g.build() first")
-
-    def _note_failure(self, exc, n):
-        """Called by the compiled launch path when a launch raised: attach where it happened."""
-        where = getattr(self._backend, "last_failure", None)
-        if where is not None:
-            node, replay = where
-            if node is None or node < 0:
-                note = f"eagle: launch({n}) interrupted in replay {replay}"
-            else:
-                note = (f"eagle: raised by node {self._names[node]!r} (stage {self._stager.stage_of[node]}) "
-                        f"in replay {replay} of launch({n})")
-            _add_note(exc, note)
-        if any(getattr(nd, "collective", None) for nd in self._nodes):
-            from eagle.mpi._failure import stop_on_failure
-            stop_on_failure(self, exc)   # the other ranks must not wait in a collective
 
     def set_logical_size(self, n: int) -> None:
         """Process samples [0, n) on the next replays: 0 <= n <= capacity. No rebuild.
@@ -380,8 +365,8 @@ class Graph(GraphCore):
     def _header(self, n_nodes=None):
         backend = self.backend or "(not built)"
         n_nodes = len(self._names) if n_nodes is None else n_nodes
-        text = (f"eagle.Graph {_plural(n_nodes, 'node')} · "
-                f"{_plural(self._n_groups, 'group')} · backend: {backend}")
+        text = (f"eagle.Graph {plural(n_nodes, 'node')} · "
+                f"{plural(self._n_groups, 'group')} · backend: {backend}")
         if self._has_sized:
             text += f" · logical size {self.logical_size} of {self.capacity}"
             bound = self.capacity_bound_by
@@ -395,44 +380,26 @@ class Graph(GraphCore):
         return notes if notes is None or len(notes) == len(rows) else None
 
     def __str__(self):
-        nodes, names, stage_of, deps = self._recorded()
-        rows = self._rows(stage_of)
-        boxes = [f"{n.box[0]}{name}{n.box[1]}" for n, name in zip(nodes, names)]
-        edges = [(d.src, d.dst, d.label) for d in deps]
+        rec = self.recording()
+        rows = [list(r) for r in rec.rows]
+        boxes = [rec.box(i) for i in range(len(rec))]
+        edges = [(d.src, d.dst, d.label) for d in rec.edges]
         # a stage wider than the terminal (80 columns when unknown) wraps onto continuation rows
         width = shutil.get_terminal_size((80, 24)).columns
-        return render(self._header(len(names)), rows, boxes, edges, self._stage_notes(rows), width=width)
+        return render(self._header(len(rec)), rows, boxes, edges, self._stage_notes(rows), width=width)
 
     def __repr__(self):
         return f"<{self._header()}>"
 
     def to_dot(self) -> str:
         """The graph as Graphviz DOT: stages as ranks, node kinds as shapes, edges labelled
-        with the arrays they carry, ordering-only edges dashed (see ``eagle._dot``)."""
-        nodes, names, stage_of, deps = self._recorded()
-        rows = self._rows(stage_of)
-        edges = [(d.src, d.dst, d.label) for d in deps]
-        return _dot.to_dot(self._header(len(names)), nodes, names, rows, edges, self._stage_notes(rows))
+        with the arrays they carry, ordering-only edges dashed (see ``eagle.look.dot``)."""
+        rec = self.recording()
+        rows = [list(r) for r in rec.rows]
+        edges = [(d.src, d.dst, d.label) for d in rec.edges]
+        return dot.to_dot(self._header(len(rec)), rec.nodes, rec.names, rows, edges, self._stage_notes(rows))
 
     def _repr_html_(self):
         """Jupyter: an SVG when Graphviz's ``dot`` is installed, else the picture."""
-        return _dot.repr_html(self)
-
-
-def _add_note(exc, note):
-    """Attach ``note`` to ``exc`` whatever its ``__notes__`` holds (a tuple, a string,
-    something odd); never raise: the node's exception must reach the caller as it is."""
-    try:
-        if hasattr(exc, "add_note"):
-            try:
-                exc.add_note(note)
-                return
-            except TypeError:   # __notes__ is not a list
-                pass
-        notes = getattr(exc, "__notes__", None)
-        kept = list(notes) if isinstance(notes, (list, tuple)) else ([] if notes is None else [notes])
-        # as text: tools that print notes (traceback, pytest) expect strings
-        exc.__notes__ = [n if isinstance(n, str) else str(n) for n in kept] + [note]
-    except Exception:
-        pass
+        return dot.repr_html(self)
 

@@ -5,14 +5,14 @@
 * ``eagle.cuda.kernel_nodes`` — ``cuda_kernel`` nodes and ``SIZE`` / ``SIZE_PTR``
   (public as ``eagle.graph.cuda_kernel``, ``eagle.graph.SIZE``, ``eagle.graph.SIZE_PTR``);
 * ``eagle.cuda.finished`` — compaction and reorder as captured kernels;
+* ``eagle.cuda.ufunc_node`` — ``eagle.graph.ufunc`` on CUDA arrays (generated kernels);
 * ``eagle.cuda._shim`` — the Cython wrapper of the C shim over the CUDA driver
   (csrc/include/eagle/cuda_shim.h);
 * ``eagle/cuda/kernels/*.cu`` — the CUDA C source eagle ships. CuPy compiles it on a
   GPU (``cupy.RawModule``); the tests compile the same files on the CPU with the
-  emulator in tests/cuda_standin/cuda_emulation.h.
+  CUDA C emulator of the test doubles (tests/).
 
-The old module names (``eagle._backend_cuda``, ``eagle._cuda_kernel``,
-``eagle._finished_cuda``) still import. ``eagle.CudaError`` stays in ``eagle``.
+``eagle.CudaError`` is in ``eagle``.
 """
 from __future__ import annotations
 

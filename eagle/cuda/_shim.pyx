@@ -72,7 +72,7 @@ cdef long long _SIGNAL_CHUNK = 4096
 # ---- errors ---------------------------------------------------------------------
 
 cpdef str status_name(int status):
-    """The error name for a status (``cudaErrorInvalidValue``, ``eagleCudaErrorNotLoaded``...)."""
+    """The error name for a status (the driver's ``CUDA_ERROR_INVALID_VALUE``..., or eagle's own ``eagleCudaErrorNotLoaded``...)."""
     cdef const char *name
     cdef const char *text
     eagle_cuda_status_text(status, &name, &text)
@@ -80,7 +80,7 @@ cpdef str status_name(int status):
 
 
 cpdef str status_text(int status):
-    """The runtime's sentence for a status."""
+    """The driver's sentence for a status (``cuGetErrorString``), or eagle's for its own codes."""
     cdef const char *name
     cdef const char *text
     eagle_cuda_status_text(status, &name, &text)

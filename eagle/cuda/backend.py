@@ -66,20 +66,12 @@ import sys
 import threading
 from dataclasses import dataclass
 
+from eagle._errors import CudaError, add_note
 from eagle.cuda import _nvtx
 from eagle.cuda import _shim as _cuda  # ImportError: eagle was built without the cuda backend (Graph.build says so)
-from eagle._errors import CudaError
-
-
-def _plan_types():
-    try:
-        from eagle._plan import Plan, StagePlan
-    except ImportError:
-        from eagle.graph import Plan, StagePlan
-    return Plan, StagePlan
-
-
-Plan, StagePlan = _plan_types()
+from eagle.record.backend import Backend
+from eagle.record.node import RunsAs
+from eagle.record.plan import Plan, StagePlan
 
 __all__ = ["CudaBackend", "CudaPlan", "capture_stream", "dlpack_producers", "ensure_driver",
            "producer_streams"]
@@ -96,7 +88,7 @@ def capture_stream():
     Inside an opaque node during ``build()`` on the cuda backend this is the
     stream its GPU work must go to (CuPy code needs nothing: the stream is
     CuPy's current stream then). Other libraries can wrap its ``.ptr``, e.g.
-    ``torch.cuda.ExternalStream(eagle._backend_cuda.capture_stream().ptr)``.
+    ``torch.cuda.ExternalStream(eagle.cuda.backend.capture_stream().ptr)``.
     """
     return getattr(_tls, "stream", None)
 
@@ -192,7 +184,7 @@ class CudaPlan(Plan):
 
 # ---- the backend ----------------------------------------------------------------------
 
-class CudaBackend:
+class CudaBackend(Backend):
     """A recorded graph captured into one CUDA graph, instantiated once (see the module doc).
 
     Attributes for the curious: ``stream`` (eagle's stream, an
@@ -204,21 +196,21 @@ class CudaBackend:
 
     name = "cuda"
 
-    def __init__(self, graph, policies):
+    def __init__(self, recording, policies):
+        super().__init__(recording)
         self.library = ensure_driver()
-        self._graph = graph
         self._cp = _cupy()
-        stages = graph._stage_indexes()
-        for i, node in enumerate(graph._nodes):
-            if node.kind not in ("opaque", "cuda_kernel", "cuda_partition"):
-                raise TypeError(f"node {graph._names[i]!r} is a {node.kind} node, which runs on the CPU; "
+        nodes = recording.nodes
+        stages = recording.rows
+        for i, node in enumerate(nodes):
+            if node.runs_as not in _RUNS:
+                raise TypeError(f"node {recording.names[i]!r} is a {node.kind} node, which runs on the CPU; "
                                 "a graph of CUDA arrays takes opaque(), cuda_kernel(), compact() and "
                                 "reorder() nodes")
         #: whether a compaction node sets the next replay's logical size (on the device)
-        self.resizes = any(n.resizes for n in graph._nodes)
+        self.resizes = recording.index_of_resizer() is not None
         # a stage of several nodes is captured as branches, unless its policy is "serial"
         self._branches = [len(idx) > 1 and policies[s] != "serial" for s, idx in enumerate(stages)]
-        self._stage_names = [[graph._names[i] for i in idx] for idx in stages]
         width = max([len(idx) for s, idx in enumerate(stages) if self._branches[s]] or [1])
 
         self.stream = _cuda.Stream()
@@ -232,7 +224,7 @@ class CudaBackend:
         self._library_kernels = {}
         #: {stage: {node name: [kernel names]}} captured serially for library calls
         self.library_serial_stages = {}
-        self._arrays = [a for n in graph._nodes for _, a, _ in n.arrays()]
+        self._arrays = [a for n in nodes for _, a, _ in n.arrays()]
         #: streams the arrays' producers used (``__cuda_array_interface__['stream']``)
         self._producers = producer_streams(self._arrays)
         #: arrays that order themselves on eagle's stream through ``__dlpack__(stream=...)``
@@ -240,11 +232,11 @@ class CudaBackend:
         self.last_failure = None
         self.replays = 0
 
-        size = graph.logical_size
+        size = recording.logical_size
         # the device logical size: for compaction / reorder nodes and SIZE_PTR kernels
-        partitions = [n for n in graph._nodes if n.kind == "cuda_partition"]
+        partitions = [n for n in nodes if n.runs_as is RunsAs.CUDA_PARTITION]
         self._has_partitions = bool(partitions)
-        self._device_size = bool(partitions) or any(getattr(n, "size_ptr", False) for n in graph._nodes)
+        self._device_size = bool(partitions) or any(n.size_ptr for n in nodes)
         self._buffers = []
         self._gblock = None
         self._host_g = None
@@ -278,11 +270,11 @@ class CudaBackend:
             raise
         try:
             self.exec = captured.instantiate(upload_stream=self.stream, owners=owners,
-                                             names=graph._names)
+                                             names=list(recording.names))
         except CudaError as e:
             if e.node_index is not None:
-                _add_note(e, f"eagle: the CUDA graph captured from node {e.node_name!r} (stage "
-                             f"{graph._stager.stage_of[e.node_index]}) failed to instantiate")
+                add_note(e, f"eagle: the CUDA graph captured from {recording.where(e.node_index)} "
+                            "failed to instantiate")
             captured.close()
             self._free_buffers()
             raise
@@ -292,7 +284,7 @@ class CudaBackend:
                     self.exec.add_sized_kernel(handle, nargs, size_index, size_type,
                                                per_block=per_block, arg_sizes=arg_sizes)
                 except (TypeError, CudaError) as e:
-                    _add_note(e, f"eagle: registering kernel node {graph._names[index]!r} as sized")
+                    add_note(e, f"eagle: registering kernel node {recording.names[index]!r} as sized")
                     raise
         except BaseException:
             self.exec.close()
@@ -330,7 +322,7 @@ class CudaBackend:
             _nvtx.pop()
 
     def _capture_body(self, stages, size, owners, sized):
-        g = self._graph
+        rec = self.recording
         s0 = self.stream
         events = []
         where = None
@@ -348,9 +340,9 @@ class CudaBackend:
                     streams = [s0] + sides if sides else [s0] * len(idx)
                     for i, stream in zip(idx, streams):
                         where = (i, s)
-                        node = g._nodes[i]
+                        node = rec.nodes[i]
                         with self._on(stream):
-                            if node.kind == "cuda_kernel":
+                            if node.runs_as is RunsAs.CUDA_KERNEL:
                                 if node.size_ptr:
                                     node.launch(stream, size, self.size_ptr)
                                     sized.append((i, stream.last_node(), node.nargs, 0, "none",
@@ -359,7 +351,7 @@ class CudaBackend:
                                     node.launch(stream, size)
                                     sized.append((i, stream.last_node(), node.nargs, node.size_arg,
                                                   node.size_type, node.block, node.arg_sizes()))
-                            elif node.kind == "cuda_partition":
+                            elif node.runs_as is RunsAs.CUDA_PARTITION:
                                 grid_only = []
                                 node.capture(self._kernels, stream, size, self.size_ptr, grid_only)
                                 sized += [(i, h, nargs, 0, "none", per, None)
@@ -369,11 +361,11 @@ class CudaBackend:
                         if stream.capture_status() != _cuda.CAPTURE_STATUS_ACTIVE:
                             st = 901  # cudaErrorStreamCaptureInvalidated
                             raise CudaError(st, _cuda.status_name(st), _cuda.status_text(st),
-                                            f"node {g._names[i]!r} invalidated the CUDA graph capture "
+                                            f"node {rec.names[i]!r} invalidated the CUDA graph capture "
                                             "(a GPU call inside it failed or is not allowed while "
-                                            "capturing)", node_index=i, node_name=g._names[i])
+                                            "capturing)", node_index=i, node_name=rec.names[i])
                         added = owners.mark(i)
-                        if sides and node.kind == "opaque":
+                        if sides and node.runs_as is RunsAs.OPAQUE:
                             self._note_library_kernels(s, i, added)
                     where = None
                     if sides:
@@ -382,8 +374,8 @@ class CudaBackend:
                         _cuda.join(s0, sides, joins)
                 if self.resizes:
                     # the compaction's count becomes the next replay's size, after every node
-                    i = next(k for k, n in enumerate(g._nodes) if n.resizes)
-                    where = (i, g._stager.stage_of[i])
+                    i = rec.index_of_resizer()
+                    where = (i, rec.stage_of[i])
                     self._kernels.launch("eagle_commit", s0, 1, 1, [("i", self.size_ptr)])
                     owners.mark(i)
                     where = None
@@ -392,8 +384,8 @@ class CudaBackend:
                 if where is not None:
                     i, s = where
                     if isinstance(exc, CudaError) and exc.node_index is None:
-                        exc.node_index, exc.node_name = i, g._names[i]
-                    _add_note(exc, f"eagle: raised by node {g._names[i]!r} (stage {s}) while build() "
+                        exc.node_index, exc.node_name = i, rec.names[i]
+                    add_note(exc, f"eagle: raised by node {rec.names[i]!r} (stage {s}) while build() "
                                    "captured the CUDA graph; the capture was ended and the graph "
                                    "is not built")
                 raise
@@ -401,7 +393,7 @@ class CudaBackend:
                 captured = s0.end_capture()
             except CudaError as exc:
                 self._abandon([])  # whatever stream still captures is ended too
-                _add_note(exc, "eagle: ending the CUDA graph capture failed in build(); the graph "
+                add_note(exc, "eagle: ending the CUDA graph capture failed in build(); the graph "
                                "is not built")
                 raise
             finally:
@@ -439,8 +431,8 @@ class CudaBackend:
             self._library_kernels.setdefault(stage, {})[index] = names
 
     def _stages_sharing_library_state(self):
-        g = self._graph
-        return {s: {g._names[i]: names for i, names in by_node.items()}
+        names_of = self.recording.names
+        return {s: {names_of[i]: names for i, names in by_node.items()}
                 for s, by_node in self._library_kernels.items() if len(by_node) >= 2}
 
     # -- the device logical size --------------------------------------------------------
@@ -519,6 +511,13 @@ class CudaBackend:
             except (TypeError, BufferError, NotImplementedError):
                 pass  # a producer that cannot order on our stream: nothing more to ask
 
+    def launch_observed(self, n, until_empty, progress, record):
+        """A profile sees whole launches on cuda; a progress bar is updated between chunks."""
+        if progress is None:
+            return self.launch(n, until_empty)
+        from eagle.observe.progress import launch_in_chunks
+        return launch_in_chunks(self, n, until_empty, progress)
+
     def launch(self, n: int, until_done: bool = False) -> int:
         """``n`` graph launches on eagle's stream, then wait for them (synchronize).
 
@@ -552,7 +551,7 @@ class CudaBackend:
             raise
         except CudaError as e:
             if done:
-                _add_note(e, f"eagle: {done} replays of launch({n}) had been issued before this chunk")
+                add_note(e, f"eagle: {done} replays of launch({n}) had been issued before this chunk")
             self._settle()
             raise
         finally:
@@ -684,12 +683,11 @@ class CudaBackend:
         return ["branches" if b else "stream" for b in self._branches]
 
     def plan(self) -> CudaPlan:
-        g = self._graph
-        boxes = {name: f"{node.box[0]}{name}{node.box[1]}" for node, name in zip(g._nodes, g._names)}
-        stages = [StagePlan(s, [boxes[n] for n in names], "branches" if b else "stream",
-                            len(names) if b else 1, None)
-                  for s, (names, b) in enumerate(zip(self._stage_names, self._branches))]
-        return CudaPlan("cuda", 1, g.logical_size, g.capacity, 0.0, stages,
+        rec = self.recording
+        stages = [StagePlan(s, [rec.box(i) for i in idx], "branches" if b else "stream",
+                            len(idx) if b else 1, None)
+                  for s, (idx, b) in enumerate(zip(rec.rows, self._branches))]
+        return CudaPlan("cuda", 1, self.logical_size, rec.capacity, 0.0, stages,
                         runtime=f"driver {_cuda.version_text(_cuda.driver_version())}",
                         graph_nodes=self.graph_nodes,
                         sized_kernels=self.sized_kernels)
@@ -727,8 +725,5 @@ _LIBRARY_KERNEL = re.compile(r"gemm|gemv|cublas|cutlass|xmma|fft|cusolver|cuspar
                              re.IGNORECASE)
 
 
-def _add_note(exc, note):
-    if hasattr(exc, "add_note"):
-        exc.add_note(note)
-    else:  # Python 3.10
-        exc.__notes__ = getattr(exc, "__notes__", []) + [note]
+#: how the nodes of a cuda graph may run
+_RUNS = (RunsAs.OPAQUE, RunsAs.CUDA_KERNEL, RunsAs.CUDA_PARTITION)

@@ -72,8 +72,8 @@ import threading
 import numpy as np
 
 from eagle.cuda.kernel_nodes import SIZE_PTR  # noqa: F401  (re-exported for users of compaction)
-from eagle._memory import array_kind
-from eagle._nodes import Node
+from eagle.record.memory import array_kind
+from eagle.record.node import Node, RunsAs
 
 __all__ = ["CudaPartitionNode", "compact_cuda", "reorder_cuda", "CUDA_SOURCE", "SIZE_PTR"]
 
@@ -219,7 +219,9 @@ class CudaPartitionNode(Node):
     """A compaction or reorder node on CUDA arrays (see the module doc)."""
 
     kind = "cuda_partition"
+    runs_as = RunsAs.CUDA_PARTITION
     box = ("[", "]")
+    dot_shape = "box3d"
     sized = True
     permutes_samples = True
 

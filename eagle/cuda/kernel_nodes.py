@@ -50,8 +50,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from eagle._memory import array_kind, extent_of
-from eagle._nodes import Node
+from eagle.record.memory import array_kind, extent_of
+from eagle.record.node import Node, RunsAs
 
 __all__ = ["cuda_kernel", "CudaKernelNode", "SIZE", "SIZE_PTR", "SizePlaceholder", "SizePointer"]
 
@@ -128,7 +128,9 @@ class CudaKernelNode(Node):
     """
 
     kind = "cuda_kernel"
+    runs_as = RunsAs.CUDA_KERNEL
     box = ("{", "}")
+    dot_shape = "box3d"
     sized = True
 
     def __init__(self, kernel, args, reads=None, writes=None, *, size_arg=None, block=256,

@@ -23,10 +23,14 @@ Two threads must not launch graphs with collectives on one communicator at
 once (MPI needs one order of collectives per communicator): give each thread
 its own, ``comm.Dup()``.
 """
-from eagle.mpi._check import GraphMismatchError
-from eagle.mpi._failure import get_failure_mode, set_failure_mode
+from eagle.mpi._check import GraphMismatchError, check_same_graph
+from eagle.mpi._failure import get_failure_mode, set_failure_mode, stop_on_failure
 from eagle.mpi._nccl import NcclError
 from eagle.mpi._nodes import CollectiveNode, allgather, allreduce, bcast, sendrecv
+from eagle.record import hooks
+
+# build() checks that every rank recorded the same graph; a failed launch or build stops the job
+hooks.register(before_build=check_same_graph, on_failure=stop_on_failure)
 
 __all__ = ["allreduce", "allgather", "bcast", "sendrecv", "CollectiveNode", "GraphMismatchError", "NcclError",
            "set_failure_mode", "get_failure_mode"]

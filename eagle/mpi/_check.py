@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from eagle.mpi import _runtime
-from eagle.mpi._nodes import ORDER_NAME
+from eagle.mpi._order import ORDER_NAME
 
 
 class GraphMismatchError(ValueError):
@@ -51,7 +51,7 @@ def describe(node, name) -> str:
     out, except in the buffers of allreduce, allgather and bcast, whose sizes
     MPI needs equal on every rank (a sendrecv's may differ: edges of a grid).
     """
-    what = getattr(node, "collective", None)
+    what = node.collective
     head = f"{name!r}: {node.signature() if what else node.kind}"
     exact = what in ("allreduce", "allgather", "bcast")
     arrays = ", ".join(f"{'w' if w else 'r'} {k} {_meta(a)[0]}{_shape(_meta(a)[1], exact)}"
@@ -75,25 +75,26 @@ def _wait(request, comm, what):
         pause = min(pause * 2, 1e-2)
 
 
-def check_same_graph(graph) -> None:
-    """Raise GraphMismatchError on every rank if the ranks' graphs differ; name collectives."""
-    nodes, names = graph._nodes, graph._names
+def check_same_graph(recording) -> None:
+    """Raise GraphMismatchError on every rank if the ranks' graphs differ; name collectives.
+    The build hook of scale-out (``eagle.record.hooks``): a graph without collectives passes."""
+    if not recording.has_collectives:
+        return
+    nodes, names = recording.nodes, recording.names
     comms = {}
     null = _runtime.handle(_runtime.mpi().COMM_NULL)
     for node, name in zip(nodes, names):
-        if getattr(node, "collective", None) and _runtime.handle(node.comm) == null:
+        if node.collective and _runtime.handle(node.comm) == null:
             raise ValueError(f"the communicator of node {name!r} was freed since the node was made")
-    for node, name in zip(nodes, names):
-        if getattr(node, "collective", None):
-            if hasattr(node, "call"):
-                node.call.set_name(name)   # for MPI error messages from the kernel
+    for node in nodes:
+        if node.collective:
             comms.setdefault(_runtime.handle(node.comm), node.comm)
     _compare(nodes, names, [c for c in comms.values() if c.Get_size() > 1])
-    # then, in recording order on every rank, what must exist before a capture (NCCL communicators)
+    # then, in recording order on every rank, what must exist before a capture (NCCL communicators;
+    # an MPI collective takes its name for its error messages)
     for node, name in zip(nodes, names):
-        prepare = getattr(node, "prepare", None)
-        if prepare is not None and getattr(node, "collective", None):
-            prepare(name)
+        if node.collective:
+            node.prepare(name)
 
 
 def _compare(nodes, names, comms):

@@ -37,12 +37,13 @@ def get_failure_mode() -> str:
     return _mode[0]
 
 
-def stop_on_failure(graph, exc) -> None:
-    """Called when a replay failed (``Graph._note_failure``, from the compiled launch path) or
-    the cuda backend's capture did (``Graph.build``), after eagle's note is attached."""
+def stop_on_failure(recording, exc) -> None:
+    """The failure hook of scale-out (``eagle.record.hooks``): called when a launch failed (from
+    the backend's ``note_failure``) or a build did (the cuda backend runs opaque nodes at capture),
+    after eagle's note is attached."""
     if _mode[0] != "abort":
         return
-    sizes = [n.comm_size for n in graph._nodes if getattr(n, "collective", None)]
+    sizes = [n.comm_size for n in recording.nodes if n.collective]
     if max(sizes, default=1) == 1:
         return
     MPI = _runtime.mpi()

@@ -28,8 +28,9 @@ import sys
 import numpy as np
 
 from eagle._errors import CudaError
-from eagle._nodes import OpaqueNode
+from eagle.record.node import OpaqueNode
 from eagle.mpi import _runtime
+from eagle.mpi._order import ORDER_NAME
 
 #: NCCL's ncclDataType_t by NumPy type code
 DTYPES = {"b": 0, "B": 1, "i": 2, "I": 3, "l": 4, "q": 4, "L": 5, "Q": 5, "e": 6, "f": 7, "d": 8}
@@ -209,8 +210,6 @@ class NcclNode(OpaqueNode):
     dot_shape = "hexagon"    # g.to_dot(): a collective, though it runs as an opaque node
 
     def __init__(self, what, reads, writes, comm, call, *, op=None, root=None, tag=None):
-        from eagle.mpi._nodes import ORDER_NAME
-
         super().__init__(self._capture, reads, {**writes, ORDER_NAME: _token()})
         self.collective = what
         self.comm = comm

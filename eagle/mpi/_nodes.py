@@ -14,12 +14,9 @@ import operator
 
 import numpy as np
 
-from eagle._nodes import Node
+from eagle.record.node import Node, RunsAs
 from eagle.mpi import _runtime
-
-#: written by every collective: it orders them in recording order (an ordering-only edge)
-ORDER_TOKEN = np.zeros(1, dtype=np.uint8)
-ORDER_NAME = "collective order"
+from eagle.mpi._order import ORDER_NAME, ORDER_TOKEN
 
 
 def _int(x, what):
@@ -51,8 +48,9 @@ def _apart(send, recv, what):
 class CollectiveNode(Node):
     """A collective call over an mpi4py communicator, run whole on every replay."""
 
-    kind = "native"          # the cpu backend runs it as a native (team) kernel
-    dot_shape = "hexagon"    # g.to_dot() draws collectives apart from the kind they run as
+    kind = "collective"
+    runs_as = RunsAs.NATIVE  # the cpu backend runs it as a native (team) kernel
+    dot_shape = "hexagon"
     sized = False
     split = False
 
@@ -81,6 +79,10 @@ class CollectiveNode(Node):
     def sample_arrays(self):
         # a collective's buffers do not bound the logical size
         return []
+
+    def prepare(self, name):
+        """At build: the node's name, for MPI error messages from its kernel."""
+        self.call.set_name(name)
 
     def default_name(self) -> str:
         return self.collective

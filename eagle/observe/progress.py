@@ -11,6 +11,8 @@ from __future__ import annotations
 import sys
 import time
 
+from eagle import _core
+
 #: seconds a launch runs before its progress is shown
 DELAY_S = 1.0
 
@@ -99,3 +101,6 @@ def launch_in_chunks(backend, n, until_done, bar):
         dt = time.monotonic() - t
         chunk = max(1, min(2 * k, int(k * 0.1 / dt))) if dt > 0 else 2 * k
     return done
+
+
+_core.register_observer(progress_start=start)

@@ -1,11 +1,15 @@
 """The cpu backend: a graph's stages handed to the C executor (csrc/executor.c)."""
 from __future__ import annotations
 
-from eagle._executor import CpuPlan, get_num_threads, parallel_threshold_ns
-from eagle._plan import Plan, StagePlan
+from eagle._errors import add_note
+from eagle._text import duration
+from eagle.cpu._executor import CpuPlan, get_num_threads, parallel_threshold_ns
+from eagle.record.backend import Backend
+from eagle.record.node import RunsAs
+from eagle.record.plan import Plan, StagePlan
 
 
-class CpuBackend:
+class CpuBackend(Backend):
     """Runs a recorded graph with the nogil OpenMP executor.
 
     Every stage shares its work among a team (``work_share``): split native
@@ -19,26 +23,33 @@ class CpuBackend:
 
     name = "cpu"
 
-    def __init__(self, graph, policies):
-        self._graph = graph
+    def __init__(self, recording, policies):
+        super().__init__(recording)
+        nodes = recording.nodes
         stages = []
-        for idx in graph._stage_indexes():
+        for idx in recording.rows:
             specs = []
             for i in idx:
-                node = graph._nodes[i]
-                if node.kind == "opaque":
+                node = nodes[i]
+                if node.runs_as is RunsAs.OPAQUE:
                     specs.append((i, "opaque", node.fn, (), False))
-                else:
+                elif node.runs_as is RunsAs.NATIVE:
                     specs.append((i, "native", node.kernel, node.arrays_in_order, node.split))
+                else:
+                    raise TypeError(f"{recording.where(i)} is a {node.kind} node, which runs on the GPU; "
+                                    "a graph of NumPy arrays takes opaque(), native(), ufunc(), compact() "
+                                    "and reorder() nodes")
             stages.append(specs)
-        self._stage_names = [[graph._names[i] for i in idx] for idx in graph._stage_indexes()]
-        self._partitions = [n.partition for n in graph._nodes if getattr(n, "partition", None) is not None]
+        self._partitions = [n.partition for n in nodes if n.partition is not None]
         # ufunc nodes' loops: an error one reports is raised when the launch ends
-        self._loops = [(i, n.loop) for i, n in enumerate(graph._nodes) if getattr(n, "loop", None) is not None]
-        resizer = [n for n in graph._nodes if n.resizes]
-        self.resizes = bool(resizer)
-        self._plan = CpuPlan(stages, policies, graph.logical_size, graph.capacity,
-                             resizer[0].partition if resizer else None)
+        self._loops = [(i, n.loop) for i, n in enumerate(nodes) if n.loop is not None]
+        resizer = recording.index_of_resizer()
+        self.resizes = resizer is not None
+        self._plan = CpuPlan(stages, policies, recording.logical_size, recording.capacity,
+                             nodes[resizer].partition if self.resizes else None)
+        self.compiled = self._plan
+        self.checks_launches = bool(self._partitions or self._loops)
+        self.timed_nodes = tuple(self._plan.order)
 
     @property
     def last_failure(self):
@@ -55,18 +66,28 @@ class CpuBackend:
         except BaseException:
             self.after_failed_launch(n)
             raise
-        self.raise_loop_error(n)
-        self.check_partitions()
+        self.after_launch(n)
         return done
+
+    def launch_observed(self, n, until_empty, progress, record):
+        return self._plan.run_observed(n, until_empty, progress, record)
+
+    def after_launch(self, n):
+        """Raise a ufunc loop's error, then a reorder's invalid keys, met in the launch."""
+        self._raise_loop_error(n)
+        for p in self._partitions:
+            if p.take_invalid_keys():
+                raise ValueError("reorder: a key outside [0, n_keys) was met in the last launch; the "
+                                 "samples were left in place on that replay")
 
     def after_failed_launch(self, n):
         """A launch raised: forget what its partitions met (the next launch reports only
         its own), and raise a ufunc loop's error if one came before the failure."""
         for p in self._partitions:
             p.take_invalid_keys()
-        self.raise_loop_error(n)
+        self._raise_loop_error(n)
 
-    def raise_loop_error(self, n):
+    def _raise_loop_error(self, n):
         """Raise the error a ufunc node's inner loop reported in the last launch, if any
         (the first node in recording order; the others' are dropped). It replaces an
         exception the launch raised later: the sequential oracle stops at the loop."""
@@ -78,20 +99,10 @@ class CpuBackend:
         if first is None:
             return
         i, err = first
-        g = self._graph
-        from eagle.graph import _add_note
-        _add_note(err, f"eagle: raised by the inner loop of node {g._names[i]!r} (stage "
-                       f"{g._stager.stage_of[i]}) in launch({n}); a ufunc node's error is raised "
-                       "when the executor has finished the launch")
+        add_note(err, f"eagle: raised by the inner loop of {self.recording.where(i)} in launch({n}); a "
+                      "ufunc node's error is raised when the executor has finished the launch")
         self._plan.forget_failure()
         raise err
-
-    def check_partitions(self):
-        """After a launch (Graph's compiled launch calls it when there are partitions)."""
-        for p in self._partitions:
-            if p.take_invalid_keys():
-                raise ValueError(f"reorder: a key outside [0, n_keys) was met in the last launch; the "
-                                 "samples were left in place on that replay")
 
     @property
     def logical_size(self) -> int:
@@ -101,28 +112,22 @@ class CpuBackend:
         self._plan.logical_size = n
 
     def stage_notes(self):
-        return ["work_share"] * len(self._stage_names)
+        return ["work_share"] * len(self.recording.rows)
 
     def plan(self):
         """Reads the executor's plan only (a launch may be in flight on another thread):
         the teams a launch from this thread would use now."""
-        g = self._graph
+        rec = self.recording
         n_threads = get_num_threads()
-        boxes = {name: f"{node.box[0]}{name}{node.box[1]}" for node, name in zip(g._nodes, g._names)}
         stages = []
-        for s, (names, (policy, team, cost, check)) in enumerate(zip(self._stage_names,
-                                                                     self._plan.teams(n_threads))):
-            sp = StagePlan(s, [boxes[n] for n in names], policy, team, cost)
+        for s, (idx, (policy, team, cost, check)) in enumerate(zip(rec.rows, self._plan.teams(n_threads))):
+            sp = StagePlan(s, [rec.box(i) for i in idx], policy, team, cost)
             if check is not None:
                 sp.team_ns, sp.serial_ns = check["team_ns"], check["serial_ns"]
                 sp.verdict = _verdict_text(check, team)
             stages.append(sp)
-        return Plan("cpu", n_threads, g.logical_size, g.capacity,
+        return Plan("cpu", n_threads, self.logical_size, rec.capacity,
                     parallel_threshold_ns(n_threads) if n_threads > 1 else 0.0, stages)
-
-
-def _us(ns):
-    return f"{ns / 1e3:.2f} µs" if ns < 1e6 else f"{ns / 1e6:.2f} ms"
 
 
 def _verdict_text(check, team):
@@ -130,9 +135,9 @@ def _verdict_text(check, team):
         return ""   # the cost rule alone decides (too cheap for the team at this size)
     if check["verdict"] is None:
         return "team to be timed on the next replays"
-    measured = (f"measured: team of {check['verdict_team']} {_us(check['team_ns'])}, "
-                f"1 thread {_us(check['serial_ns'])}" if check["serial_ns"] is not None
-                else f"measured: team of {check['verdict_team']} {_us(check['team_ns'])}")
+    measured = (f"measured: team of {check['verdict_team']} {duration(check['team_ns'])}, "
+                f"1 thread {duration(check['serial_ns'])}" if check["serial_ns"] is not None
+                else f"measured: team of {check['verdict_team']} {duration(check['team_ns'])}")
     kept = "team kept" if check["verdict"] == "team" else "team slower: 1 thread"
     if not check["current"]:
         return f"{measured}; {kept}; to be timed again (size or threads changed, or re-check)"

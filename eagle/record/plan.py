@@ -1,21 +1,16 @@
 """How a built graph runs, as the backends report it: ``Plan`` and ``StagePlan``.
 
-Below both backends and ``eagle.graph`` (which re-exports them), so no backend
-imports the module that imports it.
+Part of the backend contract (``eagle.record``): below both backends and
+``eagle.graph`` (which re-exports them), so no backend imports the module that
+imports it.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from eagle._text import duration, plural
+
 __all__ = ["Plan", "StagePlan"]
-
-
-def _plural(n, word):
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
-def _us(ns):
-    return "?" if ns is None else f"{ns / 1e3:.2f} µs"
 
 
 @dataclass
@@ -46,11 +41,11 @@ class Plan:
     split_refused = ()
 
     def __str__(self):
-        lines = [f"eagle plan · backend: {self.backend} · {_plural(self.num_threads, 'thread')} · "
+        lines = [f"eagle plan · backend: {self.backend} · {plural(self.num_threads, 'thread')} · "
                  f"logical size {self.logical_size} of {self.capacity} · "
-                 f"stages under {self.threshold_ns / 1e3:.1f} µs run on one thread"]
+                 f"stages under {duration(self.threshold_ns)} run on one thread"]
         for sp in self.stages:
-            cost = "cost not measured yet" if sp.cost_ns is None else f"{sp.cost_ns / 1e3:.2f} µs"
+            cost = "cost not measured yet" if sp.cost_ns is None else duration(sp.cost_ns)
             line = f"stage {sp.stage}  team {sp.team:<3} ({sp.policy:8}) {cost:>24}   " + " ".join(sp.nodes)
             if sp.verdict:
                 line += f"   [{sp.verdict}]"

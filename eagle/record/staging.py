@@ -23,12 +23,12 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
-from eagle._memory import extent_of
+from eagle.record.memory import extent_of
 
 
 #: the index's work so far in this process: segments walked plus the entries met in
 #: them, repeats included (the recording-scale tests count work with it, beside
-#: ``eagle._memory.overlap_tests``)
+#: ``eagle.record.memory.overlap_tests``)
 index_steps = 0
 
 

@@ -9,7 +9,7 @@ stay independent.
 
 Who owns the memory does not matter: ``as_strided``, ``sliding_window_view``,
 ``np.frombuffer``, memoryviews and ctypes-backed arrays are compared with every
-other array by their bytes. ``eagle._staging`` indexes extents by address so
+other array by their bytes. ``eagle.record.staging`` indexes extents by address so
 that an access meets only the arrays whose extents it overlaps.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from eagle._foreign import adopt
+from eagle.record.foreign import adopt
 
 # NumPy's exact overlap test solves a small integer program; past this much work
 # it gives up and eagle assumes the two views conflict (safe: it only orders them).

@@ -1,12 +1,12 @@
-"""Ufunc nodes: ``ufunc(np.add, {"a": left}, {"b": right}, out={"out": out})``.
+"""Ufunc nodes on the CPU: a ufunc's own compiled inner loop, run nogil over samples.
 
 A ufunc node runs a ufunc's own compiled inner loop (NumPy's, scipy.special's,
 a numba ``@vectorize``'d function's) over samples [start, stop) of the graph's
 logical size, without the GIL, split across the team like a native kernel: no
 Python call per replay. The loop is the one NumPy itself would run for the
 operands' dtypes under ``casting="same_kind"``, resolved once, at record time
-(see ``eagle._ufunc``).
-
+(see ``eagle.cpu._ufunc``). What ``eagle.graph.ufunc`` accepts and refuses is
+in its docstring; the GPU face is ``eagle.cuda.ufunc_node``.
 Operands: an array, a scalar (copied at record time and broadcast to every
 sample), or a one-entry dict ``{"name": array}`` that names the array for the
 picture (bare arrays are named ``in0``, ``in1``, ..., ``out0``...). Axis 0 is
@@ -27,137 +27,21 @@ NumPy would buffer these.
 Floating-point errors are not reported: eagle does not consult
 ``np.errstate``; results are NumPy's under ``np.errstate(all="ignore")``.
 
-With CuPy arrays the same constructor returns a GPU node: for the ufuncs in
-``CUDA_EXPRESSIONS`` on 1-d operands, a sized ``cuda_kernel`` node running an
-elementwise kernel eagle generates (retuned by patching, like any sized
-kernel); for any other ufunc an opaque node that calls the CuPy ufunc during
-capture, which keeps the size it was captured with.
 """
 from __future__ import annotations
 
 import math
-import re
+
 import numpy as np
 
-from eagle._memory import array_kind, elements_may_overlap
-from eagle._nodes import NativeNode, opaque
+from eagle.cpu.native_node import NativeNode
+from eagle.record.memory import elements_may_overlap
+from eagle.record.ufunc_operands import declare, parse_signature, weak_dtype
 
-__all__ = ["ufunc", "UfuncNode", "cuda_source", "CUDA_EXPRESSIONS"]
+__all__ = ["UfuncNode", "cpu_ufunc"]
 
 #: dtype kinds a ufunc node runs: bool, integers, floats, complex, datetimes
 _KINDS = "biufcmM"
-
-
-class _Operand:
-    __slots__ = ("name", "array", "value", "given_name")
-
-    def __init__(self, name, array=None, value=None, given_name=False):
-        self.name, self.array, self.value, self.given_name = name, array, value, given_name
-
-    @property
-    def is_array(self):
-        return self.array is not None
-
-
-def _real_ufunc(uf):
-    """(np.ufunc, numba DUFunc or None) for a ufunc or an object wrapping one."""
-    if isinstance(uf, np.ufunc):
-        return uf, None
-    inner = getattr(uf, "ufunc", None)   # numba's DUFunc (@vectorize) and GUFunc (@guvectorize)
-    if isinstance(inner, np.ufunc):
-        return inner, uf
-    raise TypeError(f"ufunc() needs a NumPy ufunc (np.add, scipy.special.erf, a numba @vectorize "
-                    f"function...), got {type(uf).__name__}")
-
-
-def _operand(x, default_name, what):
-    if isinstance(x, dict):
-        if len(x) != 1:
-            raise TypeError(f"{what}: a named operand is a one-entry dict {{name: array}}, got "
-                            f"{len(x)} entries")
-        (name, a), = x.items()
-        if not isinstance(name, str) or not name:
-            raise TypeError(f"{what}: the name must be a non-empty string, got {name!r}")
-        if array_kind(a) is None:
-            raise TypeError(f"{what}: {name!r} must be an array (a scalar goes bare, without a name), "
-                            f"got {type(a).__name__}")
-        return _Operand(name, array=a, given_name=True)
-    if array_kind(x) is not None:
-        return _Operand(default_name, array=x)
-    if isinstance(x, (bool, int, float, complex, np.generic)):
-        return _Operand(None, value=x)
-    raise TypeError(f"{what} must be an array, a scalar or a one-entry dict {{name: array}}, "
-                    f"got {type(x).__name__}")
-
-
-def _parse(uf, operands, out):
-    if len(operands) != uf.nin:
-        raise TypeError(f"{uf.__name__} takes {uf.nin} operand(s), got {len(operands)}")
-    if out is None:
-        raise TypeError(f"ufunc({uf.__name__}, ...) needs out=: the array(s) the node writes")
-    outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
-    if len(outs) != uf.nout:
-        raise TypeError(f"{uf.__name__} has {uf.nout} output(s), out= gives {len(outs)}")
-    ins = [_operand(x, f"in{k}", f"operand {k} of {uf.__name__}") for k, x in enumerate(operands)]
-    os_ = [_operand(x, f"out{k}", f"out[{k}] of {uf.__name__}") for k, x in enumerate(outs)]
-    for k, o in enumerate(os_):
-        if not o.is_array:
-            raise TypeError(f"out[{k}] of {uf.__name__} must be an array, got a scalar")
-    return ins, os_
-
-
-def _declare(ins, outs):
-    """reads, writes ({name: array}) and each operand's slot in the kernel's data[].
-
-    An array given twice is declared once (under writes if the node writes it);
-    its name is the one the caller gave it, else the name of its first position.
-    """
-    ops = ins + outs
-    names = {}       # id(array) -> name
-    owner = {}       # name -> id(array)
-    for op in ops:
-        if op.is_array and op.given_name:
-            prev = names.setdefault(id(op.array), op.name)
-            if prev != op.name:
-                raise ValueError(f"one array is bound to two names, {prev!r} and {op.name!r}")
-            if owner.setdefault(op.name, id(op.array)) != id(op.array):
-                raise ValueError(f"the name {op.name!r} is bound to two different arrays")
-    for op in ops:
-        if op.is_array and id(op.array) not in names:
-            name, k = op.name, 2
-            while name in owner:
-                name, k = f"{op.name}_{k}", k + 1
-            names[id(op.array)] = name
-            owner[name] = id(op.array)
-    written = {id(o.array) for o in outs}
-    reads, writes = {}, {}
-    for op in ins:
-        if op.is_array and id(op.array) not in written:
-            reads.setdefault(names[id(op.array)], op.array)
-    for op in outs:
-        writes.setdefault(names[id(op.array)], op.array)
-    order = [id(a) for a in reads.values()] + [id(a) for a in writes.values()]
-    slots = [order.index(id(op.array)) if op.is_array else -1 for op in ops]
-    for op in ops:
-        if op.is_array:
-            op.name = names[id(op.array)]
-    return reads, writes, slots
-
-
-_NUMPY_2 = int(np.__version__.split(".")[0]) >= 2
-
-
-def _weak_dtype(v):
-    """What NumPy's promotion sees for a scalar: Python int/float/complex are weak (NEP 50)."""
-    if isinstance(v, np.generic):
-        return v.dtype
-    if isinstance(v, bool):
-        return np.dtype(bool)
-    if not _NUMPY_2:
-        # NumPy 1.x resolves dtypes only; value-based casting comes closest through the
-        # smallest dtype that holds the value
-        return np.min_scalar_type(v)
-    return type(v)
 
 
 def _row_contiguous(shape, strides, itemsize):
@@ -174,7 +58,7 @@ def _row_contiguous(shape, strides, itemsize):
 def _check_overlap(ins, outs, uf):
     arrays = [op for op in ins + outs if op.is_array]
     # a gufunc's output element reads several input elements: no in-place is exact
-    elementwise = uf.signature is None or not any(g for side in _parse_signature(uf.signature)
+    elementwise = uf.signature is None or not any(g for side in parse_signature(uf.signature)
                                                   for g in side)
     for i, o in enumerate(outs):
         if any(o.array is p.array for p in outs[i + 1:]):
@@ -210,16 +94,6 @@ def _check_overlap(ins, outs, uf):
                                  "(give a separate output array)")
 
 
-def _parse_signature(sig):
-    """[(core dim names per input)], [(per output)] of a gufunc signature like '(n,k),(k)->(n)'."""
-    lhs, rhs = sig.replace(" ", "").split("->")
-
-    def side(s):
-        return [tuple(d.rstrip("?") for d in grp.split(",") if d) for grp in re.findall(r"\(([^)]*)\)", s)]
-
-    return side(lhs), side(rhs)
-
-
 class UfuncNode(NativeNode):
     """A ufunc's inner loop run over samples [start, stop), nogil; drawn ``(name)``."""
 
@@ -244,39 +118,9 @@ class UfuncNode(NativeNode):
         return f"ufunc({self.ufunc.__name__}, {args}, out=({outs}), loop {types})"
 
 
-def ufunc(uf, *operands, out=None):
-    """A node that runs ufunc ``uf``'s own compiled inner loop on ``operands`` into ``out``.
-
-    ``ufunc(np.multiply, {"x": x}, 2.0, out={"a": left})`` computes
-    ``np.multiply(x, 2.0, out=left)`` over samples [0, logical_size) on every
-    replay, without the GIL, split across the team like a native kernel; it
-    is drawn ``(multiply)``. ``uf`` is any real ufunc: NumPy's, scipy.special's,
-    a numba ``@vectorize`` or ``@guvectorize`` function.
-
-    Each operand is an array, a scalar (copied at record time, broadcast), or
-    a one-entry dict ``{"name": array}`` naming the array for the picture;
-    ``out`` is an array or such a dict, a tuple of them for several outputs.
-    Axis 0 is the sample axis: array operands share one shape ``(n, *row)``
-    with C-contiguous rows (a gufunc takes ``(n, *core)``); a 0-d array
-    broadcasts and is read on every replay.
-
-    The loop is the one NumPy picks for these dtypes under
-    ``casting="same_kind"``. Refused with ``TypeError``: object loops and
-    ``np.frompyfunc`` (they need the GIL), and operands whose dtype is not the
-    loop's (a buffered cast). Refused with ``ValueError``: mismatched shapes,
-    non-contiguous rows, an output partly overlapping another operand (or, for a gufunc,
-    being one of its inputs), an output whose elements share memory.
-    Floating-point errors are not reported (as under ``np.errstate(all="ignore")``).
-    With CuPy arrays it returns a GPU node (see ``eagle._ufunc_node``).
-    """
-    uf, dufunc = _real_ufunc(uf)
-    ins, outs = _parse(uf, operands, out)
-    kinds = {array_kind(op.array) for op in ins + outs if op.is_array}
-    if len(kinds) > 1:
-        raise TypeError("a node mixes NumPy arrays and CUDA arrays; eagle runs a graph on one "
-                        "device: use NumPy arrays for the cpu backend or CuPy arrays for cuda")
-    if kinds == {"cuda"}:
-        return _cuda_ufunc(uf, ins, outs)
+def cpu_ufunc(uf, dufunc, ins, outs) -> UfuncNode:
+    """``eagle.graph.ufunc`` on NumPy arrays (it dispatches here): ``ins`` and ``outs`` are the
+    parsed operands (``eagle.record.ufunc_operands``); ``dufunc`` the numba DUFunc or None."""
     for op in ins + outs:
         if not op.is_array:
             continue
@@ -303,7 +147,7 @@ def ufunc(uf, *operands, out=None):
         layout = _gufunc_layout(uf, ins, outs)
     steps = layout["steps"]
 
-    dtypes = [op.array.dtype if op.is_array else _weak_dtype(op.value) for op in ops]
+    dtypes = [op.array.dtype if op.is_array else weak_dtype(op.value) for op in ops]
     for op, d in zip(ops, dtypes):
         if isinstance(d, np.dtype) and d.kind not in _KINDS:
             raise TypeError(f"{uf.__name__}: {op.name or repr(op.value)!r} has dtype {d}; a ufunc node "
@@ -330,13 +174,15 @@ def ufunc(uf, *operands, out=None):
             else:
                 constants[k] = np.array(v, dtype=want)   # OverflowError as NumPy's for a too-large int
     _check_overlap(ins, outs, uf)
-    reads, writes, slots = _declare(ins, outs)
+    reads, writes, slots = declare(ins, outs)
 
-    from eagle._ufunc import UfuncLoop
+    from eagle.cpu._ufunc import UfuncLoop
 
     loop = UfuncLoop(uf.__name__, capsule, slots, constants, layout["sample_strides"], steps,
                      layout["per_sample"], layout["row_len"], layout["core_dims"], layout["core_steps"])
     return UfuncNode(uf, ins, outs, reads, writes, loop_dtypes, loop)
+
+
 
 
 def _loop_text(uf, dts):
@@ -344,7 +190,7 @@ def _loop_text(uf, dts):
 
 
 def _resolve(uf, dufunc, dtypes, steps):
-    from eagle._ufunc import resolve_loop
+    from eagle.cpu._ufunc import resolve_loop
 
     try:
         return resolve_loop(uf, dtypes, steps)
@@ -405,7 +251,7 @@ def _elementwise_layout(uf, ins, outs):
 
 
 def _gufunc_layout(uf, ins, outs):
-    core_in, core_out = _parse_signature(uf.signature)
+    core_in, core_out = parse_signature(uf.signature)
     cores = core_in + core_out
     ops = ins + outs
     sizes = {}
@@ -451,101 +297,3 @@ def _gufunc_layout(uf, ins, outs):
                 core_dims=[sizes[d] for d in order], core_steps=core_steps)
 
 
-# ---- the GPU face ------------------------------------------------------------------------
-
-#: ufuncs eagle writes an elementwise CUDA kernel for: name -> C expression of a, b
-CUDA_EXPRESSIONS = {
-    "add": "a + b", "subtract": "a - b", "multiply": "a * b", "divide": "a / b",
-    "true_divide": "a / b", "negative": "-a", "positive": "a", "square": "a * a",
-    "maximum": "(a > b || a != a) ? a : b", "minimum": "(a < b || a != a) ? a : b",
-    "sqrt": "sqrt(a)", "exp": "exp(a)", "log": "log(a)", "sin": "sin(a)", "cos": "cos(a)",
-    "tanh": "tanh(a)", "absolute": "fabs(a)", "fabs": "fabs(a)", "reciprocal": "1 / a",
-}
-_FLOAT_ONLY = {"sqrt", "exp", "log", "sin", "cos", "tanh", "fabs"}
-_C_TYPES = {"float64": "double", "float32": "float", "int64": "long long", "int32": "int",
-            "uint64": "unsigned long long", "uint32": "unsigned int"}
-
-
-def cuda_source(name, loop_dtypes, scalar_args):
-    """(CUDA source, kernel name) of an elementwise kernel for ufunc ``name`` over 1-d
-    operands, or None when eagle does not generate one for these dtypes.
-
-    ``scalar_args[k]`` says whether input k is a scalar passed by value. The
-    kernel takes, per operand, a pointer and a byte stride (or, for a scalar
-    input, its value), then the logical size ``n`` (``long long``).
-    """
-    expr = CUDA_EXPRESSIONS.get(name)
-    nin = len(scalar_args)
-    if expr is None or len(loop_dtypes) != nin + 1 or nin not in (1, 2):
-        return None
-    ctypes_ = [_C_TYPES.get(np.dtype(d).name) for d in loop_dtypes]
-    if None in ctypes_ or len(set(ctypes_)) != 1:
-        return None
-    t = ctypes_[0]
-    if name in _FLOAT_ONLY and t not in ("double", "float"):
-        return None
-    if name == "absolute" and t not in ("double", "float"):
-        expr = "(a < 0 ? -a : a)"
-    kname = f"eagle_ufunc_{name}_{np.dtype(loop_dtypes[0]).name}_" + \
-        "".join("s" if s else "a" for s in scalar_args)
-    params, loads = [], []
-    for k, (var, scalar) in enumerate(zip("ab", scalar_args)):
-        if scalar:
-            params.append(f"{t} {var}")
-        else:
-            params.append(f"const char *in{k}, long long s{k}")
-            loads.append(f"    {t} {var} = *(const {t} *)(in{k} + i * s{k});")
-    src = (f'extern "C" __global__ void {kname}({", ".join(params)}, char *out0, long long so, '
-           f"long long n) {{\n"
-           f"    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
-           f"    if (i >= n) return;\n" + "\n".join(loads) + "\n"
-           f"    *({t} *)(out0 + i * so) = ({t})({expr});\n}}\n")
-    return src, kname
-
-
-def _cuda_strides(a):
-    cai = a.__cuda_array_interface__
-    strides = cai.get("strides")
-    itemsize = np.dtype(cai["typestr"]).itemsize
-    return strides[0] if strides else itemsize
-
-
-def _cuda_ufunc(uf, ins, outs):
-    import eagle.graph as graph
-
-    reads, writes, _ = _declare(ins, outs)
-    dtypes = [np.dtype(op.array.__cuda_array_interface__["typestr"]) if op.is_array
-              else _weak_dtype(op.value) for op in ins + outs]
-    loop_dtypes = uf.resolve_dtypes(tuple(dtypes), casting="same_kind")
-    one_d = all(len(op.array.__cuda_array_interface__["shape"]) == 1 for op in ins + outs if op.is_array)
-    exact = all(not op.is_array or d == want for op, d, want in zip(ins + outs, dtypes, loop_dtypes))
-    made = None
-    if one_d and exact and uf.nout == 1:
-        made = cuda_source(uf.__name__, loop_dtypes, [not op.is_array for op in ins])
-    if made is not None:
-        import cupy
-
-        src, kname = made
-        kernel = cupy.RawKernel(src, kname)
-        args = []
-        for op, want in zip(ins, loop_dtypes):
-            if op.is_array:
-                args += [op.array, np.int64(_cuda_strides(op.array))]
-            else:
-                args.append(np.asarray(op.value).astype(want, casting="same_kind")[()])
-        args += [outs[0].array, np.int64(_cuda_strides(outs[0].array)), graph.SIZE]
-        return graph.cuda_kernel(kernel, args, reads=reads, writes=writes)
-    # any other ufunc: CuPy's own, called while the graph is captured (keeps its captured size)
-    import cupy
-
-    cp_uf = getattr(cupy, uf.__name__, None)
-    if cp_uf is None:
-        raise TypeError(f"CuPy has no ufunc {uf.__name__!r}, and eagle generates no CUDA kernel for it")
-    args = [op.array if op.is_array else op.value for op in ins]
-    out_arrays = tuple(o.array for o in outs)
-
-    def run():
-        cp_uf(*args, out=out_arrays if len(out_arrays) > 1 else out_arrays[0])
-
-    run.__name__ = uf.__name__
-    return opaque(run, reads=reads, writes=writes)

@@ -1,10 +1,6 @@
-"""The Cython face of the C executor (csrc/executor.c): a CPU plan, thread control,
-and the compiled core of ``eagle.Graph`` (its lock and its launch path).
-
-The launch path is compiled so that no Python bytecode runs between taking a
-graph's lock and the ``try`` that gives it back: a signal (Ctrl-C) can only
-arrive where the C code checks for it, and every such place is inside it.
-"""
+"""The Cython face of the C executor (csrc/executor.c): the threads a team uses, and
+``CpuPlan``, the cpu backend's compiled launch path (an ``eagle._core.CompiledLaunch``:
+``eagle.Graph``'s compiled core runs it without a Python call)."""
 import operator
 import os
 
@@ -12,26 +8,16 @@ from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uintptr_t
 from libc.stdlib cimport calloc, free
 from libc.string cimport memset
-from cpython.exc cimport PyErr_CheckSignals
-from cpython.pythread cimport (NOWAIT_LOCK, PY_LOCK_ACQUIRED, PyThread_allocate_lock, PyThread_free_lock,
-                               PyThread_release_lock, PyThread_type_lock)
 
-
+from eagle._core cimport CompiledLaunch
 from eagle.native cimport Kernel, kernel_t, team_kernel_t
 
 cdef extern from "Python.h":
     ctypedef void *vectorcallfunc
     vectorcallfunc PyVectorcall_Function(object callable)
-    bint PyLong_CheckExact(object o)
-    long long PyLong_AsLongLongAndOverflow(object o, int *overflow) except? -1
 
 cdef extern from "<stdlib.h>" nogil:
     void *aligned_alloc(size_t alignment, size_t size)
-
-cdef extern from "pythread.h":
-    int PyThread_acquire_lock(PyThread_type_lock lock, int waitflag)
-    int PyThread_acquire_lock_timed(PyThread_type_lock lock, long long microseconds, int intr_flag) nogil
-    unsigned long PyThread_get_thread_ident()
 
 cdef extern from "executor.h" nogil:
     enum:
@@ -267,7 +253,7 @@ _POLICIES = {"auto": EAGLE_TEAM_AUTO, "serial": EAGLE_TEAM_SERIAL, "parallel": E
 _POLICY_NAMES = {v: k for k, v in _POLICIES.items()}
 
 
-cdef class CpuPlan:
+cdef class CpuPlan(CompiledLaunch):
     """Nodes in stage order, ready for eagle_execute.
 
     Built from ``stages`` (lists of node specs) and one team policy per stage
@@ -359,22 +345,31 @@ cdef class CpuPlan:
 
     cdef int64_t run(self, int64_t n, bint until_empty) except -1:
         cdef eagle_failure failure
+        cdef eagle_launch_ctx ctx
         cdef int n_threads = get_num_threads()
+        cdef int rc
         self.plan.num_threads = n_threads
         self.plan.until_empty = until_empty
         self.last_failure = None
-        if eagle_execute(&self.plan, n, &failure) < 0:
+        eagle_launch_push(&ctx, <void *>self)
+        rc = eagle_execute(&self.plan, n, &failure)
+        eagle_launch_pop(&ctx)
+        if rc < 0:
             self.last_failure = (failure.node, failure.replay)
             return -1
         return self.plan.replays_done
 
-    cdef int64_t run_observed(self, int64_t n, bint until_empty, object progress,
-                              object record) except -1:
+    cdef bint encloses_current_thread(self) noexcept:
+        return eagle_launch_encloses(<void *>self) != 0
+
+    def run_observed(self, int64_t n, bint until_empty, object progress,
+                     object record):
         """run(), calling ``progress(replays_done)`` at signal checks (or None) and
-        timing every node call into ``record`` (an eagle._profile.LaunchRecord, or None):
+        timing every node call into ``record`` (an eagle.observe.profile.LaunchRecord, or None):
         ``record.lane_buffers(n_threads, spans_per_replay, n)`` gives one span array
         per thread, ``record.lanes_done(...)`` gets (os thread, kept, dropped) per lane."""
         cdef eagle_failure failure
+        cdef eagle_launch_ctx ctx
         cdef eagle_profile prof
         cdef eagle_profile_lane *lanes = NULL
         cdef int n_threads = get_num_threads()
@@ -401,7 +396,11 @@ cdef class CpuPlan:
             if progress is not None:
                 self.plan.progress = <PyObject *>progress
                 self.plan.progress_next_ns = 0
-            eagle_execute_raising(&self.plan, n, &failure)
+            eagle_launch_push(&ctx, <void *>self)
+            try:
+                eagle_execute_raising(&self.plan, n, &failure)
+            finally:
+                eagle_launch_pop(&ctx)
             done = self.plan.replays_done
         except BaseException:
             self.last_failure = (failure.node, failure.replay)
@@ -490,274 +489,3 @@ cdef class CpuPlan:
         """Measured cost per plan node in ns (per sample for split native nodes), None if unknown."""
         return [self.plan.nodes[i].cost_ns if self.plan.nodes[i].cost_ns >= 0 else None
                 for i in range(self.plan.n_nodes)]
-
-
-# ---- the graph's compiled core -------------------------------------------------
-
-def replay_count(n, what):
-    """n as a replay count: an integer in 0 .. 2**63 - 1, else a clear TypeError,
-    ValueError or OverflowError that names ``what``."""
-    if isinstance(n, bool):
-        raise TypeError(f"{what} needs an integer count, got a bool")
-    try:
-        n = operator.index(n)
-    except TypeError:
-        raise TypeError(f"{what} needs an integer count, got {type(n).__name__}") from None
-    if n < 0:
-        raise ValueError(f"{what} needs a count >= 0, got {n}")
-    if n > 0x7FFFFFFFFFFFFFFF:
-        raise OverflowError(f"{what} count {n} is more than 2**63 - 1 replays")
-    return n
-
-
-cdef inline int64_t _fast_count(object n, str what) except -1:
-    cdef int overflow = 0
-    cdef long long c
-    if PyLong_CheckExact(n):
-        c = PyLong_AsLongLongAndOverflow(n, &overflow)
-        if overflow == 0 and c >= 0:
-            return c
-    return replay_count(n, what)
-
-
-cdef class GraphCore:
-    """The part of ``eagle.Graph`` on every launch: its lock (with the holder's
-    thread, so a node calling back into its graph is refused, not deadlocked)
-    and ``launch``/``launch_until_done`` (argument check, lock, execute,
-    release, all compiled). ``eagle.graph.Graph`` is the rest."""
-
-    # The lock: a flag guarded by the GIL (taking a free lock costs no system
-    # call and no clock read), and a semaphore that hands it to a waiting
-    # thread directly on release (_waiters counts the threads not yet served).
-    cdef bint _busy
-    cdef int _waiters
-    cdef PyThread_type_lock _handoff   # "acquired" while no hand-off is pending
-    cdef unsigned long _holder_ident
-    cdef object _backend_obj
-    cdef CpuPlan _cpu            # the cpu backend's plan, run without a Python call
-    cdef bint _check_partitions
-    cdef bint _check_loops       # ufunc nodes: a loop's error is raised after the launch
-    cdef bint _resizes
-    cdef public object _logical_size
-
-    def __cinit__(self, *args, **kwargs):
-        self._handoff = PyThread_allocate_lock()
-        if self._handoff == NULL:
-            raise MemoryError()
-        PyThread_acquire_lock(self._handoff, 1)
-
-    def __dealloc__(self):
-        if self._handoff != NULL:
-            PyThread_free_lock(self._handoff)
-
-    @property
-    def _backend(self):
-        return self._backend_obj
-
-    @_backend.setter
-    def _backend(self, value):
-        self._backend_obj = value
-        self._cpu = None
-        self._check_partitions = False
-        self._check_loops = False
-        self._resizes = False
-        if value is not None:
-            p = getattr(value, "_plan", None)
-            if isinstance(p, CpuPlan):
-                self._cpu = <CpuPlan>p
-                self._check_partitions = bool(getattr(value, "_partitions", ()))
-                self._check_loops = bool(getattr(value, "_loops", ()))
-            self._resizes = bool(getattr(value, "resizes", False))
-
-    @property
-    def _holder(self):
-        """Ident of the thread holding the graph's lock, or None."""
-        return self._holder_ident if self._busy else None
-
-    def _exclusive(self, what):
-        """A context manager holding the graph's lock (``what`` names the call in
-        the error a node calling back from inside its own launch gets)."""
-        return _Held(self, what)
-
-    # ---- launch ----
-
-    def launch(self, n=1, progress=False):
-        """Replay the built graph ``n`` times.
-
-        If a node raises, the replay stops there and the exception reaches you
-        with a note naming the node, its stage and the replay; the graph stays
-        usable. Ctrl-C stops a long launch within a few milliseconds of the
-        current replay's end, however long a replay takes (see Threads in the
-        README), and never leaves the graph locked.
-
-        ``progress=True`` shows a progress bar (tqdm when installed, else a
-        line on stderr) once the launch has run for about a second, updated
-        at most every 100 ms from the executor's signal checks. Inside
-        ``with eagle.profile():`` every node call is timed.
-        """
-        _graph_run(self, _fast_count(n, "launch()"), False, progress)
-
-    def launch_until_done(self, max_replays, progress=False):
-        """Replay until no sample is left (a compaction node's live count reaches 0),
-        at most ``max_replays`` times, without returning to Python in between.
-        Returns the replays run. ``progress=True``: as for ``launch``."""
-        return _graph_run(self, _fast_count(max_replays, "launch_until_done()"), True, progress)
-
-
-
-# The graph's lock and launch path as module functions of GraphCore, not cdef methods:
-# a cdef method would give GraphCore (and so eagle.Graph) a __pyx_vtable__ in help().
-# Every line runs with the GIL held.
-
-cdef int _graph_acquire(GraphCore self, what) except -1:
-    cdef unsigned long me = PyThread_get_thread_ident()
-    cdef int r
-    if self._busy:
-        if self._holder_ident == me or eagle_launch_encloses(<void *>self):
-            raise RuntimeError(f"cannot {what} this graph from inside its own launch (a node "
-                               "of the graph called back into it)")
-        _graph_wait(self)
-    self._busy = True
-    self._holder_ident = me
-    return 0
-
-
-cdef int _graph_wait(GraphCore self) except -1:
-    """Wait, without the GIL, until a release hands the lock over; Ctrl-C
-    (a signal handler that raises) gives up waiting, holding nothing."""
-    cdef int r
-    self._waiters += 1
-    while True:
-        # in slices of 5 ms: the signal may have been delivered to another thread
-        with nogil:
-            r = PyThread_acquire_lock_timed(self._handoff, 5000, 1)
-        if r == PY_LOCK_ACQUIRED:
-            return 0      # handed over: _busy stayed set for us
-        if PyThread_acquire_lock(self._handoff, NOWAIT_LOCK):
-            return 0      # handed over while the signal came
-        try:
-            PyErr_CheckSignals()
-        except BaseException:
-            self._waiters -= 1
-            raise
-
-
-cdef inline void _graph_release(GraphCore self) noexcept:
-    self._holder_ident = 0
-    if self._waiters > 0:
-        self._waiters -= 1
-        PyThread_release_lock(self._handoff)   # the lock passes to a waiter, still busy
-    else:
-        self._busy = False
-
-
-cdef object _graph_run(GraphCore self, int64_t n, bint until_done, object progress):
-    cdef eagle_launch_ctx ctx
-    cdef object done = None
-    _graph_acquire(self, "launch")
-    try:
-        backend = self._backend_obj
-        if until_done and not self._has_resizer:
-            raise ValueError("launch_until_done() needs a compaction node (eagle.graph.compact) "
-                             "to know when the samples are done")
-        if backend is None:
-            self._not_built()
-        eagle_launch_push(&ctx, <void *>self)
-        try:
-            try:
-                if _profiles_open == 0 and progress is False:   # the plain launch: nothing observes it
-                    if self._cpu is not None:
-                        done = self._cpu.run(n, until_done)
-                    else:
-                        done = backend.launch(n, until_done) if until_done else backend.launch(n)
-                else:
-                    done = _run_observed(self, backend, n, until_done, progress)
-            except BaseException:
-                if self._cpu is not None and (self._check_loops or self._check_partitions):
-                    backend.after_failed_launch(n)
-                raise
-            if self._cpu is not None:
-                if self._check_loops:
-                    backend.raise_loop_error(n)
-                if self._check_partitions:
-                    backend.check_partitions()
-        except BaseException as e:
-            self._note_failure(e, n)
-            raise
-        finally:
-            eagle_launch_pop(&ctx)
-            if self._resizes:
-                self._logical_size = backend.logical_size
-    finally:
-        _graph_release(self)
-    return done
-
-
-
-# ---- observing a launch: eagle.profile (eagle/_profile.py), progress= (eagle/_progress.py) ----
-
-# Profiles open on any thread. While 0, and without progress=, a launch takes the
-# plain path above: one test of this counter and one identity test.
-cdef int _profiles_open = 0
-cdef object _observers = None      # (eagle._profile, eagle._progress), imported on first use
-
-
-def _profile_opened(int delta):
-    """eagle._profile.Profile's __enter__ (+1) and __exit__ (-1)."""
-    global _profiles_open
-    _profiles_open += delta
-
-
-cdef object _run_observed(GraphCore self, backend, int64_t n, bint until_done, object progress):
-    global _observers
-    if _observers is None:
-        from eagle import _profile, _progress
-        _observers = (_profile, _progress)
-    profile_mod, progress_mod = _observers
-    record = profile_mod._launch_record(self, backend, n, until_done) if _profiles_open else None
-    bar = progress_mod.start(progress, n, until_done) if progress is not False else None
-    if record is None and bar is None:   # a profile open on another thread only, progress=None/0
-        if self._cpu is not None:
-            return self._cpu.run(n, until_done)
-        return backend.launch(n, until_done) if until_done else backend.launch(n)
-    done = None
-    try:
-        if self._cpu is not None:
-            done = self._cpu.run_observed(n, until_done, bar, record)
-        elif bar is not None:
-            done = progress_mod.launch_in_chunks(backend, n, until_done, bar)
-        else:
-            done = backend.launch(n, until_done) if until_done else backend.launch(n)
-    except BaseException as e:
-        if record is not None:
-            record.finish(None, e)
-        if bar is not None:
-            try:
-                bar.close(None)
-            except Exception:
-                pass     # the launch's own exception is the one to see, not the display's
-        raise
-    if record is not None:
-        record.finish(done, None)   # before the bar closes: a bar that fails to close loses no launch
-    if bar is not None:
-        bar.close(done)
-    return done
-
-
-cdef class _Held:
-    """``with graph._exclusive(what):`` holds the graph's lock, blocking while
-    another thread holds it; refused (RuntimeError) from inside its own launch."""
-    cdef GraphCore g
-    cdef object what
-
-    def __cinit__(self, GraphCore g, what):
-        self.g = g
-        self.what = what
-
-    def __enter__(self):
-        _graph_acquire(self.g, self.what)
-        return None
-
-    def __exit__(self, *exc):
-        _graph_release(self.g)
-        return False

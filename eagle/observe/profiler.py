@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from eagle import _executor
+from eagle import _core
+from eagle._text import duration
 
 #: eagle_span in csrc/executor.h
 SPAN_DTYPE = np.dtype([("node", "<i4"), ("phase", "<i4"), ("replay", "<i8"),
@@ -43,8 +44,8 @@ def _open_profiles():
     return stack
 
 
-def _launch_record(graph, backend, n, until_done):
-    """Called by the compiled launch path while some profile is open somewhere:
+def launch_record(graph, backend, n, until_done):
+    """Called by the compiled launch path (eagle._core) while some profile is open somewhere:
     a record of this launch for the profiles open on this thread, or None."""
     stack = getattr(_local, "stack", None)
     if not stack:
@@ -59,12 +60,12 @@ class LaunchRecord:
         self.graph = graph
         self.requested = n
         self.call = f"launch_until_done({n})" if until_done else f"launch({n})"
-        self.backend = getattr(backend, "name", type(backend).__name__)
-        plan = getattr(backend, "_plan", None)
-        order = list(getattr(plan, "order", ()) or ())
-        names, stages = graph._names, graph._stager.stage_of
-        self.node_names = [names[i] for i in order]    # per plan node (cpu), in plan order
-        self.node_stages = [stages[i] for i in order]
+        self.backend = backend.name
+        self._backend = backend
+        rec = backend.recording
+        order = backend.timed_nodes
+        self.node_names = [rec.names[i] for i in order]    # per timed node (cpu), in the executor's order
+        self.node_stages = [rec.stage_of[i] for i in order]
         self.profiles = profiles
         self.max_spans = min(p.max_spans for p in profiles)
         self.thread = threading.get_native_id()
@@ -94,7 +95,7 @@ class LaunchRecord:
         self.replays = done
         if exc is not None:
             self.error = type(exc).__name__
-            where = getattr(self.graph._backend, "last_failure", None)
+            where = self._backend.last_failure
             if where is not None:
                 self.replays = where[1]   # replays completed before the one that failed
         for p in self.profiles:
@@ -119,15 +120,6 @@ class NodeStats:
     share: float
 
 
-def _fmt_ns(ns):
-    if ns is None:
-        return "-"
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if ns >= scale:
-            return f"{ns / scale:.3g} {unit}"
-    return f"{ns:.3g} ns"
-
-
 class Profile:
     """Per-node counts and times of the launches made inside ``with``.
 
@@ -150,7 +142,7 @@ class Profile:
             raise RuntimeError("this profile is already open (open a new eagle.profile() to nest)")
         self._open_on = threading.get_ident()
         _open_profiles().append(self)
-        _executor._profile_opened(1)
+        _core._profile_opened(1)
         return self
 
     def __exit__(self, *exc):
@@ -159,7 +151,7 @@ class Profile:
         stack = _open_profiles()
         stack.remove(self)
         self._open_on = None
-        _executor._profile_opened(-1)
+        _core._profile_opened(-1)
         return False
 
     def _add(self, record):
@@ -278,14 +270,14 @@ class Profile:
         threads = max((sum(1 for _, lane in r.lanes if len(lane)) for r in self.launches), default=1)
         n_graphs = len(self._by_graph())
         head = (f"eagle.profile: {len(self.launches)} launch{'es' if len(self.launches) != 1 else ''}, "
-                f"{self.replays:,} replays in {_fmt_ns(wall)}"
+                f"{self.replays:,} replays in {duration(wall)}"
                 + (f", {n_graphs} graphs" if n_graphs > 1 else "")
                 + (f", {threads} threads" if threads > 1 else ""))
         rows = self.stats(per_thread)
         name_of = (lambda s: f"{s.graph}: {s.node}") if n_graphs > 1 else (lambda s: s.node)
         cols = ["node", "stage", "count", "total", "mean", "min", "share"]
-        body = [[name_of(s), "" if s.stage is None else str(s.stage), f"{s.count:,}", _fmt_ns(s.total),
-                 _fmt_ns(s.mean), _fmt_ns(s.min), f"{100 * s.share:.1f}%"] for s in rows]
+        body = [[name_of(s), "" if s.stage is None else str(s.stage), f"{s.count:,}", duration(s.total),
+                 duration(s.mean), duration(s.min), f"{100 * s.share:.1f}%"] for s in rows]
         widths = [max(len(c), *(len(b[k]) for b in body)) for k, c in enumerate(cols)]
 
         def line(cells):
@@ -359,5 +351,8 @@ class Profile:
 
 def profile(max_spans: int = 1_000_000) -> Profile:
     """``with eagle.profile() as prof: g.launch(n)``, then ``print(prof)`` or
-    ``prof.export_chrome_trace("trace.json")``. See ``eagle._profile``."""
+    ``prof.export_chrome_trace("trace.json")``. See ``eagle.observe.profiler``."""
     return Profile(max_spans)
+
+
+_core.register_observer(launch_record=launch_record)

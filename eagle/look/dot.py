@@ -21,15 +21,9 @@ import html
 import shutil
 import subprocess
 
-#: Graphviz shape per node kind; kinds not listed are drawn as boxes
-KIND_SHAPES = {
-    "opaque": "ellipse",        # a Python callable, under the GIL
-    "native": "box",            # a nogil C kernel over samples [start, stop)
-    "ufunc": "box",
-    "cuda_kernel": "box3d",     # a GPU kernel eagle launches itself
-    "cuda_partition": "box3d",
-    "collective": "hexagon",    # MPI / NCCL
-}
+from eagle.record.node import Node
+
+#: the shape of anything that is not an eagle node (nodes say their own: ``Node.dot_shape``)
 DEFAULT_SHAPE = "box"
 _DOT_TIMEOUT_S = 20
 
@@ -40,7 +34,7 @@ def quote(text: str) -> str:
 
 
 def shape_of(node) -> str:
-    return getattr(node, "dot_shape", None) or KIND_SHAPES.get(node.kind, DEFAULT_SHAPE)
+    return node.dot_shape if isinstance(node, Node) else DEFAULT_SHAPE
 
 
 def to_dot(header: str, nodes, names, stages, edges, stage_notes=None) -> str:

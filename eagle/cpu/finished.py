@@ -10,18 +10,18 @@ along with the state, so ``scatter_back`` can put results in original order.
 
 The step's own nodes must leave finished samples alone (test the alive flag);
 then compaction changes only where samples sit, never what they hold.
-On the CPU both are team kernels (eagle/_partition.pyx): a stable parallel
+On the CPU both are team kernels (eagle/cpu/_partition.pyx): a stable parallel
 counting sort without the GIL. On CUDA arrays ``compact``/``reorder`` return
 captured GPU kernels with the live count kept on the device
-(eagle/_finished_cuda.py).
+(eagle/cuda/finished.py).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from eagle._executor import get_num_threads
-from eagle._nodes import Node, refuse_object_arrays
-from eagle._memory import overlap, samples_may_overlap
+from eagle.cpu._executor import get_num_threads
+from eagle.record.memory import overlap, samples_may_overlap
+from eagle.record.node import Node, RunsAs, refuse_object_arrays
 
 # Chunks a partition's range is cut into (independent of the thread count, so
 # results never depend on it); fewer when there are many keys to count per chunk.
@@ -33,13 +33,14 @@ class PartitionNode(Node):
     """A compaction or reorder node (see ``compact`` and ``reorder``)."""
 
     kind = "native"
+    runs_as = RunsAs.NATIVE
     box = ("[", "]")
     sized = True
     split = False
     permutes_samples = True
 
     def __init__(self, mode, key_name, key, state, ids, count, n_keys, every, min_dead_fraction):
-        from eagle._partition import Partition
+        from eagle.cpu._partition import Partition
 
         if not isinstance(state, dict):
             raise TypeError(f"{mode}(): state must be a dict of name -> per-sample array, "
@@ -135,30 +136,8 @@ def _rows_contiguous(a) -> bool:
     return True
 
 
-def _is_cuda_array(a) -> bool:
-    return not isinstance(a, np.ndarray) and hasattr(a, "__cuda_array_interface__")
-
-
-def compact(alive, state, *, ids=None, count=None, every=1, min_dead_fraction=0.25) -> PartitionNode:
-    """A node that moves the live samples to the front and shrinks the logical size to them.
-
-    ``alive`` is a 1-d bool (or uint8) array, nonzero for a live sample;
-    ``state`` a dict of per-sample arrays (axis 0 is the sample) permuted with
-    it. ``ids`` (int64, default ``arange``) maps compacted position to original
-    sample id and is permuted too; ``count`` (int64, one element) receives the
-    live count. The policy: act on every ``every``-th replay, and only once at
-    least ``min_dead_fraction`` of the current samples have finished (always
-    when none is left). A replay that does not act costs one counting pass.
-    The default, a quarter finished, paid best in ``python -m eagle.bench_finished``
-    (compacting on every replay moves the state more often than it saves work);
-    ``min_dead_fraction=0`` compacts whenever any sample finished.
-    Every array it moves needs bytes of its own: arrays sharing memory with each
-    other (or samples of one array sharing memory) are refused with ``ValueError``.
-    """
-    if _is_cuda_array(alive):  # the cuda backend's captured kernels (eagle/_finished_cuda.py)
-        from eagle._finished_cuda import compact_cuda
-        return compact_cuda(alive, state, ids=ids, count=count, every=every,
-                            min_dead_fraction=min_dead_fraction)
+def compact_cpu(alive, state, *, ids=None, count=None, every=1, min_dead_fraction=0.25) -> PartitionNode:
+    """``eagle.graph.compact`` for NumPy arrays (it dispatches here)."""
     if not isinstance(alive, np.ndarray):
         raise TypeError(f"compact(): alive must be a NumPy array the step writes, got {type(alive).__name__}")
     if alive.dtype not in (np.bool_, np.uint8):
@@ -166,15 +145,8 @@ def compact(alive, state, *, ids=None, count=None, every=1, min_dead_fraction=0.
     return PartitionNode("compact", "alive", alive, state, ids, count, 2, every, min_dead_fraction)
 
 
-def reorder(key, state, *, n_keys, ids=None, every=1) -> PartitionNode:
-    """A node that sorts samples [0, logical size) stably by ``key`` (int32/int64 in [0, n_keys)).
-
-    ``key`` and every ``state`` array (and the ``ids`` map) are permuted. A key
-    outside [0, n_keys) stops the reorder on that replay and ``launch`` raises.
-    """
-    if _is_cuda_array(key):  # the cuda backend's captured kernels (eagle/_finished_cuda.py)
-        from eagle._finished_cuda import reorder_cuda
-        return reorder_cuda(key, state, n_keys=n_keys, ids=ids, every=every)
+def reorder_cpu(key, state, *, n_keys, ids=None, every=1) -> PartitionNode:
+    """``eagle.graph.reorder`` for NumPy arrays (it dispatches here)."""
     if not (isinstance(key, np.ndarray) and key.dtype in (np.int32, np.int64)):
         raise TypeError("reorder(): key must be an int32 or int64 array")
     if isinstance(n_keys, bool) or not isinstance(n_keys, (int, np.integer)) or n_keys < 1:

@@ -1,0 +1,9 @@
+"""eagle's cpu backend: the nogil OpenMP executor (csrc/) and the node kinds it runs.
+
+* ``eagle.cpu.backend`` — ``CpuBackend``: a recording handed to the executor;
+* ``eagle.cpu._executor`` — the Cython face of the executor: ``CpuPlan`` (the compiled
+  launch path) and the thread count (``eagle.get_num_threads`` ...);
+* ``eagle.cpu.native_node`` — ``native()`` nodes: nogil C kernels;
+* ``eagle.cpu.ufunc_node`` and ``eagle.cpu._ufunc`` — ufunc nodes and their loops;
+* ``eagle.cpu.finished`` and ``eagle.cpu._partition`` — compaction and reorder.
+"""

@@ -1,0 +1,115 @@
+"""Native nodes: a nogil C kernel over samples [start, stop), split across the cpu team."""
+from __future__ import annotations
+
+from eagle.record.memory import overlap, samples_may_overlap
+from eagle.record.node import Node, RunsAs, refuse_object_arrays
+
+
+class NativeNode(Node):
+    """A nogil C kernel run over samples [start, stop) of the graph's logical size."""
+
+    kind = "native"
+    runs_as = RunsAs.NATIVE
+    box = ("[", "]")
+    sized = True
+
+    def __init__(self, kernel, reads=None, writes=None, user_data=None, split=True, per_sample=True,
+                 dtypes=None, ndim=None):
+        from eagle.native import Kernel
+
+        if isinstance(kernel, Kernel) and user_data is None and dtypes is None and ndim is None:
+            k = kernel
+        else:
+            k = Kernel(kernel, user_data=user_data, dtypes=dtypes, ndim=ndim)
+        super().__init__(reads, writes, per_sample)
+        if self.family == "cuda":
+            raise TypeError("native() kernels run on the CPU and take NumPy arrays; "
+                            "for CuPy arrays use a CUDA kernel node")
+        arrays = [a for _, a, _ in self.arrays()]
+        if k.n_reads is not None and len(self.reads) != k.n_reads:
+            raise TypeError(f"kernel {k.name!r} reads {k.n_reads} array(s), the node declares {len(self.reads)}")
+        if k.n_writes is not None and len(self.writes) != k.n_writes:
+            raise TypeError(f"kernel {k.name!r} writes {k.n_writes} array(s), the node declares {len(self.writes)}")
+        refuse_object_arrays(self, f"kernel {k.name!r}")
+        if k.dtype is not None:
+            for name, a, _ in self.arrays():
+                if a.dtype != k.dtype or a.ndim != 1:
+                    raise TypeError(f"kernel {k.name!r} takes 1-d {k.dtype} arrays; {name!r} is "
+                                    f"{a.ndim}-d {a.dtype}")
+        k.check_arrays([(name, a) for name, a, _ in self.arrays()])
+        for name, a, is_write in self.arrays():
+            if is_write and not a.flags.writeable:
+                raise ValueError(f"{name!r} is written by kernel {k.name!r} but is read-only")
+        self.kernel = k
+        self.split = bool(split)
+        #: why eagle runs a node whole that was asked to be split (None if it was not refused)
+        self.split_refused_reason = None
+        if self.split and not k.phases:
+            self.split_refused_reason = self_overlap(self)
+            if self.split_refused_reason is not None:
+                self.split = False
+        self.arrays_in_order = arrays
+
+    def default_name(self) -> str:
+        return self.kernel.name
+
+    def __repr__(self):
+        return f"native({self.kernel.name!r}, reads={list(self.reads)}, writes={list(self.writes)})"
+
+
+def _rows_coincide(a, b) -> bool:
+    """Whether sample i of ``a`` and sample i of ``b`` are the same bytes for every i
+    (an in-place update: splitting the range cannot make two threads meet)."""
+    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+            and a.shape == b.shape and a.strides == b.strides and a.itemsize == b.itemsize)
+
+
+def self_overlap(node):
+    """Why a split of ``node`` could race, or None: one of its writes shares memory with
+    another of its arrays at other samples (reads ``a[:-1]``, writes ``a[1:]``).
+    The overlap rule is the one staging uses. A written array whose own samples share
+    bytes (a zero stride, overlapping ``as_strided`` rows) races the same way."""
+    arrays = list(node.arrays())
+    for name, a, is_write in arrays:
+        if is_write and samples_may_overlap(a):
+            return (f"it writes {name!r}, whose samples share memory (strides {a.strides}); threads "
+                    "splitting its range would race, so it runs whole")
+    for i, (name_i, a_i, w_i) in enumerate(arrays):
+        for name_j, a_j, w_j in arrays[i + 1:]:
+            if (w_i or w_j) and overlap(a_i, a_j) and not _rows_coincide(a_i, a_j):
+                (name_w, name_o, o_write) = (name_j, name_i, w_i) if w_j else (name_i, name_j, w_j)
+                how = "writes" if o_write else "reads"
+                return (f"it writes {name_w!r} and {how} {name_o!r}, which overlap at other samples; "
+                        "threads splitting its range would race, so it runs whole")
+    return None
+
+
+def native(kernel, reads=None, writes=None, *, user_data=None, split=True, per_sample=True,
+           dtypes=None, ndim=None) -> NativeNode:
+    """A node that runs a nogil C kernel over samples [start, stop).
+
+    ``kernel`` is an ``eagle.native.Kernel`` or anything it accepts: a Cython
+    function wrapped with ``eagle.native.wrap_kernel``, a PyCapsule named
+    ``eagle.native.SIGNATURE``, a ctypes or cffi function pointer, a numba
+    ``cfunc``. The kernel gets the data pointers of ``reads`` then ``writes``
+    (declaration order) and the byte stride of each array's axis 0. With
+    ``split=True`` (the default) the CPU executor divides [0, logical_size)
+    among its threads; ``split=False`` calls it once per replay on the whole range.
+    A node whose write overlaps another of its arrays at other samples (reads
+    ``a[:-1]``, writes ``a[1:]``), or that writes an array whose own samples share
+    memory (a zero stride, overlapping ``as_strided`` rows), is never split: it runs whole, and
+    ``node.split_refused_reason`` (and ``g.plan()``) says why.
+
+    Arrays whose dtype holds Python objects are refused. ``dtypes`` and ``ndim``
+    declare what an untyped kernel (ctypes, cffi, numba, capsule) takes, checked
+    here as eagle's own typed kernels are: one dtype (or ndim) for every array,
+    or a sequence with one per declared array, reads then writes (``None``:
+    any); see ``eagle.native.Kernel``.
+
+    ``per_sample`` says which arrays have the sample on axis 0 and so bound the
+    graph's capacity: ``True`` (all, the default), ``False`` (none), or the
+    names of those that do; a lookup table or a parameter array is left out,
+    e.g. ``native(k, reads={"x": x, "table": t}, writes={"y": y}, per_sample={"x", "y"})``.
+    """
+    return NativeNode(kernel, reads, writes, user_data=user_data, split=split, per_sample=per_sample,
+                      dtypes=dtypes, ndim=ndim)

@@ -1,0 +1,100 @@
+"""The node constructors a user calls; ``eagle.graph`` re-exports them.
+
+Most make one node kind whatever the arrays (``opaque``), or take one device's
+arrays only (``native``: NumPy; ``cuda_kernel``: CUDA). ``ufunc``, ``compact``
+and ``reorder`` pick the node kind of the device their arrays are on: the cpu
+kind (``eagle.cpu``) for NumPy arrays, the cuda kind (``eagle.cuda``) for CuPy
+and other ``__cuda_array_interface__`` arrays. Collectives (``allreduce``...)
+are ``eagle.mpi``'s. The cuda modules are imported only when CUDA arrays are
+given.
+"""
+from __future__ import annotations
+
+from eagle.cpu.finished import PartitionNode, compact_cpu, reorder_cpu
+from eagle.cpu.native_node import NativeNode, native
+from eagle.cpu.ufunc_node import UfuncNode, cpu_ufunc
+from eagle.cuda.kernel_nodes import SIZE, SIZE_PTR, CudaKernelNode, cuda_kernel
+from eagle.mpi import allgather, allreduce, bcast, sendrecv  # collective nodes (mpi4py on first use)
+from eagle.record.memory import array_kind
+from eagle.record.node import Node, OpaqueNode, opaque
+from eagle.record.ufunc_operands import parse_operands, real_ufunc
+
+__all__ = ["Node", "OpaqueNode", "NativeNode", "UfuncNode", "PartitionNode", "CudaKernelNode",
+           "opaque", "native", "ufunc", "cuda_kernel", "SIZE", "SIZE_PTR", "compact", "reorder",
+           "allreduce", "allgather", "bcast", "sendrecv"]
+
+
+def _on_cuda(a) -> bool:
+    return array_kind(a) == "cuda"
+
+
+def ufunc(uf, *operands, out=None):
+    """A node that runs ufunc ``uf``'s own compiled inner loop on ``operands`` into ``out``.
+
+    ``ufunc(np.multiply, {"x": x}, 2.0, out={"a": left})`` computes
+    ``np.multiply(x, 2.0, out=left)`` over samples [0, logical_size) on every
+    replay, without the GIL, split across the team like a native kernel; it
+    is drawn ``(multiply)``. ``uf`` is any real ufunc: NumPy's, scipy.special's,
+    a numba ``@vectorize`` or ``@guvectorize`` function.
+
+    Each operand is an array, a scalar (copied at record time, broadcast), or
+    a one-entry dict ``{"name": array}`` naming the array for the picture;
+    ``out`` is an array or such a dict, a tuple of them for several outputs.
+    Axis 0 is the sample axis: array operands share one shape ``(n, *row)``
+    with C-contiguous rows (a gufunc takes ``(n, *core)``); a 0-d array
+    broadcasts and is read on every replay.
+
+    The loop is the one NumPy picks for these dtypes under
+    ``casting="same_kind"``. Refused with ``TypeError``: object loops and
+    ``np.frompyfunc`` (they need the GIL), and operands whose dtype is not the
+    loop's (a buffered cast). Refused with ``ValueError``: mismatched shapes,
+    non-contiguous rows, an output partly overlapping another operand (or, for a gufunc,
+    being one of its inputs), an output whose elements share memory.
+    Floating-point errors are not reported (as under ``np.errstate(all="ignore")``).
+    With CuPy arrays it returns a GPU node (see ``eagle.cuda.ufunc_node``).
+    """
+    uf, dufunc = real_ufunc(uf)
+    ins, outs = parse_operands(uf, operands, out)
+    kinds = {array_kind(op.array) for op in ins + outs if op.is_array}
+    if len(kinds) > 1:
+        raise TypeError("a node mixes NumPy arrays and CUDA arrays; eagle runs a graph on one "
+                        "device: use NumPy arrays for the cpu backend or CuPy arrays for cuda")
+    if kinds == {"cuda"}:
+        from eagle.cuda.ufunc_node import cuda_ufunc
+        return cuda_ufunc(uf, ins, outs)
+    return cpu_ufunc(uf, dufunc, ins, outs)
+
+
+def compact(alive, state, *, ids=None, count=None, every=1, min_dead_fraction=0.25) -> Node:
+    """A node that moves the live samples to the front and shrinks the logical size to them.
+
+    ``alive`` is a 1-d bool (or uint8) array, nonzero for a live sample;
+    ``state`` a dict of per-sample arrays (axis 0 is the sample) permuted with
+    it. ``ids`` (int64, default ``arange``) maps compacted position to original
+    sample id and is permuted too; ``count`` (int64, one element) receives the
+    live count. The policy: act on every ``every``-th replay, and only once at
+    least ``min_dead_fraction`` of the current samples have finished (always
+    when none is left). A replay that does not act costs one counting pass.
+    The default, a quarter finished, paid best in ``python -m eagle.bench.finished``
+    (compacting on every replay moves the state more often than it saves work);
+    ``min_dead_fraction=0`` compacts whenever any sample finished.
+    Every array it moves needs bytes of its own: arrays sharing memory with each
+    other (or samples of one array sharing memory) are refused with ``ValueError``.
+    """
+    if _on_cuda(alive):
+        from eagle.cuda.finished import compact_cuda
+        return compact_cuda(alive, state, ids=ids, count=count, every=every,
+                            min_dead_fraction=min_dead_fraction)
+    return compact_cpu(alive, state, ids=ids, count=count, every=every, min_dead_fraction=min_dead_fraction)
+
+
+def reorder(key, state, *, n_keys, ids=None, every=1) -> Node:
+    """A node that sorts samples [0, logical size) stably by ``key`` (int32/int64 in [0, n_keys)).
+
+    ``key`` and every ``state`` array (and the ``ids`` map) are permuted. A key
+    outside [0, n_keys) stops the reorder on that replay and ``launch`` raises.
+    """
+    if _on_cuda(key):
+        from eagle.cuda.finished import reorder_cuda
+        return reorder_cuda(key, state, n_keys=n_keys, ids=ids, every=every)
+    return reorder_cpu(key, state, n_keys=n_keys, ids=ids, every=every)

@@ -1,0 +1,91 @@
+"""The backend contract: what a backend offers the graph, its compiled core, the profile
+and scale-out.
+
+``Graph.build()`` makes a backend from the graph's ``Recording`` (a read-only
+view, ``eagle.record.recording``) and one team policy per stage. From then on
+the graph, its compiled core (``eagle._core.GraphCore``), ``eagle.profile`` and
+``eagle.mpi`` use the backend only through the attributes and methods below.
+Every method is called with the graph's lock held (so never two at once on one
+backend), except ``plan()``, ``stage_notes()`` and the properties, which only
+read and may run while another thread launches.
+"""
+from __future__ import annotations
+
+from eagle._errors import add_note
+from eagle.record import hooks
+
+__all__ = ["Backend"]
+
+
+class Backend:
+    """Base of the cpu and cuda backends."""
+
+    #: ``"cpu"`` or ``"cuda"``: the header and ``g.backend`` show it
+    name = "?"
+    #: whether a node of the graph sets the next replay's logical size (compaction)
+    resizes = False
+    #: a compiled launch path (``eagle._core.CompiledLaunch``) the core runs without a
+    #: Python call, or None (then it calls ``launch``)
+    compiled = None
+    #: whether the core calls ``after_launch`` / ``after_failed_launch``
+    checks_launches = False
+    #: for the profile: the graph index of each node whose calls the backend times, in
+    #: the order its spans number them (empty: it times whole launches only)
+    timed_nodes = ()
+
+    def __init__(self, recording):
+        #: the ``Recording`` the backend was built from (the profile and scale-out read it)
+        self.recording = recording
+
+    # ---- launching ----
+
+    def launch(self, n: int, until_empty: bool = False) -> int:
+        """Replay n times (until_empty: until the logical size is 0, at most n); the replays done."""
+        raise NotImplementedError
+
+    def launch_observed(self, n: int, until_empty: bool, progress, record) -> int:
+        """``launch``, showing ``progress`` (a bar with ``update(done)``, or None) and
+        timing node calls into ``record`` (an ``eagle.observe.profile.LaunchRecord``, or None)."""
+        return self.launch(n, until_empty)
+
+    def after_launch(self, n: int) -> None:
+        """After a launch that did not raise: raise what its nodes reported (``checks_launches``)."""
+
+    def after_failed_launch(self, n: int) -> None:
+        """After a launch that raised, before its exception reaches the caller."""
+
+    #: (graph node index, or -1 for an interrupt, replay) of the last failed launch, or None
+    last_failure = None
+
+    def note_failure(self, exc, n: int) -> None:
+        """A launch of n replays raised ``exc``: attach where it happened, then run the
+        failure hooks (scale-out stops the other ranks)."""
+        where = self.last_failure
+        if where is not None:
+            node, replay = where
+            if node is None or node < 0:
+                add_note(exc, f"eagle: launch({n}) interrupted in replay {replay}")
+            else:
+                add_note(exc, f"eagle: raised by {self.recording.where(node)} in replay {replay} "
+                              f"of launch({n})")
+        hooks.failed(self.recording, exc)
+
+    # ---- the logical size ----
+
+    @property
+    def logical_size(self) -> int:
+        raise NotImplementedError
+
+    def set_logical_size(self, n: int) -> None:
+        """Process samples [0, n) from the next replay on (n is checked by the graph)."""
+        raise NotImplementedError
+
+    # ---- looking ----
+
+    def plan(self):
+        """An ``eagle.record.plan.Plan``: how the stages run."""
+        raise NotImplementedError
+
+    def stage_notes(self):
+        """One note per stage for the picture (how its work is shared), or None."""
+        return None

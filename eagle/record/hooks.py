@@ -1,0 +1,32 @@
+"""Hooks other parts of eagle register into the graph's build and failed launches.
+
+Scale-out (``eagle.mpi``) registers here when it is imported: before a build
+it checks that every rank recorded the same graph, and when a build or a
+launch fails it stops the other ranks. ``eagle.graph`` calls the hooks and
+never imports their owners. Each hook receives the graph's ``Recording``.
+"""
+from __future__ import annotations
+
+_before_build = []
+_on_failure = []
+
+
+def register(*, before_build=None, on_failure=None) -> None:
+    """``before_build(recording)`` runs at every ``build()`` before a backend is made (it may
+    raise: the build then fails, nothing changed); ``on_failure(recording, exc)`` runs when
+    a build or a launch raised, after eagle's note is attached, before the exception
+    reaches the caller. Registering one function twice registers it once."""
+    if before_build is not None and before_build not in _before_build:
+        _before_build.append(before_build)
+    if on_failure is not None and on_failure not in _on_failure:
+        _on_failure.append(on_failure)
+
+
+def before_build(recording) -> None:
+    for hook in _before_build:
+        hook(recording)
+
+
+def failed(recording, exc) -> None:
+    for hook in _on_failure:
+        hook(recording, exc)

@@ -1,0 +1,139 @@
+"""The operands of a ufunc node, for both backends: parsed, named and declared.
+
+``eagle.graph.ufunc(uf, *operands, out=...)`` takes an array, a scalar or a
+one-entry dict ``{"name": array}`` per operand; this module turns them into
+``Operand`` objects and into the node's ``reads`` / ``writes`` declarations.
+The cpu node (``eagle.cpu.ufunc_node``) and the cuda node
+(``eagle.cuda.ufunc_node``) build on it.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from eagle.record.memory import array_kind
+
+__all__ = ["Operand", "real_ufunc", "parse_operands", "declare", "weak_dtype", "parse_signature"]
+
+
+class Operand:
+    __slots__ = ("name", "array", "value", "given_name")
+
+    def __init__(self, name, array=None, value=None, given_name=False):
+        self.name, self.array, self.value, self.given_name = name, array, value, given_name
+
+    @property
+    def is_array(self):
+        return self.array is not None
+
+
+def real_ufunc(uf):
+    """(np.ufunc, numba DUFunc or None) for a ufunc or an object wrapping one."""
+    if isinstance(uf, np.ufunc):
+        return uf, None
+    inner = getattr(uf, "ufunc", None)   # numba's DUFunc (@vectorize) and GUFunc (@guvectorize)
+    if isinstance(inner, np.ufunc):
+        return inner, uf
+    raise TypeError(f"ufunc() needs a NumPy ufunc (np.add, scipy.special.erf, a numba @vectorize "
+                    f"function...), got {type(uf).__name__}")
+
+
+def _operand(x, default_name, what):
+    if isinstance(x, dict):
+        if len(x) != 1:
+            raise TypeError(f"{what}: a named operand is a one-entry dict {{name: array}}, got "
+                            f"{len(x)} entries")
+        (name, a), = x.items()
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"{what}: the name must be a non-empty string, got {name!r}")
+        if array_kind(a) is None:
+            raise TypeError(f"{what}: {name!r} must be an array (a scalar goes bare, without a name), "
+                            f"got {type(a).__name__}")
+        return Operand(name, array=a, given_name=True)
+    if array_kind(x) is not None:
+        return Operand(default_name, array=x)
+    if isinstance(x, (bool, int, float, complex, np.generic)):
+        return Operand(None, value=x)
+    raise TypeError(f"{what} must be an array, a scalar or a one-entry dict {{name: array}}, "
+                    f"got {type(x).__name__}")
+
+
+def parse_operands(uf, operands, out):
+    if len(operands) != uf.nin:
+        raise TypeError(f"{uf.__name__} takes {uf.nin} operand(s), got {len(operands)}")
+    if out is None:
+        raise TypeError(f"ufunc({uf.__name__}, ...) needs out=: the array(s) the node writes")
+    outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    if len(outs) != uf.nout:
+        raise TypeError(f"{uf.__name__} has {uf.nout} output(s), out= gives {len(outs)}")
+    ins = [_operand(x, f"in{k}", f"operand {k} of {uf.__name__}") for k, x in enumerate(operands)]
+    os_ = [_operand(x, f"out{k}", f"out[{k}] of {uf.__name__}") for k, x in enumerate(outs)]
+    for k, o in enumerate(os_):
+        if not o.is_array:
+            raise TypeError(f"out[{k}] of {uf.__name__} must be an array, got a scalar")
+    return ins, os_
+
+
+def declare(ins, outs):
+    """reads, writes ({name: array}) and each operand's slot in the kernel's data[].
+
+    An array given twice is declared once (under writes if the node writes it);
+    its name is the one the caller gave it, else the name of its first position.
+    """
+    ops = ins + outs
+    names = {}       # id(array) -> name
+    owner = {}       # name -> id(array)
+    for op in ops:
+        if op.is_array and op.given_name:
+            prev = names.setdefault(id(op.array), op.name)
+            if prev != op.name:
+                raise ValueError(f"one array is bound to two names, {prev!r} and {op.name!r}")
+            if owner.setdefault(op.name, id(op.array)) != id(op.array):
+                raise ValueError(f"the name {op.name!r} is bound to two different arrays")
+    for op in ops:
+        if op.is_array and id(op.array) not in names:
+            name, k = op.name, 2
+            while name in owner:
+                name, k = f"{op.name}_{k}", k + 1
+            names[id(op.array)] = name
+            owner[name] = id(op.array)
+    written = {id(o.array) for o in outs}
+    reads, writes = {}, {}
+    for op in ins:
+        if op.is_array and id(op.array) not in written:
+            reads.setdefault(names[id(op.array)], op.array)
+    for op in outs:
+        writes.setdefault(names[id(op.array)], op.array)
+    order = [id(a) for a in reads.values()] + [id(a) for a in writes.values()]
+    slots = [order.index(id(op.array)) if op.is_array else -1 for op in ops]
+    for op in ops:
+        if op.is_array:
+            op.name = names[id(op.array)]
+    return reads, writes, slots
+
+
+NUMPY_2 = int(np.__version__.split(".")[0]) >= 2
+
+
+def weak_dtype(v):
+    """What NumPy's promotion sees for a scalar: Python int/float/complex are weak (NEP 50)."""
+    if isinstance(v, np.generic):
+        return v.dtype
+    if isinstance(v, bool):
+        return np.dtype(bool)
+    if not NUMPY_2:
+        # NumPy 1.x resolves dtypes only; value-based casting comes closest through the
+        # smallest dtype that holds the value
+        return np.min_scalar_type(v)
+    return type(v)
+
+
+def parse_signature(sig):
+    """[(core dim names per input)], [(per output)] of a gufunc signature like '(n,k),(k)->(n)'."""
+    lhs, rhs = sig.replace(" ", "").split("->")
+
+    def side(s):
+        return [tuple(d.rstrip("?") for d in grp.split(",") if d) for grp in re.findall(r"\(([^)]*)\)", s)]
+
+    return side(lhs), side(rhs)
