@@ -1,7 +1,19 @@
-"""Fixtures shared by the CPU test files."""
+"""Fixtures shared by the CPU test files, and the test doubles on sys.path.
+
+tests/doubles holds every test double (stand-ins for the CUDA driver, MPI and NCCL,
+and the Python helpers that build and bind them: ``fake_cuda``, ``fake_cuda_build``);
+it is put on sys.path here so any test directory imports them by name.
+"""
+import sys
+from pathlib import Path
+
 import pytest
 
 import eagle
+
+DOUBLES = Path(__file__).resolve().parent / "doubles"
+if str(DOUBLES) not in sys.path:
+    sys.path.insert(0, str(DOUBLES))
 
 
 @pytest.fixture

@@ -1,9 +1,9 @@
 """eagle.Graph end to end on the cuda backend, against the CPU stand-in of the CUDA driver.
 
-No GPU needed. tests/cuda_standin/fake_libcuda.c (a TEST DOUBLE, not CUDA)
+No GPU needed. tests/doubles/fake_libcuda.c (a TEST DOUBLE, not CUDA)
 records captures and replays them on host threads; its "kernels" are host
 functions that write into its device memory. The arrays here are ``DeviceArray``
-(tests/cuda/standin.py): the stand-in's device memory exposing
+(tests/doubles/fake_cuda.py): the stand-in's device memory exposing
 ``__cuda_array_interface__`` (a test-only stand-in for device arrays), so eagle
 picks the cuda backend for them; ``.host`` views that memory from NumPy, so
 the results are checked with NumPy.
@@ -33,7 +33,7 @@ import pytest
 
 import eagle
 from eagle.graph import opaque
-from standin import DeviceArray, dev, kernel  # noqa: F401
+from fake_cuda import DeviceArray, dev, kernel  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 

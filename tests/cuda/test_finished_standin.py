@@ -1,12 +1,12 @@
 """Compaction and reorder on the cuda backend, against the CPU stand-in of the CUDA driver.
 
-No GPU needed. tests/cuda_standin/fake_libcuda.c (a TEST DOUBLE, not CUDA)
+No GPU needed. tests/doubles/fake_libcuda.c (a TEST DOUBLE, not CUDA)
 runs eagle's own partition kernels (eagle_part_count / scan / scatter /
 copyback, eagle_commit: the CUDA C source in eagle/cuda/kernels/, compiled
-with the emulator tests/cuda_standin/cuda_emulation.h), and a test-only Monte
+with the emulator tests/doubles/cuda_emulation.h), and a test-only Monte
 Carlo step kernel (its built-in ``life_step``: a live sample moves and ages,
 and finishes when its life runs out). The arrays are ``DeviceArray``
-(tests/cuda/standin.py): the stand-in's device memory that presents
+(tests/doubles/fake_cuda.py): the stand-in's device memory that presents
 ``__cuda_array_interface__`` (also a test double).
 
 The oracle: the same step and compaction / reorder on the CPU backend
@@ -32,7 +32,7 @@ import pytest
 
 import eagle
 from eagle.graph import compact, opaque, reorder
-from standin import DeviceArray, dev, kernel  # noqa: F401
+from fake_cuda import DeviceArray, dev, kernel  # noqa: F401
 
 
 

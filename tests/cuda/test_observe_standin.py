@@ -10,7 +10,7 @@ import pytest
 
 import eagle
 from eagle.graph import opaque
-from standin import dev  # noqa: F401
+from fake_cuda import dev  # noqa: F401
 
 
 @pytest.fixture

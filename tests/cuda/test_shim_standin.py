@@ -1,6 +1,6 @@
 """eagle's CUDA shim over the driver, against the driver stand-in (a TEST DOUBLE).
 
-No GPU needed: tests/cuda_standin/fake_libcuda.c plays libcuda.so.1. What is
+No GPU needed: tests/doubles/fake_libcuda.c plays libcuda.so.1. What is
 checked: binding through cuGetProcAddress for the driver's version (the CUDA
 12.x and 13.x entry-point sets), the primary context for new threads, capture
 rules and their real error codes, sticky errors after a fault, parameter
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from standin import DeviceArray, kernel
+from fake_cuda import DeviceArray, kernel
 
 ROOT = Path(__file__).resolve().parents[2]
 INCLUDE = ROOT / "csrc" / "include"
@@ -64,8 +64,8 @@ ENTRY_SCRIPT = r"""
 import ctypes, numpy as np
 from eagle.cuda import _shim as c
 import sys
-sys.path.insert(0, "tests/cuda")
-from standin import DeviceArray
+sys.path.insert(0, "tests/doubles")
+from fake_cuda import DeviceArray
 lib = ctypes.CDLL(c.load())
 lib.fake_cuda_counter.restype = ctypes.c_long
 lib.fake_cuda_kernel.restype = ctypes.c_void_p

@@ -1,5 +1,5 @@
 """Run by test_handle_abi.py in a process of its own: eagle's collective kernels bound to a
-stand-in MPI (mpi_standin/fake_mpi.c, a test double) of one handle ABI. No mpi4py here."""
+stand-in MPI (tests/doubles/fake_mpi.c, a test double) of one handle ABI. No mpi4py here."""
 import ctypes
 import sys
 

@@ -1,6 +1,6 @@
 """eagle's collective kernels speak both MPI handle ABIs: int handles (MPICH) and pointer
 handles (Open MPI, the MPI-5 standard ABI). Checked against a stand-in MPI
-(mpi_standin/fake_mpi.c, a test double) built both ways, each in a process of its own
+(tests/doubles/fake_mpi.c, a test double) built both ways, each in a process of its own
 (the kernels bind one MPI per process). Needs no mpi4py."""
 import os
 import shutil
@@ -20,7 +20,7 @@ def test_handles_reach_mpi_intact_and_errors_abort(abi, tmp_path):
         pytest.skip("no C compiler to build the MPI stand-in")
     lib = tmp_path / f"libfake_mpi_{abi}.so"
     flags = ["-DPOINTER_HANDLES"] if abi == "pointer" else []
-    subprocess.run([cc, "-shared", "-fPIC", "-O1", *flags, str(HERE / "mpi_standin" / "fake_mpi.c"), "-o", str(lib)],
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", *flags, str(HERE.parent / "doubles" / "fake_mpi.c"), "-o", str(lib)],
                    check=True)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
     proc = subprocess.run([sys.executable, str(HERE / "abi_program.py"), str(lib), abi], capture_output=True,

@@ -1,18 +1,17 @@
 """Collective nodes on CUDA arrays (NCCL), against a stand-in NCCL.
 
-``nccl_standin/fake_nccl.c`` is a TEST DOUBLE of libnccl.so.2 for a one-rank
+``tests/doubles/fake_nccl.c`` is a TEST DOUBLE of libnccl.so.2 for a one-rank
 communicator, compiled by these tests. The unit tests give it host memory
 (``HostCudaArray``: NumPy memory presented as a CUDA array) and drive what the
 cuda backend does with an NCCL node: ``build()``'s hook (the communicator from an
 id broadcast over MPI, the warm-up), then the node's function once, as at capture.
 The end-to-end test builds a graph on eagle's cuda backend bound to the CUDA
-driver stand-in (tests/cuda_standin/fake_libcuda.c, another test double, built as
-tests/cuda builds it) with tests/cuda's ``DeviceArray``; the stand-in NCCL then
+driver stand-in (tests/doubles/fake_libcuda.c, another test double, built as
+tests/cuda builds it) with the ``DeviceArray`` of tests/doubles/fake_cuda.py; the stand-in NCCL then
 enqueues its copies on the stream it is given, so the collectives are captured on
 eagle's stream and replayed by ``launch``. No GPU is used.
 """
 import ctypes
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -30,7 +29,7 @@ from eagle.mpi import _check, _nccl  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-CUDA_TESTS = ROOT / "tests" / "cuda"
+DOUBLES = ROOT / "tests" / "doubles"
 
 
 class HostCudaArray:
@@ -56,7 +55,7 @@ def fake_path(tmp_path_factory):
     if cc is None:
         pytest.skip("no C compiler to build the NCCL stand-in")
     out = tmp_path_factory.mktemp("fake_nccl") / "libfake_nccl.so"
-    subprocess.run([cc, "-shared", "-fPIC", "-O1", str(HERE / "nccl_standin" / "fake_nccl.c"), "-o", str(out),
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", str(DOUBLES / "fake_nccl.c"), "-o", str(out),
                     "-ldl"], check=True)
     return str(out)
 
@@ -194,22 +193,16 @@ def test_no_nccl_library_is_a_clear_error(monkeypatch, tmp_path):
         _nccl._lib.update(saved)
 
 
-def _cuda_test_support():
-    """tests/cuda/conftest.py as a module: how the CUDA tests build the driver stand-in."""
-    spec = importlib.util.spec_from_file_location("eagle_tests_cuda_conftest", CUDA_TESTS / "conftest.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def fake_libcuda_path(tmp_path_factory):
-    return _cuda_test_support().build_standin(tmp_path_factory.mktemp("fake_libcuda"))
+    """The driver stand-in, built as the CUDA tests build it (tests/doubles/fake_cuda_build.py)."""
+    from fake_cuda_build import build_fake_libcuda
+    return build_fake_libcuda(tmp_path_factory.mktemp("fake_libcuda"))
 
 
 # Runs in a process of its own (the shim binds one driver per process): eagle's cuda backend
-# bound to the driver stand-in (tests/cuda_standin/fake_libcuda.c), the arrays tests/cuda's
-# DeviceArray (the stand-in's device memory), NCCL the stand-in of nccl_standin/ in its driver
+# bound to the driver stand-in (tests/doubles/fake_libcuda.c), the arrays tests/doubles/fake_cuda.py's
+# DeviceArray (the stand-in's device memory), NCCL the stand-in tests/doubles/fake_nccl.c in its driver
 # mode: each collective is a copy enqueued on the stream NCCL is given.
 END_TO_END = r"""
 import ctypes, os
@@ -218,7 +211,7 @@ import eagle
 from eagle.cuda import backend
 from eagle.graph import SIZE, allgather, allreduce, bcast, cuda_kernel, sendrecv
 from eagle.mpi import _nccl
-from standin import DeviceArray, kernel
+from fake_cuda import DeviceArray, kernel
 
 backend.ensure_driver()
 fake = ctypes.CDLL(os.environ["EAGLE_LIBCUDA"])
@@ -291,7 +284,7 @@ def test_an_nccl_node_is_captured_by_the_cuda_backend_and_replays(fake_path, fak
     """The collectives captured on eagle's stream during build(), replayed by every launch."""
     env = dict(os.environ, EAGLE_LIBCUDA=fake_libcuda_path, FAKE_NCCL_LIBCUDA=fake_libcuda_path,
                EAGLE_NCCL_LIBRARY=fake_path,
-               PYTHONPATH=os.pathsep.join([str(ROOT), str(CUDA_TESTS)]
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(DOUBLES)]
                                           + [p for p in [os.environ.get("PYTHONPATH")] if p]))
     proc = subprocess.run([sys.executable, "-c", END_TO_END], capture_output=True, text=True, env=env,
                           timeout=120, cwd=str(ROOT))
@@ -309,7 +302,7 @@ import numpy as np
 import eagle
 from eagle.cuda import backend
 from eagle.graph import SIZE, allreduce, cuda_kernel, opaque
-from standin import DeviceArray, kernel
+from fake_cuda import DeviceArray, kernel
 
 backend.ensure_driver()
 fake = ctypes.CDLL(os.environ["EAGLE_LIBCUDA"])
@@ -341,7 +334,7 @@ print("NOT ABORTED")
 def test_a_failure_on_one_rank_of_an_nccl_graph_aborts_the_job(fake_path, fake_libcuda_path, where):
     env = dict(os.environ, EAGLE_LIBCUDA=fake_libcuda_path, FAKE_NCCL_LIBCUDA=fake_libcuda_path,
                EAGLE_NCCL_LIBRARY=fake_path,
-               PYTHONPATH=os.pathsep.join([str(ROOT), str(CUDA_TESTS)]
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(DOUBLES)]
                                           + [p for p in [os.environ.get("PYTHONPATH")] if p]))
     proc = subprocess.run([sys.executable, "-c", FAILURE, where], capture_output=True, text=True, env=env,
                           timeout=120, cwd=str(ROOT))

@@ -16,7 +16,7 @@ def _load_picture():
         from eagle import _picture
         return _picture
     except Exception:  # package not importable yet: load the file directly
-        path = pathlib.Path(__file__).resolve().parents[1] / "eagle" / "_picture.py"
+        path = pathlib.Path(__file__).resolve().parents[2] / "eagle" / "_picture.py"
         spec = importlib.util.spec_from_file_location("_eagle_picture_under_test", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)

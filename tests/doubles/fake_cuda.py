@@ -1,5 +1,8 @@
-"""Test doubles shared by the stand-in tests: device arrays in the CUDA driver
-stand-in's memory, and its built-in test kernels."""
+"""TEST DOUBLE: device arrays in the CUDA driver stand-in's memory (fake_libcuda.c),
+and its built-in test kernels; shared by the stand-in tests (tests/cuda, tests/mpi).
+
+Importable as ``fake_cuda`` in the test session (tests/conftest.py puts tests/doubles
+on sys.path) and in the tests' subprocesses (they put it on PYTHONPATH)."""
 import ctypes
 
 import numpy as np

@@ -8,7 +8,7 @@
  * - by default at once, on host memory, ignoring the stream (the unit tests present
  *   NumPy memory as CUDA arrays and call the node's function directly);
  * - with FAKE_NCCL_LIBCUDA=<path of a CUDA driver> (the tests give the driver
- *   stand-in tests/cuda_standin/fake_libcuda.c), as real NCCL does: the copy is
+ *   stand-in tests/doubles/fake_libcuda.c), as real NCCL does: the copy is
  *   enqueued on the stream given, through that driver (cuMemcpyAsync resolved with
  *   cuGetProcAddress_v2), so during a stream capture it becomes a node of the CUDA
  *   graph and every replay repeats it; a call made on the wrong stream is not

@@ -204,3 +204,28 @@ def test_a_launch_from_inside_a_node_is_recorded_with_its_own_nodes():
     assert counts == {("graph 1", "axpy"): 6, ("graph 1", "tally"): 6, ("graph 2", "calls_inner"): 3}
     names = {e["name"] for e in node_spans(prof.chrome_trace())}
     assert names == {"axpy", "tally", "calls_inner"}
+
+
+# ---- eagle.profile() under hostile use: a launch far larger than max_spans.
+
+def test_a_launch_past_max_spans_does_not_call_the_untimed_calls_time_between_nodes(tmp_path):
+    x, y = np.ones(64), np.zeros(64)
+    g = eagle.Graph()
+    g.add_node(native(kernels.axpy(2.0), reads={"x": x}, writes={"y": y}), name="axpy")
+    g.build()
+    with eagle.profile(max_spans=10) as prof:
+        g.launch(5000)
+    assert prof.replays == 5000 and prof.dropped > 0
+    names = [s.node for s in prof.stats()]
+    assert "(between nodes)" not in names
+    assert names[-1] == "(between nodes, and node calls not kept)"
+    assert {s.node: s.count for s in prof.stats()}["axpy"] <= 10 * eagle.get_num_threads()
+    assert "not kept" in prof.table()
+    path = tmp_path / "t.json"
+    prof.export_chrome_trace(path)
+    trace = json.loads(path.read_text())
+    assert trace["otherData"]["dropped_node_calls"] == prof.dropped
+    for e in trace["traceEvents"]:
+        assert {"ph", "pid", "tid", "name"} <= set(e)
+        if e["ph"] == "X":
+            assert e["dur"] >= 0 and "ts" in e

@@ -1,0 +1,77 @@
+"""How the tests build and bind the CUDA test doubles (nothing here is eagle's).
+
+``build_fake_libcuda`` compiles the CPU stand-in of the CUDA driver
+(tests/doubles/fake_libcuda.c, a TEST DOUBLE) into ``out_dir`` as ``libcuda.so.1``;
+``build_emulated_module`` compiles eagle's own CUDA C source (eagle/cuda/kernels/)
+with the CUDA C emulator (tests/doubles/cuda_emulation.h) into a shared object the
+stand-in loads; ``bind_fake_libcuda`` declares the ctypes signatures of the
+stand-in's test-only controls (fake_cuda_*). Used by tests/cuda/conftest.py and
+tests/mpi/test_nccl_standin.py.
+"""
+import ctypes
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+DOUBLES = Path(__file__).resolve().parent
+ROOT = DOUBLES.parents[1]
+FAKE_LIBCUDA_SRC = DOUBLES / "fake_libcuda.c"
+KERNELS_DIR = ROOT / "eagle" / "cuda" / "kernels"
+
+
+def _compiler(names):
+    for cc in names:
+        if cc and shutil.which(cc):
+            return cc
+    return None
+
+
+def build_fake_libcuda(out_dir, extra=()):
+    cc = _compiler((os.environ.get("CC"), "cc", "gcc", "clang"))
+    if cc is None:
+        pytest.skip("no C compiler to build the CUDA driver stand-in")
+    out = Path(out_dir) / "libcuda.so.1"
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", *extra, str(FAKE_LIBCUDA_SRC), "-o", str(out),
+                    "-lpthread", "-ldl"], check=True)
+    return str(out)
+
+
+def build_emulated_module(out_dir, sources=None, kernels=None):
+    """Compile CUDA C `sources` with the emulator into one shared object (kernels: names)."""
+    cxx = _compiler((os.environ.get("CXX"), "c++", "g++", "clang++"))
+    if cxx is None:
+        pytest.skip("no C++ compiler for the CUDA C emulator")
+    if sources is None:
+        sources = [KERNELS_DIR / "partition.cu", KERNELS_DIR / "until_done.cu"]
+    if kernels is None:
+        from eagle.cuda.finished import KERNELS, UNTIL_DONE_KERNELS
+        kernels = list(KERNELS) + list(UNTIL_DONE_KERNELS)
+    unit = Path(out_dir) / "kernels_emulated.cpp"
+    # each .cu in a namespace of its own would hide extern "C" names; they share one unit
+    unit.write_text('#include "cuda_emulation.h"\n' + "".join(f'#include "{s}"\n' for s in sources)
+                    + "EAGLE_EMU_MODULE(" + ", ".join(f"EAGLE_EMU_KERNEL({k})" for k in kernels) + ")\n")
+    out = Path(out_dir) / "kernels_emulated.so"
+    subprocess.run([cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-I", str(DOUBLES), str(unit),
+                    "-o", str(out), "-lpthread"], check=True)
+    return str(out)
+
+
+def bind_fake_libcuda(lib):
+    lib.fake_cuda_counter.argtypes = [ctypes.c_char_p]
+    lib.fake_cuda_counter.restype = ctypes.c_long
+    lib.fake_cuda_live.argtypes = [ctypes.c_char_p]
+    lib.fake_cuda_live.restype = ctypes.c_long
+    lib.fake_cuda_launch_count.restype = ctypes.c_long
+    lib.fake_cuda_last_grid_x.restype = ctypes.c_uint
+    lib.fake_cuda_fail_next.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
+    lib.fake_cuda_fail_instantiate_at_node.argtypes = [ctypes.c_long]
+    lib.fake_cuda_kernel.argtypes = [ctypes.c_char_p]
+    lib.fake_cuda_kernel.restype = ctypes.c_void_p
+    lib.fake_cuda_module_function.argtypes = [ctypes.c_char_p]
+    lib.fake_cuda_module_function.restype = ctypes.c_void_p
+    lib.fake_cuda_load_module.argtypes = [ctypes.c_char_p]
+    lib.fake_cuda_is_device.argtypes = [ctypes.c_uint64, ctypes.c_size_t]
+    return lib
