@@ -9,7 +9,7 @@ What the tests do, in a temporary directory:
    ``eagle/``, every ``.c``/``.h``/``.hpp`` under ``csrc/``, LICENSE, the build files;
    none of Cython's generated ``.c`` files;
 3. unpack it and check that every extension's sources and every header its sources
-   include are inside it (this is how ``pip install <sdist>`` failed before: "'eagle/_executor.pyx'
+   include are inside it (this is how ``pip install <sdist>`` failed before: "'eagle/cpu/_executor.pyx'
    doesn't match any files");
 4. run ``build_py`` (what a wheel's pure part is made of) and ``dist_info`` from the
    unpacked archive: no ``.c`` among the package files, LICENSE in the dist-info.
@@ -85,7 +85,7 @@ def sdist(tmp_path_factory):
 def test_the_sdist_holds_every_source_the_build_reads(sdist):
     _, files, _ = sdist
     needed = _sources_on_disk() | {"LICENSE", "README.md", "pyproject.toml", "setup.py", "MANIFEST.in"}
-    assert {"eagle/_executor.pyx", "eagle/native.pxd", "csrc/executor.c"} <= needed
+    assert {"eagle/_core.pyx", "eagle/cpu/_executor.pyx", "eagle/native.pxd", "csrc/executor.c"} <= needed
     missing = sorted(needed - files)
     assert not missing, f"the sdist leaves out {missing}: add them to MANIFEST.in"
 
@@ -137,7 +137,7 @@ def _captured_extensions(unpacked: Path):
 def test_every_extension_builds_from_what_the_sdist_holds(sdist):
     _, files, unpacked = sdist
     exts = _captured_extensions(unpacked)
-    assert {"eagle._executor", "eagle.native", "eagle.kernels"} <= {e["name"] for e in exts}
+    assert {"eagle._core", "eagle.cpu._executor", "eagle.native", "eagle.kernels"} <= {e["name"] for e in exts}
     include = re.compile(r'^\s*#\s*include\s+"([^"]+)"|^\s*cdef\s+extern\s+from\s+"([^"]+)"', re.M)
     for e in exts:
         dirs = [unpacked / d for d in e["include_dirs"] if not os.path.isabs(d)]

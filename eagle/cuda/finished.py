@@ -52,11 +52,9 @@ so kernels captured inside opaque nodes never run on finished work.
 
 **Where the kernels come from.** The source is eagle/cuda/kernels/partition.cu.
 On a GPU it is compiled once per process and device with ``cupy.RawModule``
-(NVRTC) at ``build()``; the program must have imported CuPy. When the bound
-driver is eagle's CPU test double (tests/cuda_standin/fake_libcuda.c, which
-exports ``fake_cuda_module_function``), the tests have compiled the same
-source with the CUDA C emulator and loaded it there; a real driver never
-exports that name.
+(NVRTC) at ``build()``; the program must have imported CuPy. A program that
+compiles the source itself registers its kernels with ``set_kernel_provider``
+(eagle's tests do, for their CPU test double of the driver).
 
 Performance note: the per-chunk threads of count and scatter read their
 chunk sequentially (uncoalesced across a warp), and the scan is one block;
@@ -65,7 +63,6 @@ look-back block scan would be).
 """
 from __future__ import annotations
 
-import ctypes
 import sys
 import threading
 
@@ -101,38 +98,8 @@ _MAX_COUNTS = 1 << 20  # (n_keys + 1) * chunks stays under this: picks the chunk
 
 # ---- where the kernels come from -------------------------------------------------------
 
-class _StandinKernels:
-    """The same CUDA source run by the CPU test double of the driver (its CUDA C
-    emulator, tests/cuda_standin): the module was loaded into the stand-in by the
-    tests, which export fake_cuda_module_function."""
-
-    kind = "standin"
-
-    def __init__(self, lookup):
-        self._lookup = lookup
-        self._addr = {}
-        for name in KERNELS:
-            self._addr[name] = self.function(name)
-
-    def function(self, name):
-        addr = self._addr.get(name) or self._lookup(name.encode())
-        if not addr:
-            raise RuntimeError(f"the CUDA driver stand-in has no emulated kernel {name} "
-                               "(load eagle/cuda/kernels/*.cu into it first)")
-        self._addr[name] = addr
-        return addr
-
-    def launch(self, name, stream, grid, block, args):
-        from eagle.cuda import _shim as _cuda
-
-        conv = [ctypes.c_double(v) if t == "d" else ctypes.c_int64(v) for t, v in args]
-        _cuda.launch_kernel(self._addr[name], grid, block, conv, 0, stream)
-
-
 class _CupyKernels:
     """The CUDA source compiled by CuPy's NVRTC (``cupy.RawModule``), once per device."""
-
-    kind = "cupy"
 
     def __init__(self, cp):
         self._cp = cp
@@ -165,19 +132,27 @@ def _cupy_module(cp, name="partition"):
         return mod
 
 
-def kernel_provider():
-    """The kernels for the bound driver: the CUDA source compiled with CuPy, or the
-    same source emulated by the driver's CPU test double. Raises TypeError when neither is there."""
-    from eagle.cuda import _shim as _cuda
+_provider = [None]
 
-    try:
-        lookup = ctypes.CDLL(_cuda.library()).fake_cuda_module_function
-    except (OSError, AttributeError):
-        lookup = None
-    if lookup is not None:
-        lookup.restype = ctypes.c_void_p
-        lookup.argtypes = [ctypes.c_char_p]
-        return _StandinKernels(lookup)
+
+def set_kernel_provider(provider) -> None:
+    """Take the partition kernels from ``provider()`` instead of compiling them with CuPy.
+
+    ``provider()`` returns an object with ``function(name)`` (the ``CUfunction`` of
+    one of eagle's kernels, by its name in eagle/cuda/kernels/*.cu, as an int) and
+    ``launch(name, stream, grid, block, args)`` (``args``: ``("i", int)`` or
+    ``("d", float)`` pairs). For a program that compiles eagle's CUDA source itself,
+    and for test doubles of the driver; ``None`` goes back to CuPy."""
+    if provider is not None and not callable(provider):
+        raise TypeError(f"set_kernel_provider() needs a callable or None, got {type(provider).__name__}")
+    _provider[0] = provider
+
+
+def kernel_provider():
+    """The kernels of compaction and reorder: the registered provider's, else the CUDA
+    source compiled with CuPy. Raises TypeError when neither is there."""
+    if _provider[0] is not None:
+        return _provider[0]()
     cp = sys.modules.get("cupy")
     if cp is None:
         raise TypeError("compaction and reorder on the GPU compile their kernels with CuPy "

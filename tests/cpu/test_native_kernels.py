@@ -19,7 +19,7 @@ import pytest
 import eagle
 import eagle.kernels as ek
 import eagle.native as en
-from eagle import _backend_cpu
+from eagle.cpu import backend as _backend_cpu
 from eagle.graph import native, opaque
 
 KERNEL_C = r"""

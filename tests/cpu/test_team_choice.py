@@ -27,7 +27,7 @@ def cost_rule_at_its_floor():
     """The cost rule's threshold pinned at its 20 µs floor: on a loaded machine the
     measured barrier cost (hence the threshold) can exceed these stages, and the
     tests are about what comes after the cost rule."""
-    from eagle._executor import _pin_parallel_threshold
+    from eagle.cpu._executor import _pin_parallel_threshold
 
     _pin_parallel_threshold(2, 20e3)
     yield
@@ -86,7 +86,7 @@ def test_an_auto_team_is_timed_and_the_faster_kept(threads):
 @pytest.fixture
 def busy_neighbour():
     """Processes that spin beside the test, one per usable CPU but one (at least one)."""
-    from eagle._executor import usable_cpus
+    from eagle.cpu._executor import usable_cpus
 
     procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
              for _ in range(max(1, usable_cpus() - 1))]

@@ -18,7 +18,7 @@ import os
 
 import numpy as np
 import pytest
-from fake_cuda_build import bind_fake_libcuda, build_emulated_module, build_fake_libcuda
+from fake_cuda_build import EmulatedKernels, bind_fake_libcuda, build_emulated_module, build_fake_libcuda
 
 
 @pytest.fixture(scope="session")
@@ -44,6 +44,8 @@ def emulated_kernels(cuda_mod, fake_libcuda_path, tmp_path_factory):
     lib = bind_fake_libcuda(ctypes.CDLL(fake_libcuda_path))
     so = build_emulated_module(tmp_path_factory.mktemp("emulated"))
     assert lib.fake_cuda_load_module(so.encode()) == 0
+    from eagle.cuda.finished import set_kernel_provider
+    set_kernel_provider(lambda: EmulatedKernels(lib))
     return lib
 
 

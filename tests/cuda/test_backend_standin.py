@@ -31,6 +31,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from eagle.record.node import RunsAs
+
 import eagle
 from eagle.graph import opaque
 from fake_cuda import DeviceArray, dev, kernel  # noqa: F401
@@ -367,6 +369,7 @@ def test_non_cuda_node_kind_is_refused(backend_mod, fake):
 
     class Odd(type(g._nodes[0])):
         kind = "native"
+        runs_as = RunsAs.NATIVE   # the node contract: how a backend runs it
 
     g._nodes[2].__class__ = Odd
     with pytest.raises(TypeError, match="'join' is a native node"):

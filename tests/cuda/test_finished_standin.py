@@ -41,7 +41,7 @@ from fake_cuda import DeviceArray, dev, kernel  # noqa: F401
 
 @pytest.fixture
 def ck(cuda_mod):
-    import eagle._backend_cuda  # noqa: F401  (binds the backend to the stand-in)
+    import eagle.cuda.backend  # noqa: F401  (binds the backend to the stand-in)
     from eagle.cuda.kernel_nodes import SIZE, SIZE_PTR, cuda_kernel
     return cuda_kernel, SIZE, SIZE_PTR
 

@@ -65,7 +65,7 @@ def test_profile_of_a_cuda_launch_is_a_whole_graph_row(ranges, fake):
 
 
 def test_progress_on_cuda_launches_in_chunks(ranges, fake, monkeypatch):
-    from eagle import _progress
+    from eagle.observe import progress as _progress
     seen = []
 
     class Bar:

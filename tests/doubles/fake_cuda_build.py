@@ -75,3 +75,33 @@ def bind_fake_libcuda(lib):
     lib.fake_cuda_load_module.argtypes = [ctypes.c_char_p]
     lib.fake_cuda_is_device.argtypes = [ctypes.c_uint64, ctypes.c_size_t]
     return lib
+
+
+class EmulatedKernels:
+    """TEST DOUBLE of eagle's partition kernels on a GPU: the same CUDA source run by the
+    stand-in driver's CUDA C emulator (``build_emulated_module`` loaded into it).
+    Registered with ``eagle.cuda.finished.set_kernel_provider`` by the ``emulated_kernels``
+    fixture; production code never looks for it."""
+
+    def __init__(self, lib):
+        from eagle.cuda.finished import KERNELS
+
+        self._lookup = lib.fake_cuda_module_function
+        self._addr = {}
+        for name in KERNELS:
+            self._addr[name] = self.function(name)
+
+    def function(self, name):
+        addr = self._addr.get(name) or self._lookup(name.encode())
+        if not addr:
+            raise RuntimeError(f"the CUDA driver stand-in has no emulated kernel {name} "
+                               "(load eagle/cuda/kernels/*.cu into it first)")
+        self._addr[name] = addr
+        return addr
+
+    def launch(self, name, stream, grid, block, args):
+        from eagle.cuda import _shim as _cuda
+
+        conv = [ctypes.c_double(v) if t == "d" else ctypes.c_int64(v) for t, v in args]
+        _cuda.launch_kernel(self._addr[name], grid, block, conv, 0, stream)
+

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import eagle
-from eagle import _foreign
+from eagle.record import foreign as _foreign
 from eagle.graph import opaque
 
 pytestmark = pytest.mark.gpu

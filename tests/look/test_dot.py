@@ -10,7 +10,7 @@ import pytest
 
 import eagle
 import eagle.kernels as ek
-from eagle import _dot
+from eagle.look import dot as _dot
 from eagle.graph import native, opaque
 
 HAVE_DOT = shutil.which("dot") is not None

@@ -13,7 +13,7 @@ import pytest
 
 def _load_picture():
     try:
-        from eagle import _picture
+        from eagle.look import picture as _picture
         return _picture
     except Exception:  # package not importable yet: load the file directly
         path = pathlib.Path(__file__).resolve().parents[2] / "eagle" / "_picture.py"

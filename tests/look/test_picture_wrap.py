@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import eagle
 import eagle.kernels as ek
-from eagle._picture import render
+from eagle.look.picture import render
 from eagle.graph import native, opaque
 
 TWELVE_BOXES = ["<src>"] + [f"[n{k}]" for k in range(12)] + ["<sum>"]

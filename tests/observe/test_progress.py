@@ -1,7 +1,7 @@
 """progress=True on launch / launch_until_done: a bar for long launches, nothing for short ones.
 
 The bar is driven from the executor's signal checks (at most every 100 ms); the
-delay before it shows (eagle._progress.DELAY_S, 1 s) is shortened here so the
+delay before it shows (eagle.observe.progress.DELAY_S, 1 s) is shortened here so the
 tests stay short. Times below are only there to make a launch long enough to
 be seen, never asserted as speeds.
 """
@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 import eagle
-from eagle import _progress, kernels
+from eagle import kernels
+from eagle.observe import progress as _progress
 from eagle.graph import compact, native, opaque
 
 EAGLE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(eagle.__file__)))
@@ -162,7 +163,7 @@ CTRL_C_CHILD = r"""
 import sys, time
 import numpy as np
 import eagle
-from eagle import _progress
+from eagle.observe import progress as _progress
 from eagle.graph import opaque
 _progress.DELAY_S = 0.0
 z = np.zeros(1)
@@ -207,7 +208,7 @@ def test_progress_and_a_profile_together(fake_tqdm):
 
 # ---- Hostile uses of progress=True: a display that fails while closing, no stderr at all.
 #
-# The delay before a bar shows (eagle._progress.DELAY_S) is set to 0 so the
+# The delay before a bar shows (eagle.observe.progress.DELAY_S) is set to 0 so the
 # launches stay short; no time is asserted.
 
 class CloseRaises:

@@ -102,7 +102,7 @@ def test_group_check_uses_the_same_rule(label, make):
 
 
 def test_an_overlap_too_hard_to_decide_counts_as_a_conflict(monkeypatch):
-    from eagle import _memory
+    from eagle.record import memory as _memory
 
     x = np.zeros(10)
     monkeypatch.setattr(_memory, "_SHARES_MEMORY_MAX_WORK", 0)   # NumPy gives up at once

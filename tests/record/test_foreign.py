@@ -16,7 +16,7 @@ import pytest
 
 import eagle
 import eagle.kernels as ek
-from eagle import _foreign
+from eagle.record import foreign as _foreign
 from eagle.graph import GroupConflict, native, opaque
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import eagle
-from eagle import _dot
+from eagle.look import dot as _dot
 from eagle.graph import GroupConflict, NotBuiltError, native, opaque
 
 

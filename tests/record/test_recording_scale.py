@@ -1,7 +1,7 @@
 """Recording is linear in every shape of graph, counted in work, never timed.
 
-The work of staging is the overlap tests it makes (``eagle._memory.overlap_tests``)
-and the index's steps: segments walked and entries met (``eagle._staging.index_steps``). For the
+The work of staging is the overlap tests it makes (``eagle.record.memory.overlap_tests``)
+and the index's steps: segments walked and entries met (``eagle.record.staging.index_steps``). For the
 shapes that used to be quadratic -- one ``add_group`` of n members, n nodes
 writing disjoint slices of one buffer -- that work stays within 3x of n nodes
 on separate arrays recorded one by one, and doubles when n doubles.
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import eagle
-from eagle import _memory, _staging
+from eagle.record import memory as _memory, staging as _staging
 from eagle.bench import RECORDING_SHAPES, record_shape, recording_nodes
 from eagle.graph import opaque
 

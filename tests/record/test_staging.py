@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import eagle
-from eagle import _memory
+from eagle.record import memory as _memory
 from eagle.graph import opaque
 
 

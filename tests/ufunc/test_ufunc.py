@@ -5,7 +5,7 @@ from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
 import eagle
 from eagle.graph import opaque, ufunc
-from eagle._ufunc_node import cuda_source
+from eagle.cuda.ufunc_node import cuda_source
 
 N = 1003
 
