@@ -16,51 +16,10 @@ import numpy as np
 
 import eagle
 from eagle import kernels
-from eagle.graph import native, opaque, ufunc
-
-
-def seed_graph():
-    x, left, right, out = np.arange(4.0), np.zeros(4), np.zeros(4), np.zeros(4)
-    calls = {"l": 0, "r": 0, "join": 0}
-
-    def run_l():
-        calls["l"] += 1
-        left[:] = 2 * x
-
-    def run_r():
-        calls["r"] += 1
-        right[:] = x + 1
-
-    def run_join():
-        calls["join"] += 1
-        out[:] = left + right
-
-    g = eagle.Graph()
-    g.add_group([opaque(run_l, reads={"x": x}, writes={"a": left}),
-                 opaque(run_r, reads={"x": x}, writes={"b": right})], names=["l", "r"])
-    g.add_node(opaque(run_join, reads={"a": left, "b": right}, writes={"out": out}), name="join")
-    return g, calls, out, (run_l, run_r, run_join)
-
-
-def native_seed_graph():
-    """The seed graph's arithmetic as nogil C kernels: left = 2x, right = 1 + x, out = left + right."""
-    x, left, right, out = np.arange(4.0), np.zeros(4), np.zeros(4), np.zeros(4)
-    g = eagle.Graph()
-    g.add_group([native(kernels.scale(2.0), reads={"x": x}, writes={"a": left}),
-                 native(kernels.polynomial([1.0, 1.0]), reads={"x": x}, writes={"b": right})],
-                names=["l", "r"])
-    g.add_node(native(kernels.add(), reads={"a": left, "b": right}, writes={"out": out}), name="join")
-    return g, out
-
-
-def ufunc_seed_graph():
-    """The seed graph as ufunc nodes: NumPy's own inner loops, run nogil by eagle."""
-    x, left, right, out = np.arange(4.0), np.zeros(4), np.zeros(4), np.zeros(4)
-    g = eagle.Graph()
-    g.add_group([ufunc(np.multiply, {"x": x}, 2.0, out={"a": left}),
-                 ufunc(np.add, {"x": x}, 1.0, out={"b": right})], names=["l", "r"])
-    g.add_node(ufunc(np.add, {"a": left}, {"b": right}, out={"out": out}), name="join")
-    return g, out
+# the seed graph, in all three forms, is defined once in eagle.bench.cases (shared with
+# python -m eagle.bench, the asv suite and the tests)
+from eagle.bench.cases import native_seed_graph, seed_calls, seed_graph, seed_ufunc_graph
+from eagle.graph import native
 
 
 def time_against_loop(g, fns, n, repeats):
@@ -91,7 +50,7 @@ def time_against_loop(g, fns, n, repeats):
 # listed in CASES; the table prints one line per case, in that order.
 
 def case_opaque(replays, repeats):
-    g, _, _, fns = seed_graph()
+    g, _, fns = seed_graph(calls=seed_calls())
     g.build()
     return ("opaque: 3 Python callables", *time_against_loop(g, fns, replays, repeats))
 
@@ -99,19 +58,22 @@ def case_opaque(replays, repeats):
 def _time_against_the_opaque_graph(what, g, out, replays, repeats):
     """Check that g computes what the opaque seed graph does, then time it beside the loop."""
     g.build()
-    _, _, reference, fns = seed_graph()
+    reference = seed_graph(calls=seed_calls())
+    fns = reference.fns
     g.launch(1)
     fns[0](), fns[1](), fns[2]()
-    assert np.array_equal(out, reference), f"the {what.split(':')[0]} seed graph must compute what the opaque one does"
+    assert np.array_equal(out, reference.out), f"the {what.split(':')[0]} seed graph must compute what the opaque one does"
     return (what, *time_against_loop(g, fns, replays, repeats))
 
 
 def case_native(replays, repeats):
-    return _time_against_the_opaque_graph("native: 3 nogil C kernels", *native_seed_graph(), replays, repeats)
+    seed = native_seed_graph()
+    return _time_against_the_opaque_graph("native: 3 nogil C kernels", seed.graph, seed.out, replays, repeats)
 
 
 def case_ufunc(replays, repeats):
-    return _time_against_the_opaque_graph("ufunc: 3 NumPy ufunc nodes", *ufunc_seed_graph(), replays, repeats)
+    seed = seed_ufunc_graph()
+    return _time_against_the_opaque_graph("ufunc: 3 NumPy ufunc nodes", seed.graph, seed.out, replays, repeats)
 
 
 CASES = [case_opaque, case_native, case_ufunc]
@@ -134,7 +96,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(
         prog="python -m eagle", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="More: python -m eagle.bench (a table against other ways of running a step), "
-               "python -m eagle.bench_finished, and the documentation (docs/).")
+               "python -m eagle.bench.finished, and the documentation (docs/).")
     p.add_argument("--replays", type=int, default=20_000, help="replays per timed launch (default 20000)")
     p.add_argument("--repeats", type=int, default=15, help="timed launches per case; the best counts (default 15)")
     args = p.parse_args(argv)
@@ -142,7 +104,9 @@ def main(argv=None):
         p.error("--replays and --repeats must be at least 1")
 
     print("== 1. Record: nothing runs yet ==")
-    g, calls, out, fns = seed_graph()
+    calls = seed_calls()
+    seed = seed_graph(calls=calls)
+    g, out = seed.graph, seed.out
     print(g)
     print("\n== 2. Instantiate ==")
     g.build()
@@ -169,7 +133,8 @@ def main(argv=None):
     print("z =", z, " (samples 3.. untouched: no re-recording, no rebuild)")
 
     print("\n== 5. The same graph as ufunc nodes: same picture, same result ==")
-    u, u_out = ufunc_seed_graph()
+    seed_u = seed_ufunc_graph()
+    u, u_out = seed_u.graph, seed_u.out
     u.build()
     u.launch(3)
     print(u)

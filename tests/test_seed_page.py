@@ -79,6 +79,31 @@ def test_every_cell_prints_what_the_page_shows():
         assert buf.getvalue() == expected
 
 
+def test_the_shared_seed_graph_prints_what_the_page_shows():
+    """eagle.bench.cases.seed_graph, the one definition of the seed graph that the tour,
+    ``python -m eagle.bench`` and the asv suite use, prints what the page's cells print."""
+    from eagle.bench import cases
+
+    calls = cases.seed_calls()
+    seed = cases.seed_graph(calls=calls)
+    g = seed.graph
+
+    def built():
+        g.build()
+        print(g)
+
+    def replayed():
+        g.launch(3)
+        print(calls)
+        print(seed.out)
+
+    for step, expected in zip([lambda: print(g), built, replayed], OUTPUTS[1:]):
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            step()
+        assert buf.getvalue() == expected
+
+
 def test_the_page_holds_in_any_thread_count(monkeypatch):
     import eagle
 
@@ -87,6 +112,7 @@ def test_the_page_holds_in_any_thread_count(monkeypatch):
         for n in (1, 2, 4):
             eagle.set_num_threads(n)
             test_every_cell_prints_what_the_page_shows()
+            test_the_shared_seed_graph_prints_what_the_page_shows()
     finally:
         eagle.set_num_threads(before)
 

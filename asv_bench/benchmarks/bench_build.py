@@ -1,4 +1,6 @@
 """Recording and ``build()`` as the graph grows: both should be linear in nodes."""
+from eagle.bench.cases import record_shape, recording_nodes
+
 from . import chain_nodes, record, scaled
 
 
@@ -29,7 +31,7 @@ class Record:
 
 
 class RecordShapes:
-    """Recording n nodes in the shapes that must stay linear (see ``eagle.bench.RECORDING_SHAPES``):
+    """Recording n nodes in the shapes that must stay linear (see ``eagle.bench.cases.RECORDING_SHAPES``):
     on separate arrays one by one (the reference), as one ``add_group``, and as nodes
     writing disjoint slices of one buffer. The goal: both others within 3x of the reference."""
 
@@ -42,11 +44,7 @@ class RecordShapes:
     warmup_time = 0
 
     def setup(self, shape, n):
-        from eagle.bench import recording_nodes
-
         self.nodes = recording_nodes(shape, scaled(n, 40))
 
     def time_record(self, shape, n):
-        from eagle.bench import record_shape
-
         record_shape(shape, self.nodes)

@@ -9,7 +9,7 @@ Skips cleanly, the asv way (``NotImplementedError`` in ``setup``), without
 CuPy, without a usable GPU, or, for the eagle rows, with an eagle built
 without its cuda backend.
 """
-from . import REPLAYS, TINY
+from . import REPLAYS, seed_arrays, seed_opaque_graph, seed_ufunc_calls
 
 
 def _cupy():
@@ -27,22 +27,11 @@ def _cupy():
     return cupy
 
 
-def _seed_functions(cp, size=TINY):
-    """The seed graph's three functions on CuPy arrays, writing in place (no
-    temporaries, so nothing is allocated while a graph is captured)."""
-    x = cp.arange(size, dtype=cp.float64)
-    left, right, out = cp.zeros(size), cp.zeros(size), cp.zeros(size)
-
-    def run_l():
-        cp.multiply(x, 2, out=left)
-
-    def run_r():
-        cp.add(x, 1, out=right)
-
-    def run_join():
-        cp.add(left, right, out=out)
-
-    return (x, left, right, out), (run_l, run_r, run_join)
+def _seed_functions(cp):
+    """The seed graph's arithmetic (eagle.bench.cases) on CuPy arrays, writing in place
+    (no temporaries, so nothing is allocated while a graph is captured)."""
+    arrays = seed_arrays(xp=cp)
+    return arrays, seed_ufunc_calls(arrays, xp=cp)
 
 
 class CudaReplay:
@@ -50,14 +39,8 @@ class CudaReplay:
 
     def setup(self):
         cp = _cupy()
-        import eagle
-        from eagle.graph import opaque
-
-        (x, left, right, out), (run_l, run_r, run_join) = _seed_functions(cp)
-        g = eagle.Graph()
-        g.add_group([opaque(run_l, reads={"x": x}, writes={"a": left}),
-                     opaque(run_r, reads={"x": x}, writes={"b": right})], names=["l", "r"])
-        g.add_node(opaque(run_join, reads={"a": left, "b": right}, writes={"out": out}), name="join")
+        arrays, fns = _seed_functions(cp)
+        g = seed_opaque_graph(fns, arrays)
         g.build()   # NotImplementedError (a skip) when eagle has no cuda backend
         g.launch(1)
         cp.cuda.Device().synchronize()

@@ -1,10 +1,10 @@
 """Finished samples: a Monte Carlo transport step run to completion, with and
 without a compaction node, and the cost of a compaction node when no sample dies.
 
-The step is ``eagle.bench_finished``'s transport kernel (a C kernel compiled
+The step is ``eagle.bench.finished``'s transport kernel (a C kernel compiled
 with ``cc`` at run time; a NumPy stand-in without a compiler): every live
 particle makes random flights and is absorbed with probability 0.05 per
-replay. ``python -m eagle.bench_finished`` prints the same comparison as a
+replay. ``python -m eagle.bench.finished`` prints the same comparison as a
 table with ratios and a policy sweep.
 
 A timed body consumes its particles (they finish), so each sample is one call
@@ -36,7 +36,7 @@ class ToCompletion(_Fresh):
     param_names = ["compaction", "threads"]
 
     def setup(self, policy, threads):
-        from eagle import bench_finished as bf
+        from eagle.bench import finished as bf
 
         self.previous_threads = use_threads(threads)
         n = scaled(PARTICLES, 300)
@@ -63,7 +63,7 @@ class NoDeath(_Fresh):
     param_names = ["compaction node", "threads"]
 
     def setup(self, which, threads):
-        from eagle import bench_finished as bf
+        from eagle.bench import finished as bf
 
         self.previous_threads = use_threads(threads)
         self.s = bf.particles(scaled(PARTICLES, 300))

@@ -1,5 +1,5 @@
 """An allreduce node beside ``comm.Allreduce`` called from a plain Python loop (the design's
-MPI row), on one rank (asv runs one process; ``python -m eagle.bench_mpi`` runs 1, 2 and
+MPI row), on one rank (asv runs one process; ``python -m eagle.bench.mpi`` runs 1, 2 and
 4 ranks under mpiexec). Every body makes 1000 replays or calls: divide by 1000.
 
 Skips cleanly, the asv way (``NotImplementedError`` in ``setup``), without mpi4py.

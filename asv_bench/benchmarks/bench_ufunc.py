@@ -13,19 +13,9 @@ Tiny graphs time ``REPLAYS`` (1000) replays per body, as the replay benchmarks d
 import numpy as np
 
 import eagle
-from eagle import kernels
-from eagle.graph import native, ufunc
 
-from . import BIG, REPLAYS, THREADS, TINY, scaled, seed_graph, use_threads
-
-
-def seed_ufunc_graph(size=TINY):
-    x, left, right, out = np.arange(float(size)), np.zeros(size), np.zeros(size), np.zeros(size)
-    g = eagle.Graph()
-    g.add_group([ufunc(np.multiply, {"x": x}, 2.0, out={"a": left}),
-                 ufunc(np.add, {"x": x}, 1.0, out={"b": right})], names=["l", "r"])
-    g.add_node(ufunc(np.add, {"a": left}, {"b": right}, out={"out": out}), name="join")
-    return g, out
+from . import (BIG, REPLAYS, THREADS, builtin_kernel_graph, numpy_horner, scaled, seed_graph,
+               seed_ufunc_graph, ufunc_chain_graph, use_threads)
 
 
 class SeedUfunc:
@@ -36,10 +26,10 @@ class SeedUfunc:
 
     def setup(self, threads):
         self.previous_threads = use_threads(threads)
-        self.g, _ = seed_ufunc_graph()
+        self.g = seed_ufunc_graph().graph
         self.g.build()
         self.g.launch(10)
-        _, self.fns, _ = seed_graph()
+        self.fns = seed_graph().fns
 
     def teardown(self, threads):
         eagle.set_num_threads(self.previous_threads)
@@ -63,16 +53,9 @@ class UfuncChain:
 
     def setup(self, threads):
         self.previous_threads = use_threads(threads)
-        size = scaled(BIG, 4096)
-        x, t, y = np.random.default_rng(0).random(size), np.zeros(size), np.zeros(size)
-        g = eagle.Graph()
-        g.add_node(ufunc(np.multiply, {"x": x}, 1.5, out={"t": t}))
-        g.add_node(ufunc(np.add, {"t": t}, 0.25, out={"t": t}))
-        g.add_node(ufunc(np.multiply, {"t": t}, 0.5, out={"t": t}))
-        g.add_node(ufunc(np.add, {"t": t}, {"x": x}, out={"y": y}))
+        g, _, self.calls = ufunc_chain_graph(scaled(BIG, 4096))
         self.g = g.build()
         self.g.launch(2)
-        self.arrays = x, t, y
 
     def teardown(self, threads):
         eagle.set_num_threads(self.previous_threads)
@@ -81,11 +64,11 @@ class UfuncChain:
         self.g.launch(1)
 
     def time_numpy(self, threads):
-        x, t, y = self.arrays
-        np.multiply(x, 1.5, out=t)
-        np.add(t, 0.25, out=t)
-        np.multiply(t, 0.5, out=t)
-        np.add(t, x, out=y)
+        f1, f2, f3, f4 = self.calls
+        f1()
+        f2()
+        f3()
+        f4()
 
 
 class BuiltinKernels:
@@ -97,14 +80,11 @@ class BuiltinKernels:
     def setup(self, kernel, threads):
         self.previous_threads = use_threads(threads)
         size = scaled(BIG if kernel == "scale" else BIG // 4, 4096)
-        self.x, self.y = np.random.default_rng(0).random(size), np.zeros(size)
-        self.c = np.linspace(0.1, 0.01, 32)
-        k = kernels.scale(2.0) if kernel == "scale" else kernels.polynomial(self.c)
-        g = eagle.Graph()
-        g.add_node(native(k, reads={"x": self.x}, writes={"y": self.y}))
+        g, self.x, self.y, c = builtin_kernel_graph(kernel, size)
         self.g = g.build()
         self.g.launch(2)
         self.kernel = kernel
+        self.horner = numpy_horner(self.x, c, self.y)
 
     def teardown(self, kernel, threads):
         eagle.set_num_threads(self.previous_threads)
@@ -116,8 +96,4 @@ class BuiltinKernels:
         if self.kernel == "scale":
             np.multiply(self.x, 2.0, out=self.y)
             return
-        y = self.y
-        y.fill(self.c[-1])
-        for ck in self.c[-2::-1]:
-            np.multiply(y, self.x, out=y)
-            np.add(y, ck, out=y)
+        self.horner()

@@ -62,29 +62,15 @@ def ck(backend_mod):
 
 
 def seed_opaque_graph():
-    """The seed page's graph over DeviceArrays: opaque nodes doing host NumPy work."""
+    """The seed page's graph over DeviceArrays: opaque nodes doing host NumPy work (the
+    page's functions from eagle.bench.cases on the .host views, declared on the DeviceArrays)."""
+    from eagle.bench import cases
+
     hx, hl, hr, ho = np.arange(4.0), np.zeros(4), np.zeros(4), np.zeros(4)
-    x, left, right, out = dev(hx, hl, hr, ho)
-    hx, hl, hr, ho = x.host, left.host, right.host, out.host
-    calls = {"l": 0, "r": 0, "join": 0}
-
-    def run_l():
-        calls["l"] += 1
-        hl[:] = 2 * hx
-
-    def run_r():
-        calls["r"] += 1
-        hr[:] = hx + 1
-
-    def run_join():
-        calls["join"] += 1
-        ho[:] = hl + hr
-
-    g = eagle.Graph()
-    g.add_group([opaque(run_l, reads={"x": x}, writes={"a": left}),
-                 opaque(run_r, reads={"x": x}, writes={"b": right})], names=["l", "r"])
-    g.add_node(opaque(run_join, reads={"a": left, "b": right}, writes={"out": out}), name="join")
-    return g, calls, ho
+    arrays = dev(hx, hl, hr, ho)
+    calls = cases.seed_calls()
+    (_, _, _, ho), fns = cases.seed_functions(tuple(a.host for a in arrays), calls)
+    return cases.seed_opaque_graph(fns, arrays), calls, ho
 
 
 def kernel_graph(fake, ck, n=4, block=4):

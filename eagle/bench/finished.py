@@ -1,4 +1,4 @@
-"""``python -m eagle.bench_finished``: what compaction of finished samples buys, and when it does not.
+"""``python -m eagle.bench.finished``: what compaction of finished samples buys, and when it does not.
 
 The step is a Monte Carlo transport step over particles, a native C kernel
 (compiled with ``cc`` at run time, loaded with ctypes) that eagle runs over
@@ -28,9 +28,6 @@ import argparse
 import ctypes
 import os
 import platform
-import shutil
-import subprocess
-import tempfile
 import time
 
 import numpy as np
@@ -39,6 +36,8 @@ import eagle
 from eagle.cpu._executor import have_openmp
 from eagle.graph import compact, native, opaque
 from eagle.native import CTYPES_KERNEL, Kernel
+
+from .chelpers import compile_helper, find_cc
 
 KERNEL_SOURCE = r"""
 #include <stdint.h>
@@ -92,19 +91,17 @@ class TransportParams(ctypes.Structure):
 
 
 def compile_kernel():
-    """The transport kernel's library (compiled once per process), or None without a C compiler."""
+    """The transport kernel's library (compiled once per process, by
+    ``eagle.bench.chelpers``), or None without a C compiler."""
     global _LIB
     if _LIB is not None:
         return _LIB
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if cc is None:
+    if find_cc() is None:
         return None
-    d = tempfile.mkdtemp(prefix="eagle_bench_finished_")
-    src, so = os.path.join(d, "transport.c"), os.path.join(d, "libtransport.so")
-    with open(src, "w") as f:
-        f.write(KERNEL_SOURCE)
-    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", so, src], check=True)
-    _LIB = ctypes.CDLL(so)
+    lib, why = compile_helper(KERNEL_SOURCE, "transport", [["-O2"]])
+    if lib is None:
+        raise RuntimeError(why)
+    _LIB = lib
     return _LIB
 
 
@@ -247,7 +244,7 @@ def policy_rows(n, absorb, flights_list, rounds):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m eagle.bench_finished", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m eagle.bench.finished", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="small sizes, one round (a few seconds)")
     p.add_argument("-n", "--particles", type=int, help="particles (default 1,000,000; quick 20,000)")
     p.add_argument("--absorb", type=float, default=0.05, help="absorption probability per replay (0.05)")

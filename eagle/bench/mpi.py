@@ -1,6 +1,6 @@
-"""``python -m eagle.bench_mpi``: collective nodes beside mpi4py, and replays as ranks grow.
+"""``python -m eagle.bench.mpi``: collective nodes beside mpi4py, and replays as ranks grow.
 
-It starts ``mpiexec -n N python -m eagle.bench_mpi --worker`` for N in 1, 2, 4
+It starts ``mpiexec -n N python -m eagle.bench.mpi --worker`` for N in 1, 2, 4
 (the ranks may outnumber the cores: the table says how many there are) and prints:
 
 * **allreduce node vs comm.Allreduce**: one replay of a graph holding one
@@ -12,7 +12,7 @@ It starts ``mpiexec -n N python -m eagle.bench_mpi --worker`` for N in 1, 2, 4
 
 Each figure is the best of several interleaved rounds; a round's time is the
 slowest rank's. Run it under ``mpiexec`` yourself (``mpiexec -n 4 python -m
-eagle.bench_mpi --worker``) to measure one rank count with your own launcher.
+eagle.bench.mpi --worker``) to measure one rank count with your own launcher.
 """
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ def _fmt(t):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m eagle.bench_mpi", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m eagle.bench.mpi", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer, shorter timings")
     p.add_argument("--ranks", default="1,2,4", help="rank counts to run (default 1,2,4)")
     p.add_argument("--worker", action="store_true", help="measure in this MPI job (under mpiexec)")
@@ -110,11 +110,11 @@ def main(argv=None):
     try:
         import mpi4py  # noqa: F401
     except ImportError:
-        print("eagle.bench_mpi: mpi4py is not installed (pip install 'eagle[mpi]'); nothing to measure")
+        print("eagle.bench.mpi: mpi4py is not installed (pip install 'eagle[mpi]'); nothing to measure")
         return None
     launcher = _mpiexec()
     if launcher is None:
-        print("eagle.bench_mpi: no mpiexec found; nothing to measure")
+        print("eagle.bench.mpi: no mpiexec found; nothing to measure")
         return None
     from eagle.cpu._executor import usable_cpus
 
@@ -122,18 +122,18 @@ def main(argv=None):
     env.setdefault("OMP_NUM_THREADS", "1")
     results = []
     for n in [int(v) for v in args.ranks.split(",")]:
-        cmd = [launcher, "-n", str(n), sys.executable, "-m", "eagle.bench_mpi", "--worker"] + \
+        cmd = [launcher, "-n", str(n), sys.executable, "-m", "eagle.bench.mpi", "--worker"] + \
               (["--quick"] if args.quick else [])
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
         line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("EAGLE_BENCH_MPI ")), None)
         if proc.returncode != 0 or line is None:
-            print(f"eagle.bench_mpi: {' '.join(cmd)} failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
+            print(f"eagle.bench.mpi: {' '.join(cmd)} failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
             continue
         results.append(json.loads(line.split(" ", 1)[1]))
     if not results:
         return results
     cores = os.cpu_count()
-    print(f"eagle.bench_mpi · {cores} CPU cores on this machine ({usable_cpus()} usable) · "
+    print(f"eagle.bench.mpi · {cores} CPU cores on this machine ({usable_cpus()} usable) · "
           f"{results[0]['library']} · {results[0]['threads']} eagle thread(s) per rank")
     print("ranks beyond the cores are oversubscribed: they share cores, and MPI's busy-waiting makes that slow\n")
     print("allreduce node vs comm.Allreduce from a Python loop, same buffers, per replay (slowest rank):")

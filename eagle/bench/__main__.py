@@ -1,0 +1,330 @@
+"""``python -m eagle.bench``: eagle's per-replay time beside what you would otherwise use.
+
+For the same graphs (the seed graph of three opaque nodes; a native diamond; a
+chain of 10 native nodes; one native node on 4 million doubles) it times one
+replay of each way to run the graph:
+
+* eagle's ``g.launch(n)``, with all threads and with 1;
+* a plain Python loop calling the same functions (for native graphs: a loop
+  calling one empty Python function per node, the floor of any Python-driven
+  loop, and a loop calling the same kernels through ctypes);
+* a loop in C calling the same kernels (a tiny helper compiled with ``cc`` at
+  run time; skipped with a note when there is no compiler);
+* ``concurrent.futures.ThreadPoolExecutor`` running each stage's nodes and
+  waiting for them before the next stage;
+* dask's threaded scheduler (``dask.threaded.get``) on a dict graph with the
+  same dependencies.
+
+A second table times *recording*: n nodes on separate arrays recorded one by
+one (the reference), the same nodes recorded as one ``add_group``, and n nodes
+writing disjoint slices of one buffer, at 4,000 and 40,000 nodes (``--recording``).
+Below the table, rows for eagle's fixed costs, load and interrupts: ``launch(1)``
+beside one ctypes call of a C no-op; a native stage under ``auto`` beside busy
+processes, against the same stage on 1 thread; and the Ctrl-C latency of a
+launch whose kernel turns from cheap (a million calls) to 2 ms a call.
+
+Every runner is timed best-of-k, interleaved round by round in this one
+process, each timing long enough (tens of ms) for the clock not to matter.
+Ratios are against eagle with all threads. Peers that are not installed are
+skipped with a note, never faked.
+
+The graphs are ``eagle.bench.cases`` (shared with the tour and asv), the timing
+``eagle.bench.timing``, the C helpers ``eagle.bench.chelpers``; this module is
+the command line and its tables.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import ctypes
+import os
+import platform
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+import eagle
+from eagle import kernels
+from eagle.cpu._executor import have_openmp
+from eagle.graph import native, opaque
+from eagle.native import CTYPES_KERNEL
+
+from .cases import BIG, RECORDING_SHAPES, RECORDING_SIZES, bench_cases
+from .chelpers import compile_c_loop, compile_extra, compile_plain_loops
+from .timing import WARMUP, best_per_call, fmt_time, measure, measure_recording, runners_for
+
+
+# ---- the table ------------------------------------------------------------------------
+
+def _teams(case):
+    try:
+        return ",".join(str(sp.team) for sp in case.graph.plan().stages)
+    except Exception:
+        return "?"
+
+
+def print_table(results, threads, rounds, notes, out=None):
+    out = out if out is not None else sys.stdout   # the stream at call time, not at import
+    head = ("graph", "samples", "runner", "threads", "per replay", "× eagle", "")
+    rows = []
+    for case, runners, teams in results:
+        ref = runners[0].best
+        for i, r in enumerate(runners):
+            note = r.note
+            if r.name.startswith("eagle"):
+                note = f"stage teams {teams[r.threads]}"
+            rows.append((case.title if i == 0 else "", f"{case.samples:,}" if i == 0 else "",
+                         r.name, str(r.threads), fmt_time(r.best), f"{r.best / ref:.2f}", note))
+        rows.append(None)
+    widths = [max(len(h), *(len(row[j]) for row in rows if row)) for j, h in enumerate(head)]
+    right = {1, 3, 4, 5}
+
+    def line(cells):
+        return "  ".join(c.rjust(w) if j in right else c.ljust(w) for j, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    print(line(head), file=out)
+    print("  ".join("-" * w for w in widths), file=out)
+    for row in rows[:-1]:
+        print(line(row) if row else "", file=out)
+    print(file=out)
+    print(f"per replay: best of {rounds} interleaved timings, each of many replays; "
+          f"× eagle: time / eagle's with {threads} threads (below 1: faster than eagle)", file=out)
+    print(f"eagle rows: after build() and a warm-up launch({WARMUP}); 'stage teams' is the team "
+          "eagle chose per stage (1: run on the calling thread, no barrier)", file=out)
+    for n in notes:
+        print(f"note: {n}", file=out)
+
+
+# ---- the recording rows ------------------------------------------------------------
+
+def print_recording(best, rounds, out=None):
+    out = sys.stdout if out is None else out
+    head = ("recording", "nodes", "time", "× separate")
+    rows = [(RECORDING_SHAPES[shape], f"{n:,}", fmt_time(t), f"{t / best['separate', n]:.2f}")
+            for (shape, n), t in best.items()]
+    widths = [max(len(h), *(len(row[j]) for row in rows)) for j, h in enumerate(head)]
+
+    def line(cells):
+        return "  ".join(c.rjust(w) if j else c.ljust(w) for j, (c, w) in enumerate(zip(cells, widths)))
+
+    print(line(head), file=out)
+    print("  ".join("-" * w for w in widths), file=out)
+    for row in rows:
+        print(line(row), file=out)
+    print(f"recording: the nodes made beforehand, best of {rounds} interleaved rounds; × separate: "
+          "time / the same number of nodes on separate arrays recorded one by one", file=out)
+
+
+# ---- fixed costs, load and interrupts (the rows below the table) -----------------------
+
+def row_launch1(dll, rounds):
+    """launch(1) of a one-node graph on 1 sample, beside one ctypes call of a C no-op."""
+    x, y = np.ones(1), np.zeros(1)
+    g = eagle.Graph()
+    g.add_node(native(kernels.axpy(1.0), reads={"x": x}, writes={"y": y}), name="axpy")
+    g.build()
+    g.launch(WARMUP)
+    noop = dll.eagle_bench_noop
+    noop.restype, noop.argtypes = None, []
+    launch = g.launch
+
+    def run_launch(n):
+        for _ in range(n):
+            launch(1)
+
+    def run_noop(n):
+        for _ in range(n):
+            noop()
+
+    def run_empty(n):
+        for _ in range(n):
+            pass
+
+    n = 100_000
+    a, b, c = 1.0, 1.0, 1.0
+    for _ in range(rounds):   # interleaved, best of each
+        a = min(a, best_per_call(run_launch, n, 1))
+        b = min(b, best_per_call(run_noop, n, 1))
+        c = min(c, best_per_call(run_empty, n, 1))
+    return ("launch(1), one native node, 1 sample (the Python loop's own cost taken off both)", a - c,
+            "ctypes call of a C no-op", b - c)
+
+
+def row_busy_neighbour(rounds, samples=2_000_000):
+    """A native stage on the whole team (auto) beside busy processes, against 1 thread."""
+    from eagle.cpu._executor import usable_cpus
+
+    threads = eagle.get_num_threads()
+    if threads < 2:
+        return None
+    x, y = np.ones(samples), np.zeros(samples)
+    g = eagle.Graph()
+    g.add_node(native(kernels.axpy(1.0), reads={"x": x}, writes={"y": y}), name="axpy")
+    g.build()
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+             for _ in range(max(1, usable_cpus() - 1))]
+    try:
+        time.sleep(0.3)
+        g.launch(WARMUP)
+        auto, one = float("inf"), float("inf")
+        for _ in range(max(rounds, 7)):
+            auto = min(auto, best_per_call(g.launch, 20, 1))
+            eagle.set_num_threads(1)
+            try:
+                one = min(one, best_per_call(g.launch, 20, 1))
+            finally:
+                eagle.set_num_threads(threads)
+        teams = g.plan().stages[0]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    return (f"axpy on {samples:,} doubles, auto ({threads} threads), {len(procs)} busy process(es) beside "
+            f"[team {teams.team}: {teams.verdict or 'chosen by the cost rule alone'}]", auto,
+            "the same, 1 thread", one)
+
+
+def ctrl_c_latency(dll, n_threads, teams, with_gil, cheap=1_000_000):
+    """ms from SIGINT to the launch returning, when a kernel turns from cheap to 2 ms a call
+    after `cheap` calls."""
+    import signal
+    import threading
+
+    state = np.array([cheap, 0], dtype=np.int64)
+    y = np.zeros(4)
+    g = eagle.Graph()
+    kernel = CTYPES_KERNEL(ctypes.cast(dll.eagle_bench_slowing, ctypes.c_void_p).value)
+    g.add_node(native(kernel, reads={"state": state}, writes={"y": y}), name="slowing")
+    if with_gil:
+        g.add_node(opaque([].clear, reads={"y": y}), name="gil")
+    before = eagle.get_num_threads()
+    eagle.set_num_threads(n_threads)
+    sent = []
+
+    def interrupt():
+        while state[1] < cheap + 20:
+            time.sleep(0.001)
+        time.sleep(0.02)
+        sent.append(time.perf_counter())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    try:
+        g.build(teams=teams)
+        t = threading.Thread(target=interrupt, daemon=True)
+        t.start()
+        try:
+            g.launch(10 ** 12)
+        except KeyboardInterrupt:
+            return (time.perf_counter() - sent[0]) * 1e3
+        finally:
+            t.join()
+    finally:
+        eagle.set_num_threads(before)
+    return float("nan")
+
+
+def print_extra_rows(rounds, out=None):
+    out = out if out is not None else sys.stdout   # the stream at call time, not at import
+    dll, why = compile_extra()
+    print(file=out)
+    if dll is None:
+        print(f"fixed costs and Ctrl-C: skipped ({why})", file=out)
+        return
+    rows = [row_launch1(dll, rounds)]
+    busy = row_busy_neighbour(rounds)
+    if busy is not None:
+        rows.append(busy)
+    print("case                                                      eagle      reference                    ratio",
+          file=out)
+    for what, t, ref_name, ref in rows:
+        print(f"{what}\n    {fmt_time(t):>58}  {ref_name:<28} {fmt_time(ref):>9}  {t / ref:.2f}", file=out)
+    import signal
+    if os.name == "posix" and hasattr(signal, "SIGINT"):
+        cases = [(1, "serial", False, "1 thread, nogil"), (1, "serial", True, "1 thread, GIL (opaque node)")]
+        if eagle.have_openmp() and eagle.get_num_threads() > 1:
+            cases.append((2, "parallel", False, "2 threads, team"))
+        for n_threads, teams, gil, label in cases:
+            ms = ctrl_c_latency(dll, n_threads, teams, gil)
+            print(f"Ctrl-C latency, kernel cheap for 1,000,000 calls then 2 ms each, {label}: {ms:.1f} ms "
+                  "(target < 100 ms)", file=out)
+
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m eagle.bench", description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="fewer and shorter timings (a few seconds)")
+    p.add_argument("--rounds", type=int, help="interleaved timings per runner; the best counts (default 7, quick 3)")
+    p.add_argument("--target-ms", type=float, help="length of one timing (default 40 ms, quick 8 ms)")
+    p.add_argument("--big", type=int, default=BIG, help=f"samples of the one-node graph (default {BIG:,})")
+    p.add_argument("--threads", type=int, help="threads for 'all' (default: eagle.get_num_threads())")
+    p.add_argument("--only", help="run only the graphs whose title contains this text (e.g. ufunc)")
+    p.add_argument("--recording", type=int, nargs="*",
+                   help="node counts of the recording rows (default 4000 40000, quick 4000; none: skip)")
+    args = p.parse_args(argv)
+    rounds = args.rounds or (3 if args.quick else 7)
+    target_s = (args.target_ms or (8.0 if args.quick else 40.0)) / 1e3
+    threads = args.threads or eagle.get_num_threads()
+    initial_threads = eagle.get_num_threads()
+
+    notes = []
+    c_loop, why = compile_c_loop()
+    if c_loop is None:
+        notes.append(f"C loop skipped: {why}")
+    plain, why = compile_plain_loops()
+    if plain is None:
+        notes.append(f"plain C loops skipped: {why}")
+    tools = {"plain": plain} if plain is not None else {}
+    try:
+        import dask
+        import dask.threaded
+        dask_get = dask.threaded.get
+        dask_version = dask.__version__
+    except ImportError as exc:
+        dask_get, dask_version = None, None
+        notes.append(f"dask skipped: not installed ({exc}); pip install dask")
+    notes.append("the one-node graph has no empty-function row (its cost is the kernel's); "
+                 "for it the ThreadPoolExecutor and dask split the range in chunks, as eagle does"
+                 if threads > 1 else "the one-node graph has no empty-function row (its cost is the kernel's)")
+
+    print(f"eagle {eagle.__version__} · Python {platform.python_version()} · numpy {np.__version__} · "
+          f"dask {dask_version or 'not installed'} · {threads} threads "
+          f"(OpenMP {'yes' if have_openmp() else 'no'}, CPUs {os.cpu_count()}) · "
+          f"{platform.machine()}")
+    print(flush=True)
+
+    cases = bench_cases(args.big)
+    if args.only:
+        cases = [c for c in cases if args.only in c.title]
+    results = []
+    t_start = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=threads) as pool:
+        try:
+            for case in cases:
+                case.graph.build()
+                # eagle's first replays measure the nodes' costs, from which it picks each
+                # stage's team; warm up as any benchmark would (see WARMUP)
+                case.graph.launch(WARMUP)
+                runners = runners_for(case, threads, c_loop, dask_get, pool, tools)
+                measure(runners, rounds, target_s)
+                teams = {}
+                for t in {threads, 1}:
+                    eagle.set_num_threads(t)
+                    teams[t] = _teams(case)
+                results.append((case, runners, teams))
+        finally:
+            eagle.set_num_threads(initial_threads)
+    print_table(results, threads, rounds, notes)
+    sizes = args.recording if args.recording is not None else (
+        RECORDING_SIZES[:1] if args.quick else RECORDING_SIZES)
+    if sizes:
+        print()
+        rec_rounds = 2 if args.quick else 3
+        print_recording(measure_recording(sizes, rec_rounds), rec_rounds)
+    print_extra_rows(rounds)
+    print(f"({time.perf_counter() - t_start:.1f} s)")
+
+
+if __name__ == "__main__":
+    main()
