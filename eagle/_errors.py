@@ -2,11 +2,12 @@
 
 
 class CudaError(RuntimeError):
-    """A CUDA runtime call made by eagle failed.
+    """A CUDA driver call made by eagle failed (eagle reaches CUDA through the
+    driver, libcuda.so.1, never the CUDA runtime).
 
-    Attributes: ``status`` (the cudaError_t value, or a negative eagle shim
-    code such as -1 for "no CUDA runtime found"), ``name`` (e.g.
-    ``"cudaErrorInvalidValue"``), ``text`` (the runtime's sentence for it),
+    Attributes: ``status`` (the CUresult the driver returned, or a negative
+    eagle shim code such as -1 for "no CUDA driver library found"), ``name``
+    (e.g. ``"CUDA_ERROR_INVALID_VALUE"``), ``text`` (the driver's sentence for it),
     ``detail`` (what eagle was doing), and, when a graph failed to
     instantiate or a capture failed, ``node_index`` / ``node_name`` of the
     eagle node responsible (``None`` otherwise).
