@@ -2,7 +2,8 @@
 
 OpenMP is used where the compiler supports it; without it the executor is built
 serial and says so (at build time here, and at run time in eagle.show_config()).
-Nothing here needs a CUDA toolkit: the CUDA runtime is opened at run time.
+Nothing here needs a CUDA toolkit: eagle reaches CUDA through the driver
+(libcuda.so.1), which is opened at run time.
 """
 import glob
 import os
@@ -18,7 +19,8 @@ from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CSRC = os.path.join("csrc")
-PUBLIC_HEADERS = os.path.join(CSRC, "include")
+CPU_SRC = os.path.join(CSRC, "cpu")            # the OpenMP executor and its team choice
+PUBLIC_HEADERS = os.path.join(CSRC, "include")  # eagle/*.h, eagle/*.hpp, eagle/detail/*.h
 
 
 def compiler_supports_openmp():
@@ -52,7 +54,7 @@ else:
     omp_compile, omp_link = [], []
 
 common = dict(
-    include_dirs=[np.get_include(), CSRC, PUBLIC_HEADERS],
+    include_dirs=[np.get_include(), CPU_SRC, PUBLIC_HEADERS],
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_9_API_VERSION"),
                    ("EAGLE_HAVE_OPENMP", "1" if HAVE_OPENMP else "0")],
     extra_compile_args=["-O2", "-std=c11"] if sys.platform != "win32" else [],
@@ -62,7 +64,9 @@ common = dict(
 def ext(name, sources, openmp=False, libraries=(), extra_compile_args=()):
     kw = dict(common)
     # a header change must rebuild the module (setuptools only tracks sources)
-    kw["depends"] = sorted(glob.glob("csrc/*.h") + glob.glob("csrc/include/eagle/*") + glob.glob("eagle/*.pxd") + glob.glob("eagle/*/*.pxd"))
+    kw["depends"] = sorted(glob.glob("csrc/cpu/*.h") + glob.glob("csrc/include/eagle/*.h*")
+                           + glob.glob("csrc/include/eagle/detail/*.h") + glob.glob("eagle/*.pxd")
+                           + glob.glob("eagle/*/*.pxd"))
     kw["extra_compile_args"] = (list(common["extra_compile_args"]) + (omp_compile if openmp else [])
                                 + list(extra_compile_args))
     kw["extra_link_args"] = omp_link if openmp else []
@@ -73,9 +77,10 @@ def ext(name, sources, openmp=False, libraries=(), extra_compile_args=()):
 EXTENSIONS = [
     # the graph's lock and launch path (the backend contract's compiled half)
     ext("eagle._core", ["eagle/_core.pyx"]),
-    ext("eagle.cpu._executor", ["eagle/cpu/_executor.pyx", "csrc/executor.c"], openmp=True),
+    ext("eagle.cpu._executor", ["eagle/cpu/_executor.pyx", "csrc/cpu/executor.c", "csrc/cpu/team_choice.c"],
+        openmp=True),
     ext("eagle.native", ["eagle/native.pyx"]),
-    # the built-in kernels' contiguous paths (csrc/builtin_kernels.h) are written for the
+    # the built-in kernels' contiguous paths (csrc/cpu/builtin_kernels.h) are written for the
     # vectoriser; no FMA contraction keeps their results bitwise NumPy's
     ext("eagle.kernels", ["eagle/kernels.pyx"],
         extra_compile_args=["-O3", "-fopenmp-simd", "-ffp-contract=off"] if sys.platform != "win32" else []),
@@ -85,11 +90,12 @@ EXTENSIONS = [
     ext("eagle.mpi._collectives", ["eagle/mpi/_collectives.pyx"], libraries=["dl"]),
 ]
 if os.path.exists(os.path.join(HERE, "eagle", "cuda", "_shim.pyx")):
-    EXTENSIONS.append(ext("eagle.cuda._shim", ["eagle/cuda/_shim.pyx", "csrc/cuda_shim.c"], libraries=["dl"]))
+    EXTENSIONS.append(ext("eagle.cuda._shim", ["eagle/cuda/_shim.pyx", "csrc/cuda/cuda_shim.c"], libraries=["dl"]))
 
 
 class build_py_with_headers(build_py):
-    """Install csrc/include (the C and C++ faces) as eagle/include, for eagle.get_include()."""
+    """Install csrc/include (the C and C++ faces, eagle/detail/ with them) as eagle/include,
+    for eagle.get_include()."""
 
     def run(self):
         super().run()

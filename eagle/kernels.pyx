@@ -6,14 +6,14 @@ The arrays are taken in declaration order: reads first, then writes.
 
 Where every array is contiguous (and an output is either an input exactly or
 disjoint from the inputs) a kernel runs a loop the compiler vectorises
-(csrc/builtin_kernels.h); otherwise the strided loop, in sample order. Both
+(csrc/cpu/builtin_kernels.h); otherwise the strided loop, in sample order. Both
 give the same bits (no fused multiply-adds).
 """
 from libc.stdint cimport int64_t
 
 from eagle.native cimport Kernel, kernel_t, wrap_kernel
 
-# contiguous fast paths the compiler vectorises (csrc/builtin_kernels.h)
+# contiguous fast paths the compiler vectorises (csrc/cpu/builtin_kernels.h)
 cdef extern from "builtin_kernels.h" nogil:
     int eagle_partly_overlap(const double *a, const double *b, int64_t n)
     void eagle_fill_contig(int64_t n, double v, double *y)

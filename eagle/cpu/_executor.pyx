@@ -1,4 +1,4 @@
-"""The Cython face of the C executor (csrc/executor.c): the threads a team uses, and
+"""The Cython face of the C executor (csrc/cpu/executor.c): the threads a team uses, and
 ``CpuPlan``, the cpu backend's compiled launch path (an ``eagle._core.CompiledLaunch``:
 ``eagle.Graph``'s compiled core runs it without a Python call)."""
 import operator
@@ -53,8 +53,6 @@ cdef extern from "executor.h" nogil:
         int32_t team
         int32_t n_phases
         double cost_ns
-        int32_t verdict
-        double team_ns, serial_ns, window_ns
 
     ctypedef struct eagle_stage_report:
         int32_t team
@@ -99,7 +97,6 @@ cdef extern from "executor.h" nogil:
         int64_t capacity
         int32_t until_empty
         int64_t replays_done
-        int32_t checks
         eagle_profile *profile
         PyObject *progress
         double progress_next_ns
@@ -108,6 +105,8 @@ cdef extern from "executor.h" nogil:
         int32_t node
         int64_t replay
 
+    void eagle_choice_init(eagle_plan *plan)
+    int32_t eagle_choice_checks(const eagle_plan *plan)
     void eagle_choose_teams(eagle_plan *plan)
     void eagle_report_teams(const eagle_plan *plan, int num_threads, int64_t logical_size,
                             eagle_stage_report *out)
@@ -281,6 +280,7 @@ cdef class CpuPlan(CompiledLaunch):
             raise MemoryError()
         self.plan.n_nodes = n_nodes
         self.plan.n_stages = len(stages)
+        eagle_choice_init(&self.plan)   # the team choice's state: nothing measured, no verdict
         self.plan.logical_size = logical_size
         self.plan.capacity = capacity
         if size_source is not None:
@@ -295,9 +295,6 @@ cdef class CpuPlan(CompiledLaunch):
             self.plan.stages[s].team = 1
             self.plan.stages[s].n_phases = 1
             self.plan.stages[s].cost_ns = -1
-            self.plan.stages[s].team_ns = -1
-            self.plan.stages[s].serial_ns = -1
-            self.plan.stages[s].window_ns = -1
             for index, kind, work, arrays, split in specs:
                 node = &self.plan.nodes[i]
                 node.cost_ns = -1
@@ -483,7 +480,7 @@ cdef class CpuPlan(CompiledLaunch):
     @property
     def checks(self):
         """Re-checks of the teams' verdicts done so far."""
-        return self.plan.checks
+        return eagle_choice_checks(&self.plan)
 
     def node_costs(self):
         """Measured cost per plan node in ns (per sample for split native nodes), None if unknown."""

@@ -1,4 +1,4 @@
-"""The cpu backend: a graph's stages handed to the C executor (csrc/executor.c)."""
+"""The cpu backend: a graph's stages handed to the C executor (csrc/cpu/executor.c)."""
 from __future__ import annotations
 
 from eagle._errors import add_note

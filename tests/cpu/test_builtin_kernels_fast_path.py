@@ -1,4 +1,4 @@
-"""The built-in kernels' contiguous fast paths (csrc/builtin_kernels.h) give exactly
+"""The built-in kernels' contiguous fast paths (csrc/cpu/builtin_kernels.h) give exactly
 the results of their strided loops and of NumPy, in place, on disjoint arrays,
 on odd lengths and sub-ranges, and fall back to the in-order loop where the
 output partly overlaps an input."""

@@ -1,7 +1,7 @@
 /* fake_libcuda.c — TEST DOUBLE. NOT CUDA.
  *
  * A CPU stand-in for the part of the CUDA driver (libcuda.so.1) that eagle's
- * shim (csrc/include/eagle/cuda_shim_impl.h) uses. The tests in tests/cuda
+ * shim (csrc/include/eagle/detail/cuda_shim_impl.h) uses. The tests in tests/cuda
  * build it into a temporary directory as libcuda.so.1 and point EAGLE_LIBCUDA
  * at it. It is never shipped and never loaded unless EAGLE_LIBCUDA names it.
  *

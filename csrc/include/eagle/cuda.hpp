@@ -36,7 +36,7 @@
 
 #include "eagle/cuda_shim.h"
 #ifdef EAGLE_CUDA_SHIM_IMPLEMENTATION
-#include "eagle/cuda_shim_impl.h"
+#include "eagle/detail/cuda_shim_impl.h"
 #endif
 
 #include <cstddef>
@@ -70,8 +70,9 @@ template <class H>
 inline void* raw(H h) noexcept { return reinterpret_cast<void*>(h); }
 }  // namespace detail
 
-/// A failed CUDA call. status(): the cudaError_t (or a negative eagle shim
-/// code); name(), text(): the runtime's name and sentence for it.
+/// A failed CUDA driver call. status(): the CUresult the driver returned (or a
+/// negative eagle shim code); name(), text(): the driver's name and sentence
+/// for it (cuGetErrorName, cuGetErrorString).
 /// Thread-safety: an immutable value; safe to share.
 class Error : public std::runtime_error {
 public:

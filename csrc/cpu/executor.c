@@ -1,4 +1,5 @@
-/* eagle's CPU executor; see executor.h for the contract. */
+/* eagle's CPU executor, the run loop; see executor.h for the contract. The
+ * team choice it consults is in team_choice.c. */
 #include "executor.h"
 
 #include <stdatomic.h>
@@ -11,26 +12,13 @@
 #include <sys/syscall.h>
 #endif
 
+#include "clock.h"
 #include "openmp_helpers.h"
+#include "team_choice.h"
 
 /* How often (at least) the calling thread takes the GIL during a nogil launch
  * to run signal handlers: Ctrl-C must stop a long launch promptly. */
 #define SIGNAL_CHECK_NS 5e6
-/* Replays measured serially, on this thread, before an auto stage may use the
- * team: the cheapest of them counts, so one cold first replay (page faults,
- * first calls) cannot put a cheap stage on the team for good. They may be
- * spread over several launches. */
-#define MEASURED_REPLAYS 3
-/* Replays an auto stage is then timed on the team before the team is kept,
- * each after one timed on this thread (the best of each counts). */
-#define VERIFY_REPLAYS 3
-/* Re-checks of the verdicts: the first this long after a verification, the
- * interval doubling while re-checks agree (up to the cap), back to the first
- * when one disagrees; never more often than every CHECK_REPLAYS_APART serial
- * replays' worth of time, so a re-check costs a few percent at most. */
-#define CHECK_FIRST_NS 0.5e9
-#define CHECK_MAX_NS 32e9
-#define CHECK_REPLAYS_APART 100
 /* A launch of one replay this cheap (nodes' measured costs) keeps the GIL. */
 #define SHORT_LAUNCH_NS 2e3
 
@@ -62,25 +50,6 @@ int eagle_max_threads(void)
         cap = EAGLE_MAX_THREADS;
     int limit = eagle_omp_thread_limit();
     return (limit >= 1 && limit < cap) ? limit : (int)cap;
-}
-
-static inline double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-/* A cheap clock for schedules measured in seconds (a few ns a read). */
-static inline double coarse_now_ns(void)
-{
-#ifdef CLOCK_MONOTONIC_COARSE
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-#else
-    return now_ns();
-#endif
 }
 
 /* ---- launch contexts (re-entry guard) --------------------------------- */
@@ -202,7 +171,7 @@ static void signal_clock_init(signal_clock *c)
 {
     c->use_clock = !eagle_ticker_running();
     c->seen = atomic_load_explicit(&ticks, memory_order_relaxed);
-    c->last_ns = c->use_clock ? now_ns() : 0;
+    c->last_ns = c->use_clock ? eagle_now_ns() : 0;
 }
 
 /* Whether a check is due; call once per replay. */
@@ -215,7 +184,7 @@ static inline int signal_clock_due(signal_clock *c)
         c->seen = t;
         return 1;
     }
-    double t = now_ns();
+    double t = eagle_now_ns();
     if (t - c->last_ns < SIGNAL_CHECK_NS)
         return 0;
     c->last_ns = t;
@@ -225,7 +194,7 @@ static inline int signal_clock_due(signal_clock *c)
 /* A re-check of the teams is due (read at signal ticks, so at most every few ms). */
 static inline int check_due(const eagle_plan *plan)
 {
-    return plan->next_check_ns > 0 && coarse_now_ns() >= plan->next_check_ns;
+    return eagle_choice_check_due(&plan->choice);
 }
 
 /* ---- running one node ------------------------------------------------- */
@@ -263,12 +232,6 @@ static inline void call_team(const eagle_node *node, int32_t phase, int tid, int
 {
     if (phase < node->n_phases)
         node->team_kernel(phase, tid, nt, size, node->data, node->strides, node->user_data);
-}
-
-/* Whether a node's cost grows with the logical size (measured per sample). */
-static inline int is_sized(const eagle_node *n)
-{
-    return n->kind == EAGLE_NODE_TEAM || (n->kind == EAGLE_NODE_NATIVE && n->split);
 }
 
 /* ---- observing: profile spans and progress (off unless asked for) -------- */
@@ -337,7 +300,7 @@ static void record_span(eagle_profile_lane *lane, int32_t node, int32_t phase, i
  * Returns -1 if it raised. */
 static int report_progress(eagle_plan *plan, int64_t done)
 {
-    double t = coarse_now_ns();
+    double t = eagle_coarse_now_ns();
     if (t < plan->progress_next_ns)
         return 0;
     plan->progress_next_ns = t + EAGLE_PROGRESS_EVERY_NS;
@@ -360,256 +323,21 @@ static inline int end_of_replay(eagle_plan *plan, int64_t replay)
     return plan->until_empty && plan->logical_size == 0;
 }
 
-/* ---- team choice --------------------------------------------------------- */
-
-static double node_cost(const eagle_node *n, int64_t logical_size)
-{
-    if (n->cost_ns < 0)
-        return -1;
-    return is_sized(n) ? n->cost_ns * (double)logical_size : n->cost_ns;
-}
-
-/* A stage cheaper than this runs on one thread whatever a barrier costs: a GIL
- * hand-off and waking the team cost microseconds. */
-#define PARALLEL_MIN_NS 20e3
-/* ... and a stage must cost this many barriers to be worth splitting. */
-#define PARALLEL_MIN_BARRIERS 50
-
-/* The barrier cost behind the threshold is measured on first use, kept as the
- * lowest measurement (a busy moment cannot raise it for good) and measured
- * again, by a launching thread, when older than THRESHOLD_REFRESH_NS. */
-#define THRESHOLD_REFRESH_NS 5e9
-
-typedef struct {
-    double value_ns;      /* 0: not measured */
-    double at_ns;
-} threshold_entry;
-
-static threshold_entry threshold_cache[256];
-
-static int threshold_stale(int n_threads)
-{
-    if (n_threads < 2 || n_threads >= 256)
-        return 0;
-    const threshold_entry *c = &threshold_cache[n_threads];
-    return c->value_ns > 0 && coarse_now_ns() - c->at_ns >= THRESHOLD_REFRESH_NS;
-}
-
-static double parallel_threshold(int n_threads, int may_refresh)
-{
-    if (n_threads < 2)
-        return PARALLEL_MIN_NS;
-    threshold_entry *c = n_threads < 256 ? &threshold_cache[n_threads] : NULL;
-    if (c && c->value_ns > 0 && !(may_refresh && threshold_stale(n_threads)))
-        return c->value_ns;
-    double best = -1;
-    for (int k = 0; k < 3; ++k) {
-        double b = eagle_barrier_cost_ns(n_threads);
-        if (best < 0 || b < best)
-            best = b;
-    }
-    double t = best * PARALLEL_MIN_BARRIERS;
-    if (t < PARALLEL_MIN_NS)
-        t = PARALLEL_MIN_NS;
-    if (c) {
-        if (c->value_ns <= 0 || t < c->value_ns)
-            c->value_ns = t;
-        c->at_ns = coarse_now_ns();
-        return c->value_ns;
-    }
-    return t;
-}
-
-double eagle_parallel_threshold_ns(int n_threads) { return parallel_threshold(n_threads, 0); }
-
-void eagle_pin_parallel_threshold_ns(int n_threads, double ns)
-{
-    if (n_threads < 2 || n_threads >= 256)
-        return;
-    threshold_cache[n_threads].value_ns = ns > 0 ? ns : 0;
-    threshold_cache[n_threads].at_ns = ns > 0 ? 1e300 : 0;   /* pinned: never measured again */
-}
-
-static double stage_cost(const eagle_plan *plan, const eagle_stage *st, int64_t logical_size,
-                         int *splittable)
-{
-    double cost = 0;
-    *splittable = 0;
-    for (int32_t i = st->first; i < st->first + st->count; ++i) {
-        const eagle_node *n = &plan->nodes[i];
-        double c = node_cost(n, logical_size);
-        cost = (c < 0 || cost < 0) ? -1 : cost + c;
-        *splittable |= is_sized(n) && logical_size > 1;
-    }
-    return cost;
-}
-
-/* Whether a stage's verdict answers for a launch with nt threads at this size:
- * reached since the last re-check began, with this team, within 2x the size. */
-static inline int verdict_current(const eagle_plan *plan, const eagle_stage *st, int nt, int64_t size)
-{
-    return st->verdict != EAGLE_VERDICT_NONE && st->verdict_epoch == plan->check_epoch
-           && st->verdict_team == nt && size <= 2 * st->verdict_size && 2 * size >= st->verdict_size;
-}
-
-/* One stage's team; *candidate: auto and the cost rule wants the team;
- * *verify: the team must be timed first (no current verdict). */
-static int stage_team(const eagle_plan *plan, const eagle_stage *st, int nt, int64_t size,
-                      int may_refresh, double *cost_out, int *candidate, int *verify)
-{
-    int parallel_ok = nt > 1 && !forked_child && EAGLE_HAVE_OPENMP;
-    int splittable;
-    double cost = stage_cost(plan, st, size, &splittable);
-    *cost_out = cost;
-    *candidate = *verify = 0;
-    if (!parallel_ok || st->policy == EAGLE_TEAM_SERIAL)
-        return 1;
-    if (st->policy == EAGLE_TEAM_ALL)
-        return nt;
-    /* auto: only a measured stage whose cost pays for a barrier and a hand-off */
-    if (!((plan->measured_replays >= MEASURED_REPLAYS || plan->checks > 0) && (st->count > 1 || splittable)
-          && cost >= PARALLEL_MIN_NS && cost >= parallel_threshold(nt, may_refresh)))
-        return 1;
-    *candidate = 1;
-    if (verdict_current(plan, st, nt, size))
-        return st->verdict == EAGLE_VERDICT_TEAM ? nt : 1;
-    *verify = 1;
-    return nt;
-}
-
-/* Returns whether some stage is to be verified on the team. */
-static int choose_teams(eagle_plan *plan, int *any_candidate)
-{
-    if (plan->teams_fresh && plan->teams_threads == plan->num_threads
-        && plan->teams_size == plan->logical_size) {
-        *any_candidate = plan->teams_candidates;
-        return plan->teams_verifying;
-    }
-    int verifying = 0;
-    double replay = 0;
-    *any_candidate = 0;
-    for (int32_t s = 0; s < plan->n_stages; ++s) {
-        eagle_stage *st = &plan->stages[s];
-        int candidate, verify;
-        st->team = stage_team(plan, st, plan->num_threads, plan->logical_size, 1, &st->cost_ns,
-                              &candidate, &verify);
-        verifying |= verify;
-        *any_candidate |= candidate;
-        replay = (st->cost_ns < 0 || replay < 0) ? -1 : replay + st->cost_ns;
-    }
-    plan->replay_ns = replay;
-    plan->teams_fresh = 1;
-    plan->teams_threads = plan->num_threads;
-    plan->teams_size = plan->logical_size;
-    plan->teams_verifying = verifying;
-    plan->teams_candidates = *any_candidate;
-    return verifying;
-}
-
-void eagle_choose_teams(eagle_plan *plan)
-{
-    int any;
-    choose_teams(plan, &any);
-}
-
-void eagle_report_teams(const eagle_plan *plan, int num_threads, int64_t logical_size,
-                        eagle_stage_report *out)
-{
-    for (int32_t s = 0; s < plan->n_stages; ++s) {
-        const eagle_stage *st = &plan->stages[s];
-        eagle_stage_report *o = &out[s];
-        int candidate, verify;
-        o->team = stage_team(plan, st, num_threads, logical_size, 0, &o->cost_ns, &candidate, &verify);
-        o->candidate = candidate;
-        o->verdict = st->verdict;
-        o->team_ns = st->team_ns;
-        o->serial_ns = st->serial_ns;
-        o->verdict_team = st->verdict_team;
-        o->verdict_size = st->verdict_size;
-        o->verdict_current = verdict_current(plan, st, num_threads, logical_size);
-    }
-}
-
-/* A team time for stage st measured at logical size `size` by the verification under way. */
-static inline void team_sample(eagle_stage *st, double dt, int64_t size)
-{
-    if (st->window_ns < 0 || dt < st->window_ns) {
-        st->window_ns = dt;
-        st->window_size = size;
-    }
-}
-
-/* The verification's replays are done: keep the team where it was faster. */
-static void finish_verification(eagle_plan *plan)
-{
-    int agree = 1;
-    double serial_replay = 0;
-    for (int32_t s = 0; s < plan->n_stages; ++s) {
-        eagle_stage *st = &plan->stages[s];
-        int splittable;
-        double c = stage_cost(plan, st, plan->logical_size, &splittable);
-        if (c > 0)
-            serial_replay += c;
-        if (st->window_ns < 0 || st->policy != EAGLE_TEAM_AUTO) {
-            st->window_ns = -1;
-            continue;   /* not on the team in this verification, or its team is the user's */
-        }
-        int old = st->verdict;
-        st->serial_ns = stage_cost(plan, st, st->window_size, &splittable);
-        st->team_ns = st->window_ns;
-        st->verdict_size = st->window_size;
-        st->verdict_team = plan->num_threads;
-        st->verdict_epoch = plan->check_epoch;
-        st->verdict = (st->serial_ns >= 0 && st->team_ns >= st->serial_ns) ? EAGLE_VERDICT_SERIAL
-                                                                              : EAGLE_VERDICT_TEAM;
-        st->window_ns = -1;
-        agree &= old == st->verdict;
-    }
-    plan->verify_replays = 0;
-    plan->verify_serial = 0;
-    plan->teams_fresh = 0;
-    if (plan->check_interval_ns <= 0 || !agree)
-        plan->check_interval_ns = CHECK_FIRST_NS;
-    else if (plan->check_interval_ns < CHECK_MAX_NS)
-        plan->check_interval_ns *= 2;
-    double wait = plan->check_interval_ns;
-    if (wait < CHECK_REPLAYS_APART * serial_replay)
-        wait = CHECK_REPLAYS_APART * serial_replay;
-    plan->next_check_ns = coarse_now_ns() + wait;
-}
-
-/* Time for a re-check: measure the nodes again on one thread (their costs
- * replaced, not kept as the best ever: a neighbour may have come or gone),
- * then time the team again. */
-static void start_recheck(eagle_plan *plan)
-{
-    plan->next_check_ns = 0;
-    plan->measured_replays = 0;
-    plan->fresh_measure = 1;
-    plan->verify_replays = 0;
-    plan->verify_serial = 0;
-    plan->check_epoch++;
-    plan->checks++;
-    plan->teams_fresh = 0;
-    for (int32_t s = 0; s < plan->n_stages; ++s)
-        plan->stages[s].window_ns = -1;
-}
-
 /* ---- serial execution on the calling thread ------------------------------ */
 
 /* Run one replay on this thread, every node whole, timing each node when
- * measure is set (the cheapest time is kept; with plan->fresh_measure this
- * replay's time replaces the old one). Opaque nodes are called directly: the
- * caller holds the GIL when the plan has any. */
+ * measure is set (the cheapest time is kept; when the team choice asks for it,
+ * eagle_choice_replace_costs, this replay's time replaces the old one). Opaque
+ * nodes are called directly: the caller holds the GIL when the plan has any. */
 static EAGLE_ALWAYS_INLINE int run_replay_serial(eagle_plan *plan, int measure,
                                                  eagle_profile_lane *lane, int32_t *failed_node)
 {
-    int fresh = measure && plan->fresh_measure;
+    int fresh = measure && eagle_choice_replace_costs(&plan->choice);
     for (int32_t s = 0; s < plan->n_stages; ++s) {
         const eagle_stage *st = &plan->stages[s];
         for (int32_t i = st->first; i < st->first + st->count; ++i) {
             eagle_node *n = &plan->nodes[i];
-            double t0 = measure ? now_ns() : 0;
+            double t0 = measure ? eagle_now_ns() : 0;
             if (n->kind == EAGLE_NODE_OPAQUE) {
                 int rc;
                 TIMED(lane, i, 0, rc = call_opaque(n));
@@ -624,8 +352,8 @@ static EAGLE_ALWAYS_INLINE int run_replay_serial(eagle_plan *plan, int measure,
                 TIMED(lane, i, 0, call_native(n, 0, plan->logical_size));
             }
             if (measure) {
-                double c = now_ns() - t0;
-                if (is_sized(n))
+                double c = eagle_now_ns() - t0;
+                if (eagle_node_is_sized(n))
                     c = plan->logical_size > 0 ? c / (double)plan->logical_size : -1;
                 if (c >= 0 && (fresh || n->cost_ns < 0 || c < n->cost_ns))
                     n->cost_ns = c;
@@ -633,7 +361,7 @@ static EAGLE_ALWAYS_INLINE int run_replay_serial(eagle_plan *plan, int measure,
         }
     }
     if (fresh)
-        plan->fresh_measure = 0;
+        eagle_choice_costs_replaced(&plan->choice);
     return 0;
 }
 
@@ -954,7 +682,7 @@ static int replay_parallel(eagle_plan *plan, int64_t r0, int64_t r1, int timing,
     parallel_region_ran = 1;
     const int32_t ns = plan->n_stages;
     int paused = 0;
-    const double t_region = timing ? now_ns() : 0;
+    const double t_region = timing ? eagle_now_ns() : 0;
 
     PyThreadState *save = PyEval_SaveThread();
     #pragma omp parallel num_threads(plan->num_threads)
@@ -983,9 +711,9 @@ static int replay_parallel(eagle_plan *plan, int64_t r0, int64_t r1, int timing,
                 if (!(r == r0 && s == 0) && needs_barrier(prev, st)) {
                     BARRIER_OR_LEAVE();
                     if (timing && tid == 0) {
-                        double t = now_ns();
+                        double t = eagle_now_ns();
                         if (pending >= 0)
-                            team_sample(&plan->stages[pending], t - t_stage, plan->logical_size);
+                            eagle_choice_team_sample(&plan->stages[pending].choice, t - t_stage, plan->logical_size);
                         pending = -1;
                         t_stage = t;
                     }
@@ -1016,7 +744,7 @@ static int replay_parallel(eagle_plan *plan, int64_t r0, int64_t r1, int timing,
                 BARRIER_OR_LEAVE();
                 if (timing && tid == 0 && pending >= 0) {
                     /* the last stage ends here, before the size update */
-                    team_sample(&plan->stages[pending], now_ns() - t_stage, plan->logical_size);
+                    eagle_choice_team_sample(&plan->stages[pending].choice, eagle_now_ns() - t_stage, plan->logical_size);
                     pending = -1;
                 }
                 if (tid == 0 && !stopping && end_of_replay(plan, r)) {
@@ -1043,7 +771,7 @@ static int replay_parallel(eagle_plan *plan, int64_t r0, int64_t r1, int timing,
         if (timing && plan->size_source == NULL && plan->stages[ns - 1].team > 1) {
             BARRIER_OR_LEAVE();
             if (tid == 0 && pending >= 0)
-                team_sample(&plan->stages[pending], now_ns() - t_stage, plan->logical_size);
+                eagle_choice_team_sample(&plan->stages[pending].choice, eagle_now_ns() - t_stage, plan->logical_size);
         }
     leave:
         gil_finish(&gil);
@@ -1076,13 +804,13 @@ double eagle_barrier_cost_ns(int n_threads)
     {
         #pragma omp barrier
         #pragma omp master
-        t0 = now_ns();
+        t0 = eagle_now_ns();
         for (;;) {
             #pragma omp barrier
             #pragma omp master
             {
                 ++rounds;
-                t1 = now_ns();
+                t1 = eagle_now_ns();
                 stop = rounds >= max_rounds || t1 - t0 > 2e6;
             }
             #pragma omp barrier
@@ -1111,18 +839,6 @@ double eagle_barrier_cost_ns(int n_threads) { (void)n_threads; return 0; }
 
 /* ---- entry point ---------------------------------------------------------- */
 
-static int plan_needs_measuring(const eagle_plan *plan)
-{
-    if (plan->measured_replays >= MEASURED_REPLAYS)
-        return 0;
-    for (int32_t s = 0; s < plan->n_stages; ++s)
-        if (plan->stages[s].policy == EAGLE_TEAM_AUTO)
-            return 1;
-    return 0;
-}
-
-enum { SEGMENT_MEASURE, SEGMENT_PAIRED, SEGMENT_VERIFY, SEGMENT_RUN };
-
 static int any_team_in(const eagle_plan *plan)
 {
     for (int32_t s = 0; s < plan->n_stages; ++s)
@@ -1135,11 +851,11 @@ static int run_segment(eagle_plan *plan, int64_t r0, int64_t r1, int kind,
                        const eagle_launch_ctx *lctx, eagle_failure *failure)
 {
     plan->paused = 0;
-    if (kind == SEGMENT_MEASURE || kind == SEGMENT_PAIRED)
+    if (kind == EAGLE_SEGMENT_MEASURE || kind == EAGLE_SEGMENT_PAIRED)
         return plan->has_opaque ? replay_serial_gil(plan, r0, r1, 1, failure)
                                 : replay_serial_nogil(plan, r0, r1, 1, failure);
     if (any_team_in(plan))
-        return replay_parallel(plan, r0, r1, kind == SEGMENT_VERIFY, lctx, failure);
+        return replay_parallel(plan, r0, r1, kind == EAGLE_SEGMENT_VERIFY, lctx, failure);
     return plan->has_opaque ? replay_serial_gil(plan, r0, r1, 0, failure)
                             : replay_serial_nogil(plan, r0, r1, 0, failure);
 }
@@ -1152,56 +868,24 @@ int eagle_execute(eagle_plan *plan, int64_t n_replays, eagle_failure *failure)
     plan->paused = 0;
     if (n_replays <= 0 || plan->n_stages == 0 || (plan->until_empty && plan->logical_size == 0))
         return 0;
-    if (plan->num_threads > 1 && check_due(plan))
-        start_recheck(plan);
-    if (plan->num_threads > 1 && (++plan->launches & 1023) == 1 && threshold_stale(plan->num_threads))
-        plan->teams_fresh = 0;   /* choose again, with the barrier cost measured again */
+    eagle_choice_launch_begin(plan);
 
     const eagle_launch_ctx *lctx = current_launch;
     int ticking = 0;
     int rc = 0;
     int64_t r = 0;
     while (r < n_replays) {
-        int kind;
-        int64_t stop = n_replays;
-        if (plan_needs_measuring(plan)) {
-            /* Opaque and fresh native nodes have unknown costs until they run:
-             * run the first replays on this thread, timing each node, then choose. */
-            kind = SEGMENT_MEASURE;
-            if (stop - r > MEASURED_REPLAYS - plan->measured_replays)
-                stop = r + MEASURED_REPLAYS - plan->measured_replays;
-        } else {
-            int any_candidate;
-            if (choose_teams(plan, &any_candidate)) {
-                /* A stage the cost rule puts on the team: time it there first,
-                 * each team replay after one on this thread, so both times are
-                 * taken under the same load (a neighbour comes and goes). */
-                stop = r + 1;
-                if (plan->verify_serial <= plan->verify_replays) {
-                    kind = SEGMENT_PAIRED;
-                    if (plan->verify_serial == 0)
-                        plan->fresh_measure = 1;   /* this verification's own serial times */
-                } else {
-                    kind = SEGMENT_VERIFY;
-                }
-            } else {
-                kind = SEGMENT_RUN;
-                if (!any_candidate)
-                    plan->next_check_ns = 0;   /* nothing to re-check */
-                if (plan->verify_serial || plan->verify_replays) {
-                    /* a verification left off (the cost rule changed its mind) */
-                    plan->verify_serial = plan->verify_replays = 0;
-                    for (int32_t s = 0; s < plan->n_stages; ++s)
-                        plan->stages[s].window_ns = -1;
-                }
-            }
-        }
+        /* the team choice cuts the launch into segments: measuring, verifying
+         * the team, then running with the teams it chose */
+        int64_t stop;
+        const int kind = eagle_choice_next_segment(plan, r, n_replays, &stop);
         if (!ticking && stop - r > 1) {
             ticker_enter();
             ticking = 1;
         }
-        if (kind == SEGMENT_RUN && stop - r == 1 && !plan->has_opaque && plan->replay_ns >= 0
-            && plan->replay_ns < SHORT_LAUNCH_NS && !any_team_in(plan)) {
+        const double replay_ns = eagle_choice_replay_ns(&plan->choice);
+        if (kind == EAGLE_SEGMENT_RUN && stop - r == 1 && !plan->has_opaque && replay_ns >= 0
+            && replay_ns < SHORT_LAUNCH_NS && !any_team_in(plan)) {
             /* one tiny replay: releasing and retaking the GIL would cost more than it */
             plan->paused = 0;
             rc = replay_serial_gil(plan, r, stop, 0, failure);
@@ -1209,24 +893,13 @@ int eagle_execute(eagle_plan *plan, int64_t n_replays, eagle_failure *failure)
             rc = run_segment(plan, r, stop, kind, lctx, failure);
         }
         int64_t done = plan->replays_done;
-        if (kind == SEGMENT_MEASURE || kind == SEGMENT_PAIRED) {
-            if (kind == SEGMENT_MEASURE)
-                plan->measured_replays += (int32_t)(done - r);
-            else
-                plan->verify_serial += (int32_t)(done - r);
-            plan->teams_fresh = 0;
-        }
-        else if (kind == SEGMENT_VERIFY && rc == 0) {
-            plan->verify_replays += (int32_t)(done - r);
-            if (plan->verify_replays >= VERIFY_REPLAYS || done < stop)
-                finish_verification(plan);
-        }
+        eagle_choice_segment_done(plan, kind, r, stop, done, rc);
         if (rc < 0 || (plan->until_empty && plan->logical_size == 0))
             break;
         if (done < stop && !plan->paused)
             break;
         if (plan->paused)
-            start_recheck(plan);
+            eagle_choice_recheck(plan);
         r = done;
     }
     if (ticking)

@@ -1,8 +1,10 @@
-/* eagle CUDA shim over the driver — the implementation.
+/* eagle CUDA shim over the driver — the implementation (a detail header:
+ * include eagle/cuda_shim.h or eagle/cuda.hpp, never this one directly).
  *
- * Compiled once per program: csrc/cuda_shim.c includes it for the Python
+ * Compiled once per program: csrc/cuda/cuda_shim.c includes it for the Python
  * extension; a C++ program using the header-only face (eagle/cuda.hpp)
- * defines EAGLE_CUDA_SHIM_IMPLEMENTATION in exactly one translation unit.
+ * defines EAGLE_CUDA_SHIM_IMPLEMENTATION in exactly one translation unit,
+ * and cuda.hpp includes it there.
  * Compiles as C11 and as C++ (nvcc host code). Needs dlopen; never CUDA
  * headers (the declarations of eagle/cuda_shim.h carry the ABI).
  */

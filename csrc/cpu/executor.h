@@ -17,6 +17,10 @@
  * (worker threads through PyGILState_Ensure). The calling thread takes it
  * every few milliseconds to run signal handlers, so Ctrl-C stops a launch.
  *
+ * Which stages use the team (policy EAGLE_TEAM_AUTO) is decided by the team
+ * choice (team_choice.h), whose state the plan and its stages embed
+ * (eagle_plan.choice, eagle_stage.choice); this file is the run loop.
+ *
  * Ownership: the plan's arrays (nodes, stages, data pointers, callables) are
  * owned by the caller (eagle/_executor.pyx) and must outlive the call.
  * Thread-safety: one plan must not be executed by two threads at once; the
@@ -29,6 +33,7 @@
 #include <stdint.h>
 
 #include "eagle/kernel.h"
+#include "team_choice.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -50,40 +55,24 @@ typedef struct eagle_node {
     double cost_ns;         /* measured; per sample for split nodes; < 0: not yet */
 } eagle_node;
 
-enum { EAGLE_TEAM_AUTO = 0, EAGLE_TEAM_SERIAL = 1, EAGLE_TEAM_ALL = 2 };
-
-enum { EAGLE_VERDICT_NONE = 0, EAGLE_VERDICT_TEAM = 1, EAGLE_VERDICT_SERIAL = 2 };
+/* Whether a node's cost grows with the logical size (measured per sample).
+ * Ownership: reads the node only. Thread-safety: any thread. */
+static inline int eagle_node_is_sized(const eagle_node *n)
+{
+    return n->kind == EAGLE_NODE_TEAM || (n->kind == EAGLE_NODE_NATIVE && n->split);
+}
 
 typedef struct eagle_stage {
     int32_t first, count;   /* nodes[first .. first + count) */
-    int32_t policy;         /* EAGLE_TEAM_*: how the team is chosen */
+    int32_t policy;         /* EAGLE_TEAM_* (team_choice.h): how the team is chosen */
     int32_t team;           /* chosen for the current launch: 1 or the team size */
     int32_t n_phases;       /* most phases of a team node in the stage (1 if none) */
     double cost_ns;         /* estimate for the current logical size; < 0: unknown */
     /* An auto stage the cost rule puts on the team is timed there on its first
      * replays (the team verifies itself) and stays on the team only if that
      * was faster than the stage on one thread; re-checked from time to time. */
-    int32_t verdict;        /* EAGLE_VERDICT_*: the last verification's outcome */
-    int32_t verdict_team;   /* the team size it measured */
-    int32_t verdict_epoch;  /* plan->check_epoch when it was reached */
-    int64_t verdict_size;   /* the logical size it measured at */
-    double team_ns;         /* the stage on the team at verdict_size (best replay), < 0: none */
-    double serial_ns;       /* the stage on one thread at verdict_size, from the nodes' costs */
-    double window_ns;       /* best team time of the verification under way, < 0: none yet */
-    int64_t window_size;
+    eagle_stage_choice choice;  /* the team choice's verdict state (eagle_choice_init) */
 } eagle_stage;
-
-/* What plan() reports for a stage, computed without touching the plan. */
-typedef struct eagle_stage_report {
-    int32_t team;
-    int32_t candidate;      /* auto stage the cost rule would put on the team */
-    double cost_ns;
-    int32_t verdict;
-    double team_ns, serial_ns;
-    int32_t verdict_team;
-    int64_t verdict_size;
-    int32_t verdict_current;  /* the verdict applies to this thread count and size */
-} eagle_stage_report;
 
 /* ---- observing a launch (eagle.profile, progress=) -------------------------
  * Both are off (NULL) unless the Python layer asks for them for one launch.
@@ -126,22 +115,9 @@ typedef struct eagle_plan {
     int64_t capacity;
     int32_t until_empty;            /* stop the launch once the logical size is 0 */
     int64_t replays_done;           /* out: replays completed by the last launch */
-    int32_t measured_replays;       /* replays timed so far to learn the nodes' costs */
-    int32_t fresh_measure;          /* the next measured replay replaces the nodes' costs */
-    int32_t verify_replays;         /* replays timed on the team in the verification under way */
-    int32_t verify_serial;          /* ... and on one thread, each before a team replay */
-    int32_t check_epoch;            /* bumped by every re-check of the teams */
-    int32_t checks;                 /* re-checks done */
-    double next_check_ns;           /* CLOCK_MONOTONIC time of the next re-check; 0: none due */
-    double check_interval_ns;       /* grows while re-checks agree with the last verdicts */
+    /* the team choice's state: measuring, verifying, re-checks (eagle_choice_init) */
+    eagle_plan_choice choice;
     int32_t paused;                 /* out: a segment stopped early for a re-check */
-    /* the last team choice, kept while its inputs stay the same */
-    int32_t teams_fresh;            /* 0: choose again (measurements or verdicts changed) */
-    int32_t teams_threads;
-    int64_t teams_size;
-    int32_t teams_verifying, teams_candidates;
-    double replay_ns;               /* one replay on one thread, from the nodes' costs; < 0: unknown */
-    uint32_t launches;              /* counts launches, to look at the threshold's age now and then */
     /* observing (NULL: off, the default; set by the caller for one launch) */
     eagle_profile *profile;         /* time every node call into per-thread lanes */
     PyObject *progress;             /* called as progress(replays_done) by the calling thread,
@@ -162,14 +138,7 @@ typedef struct eagle_failure {
  * set and *failure saying where it happened. */
 int eagle_execute(eagle_plan *plan, int64_t n_replays, eagle_failure *failure);
 
-/* Choose each stage's team from the measured costs and the logical size. */
-void eagle_choose_teams(eagle_plan *plan);
-
-/* Each stage's team for a launch with num_threads threads at logical_size, as
- * eagle_choose_teams would choose it, written to out[n_stages]; the plan is only
- * read (plan() may run on another thread during a launch). */
-void eagle_report_teams(const eagle_plan *plan, int num_threads, int64_t logical_size,
-                        eagle_stage_report *out);
+/* eagle_choose_teams, eagle_report_teams and the parallel threshold: team_choice.h */
 
 /* Re-entry guard: every launch pushes a context on its thread, and the team
  * threads of a parallel region carry the launching thread's context, so a
@@ -198,14 +167,10 @@ int eagle_ticker_running(void);
 /* Whether the executor was built with OpenMP. */
 int eagle_have_openmp(void);
 
-/* Cost in ns below which an auto stage runs on one thread, for a team of n
- * (measured from the barrier cost on first use, then cached). */
-double eagle_parallel_threshold_ns(int n_threads);
-
-/* Fix the threshold for a team of n threads (tests; ns <= 0: measure again). */
-void eagle_pin_parallel_threshold_ns(int n_threads, double ns);
-
-/* Measured cost in ns of one barrier of a team of n threads. */
+/* Measured cost in ns of one barrier of a team of n threads, in a parallel
+ * region of its own (the team choice's threshold is made of it). Ownership: no
+ * state but the fork bookkeeping. Thread-safety: any thread outside one of
+ * eagle's parallel regions. */
 double eagle_barrier_cost_ns(int n_threads);
 
 /* Set after fork() in a child whose parent ran a parallel region: libgomp's pool

@@ -1,0 +1,347 @@
+/* eagle's team choice; see team_choice.h for the contract. */
+#include "executor.h"
+
+#include "team_choice.h"
+
+/* Replays measured serially, on this thread, before an auto stage may use the
+ * team: the cheapest of them counts, so one cold first replay (page faults,
+ * first calls) cannot put a cheap stage on the team for good. They may be
+ * spread over several launches. */
+#define MEASURED_REPLAYS 3
+/* Replays an auto stage is then timed on the team before the team is kept,
+ * each after one timed on this thread (the best of each counts). */
+#define VERIFY_REPLAYS 3
+/* Re-checks of the verdicts: the first this long after a verification, the
+ * interval doubling while re-checks agree (up to the cap), back to the first
+ * when one disagrees; never more often than every CHECK_REPLAYS_APART serial
+ * replays' worth of time, so a re-check costs a few percent at most. */
+#define CHECK_FIRST_NS 0.5e9
+#define CHECK_MAX_NS 32e9
+#define CHECK_REPLAYS_APART 100
+
+/* A stage cheaper than this runs on one thread whatever a barrier costs: a GIL
+ * hand-off and waking the team cost microseconds. */
+#define PARALLEL_MIN_NS 20e3
+/* ... and a stage must cost this many barriers to be worth splitting. */
+#define PARALLEL_MIN_BARRIERS 50
+
+/* The barrier cost behind the threshold is measured on first use, kept as the
+ * lowest measurement (a busy moment cannot raise it for good) and measured
+ * again, by a launching thread, when older than THRESHOLD_REFRESH_NS. */
+#define THRESHOLD_REFRESH_NS 5e9
+
+/* ---- the parallel threshold (shared by all plans; callers hold the GIL) --- */
+
+typedef struct {
+    double value_ns;      /* 0: not measured */
+    double at_ns;
+} threshold_entry;
+
+static threshold_entry threshold_cache[256];
+
+static int threshold_stale(int n_threads)
+{
+    if (n_threads < 2 || n_threads >= 256)
+        return 0;
+    const threshold_entry *c = &threshold_cache[n_threads];
+    return c->value_ns > 0 && eagle_coarse_now_ns() - c->at_ns >= THRESHOLD_REFRESH_NS;
+}
+
+static double parallel_threshold(int n_threads, int may_refresh)
+{
+    if (n_threads < 2)
+        return PARALLEL_MIN_NS;
+    threshold_entry *c = n_threads < 256 ? &threshold_cache[n_threads] : NULL;
+    if (c && c->value_ns > 0 && !(may_refresh && threshold_stale(n_threads)))
+        return c->value_ns;
+    double best = -1;
+    for (int k = 0; k < 3; ++k) {
+        double b = eagle_barrier_cost_ns(n_threads);
+        if (best < 0 || b < best)
+            best = b;
+    }
+    double t = best * PARALLEL_MIN_BARRIERS;
+    if (t < PARALLEL_MIN_NS)
+        t = PARALLEL_MIN_NS;
+    if (c) {
+        if (c->value_ns <= 0 || t < c->value_ns)
+            c->value_ns = t;
+        c->at_ns = eagle_coarse_now_ns();
+        return c->value_ns;
+    }
+    return t;
+}
+
+double eagle_parallel_threshold_ns(int n_threads) { return parallel_threshold(n_threads, 0); }
+
+void eagle_pin_parallel_threshold_ns(int n_threads, double ns)
+{
+    if (n_threads < 2 || n_threads >= 256)
+        return;
+    threshold_cache[n_threads].value_ns = ns > 0 ? ns : 0;
+    threshold_cache[n_threads].at_ns = ns > 0 ? 1e300 : 0;   /* pinned: never measured again */
+}
+
+/* ---- costs and the cost rule ----------------------------------------------- */
+
+static double node_cost(const eagle_node *n, int64_t logical_size)
+{
+    if (n->cost_ns < 0)
+        return -1;
+    return eagle_node_is_sized(n) ? n->cost_ns * (double)logical_size : n->cost_ns;
+}
+
+static double stage_cost(const eagle_plan *plan, const eagle_stage *st, int64_t logical_size,
+                         int *splittable)
+{
+    double cost = 0;
+    *splittable = 0;
+    for (int32_t i = st->first; i < st->first + st->count; ++i) {
+        const eagle_node *n = &plan->nodes[i];
+        double c = node_cost(n, logical_size);
+        cost = (c < 0 || cost < 0) ? -1 : cost + c;
+        *splittable |= eagle_node_is_sized(n) && logical_size > 1;
+    }
+    return cost;
+}
+
+/* Whether a stage's verdict answers for a launch with nt threads at this size:
+ * reached since the last re-check began, with this team, within 2x the size. */
+static inline int verdict_current(const eagle_plan *plan, const eagle_stage *st, int nt, int64_t size)
+{
+    const eagle_stage_choice *v = &st->choice;
+    return v->verdict != EAGLE_VERDICT_NONE && v->verdict_epoch == plan->choice.check_epoch
+           && v->verdict_team == nt && size <= 2 * v->verdict_size && 2 * size >= v->verdict_size;
+}
+
+/* One stage's team; *candidate: auto and the cost rule wants the team;
+ * *verify: the team must be timed first (no current verdict). */
+static int stage_team(const eagle_plan *plan, const eagle_stage *st, int nt, int64_t size,
+                      int may_refresh, double *cost_out, int *candidate, int *verify)
+{
+    int parallel_ok = nt > 1 && !eagle_is_forked_child() && EAGLE_HAVE_OPENMP;
+    int splittable;
+    double cost = stage_cost(plan, st, size, &splittable);
+    *cost_out = cost;
+    *candidate = *verify = 0;
+    if (!parallel_ok || st->policy == EAGLE_TEAM_SERIAL)
+        return 1;
+    if (st->policy == EAGLE_TEAM_ALL)
+        return nt;
+    /* auto: only a measured stage whose cost pays for a barrier and a hand-off */
+    if (!((plan->choice.measured_replays >= MEASURED_REPLAYS || plan->choice.checks > 0)
+          && (st->count > 1 || splittable)
+          && cost >= PARALLEL_MIN_NS && cost >= parallel_threshold(nt, may_refresh)))
+        return 1;
+    *candidate = 1;
+    if (verdict_current(plan, st, nt, size))
+        return st->choice.verdict == EAGLE_VERDICT_TEAM ? nt : 1;
+    *verify = 1;
+    return nt;
+}
+
+/* Returns whether some stage is to be verified on the team. */
+static int choose_teams(eagle_plan *plan, int *any_candidate)
+{
+    eagle_plan_choice *c = &plan->choice;
+    if (c->teams_fresh && c->teams_threads == plan->num_threads
+        && c->teams_size == plan->logical_size) {
+        *any_candidate = c->teams_candidates;
+        return c->teams_verifying;
+    }
+    int verifying = 0;
+    double replay = 0;
+    *any_candidate = 0;
+    for (int32_t s = 0; s < plan->n_stages; ++s) {
+        eagle_stage *st = &plan->stages[s];
+        int candidate, verify;
+        st->team = stage_team(plan, st, plan->num_threads, plan->logical_size, 1, &st->cost_ns,
+                              &candidate, &verify);
+        verifying |= verify;
+        *any_candidate |= candidate;
+        replay = (st->cost_ns < 0 || replay < 0) ? -1 : replay + st->cost_ns;
+    }
+    c->replay_ns = replay;
+    c->teams_fresh = 1;
+    c->teams_threads = plan->num_threads;
+    c->teams_size = plan->logical_size;
+    c->teams_verifying = verifying;
+    c->teams_candidates = *any_candidate;
+    return verifying;
+}
+
+void eagle_choose_teams(eagle_plan *plan)
+{
+    int any;
+    choose_teams(plan, &any);
+}
+
+void eagle_report_teams(const eagle_plan *plan, int num_threads, int64_t logical_size,
+                        eagle_stage_report *out)
+{
+    for (int32_t s = 0; s < plan->n_stages; ++s) {
+        const eagle_stage *st = &plan->stages[s];
+        eagle_stage_report *o = &out[s];
+        int candidate, verify;
+        o->team = stage_team(plan, st, num_threads, logical_size, 0, &o->cost_ns, &candidate, &verify);
+        o->candidate = candidate;
+        o->verdict = st->choice.verdict;
+        o->team_ns = st->choice.team_ns;
+        o->serial_ns = st->choice.serial_ns;
+        o->verdict_team = st->choice.verdict_team;
+        o->verdict_size = st->choice.verdict_size;
+        o->verdict_current = verdict_current(plan, st, num_threads, logical_size);
+    }
+}
+
+int32_t eagle_choice_checks(const eagle_plan *plan) { return plan->choice.checks; }
+
+void eagle_choice_init(eagle_plan *plan)
+{
+    /* zero is "nothing yet" for every field but the stages' times (-1: none) */
+    plan->choice = (eagle_plan_choice){0};
+    for (int32_t s = 0; s < plan->n_stages; ++s) {
+        eagle_stage_choice *v = &plan->stages[s].choice;
+        *v = (eagle_stage_choice){0};
+        v->team_ns = -1;
+        v->serial_ns = -1;
+        v->window_ns = -1;
+    }
+}
+
+/* ---- verification and re-checks ------------------------------------------- */
+
+/* The verification's replays are done: keep the team where it was faster. */
+static void finish_verification(eagle_plan *plan)
+{
+    eagle_plan_choice *c = &plan->choice;
+    int agree = 1;
+    double serial_replay = 0;
+    for (int32_t s = 0; s < plan->n_stages; ++s) {
+        eagle_stage *st = &plan->stages[s];
+        eagle_stage_choice *v = &st->choice;
+        int splittable;
+        double cost = stage_cost(plan, st, plan->logical_size, &splittable);
+        if (cost > 0)
+            serial_replay += cost;
+        if (v->window_ns < 0 || st->policy != EAGLE_TEAM_AUTO) {
+            v->window_ns = -1;
+            continue;   /* not on the team in this verification, or its team is the user's */
+        }
+        int old = v->verdict;
+        v->serial_ns = stage_cost(plan, st, v->window_size, &splittable);
+        v->team_ns = v->window_ns;
+        v->verdict_size = v->window_size;
+        v->verdict_team = plan->num_threads;
+        v->verdict_epoch = c->check_epoch;
+        v->verdict = (v->serial_ns >= 0 && v->team_ns >= v->serial_ns) ? EAGLE_VERDICT_SERIAL
+                                                                        : EAGLE_VERDICT_TEAM;
+        v->window_ns = -1;
+        agree &= old == v->verdict;
+    }
+    c->verify_replays = 0;
+    c->verify_serial = 0;
+    c->teams_fresh = 0;
+    if (c->check_interval_ns <= 0 || !agree)
+        c->check_interval_ns = CHECK_FIRST_NS;
+    else if (c->check_interval_ns < CHECK_MAX_NS)
+        c->check_interval_ns *= 2;
+    double wait = c->check_interval_ns;
+    if (wait < CHECK_REPLAYS_APART * serial_replay)
+        wait = CHECK_REPLAYS_APART * serial_replay;
+    c->next_check_ns = eagle_coarse_now_ns() + wait;
+}
+
+void eagle_choice_recheck(eagle_plan *plan)
+{
+    eagle_plan_choice *c = &plan->choice;
+    c->next_check_ns = 0;
+    c->measured_replays = 0;
+    c->fresh_measure = 1;
+    c->verify_replays = 0;
+    c->verify_serial = 0;
+    c->check_epoch++;
+    c->checks++;
+    c->teams_fresh = 0;
+    for (int32_t s = 0; s < plan->n_stages; ++s)
+        plan->stages[s].choice.window_ns = -1;
+}
+
+/* ---- the run loop's segments ----------------------------------------------- */
+
+static int plan_needs_measuring(const eagle_plan *plan)
+{
+    if (plan->choice.measured_replays >= MEASURED_REPLAYS)
+        return 0;
+    for (int32_t s = 0; s < plan->n_stages; ++s)
+        if (plan->stages[s].policy == EAGLE_TEAM_AUTO)
+            return 1;
+    return 0;
+}
+
+void eagle_choice_launch_begin(eagle_plan *plan)
+{
+    eagle_plan_choice *c = &plan->choice;
+    if (plan->num_threads > 1 && eagle_choice_check_due(c))
+        eagle_choice_recheck(plan);
+    if (plan->num_threads > 1 && (++c->launches & 1023) == 1 && threshold_stale(plan->num_threads))
+        c->teams_fresh = 0;   /* choose again, with the barrier cost measured again */
+}
+
+int eagle_choice_next_segment(eagle_plan *plan, int64_t r, int64_t n_replays, int64_t *stop)
+{
+    eagle_plan_choice *c = &plan->choice;
+    int kind;
+    *stop = n_replays;
+    if (plan_needs_measuring(plan)) {
+        /* Opaque and fresh native nodes have unknown costs until they run:
+         * run the first replays on this thread, timing each node, then choose. */
+        kind = EAGLE_SEGMENT_MEASURE;
+        if (*stop - r > MEASURED_REPLAYS - c->measured_replays)
+            *stop = r + MEASURED_REPLAYS - c->measured_replays;
+    } else {
+        int any_candidate;
+        if (choose_teams(plan, &any_candidate)) {
+            /* A stage the cost rule puts on the team: time it there first,
+             * each team replay after one on this thread, so both times are
+             * taken under the same load (a neighbour comes and goes). */
+            *stop = r + 1;
+            if (c->verify_serial <= c->verify_replays) {
+                kind = EAGLE_SEGMENT_PAIRED;
+                if (c->verify_serial == 0)
+                    c->fresh_measure = 1;   /* this verification's own serial times */
+            } else {
+                kind = EAGLE_SEGMENT_VERIFY;
+            }
+        } else {
+            kind = EAGLE_SEGMENT_RUN;
+            if (!any_candidate)
+                c->next_check_ns = 0;   /* nothing to re-check */
+            if (c->verify_serial || c->verify_replays) {
+                /* a verification left off (the cost rule changed its mind) */
+                c->verify_serial = c->verify_replays = 0;
+                for (int32_t s = 0; s < plan->n_stages; ++s)
+                    plan->stages[s].choice.window_ns = -1;
+            }
+        }
+    }
+    return kind;
+}
+
+void eagle_choice_segment_done(eagle_plan *plan, int kind, int64_t r, int64_t stop, int64_t done,
+                               int rc)
+{
+    eagle_plan_choice *c = &plan->choice;
+    if (kind == EAGLE_SEGMENT_MEASURE || kind == EAGLE_SEGMENT_PAIRED) {
+        if (kind == EAGLE_SEGMENT_MEASURE)
+            c->measured_replays += (int32_t)(done - r);
+        else
+            c->verify_serial += (int32_t)(done - r);
+        c->teams_fresh = 0;
+    }
+    else if (kind == EAGLE_SEGMENT_VERIFY && rc == 0) {
+        c->verify_replays += (int32_t)(done - r);
+        if (c->verify_replays >= VERIFY_REPLAYS || done < stop)
+            finish_verification(plan);
+    }
+}

@@ -1,0 +1,219 @@
+/* eagle's team choice: which stages of a CPU plan run on the OpenMP team.
+ *
+ * Each stage of a plan (executor.h) has a policy: EAGLE_TEAM_SERIAL (the
+ * calling thread alone), EAGLE_TEAM_ALL (the whole team) or EAGLE_TEAM_AUTO,
+ * which this file decides, in three steps:
+ *
+ * 1. measure: the plan's first replays run on the calling thread with every
+ *    node timed (the cheapest time counts), so one cold replay cannot put a
+ *    cheap stage on the team for good;
+ * 2. the cost rule: an auto stage goes on the team when its estimated cost
+ *    (the nodes' costs at the logical size) pays for a barrier and a GIL
+ *    hand-off (eagle_parallel_threshold_ns);
+ * 3. verify: a stage the cost rule puts on the team is timed there on its
+ *    first replays (each after one timed on the calling thread, so both see
+ *    the same load) and stays on the team only if that was faster; the
+ *    verdict is re-checked from time to time (the interval doubling while
+ *    re-checks agree).
+ *
+ * The run loop (eagle_execute, executor.c) asks eagle_choice_next_segment
+ * what to run next, runs it, and reports it with eagle_choice_segment_done;
+ * the replay loops time team stages with eagle_choice_team_sample, look at
+ * eagle_choice_check_due at their signal checks, and read and clear
+ * eagle_choice_replace_costs when they measure nodes.
+ *
+ * State: one eagle_plan_choice per plan (eagle_plan.choice) and one
+ * eagle_stage_choice per stage (eagle_stage.choice), both owned by the plan
+ * and written only through the functions here (the plan's `team`, `cost_ns`
+ * of each stage and `cost_ns` of each node are this file's outputs, and the
+ * nodes' costs its inputs).
+ *
+ * Thread-safety: like eagle_execute, every function that writes the state
+ * runs on the launching thread, one launch of a plan at a time (the Python
+ * layer serializes the launches of one graph); the OpenMP team threads never
+ * touch it. eagle_report_teams only reads the plan and may run on another
+ * thread during a launch. The parallel threshold's cache is shared by all
+ * plans, unlocked: every function that reads or writes it runs holding the GIL
+ * (eagle_execute calls the run loop's functions here with the GIL held).
+ */
+#ifndef EAGLE_TEAM_CHOICE_H
+#define EAGLE_TEAM_CHOICE_H
+
+#include <stdint.h>
+
+#include "clock.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct eagle_plan;
+
+/* How a stage's team is chosen (eagle_stage.policy). */
+enum { EAGLE_TEAM_AUTO = 0, EAGLE_TEAM_SERIAL = 1, EAGLE_TEAM_ALL = 2 };
+
+/* A verification's outcome for a stage (eagle_stage_choice.verdict). */
+enum { EAGLE_VERDICT_NONE = 0, EAGLE_VERDICT_TEAM = 1, EAGLE_VERDICT_SERIAL = 2 };
+
+/* One stage's verdict state: the last verification's outcome and the one under
+ * way. Owned by its stage (eagle_stage.choice). */
+typedef struct eagle_stage_choice {
+    int32_t verdict;        /* EAGLE_VERDICT_*: the last verification's outcome */
+    int32_t verdict_team;   /* the team size it measured */
+    int32_t verdict_epoch;  /* check_epoch of the plan's choice when it was reached */
+    int64_t verdict_size;   /* the logical size it measured at */
+    double team_ns;         /* the stage on the team at verdict_size (best replay), < 0: none */
+    double serial_ns;       /* the stage on one thread at verdict_size, from the nodes' costs */
+    double window_ns;       /* best team time of the verification under way, < 0: none yet */
+    int64_t window_size;
+} eagle_stage_choice;
+
+/* One plan's team-choice state: measuring, verifying, the re-check schedule
+ * and the last choice. Owned by its plan (eagle_plan.choice). */
+typedef struct eagle_plan_choice {
+    int32_t measured_replays;       /* replays timed so far to learn the nodes' costs */
+    int32_t fresh_measure;          /* the next measured replay replaces the nodes' costs */
+    int32_t verify_replays;         /* replays timed on the team in the verification under way */
+    int32_t verify_serial;          /* ... and on one thread, each before a team replay */
+    int32_t check_epoch;            /* bumped by every re-check of the teams */
+    int32_t checks;                 /* re-checks done */
+    double next_check_ns;           /* CLOCK_MONOTONIC time of the next re-check; 0: none due */
+    double check_interval_ns;       /* grows while re-checks agree with the last verdicts */
+    /* the last team choice, kept while its inputs stay the same */
+    int32_t teams_fresh;            /* 0: choose again (measurements or verdicts changed) */
+    int32_t teams_threads;
+    int64_t teams_size;
+    int32_t teams_verifying, teams_candidates;
+    double replay_ns;               /* one replay on one thread, from the nodes' costs; < 0: unknown */
+    uint32_t launches;              /* counts launches, to look at the threshold's age now and then */
+} eagle_plan_choice;
+
+/* What plan() reports for a stage, computed without touching the plan. */
+typedef struct eagle_stage_report {
+    int32_t team;
+    int32_t candidate;      /* auto stage the cost rule would put on the team */
+    double cost_ns;
+    int32_t verdict;
+    double team_ns, serial_ns;
+    int32_t verdict_team;
+    int64_t verdict_size;
+    int32_t verdict_current;  /* the verdict applies to this thread count and size */
+} eagle_stage_report;
+
+/* ---- set-up and the Python layer's questions ----------------------------- */
+
+/* Give the plan's choice and every stage's choice their initial state: nothing
+ * measured, no verdict, no times (the state a zeroed plan had, with -1 for the
+ * stages' times). Call once, after plan->stages and n_stages
+ * are set and before the plan's first launch or report.
+ * Ownership: writes plan->choice and plan->stages[*].choice only.
+ * Thread-safety: the caller owns the plan exclusively (no launch, no report). */
+void eagle_choice_init(struct eagle_plan *plan);
+
+/* Choose each stage's team (plan->stages[*].team, cost_ns) from the measured
+ * costs, the verdicts and the logical size, for plan->num_threads threads.
+ * Ownership: writes the stages' team and cost_ns and plan->choice's last
+ * choice. Thread-safety: as eagle_execute: with the GIL held, not during a
+ * launch of the same plan. */
+void eagle_choose_teams(struct eagle_plan *plan);
+
+/* Each stage's team for a launch with num_threads threads at logical_size, as
+ * eagle_choose_teams would choose it, written to out[n_stages].
+ * Ownership: out is the caller's, n_stages long; the plan is only read: plan() may run on another thread during a
+ * launch (it may then see a verification half-way). It measures the barrier
+ * cost when the threshold for num_threads is not known yet (the shared cache).
+ * Thread-safety: call with the GIL held. */
+void eagle_report_teams(const struct eagle_plan *plan, int num_threads, int64_t logical_size,
+                        eagle_stage_report *out);
+
+/* Re-checks of the verdicts done so far. Ownership: reads the plan only.
+ * Thread-safety: a read of one int, any thread holding the GIL. */
+int32_t eagle_choice_checks(const struct eagle_plan *plan);
+
+/* Cost in ns below which an auto stage runs on one thread, for a team of n
+ * (measured from the barrier cost on first use, then cached for all plans).
+ * Ownership: the cache is this file's (static). Thread-safety: call with the
+ * GIL held, outside eagle's parallel regions (the cache is not locked; a
+ * measurement starts a parallel region). */
+double eagle_parallel_threshold_ns(int n_threads);
+
+/* Fix the threshold for a team of n threads (tests; ns <= 0: measure again).
+ * Ownership and thread-safety: as eagle_parallel_threshold_ns. */
+void eagle_pin_parallel_threshold_ns(int n_threads, double ns);
+
+/* ---- the run loop's interface (executor.c) -------------------------------
+ * Ownership: each reads and writes only the plan it is given (its choice
+ * state, its stages' choice and team) and the shared threshold cache.
+ * Thread-safety: all on the launching thread, during eagle_execute, one launch
+ * of a plan at a time; the functions declared extern run with the GIL held
+ * (between segments); the inline ones run inside a segment, on the launching
+ * thread, with or without the GIL; none is called by the team threads. */
+
+/* The kinds of segment a launch is cut into. */
+enum {
+    EAGLE_SEGMENT_MEASURE,  /* on this thread, every node timed: learning the costs */
+    EAGLE_SEGMENT_PAIRED,   /* one replay on this thread, timed, before a team replay */
+    EAGLE_SEGMENT_VERIFY,   /* one replay with the stages' teams, team stages timed */
+    EAGLE_SEGMENT_RUN       /* the stages' teams, untimed, to the end of the launch */
+};
+
+/* At the start of a launch (n_replays > 0, something to run): start a re-check
+ * that fell due between launches, and now and then choose again if the
+ * parallel threshold is old enough to be measured again. Writes plan->choice;
+ * GIL held. */
+void eagle_choice_launch_begin(struct eagle_plan *plan);
+
+/* The next segment of a launch now at replay r of n_replays: returns its kind
+ * (EAGLE_SEGMENT_*), sets *stop (the caller's; the segment is replays
+ * [r, *stop)), and chooses the stages' teams for it (plan->stages[*].team).
+ * Writes plan->choice and the stages; GIL held (it may measure a barrier). */
+int eagle_choice_next_segment(struct eagle_plan *plan, int64_t r, int64_t n_replays, int64_t *stop);
+
+/* A segment of `kind` over [r, stop) ran, ending with `done` replays completed
+ * (plan->replays_done) and status rc (0 or -1): count its measured or timed
+ * replays, and end the verification when it has enough of them (the stages'
+ * verdicts). Writes plan->choice and the stages' choice; GIL held. */
+void eagle_choice_segment_done(struct eagle_plan *plan, int kind, int64_t r, int64_t stop,
+                               int64_t done, int rc);
+
+/* A re-check is due (eagle_choice_check_due) and the launch paused for it:
+ * measure the nodes again on one thread (their costs replaced, not kept as the
+ * best ever: a neighbour may have come or gone), then time the team again.
+ * Writes plan->choice and the stages' choice; GIL held. */
+void eagle_choice_recheck(struct eagle_plan *plan);
+
+/* A re-check of the teams is due. Cheap (a coarse clock read): the replay
+ * loops ask at their signal checks, so at most every few ms. Reads c only;
+ * the launching thread, GIL or not. */
+static inline int eagle_choice_check_due(const eagle_plan_choice *c)
+{
+    return c->next_check_ns > 0 && eagle_coarse_now_ns() >= c->next_check_ns;
+}
+
+/* A team time dt for a stage, measured at logical size `size` by the
+ * verification under way (a VERIFY segment); the best one counts. Writes the
+ * stage's c; the launching thread (OpenMP thread 0 of the region), GIL or not. */
+static inline void eagle_choice_team_sample(eagle_stage_choice *c, double dt, int64_t size)
+{
+    if (c->window_ns < 0 || dt < c->window_ns) {
+        c->window_ns = dt;
+        c->window_size = size;
+    }
+}
+
+/* Whether the next measured replay replaces the nodes' costs (else the
+ * cheapest time is kept); a measured replay that completes calls
+ * eagle_choice_costs_replaced. Read / write c only; the launching thread,
+ * GIL or not. */
+static inline int eagle_choice_replace_costs(const eagle_plan_choice *c) { return c->fresh_measure; }
+static inline void eagle_choice_costs_replaced(eagle_plan_choice *c) { c->fresh_measure = 0; }
+
+/* One replay on one thread, in ns, from the nodes' costs at the last choice;
+ * < 0: unknown. Reads c only; the launching thread. */
+static inline double eagle_choice_replay_ns(const eagle_plan_choice *c) { return c->replay_ns; }
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
