@@ -22,8 +22,9 @@ _EXPORTS = {
     **{name: "cases" for name in (
         "TINY", "BIG", "SEED_OUT", "Case", "SeedGraph", "seed_arrays", "seed_calls", "seed_functions",
         "seed_graph", "seed_opaque_graph", "seed_ufunc_graph", "seed_ufunc_calls", "native_seed_graph",
-        "RECORDING_SHAPES", "RECORDING_SIZES", "recording_nodes", "record_shape", "bench_cases")},
-    **{name: "timing" for name in ("WARMUP", "Runner", "measure", "measure_recording", "fmt_time")},
+        "RECORDING_SHAPES", "RECORDING_SIZES", "recording_nodes", "record_shape", "measure_recording",
+        "bench_cases")},
+    **{name: "timing" for name in ("WARMUP", "Runner", "measure", "fmt_time")},
     **{name: "__main__" for name in ("main", "print_table", "print_recording")},
 }
 

@@ -51,9 +51,9 @@ from eagle.cpu._executor import have_openmp
 from eagle.graph import native, opaque
 from eagle.native import CTYPES_KERNEL
 
-from .cases import BIG, RECORDING_SHAPES, RECORDING_SIZES, bench_cases
+from .cases import BIG, RECORDING_SHAPES, RECORDING_SIZES, bench_cases, measure_recording
 from .chelpers import compile_c_loop, compile_extra, compile_plain_loops
-from .timing import WARMUP, best_per_call, fmt_time, measure, measure_recording, runners_for
+from .timing import WARMUP, best_per_call, fmt_time, measure, runners_for
 
 
 # ---- the table ------------------------------------------------------------------------

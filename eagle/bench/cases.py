@@ -26,6 +26,8 @@ Nothing here runs or times anything when imported.
 """
 from __future__ import annotations
 
+import gc
+import time
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -464,3 +466,24 @@ def bench_cases(big=BIG):
     return [seed_case(), diamond_case(), chain_case(10), big_case(big), big_compute_case(big // 4),
             seed_ufunc_case(), ufunc_chain_case(big), builtin_scale_case(big),
             builtin_polynomial_case(big // 4)]
+
+
+def measure_recording(sizes=None, rounds=3):
+    """{(shape, n): best seconds} of recording the shapes of ``eagle.bench.cases.RECORDING_SHAPES``,
+    interleaved round by round, the garbage collector paused while a recording is timed
+    (as ``timeit`` does). ``sizes``: node counts (default ``RECORDING_SIZES``)."""
+    best = {}
+    for n in (RECORDING_SIZES if sizes is None else sizes):
+        for _ in range(rounds):
+            for shape in RECORDING_SHAPES:
+                nodes = recording_nodes(shape, n)
+                gc.collect()
+                gc.disable()
+                try:
+                    t0 = time.perf_counter()
+                    record_shape(shape, nodes)
+                    dt = time.perf_counter() - t0
+                finally:
+                    gc.enable()
+                best[shape, n] = min(best.get((shape, n), dt), dt)
+    return best

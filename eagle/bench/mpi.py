@@ -26,6 +26,8 @@ import time
 
 import numpy as np
 
+from eagle._text import duration
+
 SIZES = (8, 65536)          # float64 elements of the allreduce
 WEAK_SAMPLES = 200_000      # per rank
 DEGREE = 16
@@ -95,7 +97,7 @@ def _mpiexec():
 
 
 def _fmt(t):
-    return f"{t * 1e6:9.2f} µs" if t < 1e-3 else f"{t * 1e3:9.3f} ms"
+    return f"{duration(t * 1e9):>12}"
 
 
 def main(argv=None):

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 
 import eagle
+from eagle._text import duration
 
 from .chelpers import KernelArgs, ctypes_range_call
 
@@ -196,32 +197,6 @@ def best_per_call(fn, n, rounds):
     return best
 
 
-def measure_recording(sizes=None, rounds=3):
-    """{(shape, n): best seconds} of recording the shapes of ``eagle.bench.cases.RECORDING_SHAPES``,
-    interleaved round by round, the garbage collector paused while a recording is timed
-    (as ``timeit`` does). ``sizes``: node counts (default ``RECORDING_SIZES``)."""
-    from .cases import RECORDING_SHAPES, RECORDING_SIZES, record_shape, recording_nodes
-
-    best = {}
-    for n in (RECORDING_SIZES if sizes is None else sizes):
-        for _ in range(rounds):
-            for shape in RECORDING_SHAPES:
-                nodes = recording_nodes(shape, n)
-                gc.collect()
-                gc.disable()
-                try:
-                    t0 = time.perf_counter()
-                    record_shape(shape, nodes)
-                    dt = time.perf_counter() - t0
-                finally:
-                    gc.enable()
-                best[shape, n] = min(best.get((shape, n), dt), dt)
-    return best
-
-
 def fmt_time(s):
-    if s < 1e-6:
-        return f"{s * 1e9:.0f} ns"
-    if s < 1e-3:
-        return f"{s * 1e6:.2f} µs"
-    return f"{s * 1e3:.2f} ms"
+    """A time given in seconds, as eagle prints times (``eagle._text.duration``)."""
+    return duration(s * 1e9)

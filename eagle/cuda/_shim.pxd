@@ -1,9 +1,9 @@
 # cython: language_level=3
-"""Cython declarations of eagle's CUDA runtime shim (csrc/include/eagle/cuda_shim.h)
+"""Cython declarations of eagle's CUDA driver shim (csrc/include/eagle/cuda_shim.h)
 and of the extension types in eagle.cuda._shim, for ``cimport eagle.cuda._shim``.
 
 Every shim function is nogil and returns an int status (0 = success, >0 the
-cudaError_t, <0 an eagle shim code); ``check`` turns a status into
+driver's CUresult, <0 an eagle shim code); ``check`` turns a status into
 ``eagle.CudaError``.
 """
 

@@ -64,7 +64,7 @@ import re
 import numpy as np
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from eagle._errors import CudaError, add_note
 from eagle.cuda import _nvtx
@@ -171,6 +171,9 @@ class CudaPlan(Plan):
     runtime: str = ""
     graph_nodes: int = 0
     sized_kernels: int = 0
+    #: {stage: {node name: [kernel names]}} of the stages captured in order because two of
+    #: their branches called a library that keeps per-thread state (see ``library_branches``)
+    library_serial_stages: dict = field(default_factory=dict)
 
     def __str__(self):
         lines = [f"eagle plan · backend: cuda · {self.runtime} · logical size {self.logical_size} of "
@@ -191,7 +194,7 @@ class CudaBackend(Backend):
     ``eagle.cuda._shim.Stream``), ``exec`` (the ``eagle.cuda._shim.GraphExec``),
     ``graph_nodes`` (nodes in the captured CUDA graph), ``sized_kernels``
     (kernel nodes ``set_logical_size`` patches), ``replays`` (graph launches
-    issued so far), ``library`` (the CUDA runtime in use).
+    issued so far), ``library`` (the path of the CUDA driver library in use).
     """
 
     name = "cuda"
@@ -690,7 +693,8 @@ class CudaBackend(Backend):
         return CudaPlan("cuda", 1, self.logical_size, rec.capacity, 0.0, stages,
                         runtime=f"driver {_cuda.version_text(_cuda.driver_version())}",
                         graph_nodes=self.graph_nodes,
-                        sized_kernels=self.sized_kernels)
+                        sized_kernels=self.sized_kernels,
+                        library_serial_stages=dict(self.library_serial_stages))
 
     def close(self) -> None:
         """Release the CUDA objects now (collection does it too). Destroys every

@@ -139,7 +139,7 @@ def set_kernel_provider(provider) -> None:
     """Take the partition kernels from ``provider()`` instead of compiling them with CuPy.
 
     ``provider()`` returns an object with ``function(name)`` (the ``CUfunction`` of
-    one of eagle's kernels, by its name in eagle/cuda/kernels/*.cu, as an int) and
+    one of eagle's kernels, by its name in ``eagle/cuda/kernels/*.cu``, as an int) and
     ``launch(name, stream, grid, block, args)`` (``args``: ``("i", int)`` or
     ``("d", float)`` pairs). For a program that compiles eagle's CUDA source itself,
     and for test doubles of the driver; ``None`` goes back to CuPy."""

@@ -746,6 +746,7 @@ def test_branches_calling_library_kernels_are_captured_in_order(ck, fake, cuda_m
     g.build()
     assert g._backend.stage_notes() == ["stream"]
     assert g._backend.library_serial_stages == {0: {"n0": ["sgemm_like"], "n1": ["sgemm_like"]}}
+    assert g.plan().library_serial_stages == {0: {"n0": ["sgemm_like"], "n1": ["sgemm_like"]}}   # the public face
     assert calls == {"n0": 2, "n1": 2}
     g.launch(2)
     for a in arrays:

@@ -19,7 +19,7 @@
  * cudaEvent_t == CUevent.
  *
  * Library: the path in EAGLE_LIBCUDA when set (the tests point it at a CPU
- * stand-in, tests/cuda_standin/fake_libcuda.c), else libcuda.so.1.
+ * stand-in, tests/doubles/fake_libcuda.c), else libcuda.so.1.
  *
  * Types are declared here under an eagle_ prefix with the exact ABI of the
  * driver's (tests/cuda/test_shim_standin.py checks sizes and offsets against

@@ -1,7 +1,7 @@
 /* eagle's compaction / reorder kernels and the run-until-done condition kernel.
  *
  * Compiled by CuPy (cupy.RawModule, NVRTC) on a GPU, and on the CPU by the
- * test emulator (tests/cuda_standin/cuda_emulation.h: one host thread per CUDA
+ * test emulator (tests/doubles/cuda_emulation.h: one host thread per CUDA
  * thread of a block, a barrier for __syncthreads), so the same source is
  * checked without a GPU. Every parameter is 8 bytes (pointer, long long,
  * double). g is a graph's device block: [0] logical size, [1] next size,
