@@ -36,9 +36,11 @@ class CpuBackend(Backend):
                 elif node.runs_as is RunsAs.NATIVE:
                     specs.append((i, "native", node.kernel, node.arrays_in_order, node.split))
                 else:
-                    raise TypeError(f"{recording.where(i)} is a {node.kind} node, which runs on the GPU; "
-                                    "a graph of NumPy arrays takes opaque(), native(), ufunc(), compact() "
-                                    "and reorder() nodes")
+                    how = ("declares no way to run (Node.runs_as)" if node.runs_as is None
+                           else "runs on the GPU")
+                    raise TypeError(f"{recording.where(i)} is a {node.kind} node, which {how}; a graph of "
+                                    "NumPy arrays takes opaque(), native(), ufunc(), compact() and "
+                                    "reorder() nodes")
             stages.append(specs)
         self._partitions = [n.partition for n in nodes if n.partition is not None]
         # ufunc nodes' loops: an error one reports is raised when the launch ends

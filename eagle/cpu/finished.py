@@ -21,7 +21,8 @@ import numpy as np
 
 from eagle.cpu._executor import get_num_threads
 from eagle.record.memory import overlap, samples_may_overlap
-from eagle.record.node import Node, RunsAs, refuse_object_arrays
+from eagle.record.finished import FinishedSamplesNode, check_policy, check_state
+from eagle.record.node import RunsAs, refuse_object_arrays
 
 # Chunks a partition's range is cut into (independent of the thread count, so
 # results never depend on it); fewer when there are many keys to count per chunk.
@@ -29,26 +30,18 @@ _MAX_CHUNKS = 64
 _COUNTS_BUDGET = 1 << 16
 
 
-class PartitionNode(Node):
-    """A compaction or reorder node (see ``compact`` and ``reorder``)."""
+class PartitionNode(FinishedSamplesNode):
+    """A compaction or reorder node on NumPy arrays (see ``compact`` and ``reorder``)."""
 
     kind = "native"
     runs_as = RunsAs.NATIVE
-    box = ("[", "]")
-    sized = True
     split = False
-    permutes_samples = True
 
     def __init__(self, mode, key_name, key, state, ids, count, n_keys, every, min_dead_fraction):
         from eagle.cpu._partition import Partition
 
-        if not isinstance(state, dict):
-            raise TypeError(f"{mode}(): state must be a dict of name -> per-sample array, "
-                            f"got {type(state).__name__}")
+        check_state(mode, key_name, state)
         writes = {key_name: key, **state}
-        for name in (key_name, "ids", "count"):
-            if name in state:
-                raise ValueError(f"{mode}(): {name!r} is a name of the node's own; call the array otherwise")
         super().__init__(None, writes)
         if self.family == "cuda":
             raise TypeError(f"{mode}() on CuPy arrays belongs to the cuda backend, which does not offer it yet")
@@ -74,11 +67,7 @@ class PartitionNode(Node):
         for name, a in (("ids", ids), ("count", count)):
             if not a.flags.writeable:
                 raise ValueError(f"{mode}(): {name!r} is read-only")
-        if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
-            raise ValueError(f"{mode}(): every must be an integer >= 1, got {every!r}")
-        if isinstance(min_dead_fraction, bool) or not isinstance(min_dead_fraction, (int, float, np.floating)) \
-                or not 0.0 <= float(min_dead_fraction) <= 1.0:
-            raise ValueError(f"{mode}(): min_dead_fraction must be in [0, 1], got {min_dead_fraction!r}")
+        check_policy(mode, every, min_dead_fraction)
         self.writes = {**writes, "ids": ids, "count": count}
         refuse_object_arrays(self, f"{mode}()")
         _refuse_shared_memory(mode, self.writes)
@@ -91,17 +80,6 @@ class PartitionNode(Node):
                                    float(min_dead_fraction), count if mode == "compact" else None, chunks)
         self.kernel = self.partition.kernel
         self.arrays_in_order = permuted + [count]
-
-    @property
-    def resizes(self) -> bool:
-        """Whether the node sets the next replay's logical size (compaction)."""
-        return self.mode == "compact"
-
-    def sample_arrays(self):
-        return [a for name, a, _ in self.arrays() if name != "count"]
-
-    def default_name(self) -> str:
-        return self.mode
 
     def scatter_back(self, compacted, out=None):
         """Put per-sample values held in compacted order back in original sample order."""

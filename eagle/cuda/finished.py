@@ -70,7 +70,8 @@ import numpy as np
 
 from eagle.cuda.kernel_nodes import SIZE_PTR  # noqa: F401  (re-exported for users of compaction)
 from eagle.record.memory import array_kind
-from eagle.record.node import Node, RunsAs
+from eagle.record.finished import FinishedSamplesNode, check_policy, check_state
+from eagle.record.node import RunsAs
 
 __all__ = ["CudaPartitionNode", "compact_cuda", "reorder_cuda", "CUDA_SOURCE", "SIZE_PTR"]
 
@@ -190,23 +191,15 @@ def _cupy():
     return sys.modules.get("cupy")
 
 
-class CudaPartitionNode(Node):
+class CudaPartitionNode(FinishedSamplesNode):
     """A compaction or reorder node on CUDA arrays (see the module doc)."""
 
     kind = "cuda_partition"
     runs_as = RunsAs.CUDA_PARTITION
-    box = ("[", "]")
     dot_shape = "box3d"
-    sized = True
-    permutes_samples = True
 
     def __init__(self, mode, key_name, key, state, ids, count, n_keys, every, min_dead_fraction):
-        if not isinstance(state, dict):
-            raise TypeError(f"{mode}(): state must be a dict of name -> per-sample array, "
-                            f"got {type(state).__name__}")
-        for name in (key_name, "ids", "count"):
-            if name in state:
-                raise ValueError(f"{mode}(): {name!r} is a name of the node's own; call the array otherwise")
+        check_state(mode, key_name, state)
         capacity = int(tuple(key.__cuda_array_interface__["shape"])[0]) \
             if len(key.__cuda_array_interface__["shape"]) == 1 else -1
         if capacity < 0:
@@ -243,10 +236,7 @@ class CudaPartitionNode(Node):
             if cdt != np.int64 or int(np.prod(cshape)) != 1:
                 raise TypeError(f"{mode}(): count must be an int64 array of one element")
             self.count_ptr = cptr
-        if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
-            raise ValueError(f"{mode}(): every must be an integer >= 1, got {every!r}")
-        if not 0.0 <= float(min_dead_fraction) <= 1.0:
-            raise ValueError(f"{mode}(): min_dead_fraction must be in [0, 1], got {min_dead_fraction!r}")
+        check_policy(mode, every, min_dead_fraction)
         self.mode = mode
         self.ids, self.count = ids, count
         self.capacity = capacity
@@ -258,17 +248,6 @@ class CudaPartitionNode(Node):
         self.chunk = max(32, -(-buckets * max(capacity, 1) // _MAX_COUNTS))
         self.c_cap = max(1, -(-capacity // self.chunk))
         self._buffers = None
-
-    @property
-    def resizes(self) -> bool:
-        """Whether the node sets the next replay's logical size (compaction)."""
-        return self.mode == "compact"
-
-    def sample_arrays(self):
-        return [a for name, a, _ in self.arrays() if name != "count"]
-
-    def default_name(self) -> str:
-        return self.mode
 
     # -- build: device memory, then capture ---------------------------------------------
 

@@ -8,7 +8,8 @@ contract.
 * ``eagle.record.backend`` — ``Backend``, what a backend offers the graph;
 * ``eagle.record.plan`` — ``Plan`` and ``StagePlan``, how a built graph runs;
 * ``eagle.record.hooks`` — where scale-out joins a build and a failed launch;
-* ``eagle.record.ufunc_operands`` — a ufunc node's operands, for both backends.
+* ``eagle.record.ufunc_operands`` — a ufunc node's operands, for both backends;
+* ``eagle.record.finished`` — what the compaction and reorder nodes of both backends share.
 
 Nothing here imports a backend, ``eagle.graph`` or ``eagle.mpi``.
 """

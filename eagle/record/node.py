@@ -43,8 +43,8 @@ class Node:
 
     #: the kind's name, in ``repr`` and messages (``opaque``, ``native``, ``ufunc``...)
     kind = "node"
-    #: how a backend runs it (see ``RunsAs``)
-    runs_as: RunsAs = RunsAs.OPAQUE
+    #: how a backend runs it (see ``RunsAs``); every node kind sets it
+    runs_as: RunsAs | None = None
     #: left and right marks of the node's box in the picture: ``<name>``, ``[name]``...
     box = ("<", ">")
     #: its Graphviz shape in ``g.to_dot()``

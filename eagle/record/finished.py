@@ -1,0 +1,51 @@
+"""What the compaction and reorder nodes of both backends share (``eagle.graph.compact``,
+``eagle.graph.reorder``): the node's place in the contract and the checks of its arguments.
+The cpu nodes are in ``eagle.cpu.finished``, the cuda nodes in ``eagle.cuda.finished``."""
+from __future__ import annotations
+
+import numpy as np
+
+from eagle.record.node import Node
+
+#: names a compaction or reorder node gives arrays of its own
+_OWN_NAMES = ("ids", "count")
+
+
+class FinishedSamplesNode(Node):
+    """Base of the compaction (``mode == "compact"``) and reorder nodes: sized, it moves
+    samples between positions, and a compaction sets the next replay's logical size."""
+
+    box = ("[", "]")
+    sized = True
+    permutes_samples = True
+    mode = "compact"
+
+    @property
+    def resizes(self) -> bool:
+        """Whether the node sets the next replay's logical size (compaction)."""
+        return self.mode == "compact"
+
+    def sample_arrays(self):
+        return [a for name, a, _ in self.arrays() if name != "count"]
+
+    def default_name(self) -> str:
+        return self.mode
+
+
+def check_state(mode, key_name, state) -> None:
+    """``state`` is a dict of per-sample arrays that does not take the node's own names."""
+    if not isinstance(state, dict):
+        raise TypeError(f"{mode}(): state must be a dict of name -> per-sample array, "
+                        f"got {type(state).__name__}")
+    for name in (key_name, *_OWN_NAMES):
+        if name in state:
+            raise ValueError(f"{mode}(): {name!r} is a name of the node's own; call the array otherwise")
+
+
+def check_policy(mode, every, min_dead_fraction) -> None:
+    """``every`` an integer >= 1, ``min_dead_fraction`` a number in [0, 1]."""
+    if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
+        raise ValueError(f"{mode}(): every must be an integer >= 1, got {every!r}")
+    if isinstance(min_dead_fraction, bool) or not isinstance(min_dead_fraction, (int, float, np.floating)) \
+            or not 0.0 <= float(min_dead_fraction) <= 1.0:
+        raise ValueError(f"{mode}(): min_dead_fraction must be in [0, 1], got {min_dead_fraction!r}")
