@@ -20,7 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 NOTEBOOK_PAGES = ["graph", "record_replay", "cuda_graphs", "launch_geometry", "cython", "finished_samples", "scale_out"]
-ALL_PAGES = ["index", *NOTEBOOK_PAGES, "api", "cpp", "running_locally"]
+ALL_PAGES = ["index", *NOTEBOOK_PAGES, "api", "cpp", "running_locally", "architecture"]
 
 _missing = [m for m in ("sphinx", "myst_nb", "matplotlib", "ipykernel") if importlib.util.find_spec(m) is None]
 pytestmark = pytest.mark.skipif(
