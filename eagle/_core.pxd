@@ -4,8 +4,9 @@ from libc.stdint cimport int64_t
 
 cdef class CompiledLaunch:
     """A backend's launch path that eagle._core.GraphCore calls without a Python call
-    (the cpu backend's plan is one). Both methods are called with the GIL held, under
-    the graph's lock."""
+    (the cpu backend's plan is one). Both methods are called with the GIL held: ``run``
+    by the thread holding the graph's lock, ``encloses_current_thread`` by a thread
+    that found the lock taken (it only reads thread-local state)."""
 
     # replay n times (until_empty: until the logical size is 0, at most n); the replays
     # done, or -1 with the exception set

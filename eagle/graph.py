@@ -106,6 +106,9 @@ class Graph(GraphCore):
         self._cap_all_by: tuple | None = None
         self._has_sized = False
         self._has_resizer = False   # a compaction node sets the logical size as samples finish (GraphCore's)
+        # (capacity, capacity_bound_by) once node i was recorded: a reader's snapshot of the
+        # first n nodes takes entry n - 1, consistent with those nodes
+        self._capacity_at: list[tuple] = []
 
     # ---- recording ------------------------------------------------------
 
@@ -173,6 +176,7 @@ class Graph(GraphCore):
                 self._has_sized |= node.sized
                 self._has_resizer |= node.resizes
                 self._nodes.append(node)
+                self._capacity_at.append((self.capacity, self.capacity_bound_by))
                 self._names.append(name)
                 self._name_set.add(name)
             self._family = families.pop() if families else None
@@ -222,9 +226,10 @@ class Graph(GraphCore):
         names = self._names[:]
         n = len(names)
         edges = [d for d in self._stager.edges if d.dst < n]
+        capacity, bound_by = self._capacity_at[n - 1] if n else (0, None)
         return Recording(self._nodes[:n], names, self._stager.stage_of[:n], edges, n_groups=self._n_groups,
-                         capacity=self.capacity, capacity_bound_by=self.capacity_bound_by,
-                         logical_size=self.logical_size)
+                         capacity=capacity, capacity_bound_by=bound_by,
+                         logical_size=self._logical_size_for(capacity))
 
     @property
     def stages(self) -> list[list[str]]:
@@ -270,10 +275,13 @@ class Graph(GraphCore):
     def logical_size(self) -> int:
         """How many samples the sized nodes process on the next replay (a compaction
         node changes it as samples finish, also during a launch)."""
+        return self._logical_size_for(self.capacity)
+
+    def _logical_size_for(self, capacity):
         backend = self._backend
         if backend is not None and backend.resizes:
             return backend.logical_size
-        return self.capacity if self._logical_size is None else self._logical_size
+        return capacity if self._logical_size is None else self._logical_size
 
     @logical_size.setter
     def logical_size(self, n):
@@ -362,14 +370,15 @@ class Graph(GraphCore):
 
     # ---- the picture ------------------------------------------------------------
 
-    def _header(self, n_nodes=None):
+    def _header(self, rec=None):
+        """The picture's first line, of ``rec`` (a snapshot) or of the graph as it is now."""
+        rec = self.recording() if rec is None else rec
         backend = self.backend or "(not built)"
-        n_nodes = len(self._names) if n_nodes is None else n_nodes
-        text = (f"eagle.Graph {plural(n_nodes, 'node')} · "
-                f"{plural(self._n_groups, 'group')} · backend: {backend}")
-        if self._has_sized:
-            text += f" · logical size {self.logical_size} of {self.capacity}"
-            bound = self.capacity_bound_by
+        text = (f"eagle.Graph {plural(len(rec), 'node')} · "
+                f"{plural(rec.n_groups, 'group')} · backend: {backend}")
+        if any(n.sized for n in rec.nodes):
+            text += f" · logical size {rec.logical_size} of {rec.capacity}"
+            bound = rec.capacity_bound_by
             if bound is not None:
                 text += f" (bounded by {bound[1]!r} of {bound[0]!r})"
         return text
@@ -386,7 +395,7 @@ class Graph(GraphCore):
         edges = [(d.src, d.dst, d.label) for d in rec.edges]
         # a stage wider than the terminal (80 columns when unknown) wraps onto continuation rows
         width = shutil.get_terminal_size((80, 24)).columns
-        return render(self._header(len(rec)), rows, boxes, edges, self._stage_notes(rows), width=width)
+        return render(self._header(rec), rows, boxes, edges, self._stage_notes(rows), width=width)
 
     def __repr__(self):
         return f"<{self._header()}>"
@@ -397,7 +406,7 @@ class Graph(GraphCore):
         rec = self.recording()
         rows = [list(r) for r in rec.rows]
         edges = [(d.src, d.dst, d.label) for d in rec.edges]
-        return dot.to_dot(self._header(len(rec)), rec.nodes, rec.names, rows, edges, self._stage_notes(rows))
+        return dot.to_dot(self._header(rec), rec.nodes, rec.names, rows, edges, self._stage_notes(rows))
 
     def _repr_html_(self):
         """Jupyter: an SVG when Graphviz's ``dot`` is installed, else the picture."""

@@ -254,3 +254,33 @@ def test_hostile_but_printable_names_are_kept_and_every_view_draws_them(name):
         assert _dot.dot_svg(g.to_dot()) is not None
     html = g._repr_html_()
     assert "<b>" not in html
+
+
+def test_a_recording_taken_while_another_thread_records_is_consistent():
+    """g.recording() (and so str(g) and build's view) holds the capacity of the nodes it
+    holds, never that of a node another thread is still recording."""
+    n = 3000
+    arrays = [np.zeros(5000 - i) for i in range(n)]   # each node's array shorter than the last
+    g = eagle.Graph()
+    done = threading.Event()
+    bad = []
+
+    def record():
+        try:
+            for i, a in enumerate(arrays):
+                g.add_node(opaque(lambda: None, writes={"y": a}), name=f"n{i}")
+        finally:
+            done.set()
+
+    t = threading.Thread(target=record)
+    t.start()
+    snapshots = 0
+    while not done.is_set():
+        rec = g.recording()
+        k = len(rec)
+        snapshots += 1
+        if k and (rec.capacity != 5000 - (k - 1) or rec.capacity_bound_by[0] != f"n{k - 1}"):
+            bad.append((k, rec.capacity, rec.capacity_bound_by))
+    t.join()
+    assert not bad, f"snapshots whose capacity is not their nodes' ({len(bad)} of {snapshots}): {bad[:3]}"
+    assert g.recording().capacity == 5000 - (n - 1)
