@@ -5,6 +5,13 @@ its signal check (the ticker's clock, every few ms), at most every 100 ms, with
 the replays done, so a replay never waits for the display. Nothing is shown
 for a launch shorter than ``DELAY_S``; after that a tqdm bar (``tqdm.auto``,
 when tqdm is installed) or a line on stderr rewritten in place.
+
+A bar never costs the launch: if showing it fails (stderr a broken pipe, a
+closed file, a writer raising OSError, tqdm raising anything), the bar is
+dropped silently and the launch goes on. Silently, because the only place to
+say so is the stream that just failed, and a warning turned into an error
+(``-W error``) would stop the launch the bar was meant to watch. Ctrl-C
+(KeyboardInterrupt, not an ``Exception``) still stops the launch.
 """
 from __future__ import annotations
 
@@ -48,9 +55,27 @@ class Progress:
         self.done = 0
         self._bar = None        # the tqdm bar, once shown
         self._line = False      # the plain line, once shown
+        self.dropped = False    # showing it failed: nothing more is shown
 
     def __call__(self, done):
         self.done = done
+        if self.dropped:
+            return
+        try:
+            self._show(done)
+        except Exception:   # the executor would stop the launch on it (as for Ctrl-C): drop the bar
+            self._drop()
+
+    def _drop(self):
+        self.dropped = True
+        bar, self._bar, self._line = self._bar, None, False
+        if bar is not None:
+            try:
+                bar.close()
+            except Exception:
+                pass
+
+    def _show(self, done):
         elapsed = time.monotonic() - self.t0
         if self._bar is None and not self._line:
             if elapsed < self.delay or (self.file or sys.stderr) is None:   # no stderr (pythonw): show nothing
@@ -79,6 +104,14 @@ class Progress:
         """After the launch (done: replays run, None if it raised): finish what was shown."""
         if done is not None:
             self.done = done
+        if self.dropped:
+            return
+        try:
+            self._finish()
+        except Exception:   # the launch ran: a display failing at its end must not lose it
+            self._drop()
+
+    def _finish(self):
         if self._bar is not None:
             self._bar.update(self.done - self._bar.n)
             self._bar.close()

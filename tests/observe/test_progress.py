@@ -144,19 +144,21 @@ def test_progress_off_and_bad_input(fake_tqdm):
         h.launch(1, progress=True)
 
 
-def test_a_display_that_raises_stops_the_launch_and_the_graph_stays_usable(monkeypatch):
+def test_a_display_that_raises_is_dropped_and_the_launch_runs_to_the_end(monkeypatch):
     class Broken(FakeTqdm):
         def update(self, k):
             raise OSError("the terminal went away")
 
     monkeypatch.setattr(_progress, "_tqdm", lambda: Broken)
     monkeypatch.setattr(_progress, "DELAY_S", 0.0)
+    FakeTqdm.made = []
     g, z = sleepy_graph()
-    with pytest.raises(OSError, match="terminal"):
-        g.launch(10_000, progress=True)
-    assert 0 < z[0] < 10_000
+    g.launch(300, progress=True)
+    assert z[0] == 300
+    (bar,) = FakeTqdm.made
+    assert bar.closed        # the failed bar is closed once and not made again
     g.launch(2)
-    assert z[0] == int(z[0])
+    assert z[0] == 302
 
 
 CTRL_C_CHILD = r"""
@@ -245,8 +247,7 @@ def counting_graph(fail_after=None):
 def test_a_bar_that_fails_to_close_still_leaves_the_launch_in_the_profile(close_raises):
     g, z = counting_graph()
     with eagle.profile() as prof:
-        with pytest.raises(OSError, match="at close"):
-            g.launch(50, progress=True)
+        assert g.launch(50, progress=True) is None   # the display's failure is not the launch's
     assert z[0] == 50
     assert prof.replays == 50 and len(prof.launches) == 1
 
@@ -271,3 +272,86 @@ def test_no_stderr_shows_nothing_and_the_launch_runs(monkeypatch, tqdm):
     g, z = counting_graph()
     g.launch(30, progress=True)
     assert z[0] == 30
+
+
+# ---- A stderr that cannot be written: the bar is dropped (silently), the launch keeps going.
+
+class Unwritable:
+    """A sys.stderr whose writes raise ``exc``; counts the tries."""
+
+    def __init__(self, exc):
+        self.exc, self.tries = exc, 0
+
+    def write(self, text):
+        self.tries += 1
+        raise self.exc
+
+    def flush(self):
+        raise self.exc
+
+
+def closed_file():
+    import io
+    f = io.StringIO()
+    f.close()
+    return f
+
+
+@pytest.mark.parametrize("stderr", [
+    lambda: Unwritable(BrokenPipeError(32, "Broken pipe")),
+    lambda: Unwritable(OSError(5, "Input/output error")),
+    closed_file,
+], ids=["broken-pipe", "oserror", "closed"])
+def test_an_unwritable_stderr_drops_the_plain_line_and_the_launch_completes(monkeypatch, stderr):
+    monkeypatch.setattr(_progress, "_tqdm", lambda: None)
+    monkeypatch.setattr(_progress, "DELAY_S", 0.0)
+    err = stderr()
+    monkeypatch.setattr(sys, "stderr", err)
+    g, z = counting_graph()
+    with eagle.profile() as prof:
+        assert g.launch(400, progress=True) is None
+    assert z[0] == 400
+    assert [r.error for r in prof.launches] == [None] and prof.replays == 400
+    if isinstance(err, Unwritable):
+        assert err.tries == 1    # shown once, failed, dropped: no retry at every check
+    g.launch(3, progress=True)
+    assert z[0] == 403
+
+
+BROKEN_PIPE_CHILD = r"""
+import sys, time
+import numpy as np
+import eagle
+from eagle.observe import progress as _progress
+from eagle.graph import opaque
+_progress.DELAY_S = 0.0
+_progress._tqdm = lambda: None
+z = np.zeros(1)
+def step():
+    time.sleep(0.0005)
+    z[0] += 1
+g = eagle.Graph()
+g.add_node(opaque(step, writes={"z": z}), name="step")
+g.build()
+sys.stdout.write("ready\n"); sys.stdout.flush()
+sys.stdin.readline()           # the parent has closed our stderr's reading end
+g.launch(2000, progress=True)
+sys.stdout.write(f"done {int(z[0])}\n"); sys.stdout.flush()
+"""
+
+
+@pytest.mark.skipif(os.name != "posix", reason="needs a POSIX pipe")
+def test_a_progress_launch_survives_stderr_a_broken_pipe():
+    env = dict(os.environ, PYTHONPATH=EAGLE_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.Popen([sys.executable, "-c", BROKEN_PIPE_CHILD], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        p.stderr.close()               # every write to stderr is now EPIPE
+        p.stdin.write("go\n")
+        p.stdin.close()
+        out = p.stdout.read()
+        p.wait(timeout=120)            # a deadlock guard, not a speed requirement
+    finally:
+        p.kill()
+    assert out.strip() == "done 2000"
