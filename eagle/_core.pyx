@@ -209,20 +209,10 @@ cdef object _graph_run(GraphCore self, int64_t n, bint until_done, object progre
             raise NotBuiltError("the graph was recorded into since build(); call g.build() again"
                                 if self._ever_built else "launch() needs a built graph: call g.build() first")
         try:
-            try:
-                if _profiles_open == 0 and progress is False:   # the plain launch: nothing observes it
-                    if self._compiled is not None:
-                        done = self._compiled.run(n, until_done)
-                    else:
-                        done = backend.launch(n, until_done)
-                else:
-                    done = _run_observed(self, backend, n, until_done, progress)
-            except BaseException:
-                if self._checks:
-                    backend.after_failed_launch(n)
-                raise
-            if self._checks:
-                backend.after_launch(n)
+            if _profiles_open == 0 and progress is False:   # the plain launch: nothing observes it
+                done = _launch_checked(self, backend, n, until_done, None, None)
+            else:
+                done = _run_observed(self, backend, n, until_done, progress)
         except BaseException as e:
             backend.note_failure(e, n)
             raise
@@ -260,16 +250,36 @@ def register_observer(*, launch_record=None, progress_start=None):
         _progress_start = progress_start
 
 
+cdef inline object _launch_checked(GraphCore self, backend, int64_t n, bint until_done, object bar,
+                                   object record):
+    """A launch and the backend's checks after it: the outcome the caller sees (the checks
+    raise errors the nodes reported while the executor ran: a ufunc loop's, a reorder key's)."""
+    try:
+        if bar is None and record is None:
+            if self._compiled is not None:
+                done = self._compiled.run(n, until_done)
+            else:
+                done = backend.launch(n, until_done)
+        else:
+            done = backend.launch_observed(n, until_done, bar, record)
+    except BaseException:
+        if self._checks:
+            backend.after_failed_launch(n)
+        raise
+    if self._checks:
+        backend.after_launch(n)
+    return done
+
+
 cdef object _run_observed(GraphCore self, backend, int64_t n, bint until_done, object progress):
     record = _launch_record(self, backend, n, until_done) if _profiles_open else None
     bar = _progress_start(progress, n, until_done) if progress is not False else None
     if record is None and bar is None:   # a profile open on another thread only, progress=None/0
-        if self._compiled is not None:
-            return self._compiled.run(n, until_done)
-        return backend.launch(n, until_done)
+        return _launch_checked(self, backend, n, until_done, None, None)
     done = None
     try:
-        done = backend.launch_observed(n, until_done, bar, record)
+        # the checks run before the record is finished: it records what the caller sees
+        done = _launch_checked(self, backend, n, until_done, bar, record)
     except BaseException as e:
         if record is not None:
             record.finish(None, e)

@@ -109,6 +109,36 @@ def test_a_failing_launch_is_recorded_up_to_the_failure():
     assert len(prof.launches) == 1
 
 
+def _power_error_graph():
+    x = np.arange(1, 11, dtype=np.int64)
+    e = np.full(10, 2, np.int64)
+    e[7] = -1      # NumPy's integer power refuses it, in the inner loop: raised after the executor ran
+    out = np.zeros(10, np.int64)
+    g = eagle.Graph()
+    g.add_node(eagle.graph.ufunc(np.power, x, e, out=out), name="pow")
+    return g.build(), ValueError, "negative integer powers"
+
+
+def _bad_key_graph():
+    key = np.array([0, 1, 5, 1], np.int64)       # 5: outside [0, n_keys), met by the reorder in the launch
+    rows = np.arange(4.0)
+    g = eagle.Graph()
+    g.add_node(eagle.graph.reorder(key, {"rows": rows}, n_keys=3))
+    return g.build(), ValueError, "outside"
+
+
+@pytest.mark.parametrize("make", [_power_error_graph, _bad_key_graph], ids=["ufunc-loop", "reorder-key"])
+@pytest.mark.parametrize("progress", [False, True])
+def test_an_error_raised_after_the_executor_finished_is_recorded(make, progress):
+    g, exc, match = make()
+    with eagle.profile() as prof:
+        with pytest.raises(exc, match=match):
+            g.launch(2, progress=progress)
+    (rec,) = prof.launches
+    assert rec.error == exc.__name__
+    assert f"raised ({exc.__name__})" in prof.table()
+
+
 def test_nested_profiles_both_record_the_inner_launches():
     g, _ = two_node_graph()
     with eagle.profile() as outer:
