@@ -11,6 +11,7 @@ from libc.string cimport memset
 
 from eagle._core cimport CompiledLaunch
 from eagle.native cimport Kernel, kernel_t, team_kernel_t
+from eagle.record.memory import data_pointer
 
 cdef extern from "Python.h":
     ctypedef void *vectorcallfunc
@@ -322,7 +323,7 @@ cdef class CpuPlan(CompiledLaunch):
                     if node.data == NULL or node.strides == NULL:
                         raise MemoryError()
                     for k, a in enumerate(arrays):
-                        node.data[k] = <char *><uintptr_t>a.__array_interface__["data"][0]
+                        node.data[k] = <char *><uintptr_t>data_pointer(a)   # the array's own, not what a subclass says
                         (<int64_t *>node.strides)[k] = a.strides[0] if a.ndim else 0
                 self.keepalive.append((work, arrays))
                 i += 1

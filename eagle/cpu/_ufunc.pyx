@@ -23,6 +23,7 @@ from libc.stdint cimport int64_t
 from libc.stdlib cimport calloc, free
 
 from eagle.native cimport Kernel, wrap_kernel
+from eagle.record.memory import data_pointer
 
 ctypedef Py_ssize_t npy_intp
 
@@ -230,7 +231,7 @@ cdef class UfuncLoop:
             self.L.sample_stride[k] = sample_strides[k]
             self.L.step[k] = steps[k]
             if slots[k] < 0:
-                self.L.fixed[k] = <char *><size_t>constants[k].ctypes.data
+                self.L.fixed[k] = <char *><size_t>data_pointer(constants[k])
         self.L.n_core = len(core_dims)
         for k in range(len(core_dims)):
             self.L.core_dims[k] = core_dims[k]

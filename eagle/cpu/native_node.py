@@ -1,7 +1,7 @@
 """Native nodes: a nogil C kernel over samples [start, stop), split across the cpu team."""
 from __future__ import annotations
 
-from eagle.record.memory import overlap, samples_may_overlap
+from eagle.record.memory import data_pointer, overlap, samples_may_overlap
 from eagle.record.node import Node, RunsAs, refuse_object_arrays
 
 
@@ -60,7 +60,7 @@ class NativeNode(Node):
 def _rows_coincide(a, b) -> bool:
     """Whether sample i of ``a`` and sample i of ``b`` are the same bytes for every i
     (an in-place update: splitting the range cannot make two threads meet)."""
-    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+    return (data_pointer(a) == data_pointer(b)
             and a.shape == b.shape and a.strides == b.strides and a.itemsize == b.itemsize)
 
 

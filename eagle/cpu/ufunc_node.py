@@ -35,7 +35,7 @@ import math
 import numpy as np
 
 from eagle.cpu.native_node import NativeNode
-from eagle.record.memory import elements_may_overlap
+from eagle.record.memory import data_pointer, elements_may_overlap
 from eagle.record.ufunc_operands import declare, parse_signature, weak_dtype
 
 __all__ = ["UfuncNode", "cpu_ufunc"]
@@ -78,7 +78,7 @@ def _check_overlap(ins, outs, uf):
                                  "ufunc's output overlaps its input other than element for element, "
                                  "NumPy would buffer it, a ufunc node does not (give a separate output "
                                  "array)")
-            same_layout = (a.__array_interface__["data"][0] == o.array.__array_interface__["data"][0]
+            same_layout = (data_pointer(a) == data_pointer(o.array)
                            and a.shape == o.array.shape and a.strides == o.array.strides
                            and a.dtype == o.array.dtype)
             is_output = any(op is x for x in outs)

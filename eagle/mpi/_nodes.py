@@ -14,6 +14,7 @@ import operator
 
 import numpy as np
 
+from eagle.record.memory import data_pointer
 from eagle.record.node import Node, RunsAs
 from eagle.mpi import _runtime
 from eagle.mpi._order import ORDER_NAME, ORDER_TOKEN
@@ -35,7 +36,7 @@ def _on_gpu(*arrays):
 
 def _same_memory(a, b):
     """Whether two C-contiguous arrays are the same memory (then the call is in place)."""
-    return a is b or (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+    return a is b or (data_pointer(a) == data_pointer(b)
                       and a.nbytes == b.nbytes and a.dtype == b.dtype)
 
 

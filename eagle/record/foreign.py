@@ -108,6 +108,8 @@ def host_view(obj: Any, what: str = "the array", write: bool = False) -> np.ndar
         except Exception as exc:
             raise TypeError(f"{what}: NumPy cannot read the array interface of this "
                             f"{type(obj).__name__} ({exc})") from exc
+        # view is a base-class ndarray (np.asarray makes one), so its own interface is honest;
+        # ptr is what obj says of itself (eagle.record.memory.data_pointer reads ndarrays)
         if view.size and ptr is not None and view.__array_interface__["data"][0] != ptr:
             raise TypeError(f"{what}: np.asarray() on this {type(obj).__name__} gives a copy, not a "
                             "view of its memory; eagle must see the memory a node uses")

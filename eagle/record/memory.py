@@ -129,9 +129,24 @@ def _c_strides(shape, itemsize):
     return tuple(reversed(strides))
 
 
+#: ndarray's own ``__array_interface__`` getter, which a subclass cannot replace
+_ndarray_interface = np.ndarray.__dict__["__array_interface__"].__get__
+
+
+def data_pointer(a: np.ndarray) -> int:
+    """The address of ``a``'s first element, read from the array itself.
+
+    Every address eagle takes from a NumPy array (the pointer a node is given, the
+    extents staging compares, the same-memory tests) comes from here. Not from
+    ``a.__array_interface__`` or ``a.ctypes``: an ndarray subclass can override
+    those in Python and name another buffer, so a node would write memory the
+    recording never saw. ndarray's own getter reads the array's data pointer."""
+    return _ndarray_interface(a)["data"][0]
+
+
 def extent_of(a: Any) -> Extent:
     if isinstance(a, np.ndarray):
-        lo, hi = _span(a.__array_interface__["data"][0], a.shape, a.strides, a.itemsize)
+        lo, hi = _span(data_pointer(a), a.shape, a.strides, a.itemsize)
         contiguous = a.flags.c_contiguous or a.flags.f_contiguous
         return Extent(lo, hi, contiguous, a)
     iface = a.__cuda_array_interface__

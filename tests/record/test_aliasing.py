@@ -351,3 +351,46 @@ def test_the_group_check_names_a_pair_that_conflicts(members):
     else:
         assert pairs == []
         assert g.stages == [names]
+
+
+# ---- An ndarray subclass whose __array_interface__ names another buffer: eagle reads the
+# array's own data pointer (eagle.record.memory.data_pointer), never what the subclass says.
+
+class Decoyed(np.ndarray):
+    """Says (through __array_interface__ and so ctypes) that its data is the decoy's."""
+    decoy = None
+
+    @property
+    def __array_interface__(self):
+        return Decoyed.decoy.__array_interface__
+
+
+@pytest.fixture
+def decoyed():
+    real, decoy = np.zeros(64), np.full(64, -7.0)
+    Decoyed.decoy = decoy
+    x = real.view(Decoyed)
+    assert x.__array_interface__["data"][0] == decoy.__array_interface__["data"][0]   # the lie
+    yield x, real, decoy
+    Decoyed.decoy = None
+
+
+def test_a_subclass_naming_another_buffer_is_written_itself(decoyed):
+    x, real, decoy = decoyed
+    g = eagle.Graph()
+    g.add_node(native(kernels.fill(3.0), writes={"x": x}), name="fill")
+    g.add_node(eagle.graph.ufunc(np.add, x, 1.0, out=x), name="add")
+    g.build()
+    g.launch(1)
+    np.testing.assert_array_equal(real, 4.0)
+    np.testing.assert_array_equal(decoy, -7.0)
+
+
+def test_staging_compares_a_subclass_by_its_real_bytes(decoyed):
+    x, real, decoy = decoyed
+    g = eagle.Graph()
+    g.add_node(opaque(nop, writes={"x": x}), name="a")
+    g.add_node(opaque(nop, reads={"r": real[10:20]}), name="b")     # the same bytes: ordered
+    g.add_node(opaque(nop, reads={"d": decoy}), name="c")           # other bytes: no edge
+    assert g.dependencies == [("a", "b", "x")]
+    assert eagle.record.memory.overlap(x, real) and not eagle.record.memory.overlap(x, decoy)
