@@ -92,7 +92,15 @@ cdef class Kernel:
 
     def check_arrays(self, named):
         """Raise ``TypeError`` unless the (name, array) pairs (reads, then writes) are what
-        the kernel declared it takes (``dtypes``, ``ndim``)."""
+        the kernel declared it takes (``dtypes``, ``ndim``); ``ValueError`` for an array
+        of a declared dtype that is not aligned for it.
+
+        A kernel that declares a dtype (eagle's own kernels, ``dtypes=``) reads and writes
+        its elements as that C type, and C requires them aligned: a misaligned ``double *``
+        (a packed structured field, ``raw[4:].view(np.float64)``) is undefined behaviour,
+        however the compiler of the day happens to cope. NumPy copies such an array
+        through an aligned buffer; a kernel given its pointer cannot, so it is refused
+        here, as a ufunc node refuses it."""
         n = len(named)
         for spec, what in ((self.dtypes, "dtypes"), (self.ndim, "ndim")):
             if isinstance(spec, tuple) and len(spec) != n:
@@ -103,6 +111,10 @@ cdef class Kernel:
             if want is not None and a.dtype != want:
                 raise TypeError(f"kernel {self.name!r} takes {want} for array {k} ({name!r}), "
                                 f"got {a.dtype}")
+            if (want is not None or self.dtype is not None) and not a.flags.aligned:
+                raise ValueError(f"kernel {self.name!r}: array {k} ({name!r}) is not aligned for its dtype "
+                                 f"{a.dtype}; the kernel reads it as that C type (pass an aligned array, "
+                                 "e.g. a copy)")
             want = self.ndim[k] if isinstance(self.ndim, tuple) else self.ndim
             if want is not None and a.ndim != want:
                 raise TypeError(f"kernel {self.name!r} takes a {want}-d array for array {k} ({name!r}), "

@@ -115,6 +115,65 @@ def test_undeclared_kernels_still_take_anything_numeric():
     native(untyped_copy(), reads={"x": x}, writes={"y": y})
 
 
+# ---- arrays not aligned for the dtype a kernel declares are refused ----------------------
+
+def _packed_field(n):
+    """A float64 field of a packed structured array: at byte 1 of 9-byte records."""
+    return np.zeros(n, np.dtype([("tag", "u1"), ("v", "<f8")]))["v"]
+
+
+def _byte_offset_view(n):
+    """float64 elements starting 4 bytes into a buffer."""
+    return np.zeros(8 * n + 8, np.uint8)[4:4 + 8 * n].view(np.float64)
+
+
+def _aligned_pointer_odd_stride(n):
+    """A first element at an aligned address, the others 9 bytes apart."""
+    return np.zeros(n, np.dtype([("v", "<f8"), ("tag", "u1")]))["v"]
+
+
+UNALIGNED = [_packed_field, _byte_offset_view, _aligned_pointer_odd_stride]
+BUILTIN_NODES = {
+    "fill": lambda bad, ok: native(ek.fill(1.0), writes={"out": bad}),
+    "copy-reads": lambda bad, ok: native(ek.copy(), reads={"x": bad}, writes={"out": ok}),
+    "copy-writes": lambda bad, ok: native(ek.copy(), reads={"x": ok}, writes={"out": bad}),
+    "scale": lambda bad, ok: native(ek.scale(2.0), reads={"x": bad}, writes={"out": ok}),
+    "axpy": lambda bad, ok: native(ek.axpy(2.0), reads={"x": ok}, writes={"y": bad}),
+    "add": lambda bad, ok: native(ek.add(), reads={"a": ok, "b": bad}, writes={"out": ok.copy()}),
+    "polynomial": lambda bad, ok: native(ek.polynomial([1.0, 2.0]), reads={"x": bad}, writes={"out": ok}),
+}
+
+
+@pytest.mark.parametrize("make", UNALIGNED, ids=lambda f: f.__name__.strip("_"))
+@pytest.mark.parametrize("node", BUILTIN_NODES, ids=str)
+def test_eagles_kernels_refuse_arrays_not_aligned_for_float64(make, node):
+    bad, ok = make(16), np.zeros(16)
+    assert not bad.flags.aligned
+    with pytest.raises(ValueError, match="not aligned for its dtype float64"):
+        BUILTIN_NODES[node](bad, ok)
+    BUILTIN_NODES[node](ok.copy(), ok)    # the same node over aligned arrays is made
+
+
+def test_a_declared_dtype_refuses_unaligned_arrays_and_an_undeclared_one_takes_them():
+    bad, ok = _byte_offset_view(8), np.zeros(8)
+    k = en.Kernel(untyped_copy(), dtypes=np.float64)
+    with pytest.raises(ValueError, match=r"array 1 \('y'\) is not aligned"):
+        native(k, reads={"x": ok}, writes={"y": bad})
+    # (None: any dtype) declares nothing about the C type, nor does an untyped kernel
+    native(en.Kernel(untyped_copy(), dtypes=(np.float64, None)), reads={"x": ok}, writes={"y": bad})
+    native(untyped_copy(), reads={"x": ok}, writes={"y": bad})
+
+
+def test_aligned_views_of_a_byte_buffer_and_empty_ones_are_taken():
+    raw = np.zeros(8 * 9, np.uint8)
+    g = eagle.Graph()
+    g.add_node(native(ek.fill(2.5), writes={"out": raw[8:].view(np.float64)}), name="fill")
+    g.build()
+    g.launch(1)
+    assert (raw[8:].view(np.float64) == 2.5).all() and (raw[:8] == 0).all()
+    native(ek.fill(1.0), writes={"e": raw[4:4].view(np.float64)})   # no element to misalign
+
+
 # ---- a node whose own arrays overlap is not split ---------------------------------------
 
 def shift_graph(a, teams):
