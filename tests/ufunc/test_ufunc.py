@@ -755,3 +755,43 @@ def test_empty_operands_are_accepted_whatever_their_strides(shape):
     g.launch(2)
     assert g.capacity == shape[0]
     np.testing.assert_array_equal(out, np.ones(shape))
+
+
+# ---- Python thread states of the team's workers -------------------------------------------------
+
+def _thread_states():
+    """How many Python thread states the main interpreter holds (dead threads' included)."""
+    import ctypes
+    api = ctypes.pythonapi
+    api.PyInterpreterState_Main.restype = ctypes.c_void_p
+    api.PyInterpreterState_ThreadHead.argtypes = [ctypes.c_void_p]
+    api.PyInterpreterState_ThreadHead.restype = ctypes.c_void_p
+    api.PyThreadState_Next.argtypes = [ctypes.c_void_p]
+    api.PyThreadState_Next.restype = ctypes.c_void_p
+    n, ts = 0, api.PyInterpreterState_ThreadHead(api.PyInterpreterState_Main())
+    while ts:
+        n, ts = n + 1, api.PyThreadState_Next(ts)
+    return n
+
+
+def test_workers_of_short_lived_launching_threads_leave_no_thread_state(threads):
+    # each launching thread has its own OpenMP team; its worker runs the ufunc loop and
+    # needs a Python thread state while it does (a loop reports errors through it); when
+    # the launching thread ends, its workers end too and must not leave their state behind
+    import threading
+    import time
+    threads(2)
+    x, out = np.arange(1000.0), np.zeros(1000)
+    g = eagle.Graph()
+    g.add_node(ufunc(np.multiply, {"x": x}, 2.0, out={"out": out}))
+    g.build(teams="parallel")
+    before = _thread_states()
+    for _ in range(100):
+        t = threading.Thread(target=g.launch, args=(2,))
+        t.start()
+        t.join()
+    np.testing.assert_array_equal(out, 2 * x)
+    deadline = time.monotonic() + 10    # the workers end a moment after their launching thread
+    while _thread_states() > before + 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _thread_states() <= before + 2
