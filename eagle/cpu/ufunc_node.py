@@ -254,12 +254,15 @@ def _gufunc_layout(uf, ins, outs):
     core_in, core_out = parse_signature(uf.signature)
     cores = core_in + core_out
     ops = ins + outs
+    # NumPy's dimensions[1:] are the distinct core dimensions in order of first appearance,
+    # a fixed size ("3") among them: equal fixed sizes are one dimension, as a name is
+    key = lambda d: int(d) if d.isdigit() else d
     sizes = {}
-    order = []     # core dim names in order of first appearance (NumPy's dimensions[1:])
+    order = []
     for grp in cores:
         for d in grp:
-            if d not in order and not d.isdigit():
-                order.append(d)
+            if key(d) not in order:
+                order.append(key(d))
     n = None
     core_steps = []
     for op, grp in zip(ops, cores):
@@ -282,6 +285,7 @@ def _gufunc_layout(uf, ins, outs):
                 if size != int(d):
                     raise ValueError(f"{uf.__name__}{uf.signature}: {op.name!r} core dimension "
                                      f"must be {d}, got {size}")
+                sizes[int(d)] = size
             elif sizes.setdefault(d, size) != size:
                 raise ValueError(f"{uf.__name__}{uf.signature}: core dimension {d!r} is {sizes[d]} in "
                                  f"one operand and {size} in {op.name!r}")

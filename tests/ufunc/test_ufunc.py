@@ -346,6 +346,55 @@ def test_numba_guvectorize():
     np.testing.assert_array_equal(out, shift(a, 0.5))
 
 
+_FIXED_DIM_GUFUNC = """
+import numpy as np
+import eagle
+from eagle.graph import ufunc
+from numba.np.ufunc.ufuncbuilder import GUFuncBuilder
+
+def affine(a, b, out):
+    for i in range(b.shape[0]):
+        out[i] = a[0] * b[i] + a[1] * a.shape[0] + a[2]
+
+# numba's @guvectorize takes no literal dimension: build its loop for (m),(n)->(n), whose
+# loop reads m = dimensions[1] and n = dimensions[2], and give NumPy the signature
+# (3),(n)->(n): NumPy passes it [N, 3, n]
+gb = GUFuncBuilder(affine, "(m),(n)->(n)")
+gb.add("void(float64[:], float64[:], float64[:])")
+gb.signature = "(3),(n)->(n)"
+uf = gb.build_ufunc()
+rng = np.random.default_rng(3)
+a, b = rng.standard_normal((9, 3)), rng.standard_normal((9, 5))
+out = np.zeros((9, 5))
+eagle.set_num_threads(2)
+g = eagle.Graph()
+g.add_node(ufunc(uf, a, b, out=out))
+g.build(teams="parallel")
+g.launch(1)
+np.testing.assert_array_equal(out, uf(a, b))
+# NumPy's own: cross1d (3),(3)->(3), one fixed dimension shared by all operands
+from numpy._core._umath_tests import cross1d
+x, y, z = rng.standard_normal((7, 3)), rng.standard_normal((7, 3)), np.zeros((7, 3))
+g = eagle.Graph()
+g.add_node(ufunc(cross1d, x, y, out=z))
+g.build()
+g.launch(1)
+np.testing.assert_array_equal(z, cross1d(x, y))
+print("same as NumPy")
+"""
+
+
+def test_gufunc_with_a_fixed_size_core_dimension_gets_numpys_dimensions(tmp_path):
+    # a subprocess: with the fixed dimension dropped the loop reads n from past the end
+    # of the dimensions it is given and writes out of bounds
+    pytest.importorskip("numba")
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-c", _FIXED_DIM_GUFUNC], capture_output=True, text=True,
+                       timeout=300, cwd=tmp_path)
+    assert p.returncode == 0 and "same as NumPy" in p.stdout, p.stdout + p.stderr
+
+
 # ---- refused ------------------------------------------------------------------------------------
 
 def test_object_loops_and_frompyfunc_refused():
