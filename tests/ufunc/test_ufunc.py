@@ -350,7 +350,7 @@ _FIXED_DIM_GUFUNC = """
 import numpy as np
 import eagle
 from eagle.graph import ufunc
-from numba.np.ufunc.ufuncbuilder import GUFuncBuilder
+from numba.np.ufunc.gufunc import GUFunc
 
 def affine(a, b, out):
     for i in range(b.shape[0]):
@@ -359,10 +359,12 @@ def affine(a, b, out):
 # numba's @guvectorize takes no literal dimension: build its loop for (m),(n)->(n), whose
 # loop reads m = dimensions[1] and n = dimensions[2], and give NumPy the signature
 # (3),(n)->(n): NumPy passes it [N, 3, n]
-gb = GUFuncBuilder(affine, "(m),(n)->(n)")
-gb.add("void(float64[:], float64[:], float64[:])")
-gb.signature = "(3),(n)->(n)"
-uf = gb.build_ufunc()
+uf = GUFunc(affine, "(m),(n)->(n)")
+uf.gufunc_builder.signature = "(3),(n)->(n)"
+uf.add("void(float64[:], float64[:], float64[:])")
+uf.build_ufunc()
+uf._frozen = True
+assert uf.ufunc.signature == "(3),(n)->(n)"
 rng = np.random.default_rng(3)
 a, b = rng.standard_normal((9, 3)), rng.standard_normal((9, 5))
 out = np.zeros((9, 5))
@@ -393,6 +395,71 @@ def test_gufunc_with_a_fixed_size_core_dimension_gets_numpys_dimensions(tmp_path
     p = subprocess.run([sys.executable, "-c", _FIXED_DIM_GUFUNC], capture_output=True, text=True,
                        timeout=300, cwd=tmp_path)
     assert p.returncode == 0 and "same as NumPy" in p.stdout, p.stdout + p.stderr
+
+
+def _numpy_refuses(uf, *arrays, out):
+    try:
+        uf(*arrays, out=out)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+@pytest.mark.parametrize("m, n, p", [(3, 4, 6), (3, 4, 5), (3, 4, 7), (1, 1, 1), (5, 2, 6), (2, 5, 4)])
+def test_gufunc_own_core_dimension_check_is_numpys(m, n, p):
+    # conv1d_full (m),(n)->(p) checks p == m + n - 1 in its process_core_dims_func (NumPy 2)
+    from numpy._core._umath_tests import conv1d_full
+    rng = np.random.default_rng(m * 100 + n * 10 + p)
+    x, y, out = rng.standard_normal((6, m)), rng.standard_normal((6, n)), np.zeros((6, p))
+    refused = _numpy_refuses(conv1d_full, x, y, out=np.zeros((6, p)))
+    if refused is not None:
+        with pytest.raises(ValueError, match="NumPy refuses these core shapes") as e:
+            ufunc(conv1d_full, x, y, out=out)
+        assert refused in str(e.value)
+        return
+    run(ufunc(conv1d_full, x, y, out=out))
+    np.testing.assert_array_equal(out, conv1d_full(x, y))
+
+
+_PARALLEL_VECTORIZE = """
+import numpy as np, numba, eagle
+from eagle.graph import ufunc
+
+twice = numba.vectorize(["float64(float64)"], target="parallel")(lambda v: 2.0 * v)
+shift = numba.guvectorize(["void(float64[:], float64[:])"], "(n)->(n)",
+                          target="parallel")(lambda a, o: None)
+cpu = numba.guvectorize(["void(float64[:], float64[:])"], "(n)->(n)")(lambda a, o: None)
+x, out = np.arange(100000.0), np.zeros(100000)
+eagle.set_num_threads(2)
+refused = []
+for uf, a, o in [(twice, x, out), (shift, x.reshape(1000, 100), out.reshape(1000, 100)),
+                 (cpu.ufunc, x.reshape(1000, 100), out.reshape(1000, 100))]:
+    try:
+        node = ufunc(uf, a, out=o)
+    except TypeError as e:
+        assert "target='parallel'" in str(e), e
+        refused.append(uf.__name__)
+        continue
+    g = eagle.Graph()
+    g.add_node(node)
+    g.build(teams="parallel")
+    g.launch(20)
+ufunc(cpu, x.reshape(1000, 100), out=out.reshape(1000, 100))   # the cpu GUFunc itself is fine
+print("refused", len(refused))
+"""
+
+
+def test_numba_parallel_target_ufunc_refused(tmp_path):
+    # a subprocess: numba's workqueue threading layer, entered from two of eagle's threads
+    # at once, aborts the process
+    pytest.importorskip("numba")
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, NUMBA_THREADING_LAYER="workqueue")
+    p = subprocess.run([sys.executable, "-c", _PARALLEL_VECTORIZE], capture_output=True, text=True,
+                       timeout=300, cwd=tmp_path, env=env)
+    assert p.returncode == 0 and "refused 3" in p.stdout, p.stdout + p.stderr
 
 
 # ---- refused ------------------------------------------------------------------------------------
