@@ -47,8 +47,10 @@ def ufunc(uf, *operands, out=None):
     The loop is the one NumPy picks for these dtypes under
     ``casting="same_kind"``. Refused with ``TypeError``: object loops and
     ``np.frompyfunc`` (they need the GIL), and operands whose dtype is not the
-    loop's (a buffered cast). Refused with ``ValueError``: mismatched shapes,
-    non-contiguous rows, an output partly overlapping another operand (or, for a gufunc,
+    loop's (a buffered cast), and a ufunc numba built with ``target="parallel"`` (its
+    loop runs numba's own threads; use numba's default target). Refused with
+    ``ValueError``: mismatched shapes, core shapes NumPy refuses for a gufunc (NumPy
+    checks them when the node is made), non-contiguous rows, an output partly overlapping another operand (or, for a gufunc,
     being one of its inputs), an output whose elements share memory.
     Floating-point errors are not reported (as under ``np.errstate(all="ignore")``).
     With CuPy arrays it returns a GPU node (see ``eagle.cuda.ufunc_node``).

@@ -55,6 +55,57 @@ cdef extern from *:
     """
     int eagle_error_pending(PyThreadState *ts) nogil
 
+cdef extern from *:
+    """
+    #include <pthread.h>
+    /* An OpenMP worker's Python thread state, made by _thread_state, is released when the
+     * worker thread ends: libgomp ends the workers of a team whose launching thread has
+     * ended, and a state left behind would stay in the interpreter's list for good (one
+     * per worker that ever ran a ufunc loop). The key's destructor runs on the ending
+     * thread, which takes the GIL back with its state, clears and deletes it (what
+     * PyGILState_Release does for the PyGILState_Ensure that made it). At
+     * interpreter exit the interpreter frees every state itself: nothing is done then. */
+    static pthread_key_t eagle_worker_state_key;
+    static int eagle_worker_state_key_made = 0;
+
+    static void eagle_worker_state_drop(void *p)
+    {
+        if (p == NULL || !Py_IsInitialized())
+            return;
+    #if PY_VERSION_HEX >= 0x030D0000
+        if (Py_IsFinalizing())
+            return;
+    #else
+        if (_Py_IsFinalizing())
+            return;
+    #endif
+        /* not PyGILState_Release: by now the thread's own keys may have been cleared
+         * (glibc clears each before running the destructors), Python's among them */
+        PyEval_RestoreThread((PyThreadState *)p);
+        PyThreadState_Clear((PyThreadState *)p);
+        PyThreadState_DeleteCurrent();
+    }
+
+    static int eagle_worker_state_init(void)
+    {
+        if (!eagle_worker_state_key_made &&
+                pthread_key_create(&eagle_worker_state_key, eagle_worker_state_drop) == 0)
+            eagle_worker_state_key_made = 1;
+        return eagle_worker_state_key_made;
+    }
+
+    /* Make this thread's state released when the thread ends (see above). */
+    static void eagle_worker_state_note(PyThreadState *ts)
+    {
+        if (eagle_worker_state_key_made)
+            pthread_setspecific(eagle_worker_state_key, ts);
+    }
+    """
+    int eagle_worker_state_init()
+    void eagle_worker_state_note(PyThreadState *ts) nogil
+
+eagle_worker_state_init()
+
 cdef enum:
     MAX_ARGS = 32
     MAX_CORE = 32
@@ -101,11 +152,14 @@ cdef struct layout:
 
 cdef PyThreadState *_thread_state() noexcept nogil:
     """This thread's Python state; an OpenMP worker that has none gets one that stays
-    (so an error a loop sets on it is still there when the loop returns)."""
+    while the thread lives (so an error a loop sets on it is still there when the loop
+    returns, and the next call finds it: no GIL taken per call), released when the
+    thread ends (eagle_worker_state_drop)."""
     cdef PyThreadState *ts = PyGILState_GetThisThreadState()
     if ts == NULL:
         PyGILState_Ensure()
         ts = PyEval_SaveThread()
+        eagle_worker_state_note(ts)
     return ts
 
 

@@ -17,7 +17,8 @@ read on every replay. A generalized ufunc (``np.matmul``, numba
 ``@guvectorize``) takes per-sample core dimensions: operands ``(n, *core)``.
 
 Refused, with the reason: object loops and ``np.frompyfunc`` (they need the
-GIL), operands whose dtype differs from the loop's (a buffered cast: pass
+GIL), a ufunc numba built with ``target="parallel"`` (its loop runs numba's own
+threads), core shapes NumPy itself refuses for a gufunc, operands whose dtype differs from the loop's (a buffered cast: pass
 arrays of the loop's dtype), mismatched shapes, an output that partly
 overlaps another operand (exact in-place, ``out=x`` with ``x`` an input, is
 fine for an elementwise ufunc, not for a gufunc with core dimensions), an
@@ -139,6 +140,14 @@ def cpu_ufunc(uf, dufunc, ins, outs) -> UfuncNode:
         if not o.array.flags.writeable:
             raise ValueError(f"{uf.__name__} writes {o.name!r}, which is read-only")
 
+    if dufunc is None and _built_by_numba(uf):
+        raise TypeError(
+            f"{uf.__name__} is a ufunc numba built for a target other than 'cpu' (@vectorize or "
+            "@guvectorize with target='parallel'): its loop hands the work to numba's own thread "
+            "pool, which a ufunc node would enter from several of eagle's threads at once (numba's "
+            "'workqueue' threading layer then aborts the process). Use numba's default target: a "
+            "ufunc node already splits the loop across eagle's team (if you passed the .ufunc of a "
+            "cpu @vectorize/@guvectorize object, pass the object itself)")
     ops = ins + outs
     nargs = len(ops)
     if uf.signature is None:
@@ -173,6 +182,8 @@ def cpu_ufunc(uf, dufunc, ins, outs) -> UfuncNode:
                 constants[k] = np.asarray(v).astype(want, casting="same_kind")
             else:
                 constants[k] = np.array(v, dtype=want)   # OverflowError as NumPy's for a too-large int
+    if uf.signature is not None:
+        _numpy_checks_core_dims(uf, ops, loop_dtypes)
     _check_overlap(ins, outs, uf)
     reads, writes, slots = declare(ins, outs)
 
@@ -183,6 +194,17 @@ def cpu_ufunc(uf, dufunc, ins, outs) -> UfuncNode:
     return UfuncNode(uf, ins, outs, reads, writes, loop_dtypes, loop)
 
 
+
+
+def _built_by_numba(uf) -> bool:
+    """Whether numba built this np.ufunc itself (it keeps its compiled loops alive through a
+    ``numba._UFuncCleaner`` the ufunc holds). numba's cpu target wraps its ufuncs in a DUFunc
+    or GUFunc object (``real_ufunc`` then gives that object as ``dufunc``); a bare numba-built
+    np.ufunc comes from the 'parallel' target (or is the .ufunc taken out of a cpu one)."""
+    import gc
+
+    return any(type(r).__name__ == "_UFuncCleaner" and type(r).__module__ == "numba"
+               for r in gc.get_referents(uf))
 
 
 def _loop_text(uf, dts):
@@ -214,6 +236,22 @@ def _resolve(uf, dufunc, dtypes, steps):
         return resolve_loop(dufunc.ufunc, dtypes, steps)
     except TypeError as e:
         raise TypeError(f"{uf.__name__} has no loop for these operands after compiling: {e}") from None
+
+
+def _numpy_checks_core_dims(uf, ops, loop_dtypes):
+    """Let NumPy check the core dimensions as it would for these operands: a gufunc may
+    check them itself (NumPy 2's process_core_dims_func: ``conv1d_full``'s p == m + n - 1),
+    and a loop given sizes its gufunc refuses writes rows padded or cut short. The call is
+    on zero samples of the operands' core shapes: NumPy's checks run, no row is computed."""
+    args = [np.empty((0,) + op.array.shape[1:], dtype=dt) if op.is_array else op.value
+            for op, dt in zip(ops, loop_dtypes)]
+    try:
+        with np.errstate(all="ignore"):
+            uf(*args[:uf.nin], out=tuple(args[uf.nin:]))
+    except ValueError as e:
+        shapes = ", ".join(f"{op.name}: {op.array.shape[1:]}" for op in ops if op.is_array)
+        raise ValueError(f"{uf.__name__}{uf.signature}: NumPy refuses these core shapes ({shapes}): "
+                         f"{e}") from None
 
 
 def _elementwise_layout(uf, ins, outs):
@@ -254,12 +292,15 @@ def _gufunc_layout(uf, ins, outs):
     core_in, core_out = parse_signature(uf.signature)
     cores = core_in + core_out
     ops = ins + outs
+    # NumPy's dimensions[1:] are the distinct core dimensions in order of first appearance,
+    # a fixed size ("3") among them: equal fixed sizes are one dimension, as a name is
+    key = lambda d: int(d) if d.isdigit() else d
     sizes = {}
-    order = []     # core dim names in order of first appearance (NumPy's dimensions[1:])
+    order = []
     for grp in cores:
         for d in grp:
-            if d not in order and not d.isdigit():
-                order.append(d)
+            if key(d) not in order:
+                order.append(key(d))
     n = None
     core_steps = []
     for op, grp in zip(ops, cores):
@@ -282,6 +323,7 @@ def _gufunc_layout(uf, ins, outs):
                 if size != int(d):
                     raise ValueError(f"{uf.__name__}{uf.signature}: {op.name!r} core dimension "
                                      f"must be {d}, got {size}")
+                sizes[int(d)] = size
             elif sizes.setdefault(d, size) != size:
                 raise ValueError(f"{uf.__name__}{uf.signature}: core dimension {d!r} is {sizes[d]} in "
                                  f"one operand and {size} in {op.name!r}")

@@ -346,6 +346,122 @@ def test_numba_guvectorize():
     np.testing.assert_array_equal(out, shift(a, 0.5))
 
 
+_FIXED_DIM_GUFUNC = """
+import numpy as np
+import eagle
+from eagle.graph import ufunc
+from numba.np.ufunc.gufunc import GUFunc
+
+def affine(a, b, out):
+    for i in range(b.shape[0]):
+        out[i] = a[0] * b[i] + a[1] * a.shape[0] + a[2]
+
+# numba's @guvectorize takes no literal dimension: build its loop for (m),(n)->(n), whose
+# loop reads m = dimensions[1] and n = dimensions[2], and give NumPy the signature
+# (3),(n)->(n): NumPy passes it [N, 3, n]
+uf = GUFunc(affine, "(m),(n)->(n)")
+uf.gufunc_builder.signature = "(3),(n)->(n)"
+uf.add("void(float64[:], float64[:], float64[:])")
+uf.build_ufunc()
+uf._frozen = True
+assert uf.ufunc.signature == "(3),(n)->(n)"
+rng = np.random.default_rng(3)
+a, b = rng.standard_normal((9, 3)), rng.standard_normal((9, 5))
+out = np.zeros((9, 5))
+eagle.set_num_threads(2)
+g = eagle.Graph()
+g.add_node(ufunc(uf, a, b, out=out))
+g.build(teams="parallel")
+g.launch(1)
+np.testing.assert_array_equal(out, uf(a, b))
+# NumPy's own: cross1d (3),(3)->(3), one fixed dimension shared by all operands
+from numpy._core._umath_tests import cross1d
+x, y, z = rng.standard_normal((7, 3)), rng.standard_normal((7, 3)), np.zeros((7, 3))
+g = eagle.Graph()
+g.add_node(ufunc(cross1d, x, y, out=z))
+g.build()
+g.launch(1)
+np.testing.assert_array_equal(z, cross1d(x, y))
+print("same as NumPy")
+"""
+
+
+def test_gufunc_with_a_fixed_size_core_dimension_gets_numpys_dimensions(tmp_path):
+    # a subprocess: with the fixed dimension dropped the loop reads n from past the end
+    # of the dimensions it is given and writes out of bounds
+    pytest.importorskip("numba")
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-c", _FIXED_DIM_GUFUNC], capture_output=True, text=True,
+                       timeout=300, cwd=tmp_path)
+    assert p.returncode == 0 and "same as NumPy" in p.stdout, p.stdout + p.stderr
+
+
+def _numpy_refuses(uf, *arrays, out):
+    try:
+        uf(*arrays, out=out)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+@pytest.mark.parametrize("m, n, p", [(3, 4, 6), (3, 4, 5), (3, 4, 7), (1, 1, 1), (5, 2, 6), (2, 5, 4)])
+def test_gufunc_own_core_dimension_check_is_numpys(m, n, p):
+    # conv1d_full (m),(n)->(p) checks p == m + n - 1 in its process_core_dims_func (NumPy 2)
+    from numpy._core._umath_tests import conv1d_full
+    rng = np.random.default_rng(m * 100 + n * 10 + p)
+    x, y, out = rng.standard_normal((6, m)), rng.standard_normal((6, n)), np.zeros((6, p))
+    refused = _numpy_refuses(conv1d_full, x, y, out=np.zeros((6, p)))
+    if refused is not None:
+        with pytest.raises(ValueError, match="NumPy refuses these core shapes") as e:
+            ufunc(conv1d_full, x, y, out=out)
+        assert refused in str(e.value)
+        return
+    run(ufunc(conv1d_full, x, y, out=out))
+    np.testing.assert_array_equal(out, conv1d_full(x, y))
+
+
+_PARALLEL_VECTORIZE = """
+import numpy as np, numba, eagle
+from eagle.graph import ufunc
+
+twice = numba.vectorize(["float64(float64)"], target="parallel")(lambda v: 2.0 * v)
+shift = numba.guvectorize(["void(float64[:], float64[:])"], "(n)->(n)",
+                          target="parallel")(lambda a, o: None)
+cpu = numba.guvectorize(["void(float64[:], float64[:])"], "(n)->(n)")(lambda a, o: None)
+x, out = np.arange(100000.0), np.zeros(100000)
+eagle.set_num_threads(2)
+refused = []
+for uf, a, o in [(twice, x, out), (shift, x.reshape(1000, 100), out.reshape(1000, 100)),
+                 (cpu.ufunc, x.reshape(1000, 100), out.reshape(1000, 100))]:
+    try:
+        node = ufunc(uf, a, out=o)
+    except TypeError as e:
+        assert "target='parallel'" in str(e), e
+        refused.append(uf.__name__)
+        continue
+    g = eagle.Graph()
+    g.add_node(node)
+    g.build(teams="parallel")
+    g.launch(20)
+ufunc(cpu, x.reshape(1000, 100), out=out.reshape(1000, 100))   # the cpu GUFunc itself is fine
+print("refused", len(refused))
+"""
+
+
+def test_numba_parallel_target_ufunc_refused(tmp_path):
+    # a subprocess: numba's workqueue threading layer, entered from two of eagle's threads
+    # at once, aborts the process
+    pytest.importorskip("numba")
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, NUMBA_THREADING_LAYER="workqueue")
+    p = subprocess.run([sys.executable, "-c", _PARALLEL_VECTORIZE], capture_output=True, text=True,
+                       timeout=300, cwd=tmp_path, env=env)
+    assert p.returncode == 0 and "refused 3" in p.stdout, p.stdout + p.stderr
+
+
 # ---- refused ------------------------------------------------------------------------------------
 
 def test_object_loops_and_frompyfunc_refused():
@@ -755,3 +871,43 @@ def test_empty_operands_are_accepted_whatever_their_strides(shape):
     g.launch(2)
     assert g.capacity == shape[0]
     np.testing.assert_array_equal(out, np.ones(shape))
+
+
+# ---- Python thread states of the team's workers -------------------------------------------------
+
+def _thread_states():
+    """How many Python thread states the main interpreter holds (dead threads' included)."""
+    import ctypes
+    api = ctypes.pythonapi
+    api.PyInterpreterState_Main.restype = ctypes.c_void_p
+    api.PyInterpreterState_ThreadHead.argtypes = [ctypes.c_void_p]
+    api.PyInterpreterState_ThreadHead.restype = ctypes.c_void_p
+    api.PyThreadState_Next.argtypes = [ctypes.c_void_p]
+    api.PyThreadState_Next.restype = ctypes.c_void_p
+    n, ts = 0, api.PyInterpreterState_ThreadHead(api.PyInterpreterState_Main())
+    while ts:
+        n, ts = n + 1, api.PyThreadState_Next(ts)
+    return n
+
+
+def test_workers_of_short_lived_launching_threads_leave_no_thread_state(threads):
+    # each launching thread has its own OpenMP team; its worker runs the ufunc loop and
+    # needs a Python thread state while it does (a loop reports errors through it); when
+    # the launching thread ends, its workers end too and must not leave their state behind
+    import threading
+    import time
+    threads(2)
+    x, out = np.arange(1000.0), np.zeros(1000)
+    g = eagle.Graph()
+    g.add_node(ufunc(np.multiply, {"x": x}, 2.0, out={"out": out}))
+    g.build(teams="parallel")
+    before = _thread_states()
+    for _ in range(100):
+        t = threading.Thread(target=g.launch, args=(2,))
+        t.start()
+        t.join()
+    np.testing.assert_array_equal(out, 2 * x)
+    deadline = time.monotonic() + 10    # the workers end a moment after their launching thread
+    while _thread_states() > before + 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _thread_states() <= before + 2
