@@ -13,6 +13,7 @@ themselves here (``register_observer``); this module imports no other eagle
 module but ``eagle._errors``.
 """
 import operator
+import os
 
 from libc.stdint cimport int64_t
 from cpython.exc cimport PyErr_CheckSignals
@@ -77,6 +78,7 @@ cdef class GraphCore:
     # call and no clock read), and a semaphore that hands it to a waiting
     # thread directly on release (_waiters counts the threads not yet served).
     cdef bint _busy
+    cdef unsigned long _busy_fork_generation   # _fork_generation when _busy was set
     cdef int _waiters
     cdef PyThread_type_lock _handoff   # "acquired" while no hand-off is pending
     cdef unsigned long _holder_ident
@@ -155,8 +157,40 @@ cdef class GraphCore:
 # a cdef method would give GraphCore (and so eagle.Graph) a __pyx_vtable__ in help().
 # Every line runs with the GIL held.
 
+# Bumped in a child process by fork(): a lock taken in an earlier generation was
+# held by a thread of the parent (the child has only the thread that forked), so
+# the child finds it free instead of waiting for ever for a thread it does not have.
+cdef unsigned long _fork_generation = 0
+cdef unsigned long _forked_by = 0           # the thread that forked: the child's only one
+
+
+def _after_fork_in_child():
+    global _fork_generation, _forked_by
+    _fork_generation += 1
+    _forked_by = PyThread_get_thread_ident()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+cdef void _graph_forget_parents_lock(GraphCore self) noexcept:
+    """In a forked child: the lock's holder and waiters were the parent's other
+    threads, gone here. Free it, and leave the hand-off semaphore taken (its state
+    when no hand-off is pending); a hand-off pending at the fork is dropped."""
+    self._busy = False
+    self._waiters = 0
+    self._holder_ident = 0
+    PyThread_acquire_lock(self._handoff, NOWAIT_LOCK)
+
+
 cdef int _graph_acquire(GraphCore self, what) except -1:
     cdef unsigned long me = PyThread_get_thread_ident()
+    if (self._busy and self._busy_fork_generation != _fork_generation and self._holder_ident != _forked_by
+            and not (self._compiled is not None and self._compiled.encloses_current_thread())):
+        # taken before a fork by a thread the child does not have (the thread that
+        # forked, or a launch enclosing this thread, still holds it legitimately)
+        _graph_forget_parents_lock(self)
     if self._busy:
         if self._holder_ident == me or (self._compiled is not None
                                         and self._compiled.encloses_current_thread()):
@@ -164,6 +198,7 @@ cdef int _graph_acquire(GraphCore self, what) except -1:
                                "of the graph called back into it)")
         _graph_wait(self)
     self._busy = True
+    self._busy_fork_generation = _fork_generation
     self._holder_ident = me
     return 0
 

@@ -14,6 +14,7 @@
 
 #include "clock.h"
 #include "openmp_helpers.h"
+#include "relaxed.h"
 #include "team_choice.h"
 
 /* How often (at least) the calling thread takes the GIL during a nogil launch
@@ -318,7 +319,8 @@ static inline int end_of_replay(eagle_plan *plan, int64_t replay)
     plan->replays_done = replay + 1;
     if (plan->size_source != NULL) {
         int64_t n = *plan->size_source;
-        plan->logical_size = n < 0 ? 0 : (n > plan->capacity ? plan->capacity : n);
+        /* plan() may read the size on another thread meanwhile (relaxed.h) */
+        eagle_store_i64(&plan->logical_size, n < 0 ? 0 : (n > plan->capacity ? plan->capacity : n));
     }
     return plan->until_empty && plan->logical_size == 0;
 }
@@ -355,8 +357,9 @@ static EAGLE_ALWAYS_INLINE int run_replay_serial(eagle_plan *plan, int measure,
                 double c = eagle_now_ns() - t0;
                 if (eagle_node_is_sized(n))
                     c = plan->logical_size > 0 ? c / (double)plan->logical_size : -1;
+                /* plan() may read the cost on another thread meanwhile (relaxed.h) */
                 if (c >= 0 && (fresh || n->cost_ns < 0 || c < n->cost_ns))
-                    n->cost_ns = c;
+                    eagle_store_f64(&n->cost_ns, c);
             }
         }
     }
@@ -501,11 +504,17 @@ static int replay_serial_nogil(eagle_plan *plan, int64_t r0, int64_t r1, int mea
 #if EAGLE_HAVE_OPENMP
 
 /* A worker's hold on the GIL for the length of one parallel region: the first
- * opaque call makes (or finds) the thread's Python state, later ones reuse it. */
+ * opaque call makes (or finds) the thread's Python state, later ones reuse it.
+ * A worker other than the launching thread also enters, at its first opaque
+ * call, its own copy of the launching thread's context (caller_context):
+ * np.errstate, decimal's context and every contextvars value are the caller's
+ * there too, so a node sees the same whatever thread runs it. One copy per
+ * worker, since a context is entered by one thread at a time. */
 typedef struct {
     int have_state;
     PyGILState_STATE gstate;
     PyThreadState *tstate;
+    PyObject *context;      /* this worker's copy of caller_context, entered; or NULL */
 } gil_slot;
 
 static inline void gil_take(gil_slot *g)
@@ -520,10 +529,32 @@ static inline void gil_take(gil_slot *g)
 
 static inline void gil_drop(gil_slot *g) { g->tstate = PyEval_SaveThread(); }
 
+/* Holding the GIL, on a worker (not the launching thread): enter a copy of the
+ * caller's context unless done. -1 with the Python error set. */
+static inline int gil_enter_context(gil_slot *g, PyObject *caller_context)
+{
+    if (g->context != NULL || caller_context == NULL)
+        return 0;
+    PyObject *ctx = PyContext_Copy(caller_context);
+    if (ctx == NULL)
+        return -1;
+    if (PyContext_Enter(ctx) < 0) {
+        Py_DECREF(ctx);
+        return -1;
+    }
+    g->context = ctx;
+    return 0;
+}
+
 static inline void gil_finish(gil_slot *g)
 {
     if (g->have_state) {
         PyEval_RestoreThread(g->tstate);
+        if (g->context != NULL) {
+            if (PyContext_Exit(g->context) < 0)
+                PyErr_Clear();    /* a node left another context entered: nothing to restore */
+            Py_DECREF(g->context);
+        }
         PyGILState_Release(g->gstate);
     }
 }
@@ -539,6 +570,7 @@ typedef struct {
     int64_t failed_replay;
     int64_t stopped_after;                     /* replays done when until_empty stopped, or -1 */
     PyObject *exc_type, *exc_value, *exc_tb;   /* the failure's exception, owned */
+    PyObject *caller_context;   /* a copy of the launching thread's context, owned; or NULL */
 } team_state;
 
 /* Where a failure ranks among those between the same two barriers: the sequential
@@ -613,6 +645,11 @@ static int run_stage_share(team_state *ts, const eagle_stage *st, int32_t phase,
         } else {
             int rc;
             gil_take(gil);
+            /* tid 0 is the launching thread, in the caller's context already */
+            if (tid != 0 && gil_enter_context(gil, ts->caller_context) < 0) {
+                *failed_node = i;
+                return -1;
+            }
             TIMED(lane, i, 0, rc = call_opaque(node));
             if (rc < 0) {
                 *failed_node = i;
@@ -679,6 +716,17 @@ static int replay_parallel(eagle_plan *plan, int64_t r0, int64_t r1, int timing,
 {
     team_state ts = {.plan = plan, .failed_node = -1, .failed_replay = -1, .stopped_after = -1};
     atomic_store(&ts.failed_at, INT64_MAX);
+    if (plan->has_opaque) {
+        /* the context the team's other threads run opaque nodes in (gil_slot);
+         * a copy costs one small allocation (the values are shared, not copied) */
+        ts.caller_context = PyContext_CopyCurrent();
+        if (ts.caller_context == NULL) {
+            failure->node = -1;
+            failure->replay = r0;
+            plan->replays_done = r0;
+            return -1;
+        }
+    }
     parallel_region_ran = 1;
     const int32_t ns = plan->n_stages;
     int paused = 0;
@@ -778,6 +826,7 @@ static int replay_parallel(eagle_plan *plan, int64_t r0, int64_t r1, int timing,
         current_launch = saved_ctx;
     }
     PyEval_RestoreThread(save);
+    Py_XDECREF(ts.caller_context);
 
     if (ts.exc_type != NULL) {
         failure->node = ts.failed_node;

@@ -3,6 +3,8 @@
 
 #include "team_choice.h"
 
+#include "relaxed.h"
+
 /* Replays measured serially, on this thread, before an auto stage may use the
  * team: the cheapest of them counts, so one cold first replay (page faults,
  * first calls) cannot put a cheap stage on the team for good. They may be
@@ -84,11 +86,26 @@ void eagle_pin_parallel_threshold_ns(int n_threads, double ns)
 
 /* ---- costs and the cost rule ----------------------------------------------- */
 
+/* The fields plan() may read during a launch on another thread are read and
+ * written with relaxed atomics (relaxed.h): a node's cost (written by the
+ * measuring replays, without the GIL), the counters and verdicts stage_team and
+ * the report read. */
 static double node_cost(const eagle_node *n, int64_t logical_size)
 {
-    if (n->cost_ns < 0)
+    const double cost = eagle_load_f64(&n->cost_ns);
+    if (cost < 0)
         return -1;
-    return eagle_node_is_sized(n) ? n->cost_ns * (double)logical_size : n->cost_ns;
+    return eagle_node_is_sized(n) ? cost * (double)logical_size : cost;
+}
+
+/* Whether a sized node has no cost yet: it was only ever timed at logical size 0,
+ * which says nothing of its cost per sample. */
+static int sized_cost_unknown(const eagle_plan *plan)
+{
+    for (int32_t i = 0; i < plan->n_nodes; ++i)
+        if (eagle_node_is_sized(&plan->nodes[i]) && eagle_load_f64(&plan->nodes[i].cost_ns) < 0)
+            return 1;
+    return 0;
 }
 
 static double stage_cost(const eagle_plan *plan, const eagle_stage *st, int64_t logical_size,
@@ -110,8 +127,10 @@ static double stage_cost(const eagle_plan *plan, const eagle_stage *st, int64_t 
 static inline int verdict_current(const eagle_plan *plan, const eagle_stage *st, int nt, int64_t size)
 {
     const eagle_stage_choice *v = &st->choice;
-    return v->verdict != EAGLE_VERDICT_NONE && v->verdict_epoch == plan->choice.check_epoch
-           && v->verdict_team == nt && size <= 2 * v->verdict_size && 2 * size >= v->verdict_size;
+    const int64_t vsize = eagle_load_i64(&v->verdict_size);
+    return eagle_load_i32(&v->verdict) != EAGLE_VERDICT_NONE
+           && eagle_load_i32(&v->verdict_epoch) == eagle_load_i32(&plan->choice.check_epoch)
+           && eagle_load_i32(&v->verdict_team) == nt && size <= 2 * vsize && 2 * size >= vsize;
 }
 
 /* One stage's team; *candidate: auto and the cost rule wants the team;
@@ -129,13 +148,14 @@ static int stage_team(const eagle_plan *plan, const eagle_stage *st, int nt, int
     if (st->policy == EAGLE_TEAM_ALL)
         return nt;
     /* auto: only a measured stage whose cost pays for a barrier and a hand-off */
-    if (!((plan->choice.measured_replays >= MEASURED_REPLAYS || plan->choice.checks > 0)
+    if (!((eagle_load_i32(&plan->choice.measured_replays) >= MEASURED_REPLAYS
+           || eagle_load_i32(&plan->choice.checks) > 0)
           && (st->count > 1 || splittable)
           && cost >= PARALLEL_MIN_NS && cost >= parallel_threshold(nt, may_refresh)))
         return 1;
     *candidate = 1;
     if (verdict_current(plan, st, nt, size))
-        return st->choice.verdict == EAGLE_VERDICT_TEAM ? nt : 1;
+        return eagle_load_i32(&st->choice.verdict) == EAGLE_VERDICT_TEAM ? nt : 1;
     *verify = 1;
     return nt;
 }
@@ -185,16 +205,16 @@ void eagle_report_teams(const eagle_plan *plan, int num_threads, int64_t logical
         int candidate, verify;
         o->team = stage_team(plan, st, num_threads, logical_size, 0, &o->cost_ns, &candidate, &verify);
         o->candidate = candidate;
-        o->verdict = st->choice.verdict;
-        o->team_ns = st->choice.team_ns;
-        o->serial_ns = st->choice.serial_ns;
-        o->verdict_team = st->choice.verdict_team;
-        o->verdict_size = st->choice.verdict_size;
+        o->verdict = eagle_load_i32(&st->choice.verdict);
+        o->team_ns = eagle_load_f64(&st->choice.team_ns);
+        o->serial_ns = eagle_load_f64(&st->choice.serial_ns);
+        o->verdict_team = eagle_load_i32(&st->choice.verdict_team);
+        o->verdict_size = eagle_load_i64(&st->choice.verdict_size);
         o->verdict_current = verdict_current(plan, st, num_threads, logical_size);
     }
 }
 
-int32_t eagle_choice_checks(const eagle_plan *plan) { return plan->choice.checks; }
+int32_t eagle_choice_checks(const eagle_plan *plan) { return eagle_load_i32(&plan->choice.checks); }
 
 void eagle_choice_init(eagle_plan *plan)
 {
@@ -229,15 +249,17 @@ static void finish_verification(eagle_plan *plan)
             continue;   /* not on the team in this verification, or its team is the user's */
         }
         int old = v->verdict;
-        v->serial_ns = stage_cost(plan, st, v->window_size, &splittable);
-        v->team_ns = v->window_ns;
-        v->verdict_size = v->window_size;
-        v->verdict_team = plan->num_threads;
-        v->verdict_epoch = c->check_epoch;
-        v->verdict = (v->serial_ns >= 0 && v->team_ns >= v->serial_ns) ? EAGLE_VERDICT_SERIAL
-                                                                        : EAGLE_VERDICT_TEAM;
+        const double serial_ns = stage_cost(plan, st, v->window_size, &splittable);
+        const int verdict = (serial_ns >= 0 && v->window_ns >= serial_ns) ? EAGLE_VERDICT_SERIAL
+                                                                          : EAGLE_VERDICT_TEAM;
+        eagle_store_f64(&v->serial_ns, serial_ns);
+        eagle_store_f64(&v->team_ns, v->window_ns);
+        eagle_store_i64(&v->verdict_size, v->window_size);
+        eagle_store_i32(&v->verdict_team, plan->num_threads);
+        eagle_store_i32(&v->verdict_epoch, c->check_epoch);
+        eagle_store_i32(&v->verdict, verdict);
         v->window_ns = -1;
-        agree &= old == v->verdict;
+        agree &= old == verdict;
     }
     c->verify_replays = 0;
     c->verify_serial = 0;
@@ -256,12 +278,12 @@ void eagle_choice_recheck(eagle_plan *plan)
 {
     eagle_plan_choice *c = &plan->choice;
     c->next_check_ns = 0;
-    c->measured_replays = 0;
+    eagle_store_i32(&c->measured_replays, 0);
     c->fresh_measure = 1;
     c->verify_replays = 0;
     c->verify_serial = 0;
-    c->check_epoch++;
-    c->checks++;
+    eagle_store_i32(&c->check_epoch, c->check_epoch + 1);
+    eagle_store_i32(&c->checks, c->checks + 1);
     c->teams_fresh = 0;
     for (int32_t s = 0; s < plan->n_stages; ++s)
         plan->stages[s].choice.window_ns = -1;
@@ -272,6 +294,9 @@ void eagle_choice_recheck(eagle_plan *plan)
 static int plan_needs_measuring(const eagle_plan *plan)
 {
     if (plan->choice.measured_replays >= MEASURED_REPLAYS)
+        return 0;
+    /* a sized node timed at logical size 0 only: measure once the size is > 0 */
+    if (plan->choice.sized_cost_unknown && plan->logical_size == 0)
         return 0;
     for (int32_t s = 0; s < plan->n_stages; ++s)
         if (plan->stages[s].policy == EAGLE_TEAM_AUTO)
@@ -333,9 +358,15 @@ void eagle_choice_segment_done(eagle_plan *plan, int kind, int64_t r, int64_t st
 {
     eagle_plan_choice *c = &plan->choice;
     if (kind == EAGLE_SEGMENT_MEASURE || kind == EAGLE_SEGMENT_PAIRED) {
-        if (kind == EAGLE_SEGMENT_MEASURE)
-            c->measured_replays += (int32_t)(done - r);
-        else
+        if (kind == EAGLE_SEGMENT_MEASURE) {
+            /* replays at logical size 0 teach nothing of a sized node's cost per
+             * sample: they do not use up the measuring (the stage would never be
+             * considered for the team), which starts again at the first replay at
+             * a size > 0 (plan_needs_measuring) */
+            c->sized_cost_unknown = sized_cost_unknown(plan);
+            if (!c->sized_cost_unknown)
+                eagle_store_i32(&c->measured_replays, c->measured_replays + (int32_t)(done - r));
+        } else
             c->verify_serial += (int32_t)(done - r);
         c->teams_fresh = 0;
     }

@@ -32,7 +32,10 @@
  * runs on the launching thread, one launch of a plan at a time (the Python
  * layer serializes the launches of one graph); the OpenMP team threads never
  * touch it. eagle_report_teams only reads the plan and may run on another
- * thread during a launch. The parallel threshold's cache is shared by all
+ * thread during a launch: every field it reads that a launch writes (the
+ * nodes' cost_ns, the counters measured_replays, checks and check_epoch, the
+ * stages' verdict fields) is read and written with relaxed atomics
+ * (relaxed.h), so it sees each value whole, if not all of one moment. The parallel threshold's cache is shared by all
  * plans, unlocked: every function that reads or writes it runs holding the GIL
  * (eagle_execute calls the run loop's functions here with the GIL held).
  */
@@ -72,6 +75,7 @@ typedef struct eagle_stage_choice {
  * and the last choice. Owned by its plan (eagle_plan.choice). */
 typedef struct eagle_plan_choice {
     int32_t measured_replays;       /* replays timed so far to learn the nodes' costs */
+    int32_t sized_cost_unknown;     /* a sized node was timed at logical size 0 only */
     int32_t fresh_measure;          /* the next measured replay replaces the nodes' costs */
     int32_t verify_replays;         /* replays timed on the team in the verification under way */
     int32_t verify_serial;          /* ... and on one thread, each before a team replay */

@@ -130,6 +130,12 @@ cdef extern from "executor.h":
     int eagle_execute_raising "eagle_execute"(eagle_plan *plan, int64_t n_replays,
                                               eagle_failure *failure) except -1
 
+cdef extern from "relaxed.h" nogil:
+    # the fields a launch writes that another thread may read meanwhile (plan())
+    double eagle_load_f64(const double *p)
+    int64_t eagle_load_i64(const int64_t *p)
+    void eagle_store_i64(int64_t *p, int64_t v)
+
 cdef extern from "openmp_helpers.h" nogil:
     int eagle_omp_max_threads()
     void eagle_omp_set_num_threads(int n)
@@ -435,11 +441,12 @@ cdef class CpuPlan(CompiledLaunch):
 
     @property
     def logical_size(self):
-        return self.plan.logical_size
+        """The logical size (a compaction node changes it during a launch: this may be read then)."""
+        return eagle_load_i64(&self.plan.logical_size)
 
     @logical_size.setter
     def logical_size(self, int64_t n):
-        self.plan.logical_size = n
+        eagle_store_i64(&self.plan.logical_size, n)
 
     @property
     def num_threads(self):
@@ -451,7 +458,7 @@ cdef class CpuPlan(CompiledLaunch):
         in ns or None, verification) where verification is None or a dict with the
         team's and one thread's measured times and the verdict. Reads the plan
         only: safe during a launch on another thread."""
-        cdef int64_t size = self.plan.logical_size if logical_size is None else logical_size
+        cdef int64_t size = eagle_load_i64(&self.plan.logical_size) if logical_size is None else logical_size
         cdef eagle_stage_report *rep
         if num_threads < 0:
             num_threads = get_num_threads()
@@ -485,5 +492,5 @@ cdef class CpuPlan(CompiledLaunch):
 
     def node_costs(self):
         """Measured cost per plan node in ns (per sample for split native nodes), None if unknown."""
-        return [self.plan.nodes[i].cost_ns if self.plan.nodes[i].cost_ns >= 0 else None
-                for i in range(self.plan.n_nodes)]
+        costs = [eagle_load_f64(&self.plan.nodes[i].cost_ns) for i in range(self.plan.n_nodes)]
+        return [c if c >= 0 else None for c in costs]

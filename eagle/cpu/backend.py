@@ -121,14 +121,15 @@ class CpuBackend(Backend):
         the teams a launch from this thread would use now."""
         rec = self.recording
         n_threads = get_num_threads()
+        size = self.logical_size   # read once: a compaction node changes it during a launch
         stages = []
-        for s, (idx, (policy, team, cost, check)) in enumerate(zip(rec.rows, self._plan.teams(n_threads))):
+        for s, (idx, (policy, team, cost, check)) in enumerate(zip(rec.rows, self._plan.teams(n_threads, size))):
             sp = StagePlan(s, [rec.box(i) for i in idx], policy, team, cost)
             if check is not None:
                 sp.team_ns, sp.serial_ns = check["team_ns"], check["serial_ns"]
                 sp.verdict = _verdict_text(check, team)
             stages.append(sp)
-        return Plan("cpu", n_threads, self.logical_size, rec.capacity,
+        return Plan("cpu", n_threads, size, rec.capacity,
                     parallel_threshold_ns(n_threads) if n_threads > 1 else 0.0, stages)
 
 

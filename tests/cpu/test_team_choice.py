@@ -169,3 +169,70 @@ def test_verification_keeps_the_oracle_with_a_retune_between(threads):
     g.set_logical_size(n)
     g.launch(4)
     assert (y[: n // 3] == 12).all() and (y[n // 3:] == 8).all()
+
+
+def test_launches_at_logical_size_zero_leave_the_costs_to_be_measured_later(threads):
+    # a sized node timed at size 0 has no per-sample cost: those replays must not
+    # use up the measuring, or plan() says "cost not measured yet" for good and
+    # the auto stage is never considered for the team
+    threads(2)
+    n = 1_000_000
+    g, y = big_stage_graph(n=n)
+    g.set_logical_size(0)
+    g.launch(5)
+    g.launch(5)
+    assert g.plan().stages[0].cost_ns is None      # nothing to learn at size 0
+    g.set_logical_size(n)
+    g.launch(5)
+    sp = g.plan().stages[0]
+    assert sp.cost_ns is not None and sp.cost_ns > 0, str(g.plan())
+    assert "not measured" not in str(g.plan())
+    skip_unless_candidate(g)                       # the cost rule may now put it on the team
+    sp = verified(g)
+    assert_smaller_wins(sp, 2)
+    assert (y == y[0]).all() and y[0] >= 5         # the size-0 launches touched no sample
+
+
+def test_plan_during_launches_on_another_thread_is_always_well_formed(threads):
+    # plan() reads the costs the measuring replays write without the GIL (relaxed
+    # atomics on both sides): every report must be whole, whatever it catches
+    import math
+    import threading
+
+    threads(2)
+    n = 200_000
+    x = np.ones(n)
+    y = np.zeros(n)
+    z = np.zeros(n)
+    g = eagle.Graph()
+    g.add_node(native(ek.axpy(1.0), reads={"x": x}, writes={"y": y}), name="axpy")
+    g.add_node(native(ek.axpy(2.0), reads={"x": x}, writes={"z": z}), name="axpy2")
+    g.build()
+    stop = threading.Event()
+    bad, reports = [], [0]
+
+    def report():
+        while not stop.is_set():
+            p = g.plan()
+            text = str(p)
+            reports[0] += 1
+            for sp in p.stages:
+                ok = (sp.team in (1, 2) and (sp.cost_ns is None or (math.isfinite(sp.cost_ns) and sp.cost_ns > 0))
+                      and (sp.team_ns is None or sp.team_ns > 0) and p.logical_size in (n, n // 2) and "nan" not in text)
+                if not ok:
+                    bad.append(text)
+
+    t = threading.Thread(target=report)
+    t.start()
+    try:
+        for _ in range(30):
+            g.build()                              # a fresh plan: its first replays measure
+            g.set_logical_size(n // 2)
+            g.launch(4)
+            g.set_logical_size(n)
+            g.launch(4)
+    finally:
+        stop.set()
+        t.join(60)
+    assert not t.is_alive()
+    assert reports[0] > 0 and not bad, bad[:3]

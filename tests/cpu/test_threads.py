@@ -246,6 +246,71 @@ def test_child_forked_after_a_parallel_region_runs_serially():
                    "parent_ok": True, "parent_team": 2, "status": 0}
 
 
+@posix_only
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork")
+@pytest.mark.parametrize("kind", ["opaque", "native"])
+def test_a_child_forked_during_another_threads_launch_can_launch_the_graph(kind):
+    # the child inherits the graph's lock held by a thread it does not have: its
+    # launch must not wait for that thread for ever
+    out = run_python("""
+        import json, os, sys, threading, time
+        import numpy as np, eagle, eagle.kernels as ek
+        from eagle.graph import native, opaque
+        kind = sys.argv[1] if len(sys.argv) > 1 else %r
+        started = threading.Event()
+        x = np.ones(1000); y = np.zeros(1000)
+        g = eagle.Graph()
+        if kind == "opaque":
+            def step():
+                started.set()
+                time.sleep(0.001)
+            g.add_node(opaque(step, writes={"y": y}), name="step")
+        else:
+            g.add_node(native(ek.axpy(1.0), reads={"x": x}, writes={"y": y}), name="axpy")
+        g.build()
+        stop = [False]
+        def launcher():
+            while not stop[0]:
+                g.launch(1000)
+                started.set()
+        t = threading.Thread(target=launcher, daemon=True)
+        t.start()
+        started.wait(30)
+        time.sleep(0.01)
+        for attempt in range(20):               # fork while the other thread holds the lock
+            if g._holder is not None and g._holder != threading.get_ident():
+                break
+            time.sleep(0.001)
+        held = g._holder is not None
+        pid = os.fork()
+        if pid == 0:
+            code = 3
+            try:
+                before = y.copy()
+                g.launch(2)                     # the parent's graph, in the child
+                code = 0 if (kind == "opaque" or (y == before + 2).all()) else 4
+            finally:
+                os._exit(code)
+        deadline = time.monotonic() + 30
+        status = None
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.01)
+        else:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            status = "hung"
+        stop[0] = True
+        t.join(30)
+        print(json.dumps({"held": held, "status": status}))
+    """ % kind, timeout=120)
+    res = json.loads(out)
+    assert res["status"] == 0, res
+    assert res["held"], "the launching thread did not hold the lock at the fork: nothing tested"
+
+
 # ---- Ctrl-C -----------------------------------------------------------------------------
 
 SIGINT_CHILD = r"""
@@ -571,3 +636,80 @@ def test_a_retune_checks_the_capacity_it_applies_to():
     assert g.capacity == 10 and g.logical_size == 10
     g.launch(1)
     assert (short == 1).all()
+
+
+# ---- the launching thread's context on the team's threads ---------------------------------
+
+
+def context_graph(n_nodes=4):
+    """One stage of opaque nodes, each noting the thread it ran on, decimal's
+    precision, a context variable and whether 1/0 raised under np.errstate."""
+    import contextvars
+    import decimal
+
+    var = contextvars.ContextVar("eagle_test_var", default="unset")
+    seen = []
+
+    def node():
+        try:
+            np.divide(np.ones(1), np.zeros(1))
+            raised = False
+        except FloatingPointError:
+            raised = True
+        seen.append((threading.get_ident(), decimal.getcontext().prec, var.get(), raised))
+
+    g = eagle.Graph()
+    for k in range(n_nodes):
+        g.add_node(opaque(node, writes={f"a{k}": np.zeros(1)}), name=f"n{k}")
+    g.build(teams="parallel")
+    return g, var, seen
+
+
+@needs_openmp
+def test_opaque_nodes_on_the_team_run_in_the_launching_threads_context(threads):
+    import decimal
+
+    threads(2)
+    prec_before = decimal.getcontext().prec
+    g, var, seen = context_graph()
+    assert g.plan().stages[0].team == 2
+    token = var.set("caller")
+    try:
+        with decimal.localcontext(prec=50), np.errstate(divide="raise"):
+            for _ in range(3):
+                g.launch(2)
+            with np.errstate(divide="ignore"):
+                g.launch(1)
+    finally:
+        var.reset(token)
+    me = threading.get_ident()
+    assert any(t != me for t, *_ in seen), "no node ran on another thread: nothing tested"
+    assert len(seen) == 4 * 7
+    assert {(p, v) for _, p, v, _ in seen} == {(50, "caller")}, seen
+    # every node saw the caller's errstate: raise in the first 6 replays, ignore in the last
+    assert [r for *_, r in seen[:24]] == [True] * 24 and [r for *_, r in seen[24:]] == [False] * 4
+    # and the caller's context is unchanged afterwards
+    assert decimal.getcontext().prec == prec_before and var.get() == "unset"
+
+
+@needs_openmp
+def test_floating_point_errors_raise_on_the_team_as_on_one_thread(threads):
+    threads(2)
+    x = np.ones(4)
+    z = np.zeros(4)
+
+    def divide():
+        np.divide(x, z)
+
+    for teams in ["serial", "parallel"]:
+        g = eagle.Graph()
+        # nodes are dealt out round-robin: on a team of 2 the dividing ones run on the worker
+        for k in range(4):
+            g.add_node(opaque(divide if k % 2 else (lambda: None), writes={f"a{k}": np.zeros(1)}),
+                       name=f"n{k}")
+        g.build(teams=teams)
+        with np.errstate(divide="raise"):
+            with pytest.raises(FloatingPointError):
+                g.launch(3)
+        with np.errstate(divide="ignore"):
+            g.launch(1)                              # the caller ignores it: so does every node
