@@ -23,7 +23,8 @@ Two threads must not launch graphs with collectives on one communicator at
 once (MPI needs one order of collectives per communicator): give each thread
 its own, ``comm.Dup()``.
 """
-from eagle.mpi._check import GraphMismatchError, check_same_graph
+from eagle.mpi._check import check_same_graph
+from eagle.mpi._errors import GraphMismatchError, LaunchMismatchError, RankBuildError, RanksDisagreeError
 from eagle.mpi._failure import get_failure_mode, set_failure_mode, stop_on_failure
 from eagle.mpi._nccl import NcclError
 from eagle.mpi._nodes import CollectiveNode, allgather, allreduce, bcast, sendrecv
@@ -33,4 +34,5 @@ from eagle.record import hooks
 hooks.register(before_build=check_same_graph, on_failure=stop_on_failure)
 
 __all__ = ["allreduce", "allgather", "bcast", "sendrecv", "CollectiveNode", "GraphMismatchError", "NcclError",
+           "RankBuildError", "LaunchMismatchError", "RanksDisagreeError",
            "set_failure_mode", "get_failure_mode"]
