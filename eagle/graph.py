@@ -299,20 +299,13 @@ class Graph(GraphCore):
         list with one of these per stage. Returns the graph.
         """
         with self._exclusive("build"):
-            n_stages = self._stager.n_stages
-            if isinstance(teams, str):
-                policies = [teams] * n_stages
-            else:
-                policies = list(teams)
-                if len(policies) != n_stages:
-                    raise ValueError(f"teams= needs one policy per stage ({n_stages}), got {len(policies)}")
-            bad = [p for p in policies if p not in ("auto", "serial", "parallel")]
-            if bad:
-                raise ValueError(f"a team policy is 'auto', 'serial' or 'parallel', got {bad[0]!r}")
-            if self._logical_size is not None and self._logical_size > self.capacity:
-                raise ValueError(f"logical size {self._logical_size} exceeds the capacity {self.capacity} "
-                                 "of the arrays recorded since; call set_logical_size() first")
             recording = self.recording()
+            try:
+                policies = self._build_policies(teams)
+            except Exception as exc:
+                # scale-out: the other ranks wait for this one in their graph check; tell them
+                hooks.before_build(recording, exc)
+                raise
             hooks.before_build(recording)   # scale-out: every rank recorded the same graph, or all raise
             backend_type = CpuBackend
             if self._family == "cuda":
@@ -330,6 +323,23 @@ class Graph(GraphCore):
                 raise
             self._ever_built = True
         return self
+
+    def _build_policies(self, teams):
+        """build()'s argument checks: one team policy per stage."""
+        n_stages = self._stager.n_stages
+        if isinstance(teams, str):
+            policies = [teams] * n_stages
+        else:
+            policies = list(teams)
+            if len(policies) != n_stages:
+                raise ValueError(f"teams= needs one policy per stage ({n_stages}), got {len(policies)}")
+        bad = [p for p in policies if p not in ("auto", "serial", "parallel")]
+        if bad:
+            raise ValueError(f"a team policy is 'auto', 'serial' or 'parallel', got {bad[0]!r}")
+        if self._logical_size is not None and self._logical_size > self.capacity:
+            raise ValueError(f"logical size {self._logical_size} exceeds the capacity {self.capacity} "
+                             "of the arrays recorded since; call set_logical_size() first")
+        return policies
 
     # launch(n) and launch_until_done(max_replays) are GraphCore's (compiled)
 

@@ -314,6 +314,13 @@ static int report_progress(eagle_plan *plan, int64_t done)
 
 /* After a replay: take the next logical size from the plan's size source.
  * Returns 1 when the launch should stop (until_empty and no sample left). */
+void eagle_groups_max(eagle_plan *plan, int64_t *vals, int32_t count, int32_t at_launch)
+{
+    for (int32_t round = 0; round < plan->n_groups; round++)
+        for (int32_t g = 0; g < plan->n_groups; g++)
+            plan->groups[g].all_max(plan->groups[g].ctx, vals, count, at_launch);
+}
+
 static inline int end_of_replay(eagle_plan *plan, int64_t replay)
 {
     plan->replays_done = replay + 1;
@@ -322,7 +329,17 @@ static inline int end_of_replay(eagle_plan *plan, int64_t replay)
         /* plan() may read the size on another thread meanwhile (relaxed.h) */
         eagle_store_i64(&plan->logical_size, n < 0 ? 0 : (n > plan->capacity ? plan->capacity : n));
     }
-    return plan->until_empty && plan->logical_size == 0;
+    if (!plan->until_empty)
+        return 0;
+    int64_t live = plan->logical_size > 0;
+    if (plan->n_groups > 0) {
+        /* ranks replaying together stop together: a rank out of samples replays at
+         * logical size 0 (its collectives still run) until every rank is out. One
+         * small allreduce per replay, from the launching thread (thread 0). */
+        eagle_groups_max(plan, &live, 1, 0);
+    }
+    plan->emptied = live == 0;
+    return plan->emptied;
 }
 
 /* ---- serial execution on the calling thread ------------------------------ */
@@ -915,7 +932,9 @@ int eagle_execute(eagle_plan *plan, int64_t n_replays, eagle_failure *failure)
     failure->replay = -1;
     plan->replays_done = 0;
     plan->paused = 0;
-    if (n_replays <= 0 || plan->n_stages == 0 || (plan->until_empty && plan->logical_size == 0))
+    plan->emptied = 0;
+    if (n_replays <= 0 || plan->n_stages == 0
+        || (plan->until_empty && (plan->n_groups > 0 ? !plan->live_anywhere : plan->logical_size == 0)))
         return 0;
     eagle_choice_launch_begin(plan);
 
@@ -943,7 +962,7 @@ int eagle_execute(eagle_plan *plan, int64_t n_replays, eagle_failure *failure)
         }
         int64_t done = plan->replays_done;
         eagle_choice_segment_done(plan, kind, r, stop, done, rc);
-        if (rc < 0 || (plan->until_empty && plan->logical_size == 0))
+        if (rc < 0 || plan->emptied)
             break;
         if (done < stop && !plan->paused)
             break;

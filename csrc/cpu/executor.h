@@ -101,6 +101,22 @@ typedef struct eagle_profile {
     int32_t n_lanes;        /* at least the launch's num_threads */
 } eagle_profile;
 
+/* Processes that replay one graph together: the ranks of an MPI communicator a
+ * collective node of the graph uses (eagle/mpi/_collectives.pyx provides it). They
+ * must launch the graph with the same count, and launch_until_done must stop on
+ * all of them at one replay. */
+typedef struct eagle_group {
+    /* vals[0..count) := their maximum over the group's processes. at_launch: the
+     * call at a launch's start, which waits a bounded time (then it ends the job
+     * itself, saying which rank and node waited: it does not return). */
+    void (*all_max)(void *ctx, int64_t *vals, int32_t count, int32_t at_launch);
+    /* At every launch's start: the launch's count and mode, for the group's own check
+     * (compare = 1: its first collective compares them over the ranks on replay 0;
+     * 0: they were compared already, with all_max) */
+    void (*arm)(void *ctx, int64_t n, int32_t until_empty, int32_t compare);
+    void *ctx;
+} eagle_group;
+
 typedef struct eagle_plan {
     eagle_node *nodes;
     int32_t n_nodes;
@@ -125,7 +141,20 @@ typedef struct eagle_plan {
                                      * EAGLE_PROGRESS_EVERY_NS; borrowed. If it raises, the
                                      * launch stops as on Ctrl-C. */
     double progress_next_ns;        /* CLOCK_MONOTONIC time of the next call (0: at the first check) */
+    /* the groups of processes that replay this graph together (NULL, 0: this process alone) */
+    eagle_group *groups;
+    int32_t n_groups;
+    /* with groups and until_empty: whether a process of them had samples left when the
+     * launch began (set by the caller from eagle_groups_max, which also compared the counts) */
+    int32_t live_anywhere;
+    int32_t emptied;                /* out: the launch stopped because no sample was left */
 } eagle_plan;
+
+/* vals[0..count) := their maximum over every process the plan's groups join: over each
+ * group in turn, n_groups rounds (one round for one group: the common case), so that a
+ * maximum crosses chains of up to n_groups communicators. Every process calls its groups
+ * in recording order, as the graph's collectives. */
+void eagle_groups_max(eagle_plan *plan, int64_t *vals, int32_t count, int32_t at_launch);
 
 #define EAGLE_PROGRESS_EVERY_NS 100e6
 

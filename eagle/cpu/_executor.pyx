@@ -86,6 +86,11 @@ cdef extern from "executor.h" nogil:
         eagle_profile_lane *lanes
         int32_t n_lanes
 
+    ctypedef struct eagle_group:
+        void (*all_max)(void *ctx, int64_t *vals, int32_t count, int32_t at_launch) noexcept nogil
+        void (*arm)(void *ctx, int64_t n, int32_t until_empty, int32_t compare) noexcept nogil
+        void *ctx
+
     ctypedef struct eagle_plan:
         eagle_node *nodes
         int32_t n_nodes
@@ -101,12 +106,16 @@ cdef extern from "executor.h" nogil:
         eagle_profile *profile
         PyObject *progress
         double progress_next_ns
+        eagle_group *groups
+        int32_t n_groups
+        int32_t live_anywhere
 
     ctypedef struct eagle_failure:
         int32_t node
         int64_t replay
 
     void eagle_choice_init(eagle_plan *plan)
+    void eagle_groups_max(eagle_plan *plan, int64_t *vals, int32_t count, int32_t at_launch)
     int32_t eagle_choice_checks(const eagle_plan *plan)
     void eagle_choose_teams(eagle_plan *plan)
     void eagle_report_teams(const eagle_plan *plan, int num_threads, int64_t logical_size,
@@ -267,16 +276,23 @@ cdef class CpuPlan(CompiledLaunch):
     work, arrays, split)``: kind "opaque" (work: a callable) or "native"
     (work: an eagle.native.Kernel; arrays: the declared arrays in kernel
     order). The plan keeps every object it points into alive.
+
+    ``groups``: the processes that replay this graph together (``Node.group`` of the
+    graph's collectives, one per communicator, in recording order): each has
+    ``all_max_address`` and ``context_address`` (an ``eagle_group``) and
+    ``launch_mismatch(n, until_empty, counts, modes)``, which raises.
     """
     cdef eagle_plan plan
     cdef list keepalive
+    cdef list groups
     cdef readonly list order      # graph node index of each plan node
     cdef readonly object last_failure  # (plan node or -1 for an interrupt, replay) of the last failed launch
 
     def __cinit__(self):
         self.keepalive = []
 
-    def __init__(self, stages, policies, int64_t logical_size, int64_t capacity=0, size_source=None):
+    def __init__(self, stages, policies, int64_t logical_size, int64_t capacity=0, size_source=None,
+                 groups=()):
         cdef int32_t n_nodes = sum(len(s) for s in stages)
         cdef int32_t i = 0, k, s
         cdef eagle_node *node
@@ -294,6 +310,18 @@ cdef class CpuPlan(CompiledLaunch):
             # an object (a compaction's Partition) whose kernel writes the next logical size
             self.plan.size_source = <const int64_t *><uintptr_t>size_source.size_source_address
             self.keepalive.append(size_source)
+        self.groups = list(groups)
+        if self.groups:
+            self.plan.groups = <eagle_group *>calloc(len(self.groups), sizeof(eagle_group))
+            if self.plan.groups == NULL:
+                raise MemoryError()
+            for k, group in enumerate(self.groups):
+                self.plan.groups[k].all_max = <void (*)(void *, int64_t *, int32_t, int32_t) noexcept nogil> \
+                    <uintptr_t>group.all_max_address
+                self.plan.groups[k].arm = <void (*)(void *, int64_t, int32_t, int32_t) noexcept nogil> \
+                    <uintptr_t>group.arm_address
+                self.plan.groups[k].ctx = <void *><uintptr_t>group.context_address
+            self.plan.n_groups = len(self.groups)
         self.order = []
         for s, specs in enumerate(stages):
             self.plan.stages[s].first = i
@@ -343,9 +371,32 @@ cdef class CpuPlan(CompiledLaunch):
                 free(<void *>self.plan.nodes[i].strides)
             free(self.plan.nodes)
         free(self.plan.stages)
+        free(self.plan.groups)
 
     def set_threads(self, int n):
         self.plan.num_threads = n
+
+    cdef int _agree(self, int64_t n, bint until_empty) except -1:
+        """Ranks replaying together must make the same launch call. launch(n): each group's
+        first collective compares the counts on replay 0 (a rank whose first node raises
+        never gets there: nothing is exchanged). launch_until_done: compared here, with
+        whether any rank has samples left (a rank without any must still replay while
+        another has some); a mismatch raises on every rank before any replay."""
+        cdef int64_t vals[5]
+        cdef int32_t k, compare = 1
+        if until_empty:
+            # maxima of n and -n give the largest and smallest count; the same for the mode
+            vals[0], vals[1], vals[2], vals[3] = n, -n, 1, -1
+            vals[4] = self.plan.logical_size > 0
+            with nogil:
+                eagle_groups_max(&self.plan, vals, 5, 1)
+            if vals[0] != -vals[1] or vals[2] != -vals[3]:
+                self.groups[0].launch_mismatch(n, until_empty, (-vals[1], vals[0]), (-vals[3], vals[2]))
+            self.plan.live_anywhere = vals[4] != 0
+            compare = 0
+        for k in range(self.plan.n_groups):
+            self.plan.groups[k].arm(self.plan.groups[k].ctx, n, until_empty, compare)
+        return 0
 
     cdef int64_t run(self, int64_t n, bint until_empty) except -1:
         cdef eagle_failure failure
@@ -355,6 +406,8 @@ cdef class CpuPlan(CompiledLaunch):
         self.plan.num_threads = n_threads
         self.plan.until_empty = until_empty
         self.last_failure = None
+        if self.plan.n_groups:
+            self._agree(n, until_empty)
         eagle_launch_push(&ctx, <void *>self)
         rc = eagle_execute(&self.plan, n, &failure)
         eagle_launch_pop(&ctx)
@@ -382,6 +435,8 @@ cdef class CpuPlan(CompiledLaunch):
         self.plan.num_threads = n_threads
         self.plan.until_empty = until_empty
         self.last_failure = None
+        if self.plan.n_groups:
+            self._agree(n, until_empty)
         if record is not None:
             buffers = record.lane_buffers(n_threads, self.spans_per_replay, n)
             # one cache line per lane (they are written by different threads)

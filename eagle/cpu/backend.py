@@ -47,8 +47,16 @@ class CpuBackend(Backend):
         self._loops = [(i, n.loop) for i, n in enumerate(nodes) if n.loop is not None]
         resizer = recording.index_of_resizer()
         self.resizes = resizer is not None
+        # the processes replaying this graph together (collectives over several ranks), one
+        # per communicator in recording order: launches are compared over them and
+        # launch_until_done stops on all at once
+        groups = {}
+        for n in nodes:
+            if n.group is not None:
+                groups.setdefault(n.group.key, n.group)   # the communicator's first collective
+        groups = list(groups.values())
         self._plan = CpuPlan(stages, policies, recording.logical_size, recording.capacity,
-                             nodes[resizer].partition if self.resizes else None)
+                             nodes[resizer].partition if self.resizes else None, groups)
         self.compiled = self._plan
         self.checks_launches = bool(self._partitions or self._loops)
         self.timed_nodes = tuple(self._plan.order)

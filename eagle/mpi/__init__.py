@@ -12,8 +12,12 @@ graph; collectives combine the ranks' arrays on every replay::
 mpi4py communicator (default ``MPI.COMM_WORLD``). The replay calls MPI without
 the GIL and without Python, from the launching thread, in recording order.
 ``build()`` checks that every rank recorded the same graph
-(``GraphMismatchError`` otherwise); a launch that raises on one rank aborts the
-job (``set_failure_mode``). Importing this module does not import mpi4py; making
+(``GraphMismatchError`` otherwise, also for a ``sendrecv`` whose ranks do not
+pair up; ``RankBuildError`` where another rank's build failed); a launch that
+raises on one rank aborts the job (``set_failure_mode``). Every launch compares
+its count over the ranks (replay 0's first collective; a bounded wait,
+``EAGLE_MPI_LAUNCH_TIMEOUT``), and ``launch_until_done`` stops every rank at one
+replay (one allreduce per replay). Importing this module does not import mpi4py; making
 the first collective does (and so initializes MPI).
 
 Given CUDA arrays, the same constructors make NCCL nodes, captured into the
@@ -23,7 +27,8 @@ Two threads must not launch graphs with collectives on one communicator at
 once (MPI needs one order of collectives per communicator): give each thread
 its own, ``comm.Dup()``.
 """
-from eagle.mpi._check import GraphMismatchError, check_same_graph
+from eagle.mpi._check import check_same_graph
+from eagle.mpi._errors import GraphMismatchError, LaunchMismatchError, RankBuildError, RanksDisagreeError
 from eagle.mpi._failure import get_failure_mode, set_failure_mode, stop_on_failure
 from eagle.mpi._nccl import NcclError
 from eagle.mpi._nodes import CollectiveNode, allgather, allreduce, bcast, sendrecv
@@ -33,4 +38,5 @@ from eagle.record import hooks
 hooks.register(before_build=check_same_graph, on_failure=stop_on_failure)
 
 __all__ = ["allreduce", "allgather", "bcast", "sendrecv", "CollectiveNode", "GraphMismatchError", "NcclError",
+           "RankBuildError", "LaunchMismatchError", "RanksDisagreeError",
            "set_failure_mode", "get_failure_mode"]

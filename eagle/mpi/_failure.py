@@ -19,6 +19,7 @@ import time
 import traceback
 
 from eagle.mpi import _runtime
+from eagle.mpi._errors import RanksDisagreeError
 
 _mode = ["abort"]
 ABORT_DELAY_S = 0.5
@@ -41,8 +42,8 @@ def stop_on_failure(recording, exc) -> None:
     """The failure hook of scale-out (``eagle.record.hooks``): called when a launch failed (from
     the backend's ``note_failure``) or a build did (the cuda backend runs opaque nodes at capture),
     after eagle's note is attached."""
-    if _mode[0] != "abort":
-        return
+    if _mode[0] != "abort" or isinstance(exc, RanksDisagreeError):
+        return   # yours to handle, or raised on every rank at once: none is left waiting
     sizes = [n.comm_size for n in recording.nodes if n.collective]
     if max(sizes, default=1) == 1:
         return

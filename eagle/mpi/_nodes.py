@@ -11,6 +11,7 @@ same order). Its kernel calls MPI without the GIL from the launching thread
 from __future__ import annotations
 
 import operator
+import os
 
 import numpy as np
 
@@ -73,8 +74,14 @@ class CollectiveNode(Node):
             what, what, count, recv_count, in_place, _runtime.handle(_runtime.datatype(dtype_array, what)),
             op_handle, _runtime.handle(comm), root or 0,
             MPI.PROC_NULL if dest is None else dest, MPI.PROC_NULL if source is None else source,
-            tag or 0, tag or 0, self.rank, self.comm_size)
+            tag or 0, tag or 0, self.rank, self.comm_size, _runtime.handle(MPI.INT64_T), _runtime.handle(MPI.MAX))
         self.kernel = self.call.kernel
+        #: a sendrecv's (dest, source, elements sent, elements it can receive): the build
+        #: check pairs every rank's dest with that rank's source; None for the others
+        self.peers = (dest, source, count, recv_count) if what == "sendrecv" else None
+        # over several ranks, the ranks replay this graph together: launches are compared
+        # and launch_until_done stops on all at once (csrc/cpu/executor.h, eagle_group)
+        self.group = self.call if self.comm_size > 1 else None
         self.arrays_in_order = arrays_in_order
 
     def sample_arrays(self):
@@ -82,8 +89,10 @@ class CollectiveNode(Node):
         return []
 
     def prepare(self, name):
-        """At build: the node's name, for MPI error messages from its kernel."""
+        """At build: the node's name, for MPI error messages from its kernel, and how long a
+        launch waits at its start for the other ranks (``EAGLE_MPI_LAUNCH_TIMEOUT``, default 300 s)."""
         self.call.set_name(name)
+        self.call.set_launch_timeout(float(os.environ.get("EAGLE_MPI_LAUNCH_TIMEOUT", "300")))
 
     def default_name(self) -> str:
         return self.collective

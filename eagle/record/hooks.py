@@ -12,8 +12,10 @@ _on_failure = []
 
 
 def register(*, before_build=None, on_failure=None) -> None:
-    """``before_build(recording)`` runs at every ``build()`` before a backend is made (it may
-    raise: the build then fails, nothing changed); ``on_failure(recording, exc)`` runs when
+    """``before_build(recording, failure)`` runs at every ``build()`` before a backend is made
+    (it may raise: the build then fails, nothing changed); ``failure`` is None, or the exception
+    build()'s own argument checks raised (the build then fails with it whatever the hook does:
+    scale-out tells the other ranks). ``on_failure(recording, exc)`` runs when
     a build or a launch raised, after eagle's note is attached, before the exception
     reaches the caller. Registering one function twice registers it once."""
     if before_build is not None and before_build not in _before_build:
@@ -22,9 +24,9 @@ def register(*, before_build=None, on_failure=None) -> None:
         _on_failure.append(on_failure)
 
 
-def before_build(recording) -> None:
+def before_build(recording, failure=None) -> None:
     for hook in _before_build:
-        hook(recording)
+        hook(recording, failure)
 
 
 def failed(recording, exc) -> None:

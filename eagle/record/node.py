@@ -58,6 +58,11 @@ class Node:
     #: for a collective (MPI or NCCL), its name (``"allreduce"``...): every rank must record
     #: the same collectives in the same order; None for every other node
     collective = None
+    #: cpu: the processes that replay this node's graph together (an MPI collective over
+    #: several ranks: its communicator), or None: ``key`` (one per group), ``all_max_address``
+    #: and ``context_address`` (a C ``eagle_group``, csrc/cpu/executor.h) and
+    #: ``launch_mismatch(...)``, which raises on every rank of a launch the ranks disagree on
+    group = None
     #: cpu: the compiled partition of a compaction or reorder node (its live count sets the
     #: next logical size; the keys it met outside [0, n_keys) are reported after the launch)
     partition = None

@@ -50,6 +50,14 @@ EXPORT int MPI_Sendrecv(const void *s, int n, handle dt, int dest, int stag, voi
     memmove(r, s, (size_t)(n < rn ? n : rn) * 8);
     return 0;
 }
+/* the launch check eagle makes at every launch (the maximum of a few int64 over the ranks):
+ * one rank's in place, done at the first test */
+EXPORT int MPI_Iallreduce(const void *s, void *r, int n, handle dt, handle op, handle comm, handle *request) {
+    if (s != (const void *)(intptr_t)-1 && s != r) memmove(r, s, (size_t)n * 8);
+    *request = (handle)1;
+    return 0;
+}
+EXPORT int MPI_Test(handle *request, int *flag, void *status) { *flag = 1; return 0; }
 EXPORT int MPI_Abort(handle comm, int code) { aborted = code; fprintf(stderr, "fake MPI_Abort(%d)\n", code); return 0; }
 EXPORT int MPI_Error_string(int code, char *text, int *len) {
     *len = snprintf(text, 64, "fake error %d", code);

@@ -6,13 +6,19 @@ them: they follow from the rank number) and prints ``OK rank R``. The other
 modes set up a mismatch or a failure for the test to watch.
 """
 import sys
+import time
 
 import numpy as np
 from mpi4py import MPI
 
 import eagle
-from eagle.graph import allgather, allreduce, bcast, opaque, sendrecv
+from eagle.graph import allgather, allreduce, bcast, compact, opaque, sendrecv
 from eagle.mpi import GraphMismatchError
+
+# looked up here, not imported: these programs also run on an eagle without them (the
+# baseline a test is shown to fail on), where they show the hang the error replaced
+RankBuildError = getattr(eagle.mpi, "RankBuildError", ())
+LaunchMismatchError = getattr(eagle.mpi, "LaunchMismatchError", ())
 
 comm = MPI.COMM_WORLD
 rank, size = comm.Get_rank(), comm.Get_size()
@@ -167,11 +173,142 @@ def mpi_error():
     print(f"FINISHED rank {rank}", flush=True)
 
 
+# lives of each rank's samples: rank r's last one finishes on replay 3 + 4 r
+def lives(r):
+    return np.array([1, 2, 2, 3 + 4 * r], dtype=np.int64)
+
+
+def until_done_graph():
+    """A graph that steps each rank's samples until their lives are spent (see lives())."""
+    life = lives(rank).copy()
+    alive = np.ones(life.size, dtype=np.bool_)
+    stepped = np.zeros(1, dtype=np.int64)
+    total = np.zeros(1, dtype=np.int64)
+    tally = np.zeros(1, dtype=np.int64)
+    g = eagle.Graph()
+
+    def step():
+        m = g.logical_size
+        live = life[:m] > 0
+        stepped[0] = live.sum()
+        life[:m][live] -= 1
+        alive[:m] = life[:m] > 0
+
+    g.add_node(opaque(step, reads={"life": life}, writes={"alive": alive, "stepped": stepped}), name="step")
+    g.add_node(allreduce(stepped, total), name="total")
+    g.add_node(opaque(lambda: tally.__setitem__(0, tally[0] + total[0]), reads={"total": total},
+                      writes={"tally": tally}), name="add")
+    g.add_node(compact(alive, {"life": life}, min_dead_fraction=0), name="compact")
+    return g, tally
+
+
+def until_done(teams="auto"):
+    """launch_until_done where the ranks run out of samples on different replays."""
+    g, tally = until_done_graph()
+    g.build(teams=teams)
+    done = g.launch_until_done(100)
+    # every rank replays until the last sample of every rank is done
+    assert done == 3 + 4 * (size - 1), done
+    assert tally[0] == sum(lives(r).sum() for r in range(size)), tally
+    assert g.logical_size == 0
+    again = g.launch_until_done(100)   # no sample anywhere: no replay, on every rank
+    assert again == 0, again
+    report(f"OK rank {rank} replays {done}")
+
+
+def until_done_counts():
+    """launch_until_done with a different max_replays on one rank: refused on every rank."""
+    g, tally = until_done_graph()
+    g.build()
+    try:
+        g.launch_until_done(100 if rank == 0 else 50)
+    except LaunchMismatchError as e:
+        assert tally[0] == 0
+        done = g.launch_until_done(100)   # the graph is still usable
+        report(f"REFUSED rank {rank}: {e} then {done}")
+        return
+    report(f"LAUNCHED rank {rank}")
+
+
+def build_fails_on_one_rank(kind):
+    x = np.zeros(4)
+    y = np.zeros(4)
+    g = eagle.Graph()
+    g.add_node(opaque(lambda: None, writes={"x": x}), name="fill")
+    g.add_node(allreduce(x, y), name="combine")
+    teams = "auto"
+    if rank == size - 1:
+        if kind == "teams":
+            teams = ["serial"] * 7
+        else:
+            g._logical_size = 9   # as a set_logical_size() before the arrays shrank
+    try:
+        g.build(teams=teams)
+    except RankBuildError as e:
+        assert g.backend is None
+        report(f"TOLD rank {rank}: {e}")
+        return
+    except ValueError as e:
+        report(f"FAILED rank {rank}: {e} {getattr(e, '__notes__', [])}")
+        return
+    report(f"BUILT rank {rank}")
+
+
+def sendrecv_unpaired():
+    send, recv = np.zeros(3), np.zeros(3)
+    g = eagle.Graph()
+    # rank 0 receives from rank 1, which sends to nobody: rank 0 would wait forever
+    dest = MPI.PROC_NULL if rank == 1 else (rank + 1) % size
+    g.add_node(sendrecv(send, recv, dest=dest, source=(rank + 1) % size), name="halo")
+    try:
+        g.build()
+    except GraphMismatchError as e:
+        report(f"MISMATCH rank {rank}: {e}")
+        return
+    report(f"BUILT rank {rank}")
+
+
+def launch_counts(kind):
+    """Rank 0 launches the graph 3 times, rank 1 4 times (or launch_until_done(3))."""
+    if kind == "until_done":
+        g, tally = until_done_graph()
+        g.build()
+        if rank == 0:
+            try:
+                g.launch(3)
+            except LaunchMismatchError as e:
+                print(f"REFUSED rank {rank}: {e}", flush=True)
+        else:
+            g.launch_until_done(3)
+        print(f"LAUNCHED rank {rank}", flush=True)
+        return
+    x = np.ones(2)
+    g = eagle.Graph()
+    g.add_node(allreduce(x, x), name="combine")
+    g.build()
+    g.launch(3 if rank == 0 else 4)
+    print(f"LAUNCHED rank {rank}", flush=True)
+
+
+def launch_missing():
+    x = np.ones(2)
+    g = eagle.Graph()
+    g.add_node(allreduce(x, x), name="combine")
+    g.build()
+    if rank == 0:
+        g.launch(2)
+        print(f"LAUNCHED rank {rank}", flush=True)
+    else:
+        time.sleep(30)   # never launches: rank 0 must not wait for ever
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "results":
         results(sys.argv[2] if len(sys.argv) > 2 else "auto")
     elif mode.startswith("mismatch_"):
         mismatch(mode.split("_", 1)[1])
+    elif mode in ("until_done", "build_fails_on_one_rank", "launch_counts"):
+        globals()[mode](*sys.argv[2:])
     else:
         globals()[mode]()

@@ -80,6 +80,75 @@ def test_an_mpi_error_in_the_kernel_names_the_node_and_aborts(mpirun):
     assert "truncated" in proc.stderr.lower()
 
 
+@pytest.mark.parametrize("teams", ["serial", "parallel"])
+def test_launch_until_done_stops_every_rank_at_the_last_ranks_last_replay(mpirun, teams):
+    # rank 0's samples are done after 3 replays, rank 1's after 7: rank 0 goes on
+    # replaying (at logical size 0) until rank 1 is done, so neither waits in a collective
+    proc = mpirun(2, "until_done", teams, env={"OMP_NUM_THREADS": "2"}, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(re.findall(r"^OK rank (\d) replays 7$", proc.stdout, re.M)) == ["0", "1"], proc.stdout
+
+
+@pytest.mark.parametrize("kind, says", [("teams", "teams= needs one policy per stage (2), got 7"),
+                                        ("size", "logical size 9 exceeds the capacity 4")])
+def test_a_build_that_fails_on_one_rank_raises_on_every_rank_at_once(mpirun, kind, says):
+    # the failing rank still takes part in the graph check, saying why; the others raise
+    # instead of waiting EAGLE_MPI_BUILD_TIMEOUT (300 s) for it
+    proc = mpirun(2, "build_fails_on_one_rank", kind, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "BUILT" not in proc.stdout
+    told = re.findall(r"^TOLD rank 0: (.*)$", proc.stdout, re.M)
+    assert told and f"build() failed on another rank (rank 1 of 2: ValueError: {says}" in told[0], proc.stdout
+    failed = re.findall(r"^FAILED rank 1: (.*)$", proc.stdout, re.M)
+    assert failed and says in failed[0] and "their build() raises eagle.mpi.RankBuildError" in failed[0]
+
+
+def test_a_sendrecv_whose_ranks_do_not_pair_up_is_refused_at_build_on_every_rank(mpirun):
+    proc = mpirun(2, "sendrecv_unpaired", timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = re.findall(r"^MISMATCH rank (\d): (.*)$", proc.stdout, re.M)
+    assert sorted(r for r, _ in lines) == ["0", "1"], proc.stdout + proc.stderr
+    for _, message in lines:
+        assert ("sendrecv 'halo' does not pair up: rank 0 receives from rank 1, which sends to no rank "
+                "(MPI.PROC_NULL)") in message
+
+
+def test_ranks_launching_different_counts_end_the_job_naming_them(mpirun):
+    # the first collective of replay 0 compares the launch calls over the ranks
+    proc = mpirun(2, "launch_counts", "plain", timeout=60)
+    assert proc.returncode != 0
+    assert "LAUNCHED" not in proc.stdout
+    assert re.search(r"eagle: rank [01] of 2: launch\([34]\) of the graph with collective 'combine', but the ranks "
+                     r"launch it differently \(counts from 3 to 4\)", proc.stderr), proc.stderr
+
+
+def test_launch_and_launch_until_done_mixed_over_the_ranks_end_the_job(mpirun):
+    proc = mpirun(2, "launch_counts", "until_done", timeout=60)
+    assert proc.returncode != 0
+    assert "LAUNCHED rank 1" not in proc.stdout
+    assert "but the ranks launch it differently (some call launch_until_done, others launch; counts from 3 to 3)" \
+        in proc.stderr, proc.stderr
+
+
+def test_launch_until_done_with_different_counts_raises_on_every_rank(mpirun):
+    proc = mpirun(2, "until_done_counts", timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = re.findall(r"^REFUSED rank (\d): (.*)$", proc.stdout, re.M)
+    assert sorted(r for r, _ in lines) == ["0", "1"], proc.stdout + proc.stderr
+    assert "rank 0 of 2: launch_until_done(100) of the graph with collective 'total'" in lines[0][1]
+    for _, message in lines:
+        assert "the counts run from 50 to 100" in message and "No replay ran." in message
+        assert message.endswith(" then 7")   # then both launch_until_done(100): 7 replays
+
+
+def test_a_rank_that_never_launches_cannot_hang_the_others(mpirun):
+    proc = mpirun(2, "launch_missing", env={"EAGLE_MPI_LAUNCH_TIMEOUT": "3"}, timeout=60)
+    assert proc.returncode != 0
+    assert "LAUNCHED" not in proc.stdout
+    assert ("eagle: rank 0 of 2: launch(2) of the graph with collective 'combine' waited 3 s in replay 0, in its "
+            "launch check at this node for the other ranks") in proc.stderr, proc.stderr
+
+
 def tallies(proc):
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
