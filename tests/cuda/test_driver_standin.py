@@ -7,7 +7,8 @@ process, so no sanitizer runtime has to be preloaded) through the cases the suit
 exercises: kernel arguments read by the built-in kernels and by graph replays (they were
 read misaligned), a copy of zero bytes with NULL pointers and an event recorded at the
 start of a capture (memcpy from NULL), and deliberately bogus handles of every kind,
-which must be CUDA's error codes, not reads through memory the stand-in never made.
+and real handles of the wrong kind, which must be CUDA's error codes, not reads through
+memory the stand-in never made.
 The whole suite under the sanitizers: tests/sanitize.sh.
 """
 import os
@@ -144,6 +145,11 @@ int main(int argc, char **argv) {
         EXPECT(exec_destroy(h), 1);
         EXPECT(node_params(h, &kp), 1);
     }
+    /* a real handle of another kind */
+    EXPECT(stream_sync(ev), 400);
+    EXPECT(graph_destroy(s), 1);
+    EXPECT(graph_launch(g, s), 1);
+    EXPECT(launch(s, 1, 1, 1, 1, 1, 1, 0, s, a1, NULL), 400);
     void *gone;
     EXPECT(stream_create(&gone, 1), 0);
     EXPECT(stream_destroy(gone), 0);

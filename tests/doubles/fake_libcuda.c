@@ -454,6 +454,14 @@ EXPORT int fake_cuda_load_module(const char *path) {
     int n = 0;
     const fake_module_entry *e = table(&n);
     for (int i = 0; i < n && n_module_kernels < NMODK; ++i) {
+        /* a launch copies the arguments into klaunch.bytes/argv: refuse what would not fit */
+        size_t need = 0;
+        for (unsigned j = 0; j < e[i].nparams && j < MAXARGS; ++j) need += (e[i].sizes[j] + 7) / 8 * 8;
+        if (e[i].nparams > MAXARGS || need > MAXARGS * 16) {
+            fprintf(stderr, "fake_cuda_load_module: kernel %s has more parameters than the stand-in "
+                    "holds (%u, %zu bytes); not loaded\n", e[i].name, e[i].nparams, need);
+            continue;
+        }
         fake_kernel *k = &module_kernels[n_module_kernels++];
         k->magic = KERNEL_MAGIC;
         snprintf(k->name, sizeof k->name, "%s", e[i].name);
