@@ -53,6 +53,18 @@ else:
           "(eagle.show_config() says so)", file=sys.stderr)
     omp_compile, omp_link = [], []
 
+# EAGLE_SANITIZE=1 (or a -fsanitize= list, e.g. "address"): every extension is compiled and
+# linked with the sanitizers (default address,undefined), for tests/sanitize.sh, which builds
+# this way in a scratch copy of the tree; env CFLAGS would not reach the link step as reliably
+SANITIZE = os.environ.get("EAGLE_SANITIZE", "").strip()
+if SANITIZE and sys.platform != "win32":
+    _sanitizers = "address,undefined" if SANITIZE == "1" else SANITIZE
+    print(f"eagle: building with -fsanitize={_sanitizers}")
+    san_compile = [f"-fsanitize={_sanitizers}", "-fno-omit-frame-pointer", "-g"]
+    san_link = [f"-fsanitize={_sanitizers}"]
+else:
+    san_compile, san_link = [], []
+
 common = dict(
     include_dirs=[np.get_include(), CPU_SRC, PUBLIC_HEADERS],
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_9_API_VERSION"),
@@ -68,8 +80,8 @@ def ext(name, sources, openmp=False, libraries=(), extra_compile_args=()):
                            + glob.glob("csrc/include/eagle/detail/*.h") + glob.glob("eagle/*.pxd")
                            + glob.glob("eagle/*/*.pxd"))
     kw["extra_compile_args"] = (list(common["extra_compile_args"]) + (omp_compile if openmp else [])
-                                + list(extra_compile_args))
-    kw["extra_link_args"] = omp_link if openmp else []
+                                + list(extra_compile_args) + san_compile)
+    kw["extra_link_args"] = (omp_link if openmp else []) + san_link
     kw["libraries"] = list(libraries)
     return Extension(name, sources, **kw)
 

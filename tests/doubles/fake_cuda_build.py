@@ -7,9 +7,15 @@ with the CUDA C emulator (tests/doubles/cuda_emulation.h) into a shared object t
 stand-in loads; ``bind_fake_libcuda`` declares the ctypes signatures of the
 stand-in's test-only controls (fake_cuda_*). Used by tests/cuda/conftest.py and
 tests/mpi/test_nccl_standin.py.
+
+``DOUBLES_CFLAGS``: extra compiler flags for every test double the tests compile,
+from env EAGLE_DOUBLES_CFLAGS (tests/sanitize.sh sets the sanitizer flags there, so
+the doubles are checked with eagle; tests/mpi builds fake_mpi.c and fake_nccl.c
+with them too).
 """
 import ctypes
 import os
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,6 +26,7 @@ DOUBLES = Path(__file__).resolve().parent
 ROOT = DOUBLES.parents[1]
 FAKE_LIBCUDA_SRC = DOUBLES / "fake_libcuda.c"
 KERNELS_DIR = ROOT / "eagle" / "cuda" / "kernels"
+DOUBLES_CFLAGS = shlex.split(os.environ.get("EAGLE_DOUBLES_CFLAGS", ""))
 
 
 def _compiler(names):
@@ -34,7 +41,7 @@ def build_fake_libcuda(out_dir, extra=()):
     if cc is None:
         pytest.skip("no C compiler to build the CUDA driver stand-in")
     out = Path(out_dir) / "libcuda.so.1"
-    subprocess.run([cc, "-shared", "-fPIC", "-O1", *extra, str(FAKE_LIBCUDA_SRC), "-o", str(out),
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", *DOUBLES_CFLAGS, *extra, str(FAKE_LIBCUDA_SRC), "-o", str(out),
                     "-lpthread", "-ldl"], check=True)
     return str(out)
 
@@ -54,7 +61,7 @@ def build_emulated_module(out_dir, sources=None, kernels=None):
     unit.write_text('#include "cuda_emulation.h"\n' + "".join(f'#include "{s}"\n' for s in sources)
                     + "EAGLE_EMU_MODULE(" + ", ".join(f"EAGLE_EMU_KERNEL({k})" for k in kernels) + ")\n")
     out = Path(out_dir) / "kernels_emulated.so"
-    subprocess.run([cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-I", str(DOUBLES), str(unit),
+    subprocess.run([cxx, "-std=c++17", "-O1", "-shared", "-fPIC", *DOUBLES_CFLAGS, "-I", str(DOUBLES), str(unit),
                     "-o", str(out), "-lpthread"], check=True)
     return str(out)
 

@@ -177,6 +177,80 @@ static int enter_nolock(const char *api, int need_ctx) {
     if (rc_) { pthread_mutex_unlock(&G); return rc_; }
 #define LEAVE(v) do { int v_ = (v); pthread_mutex_unlock(&G); return v_; } while (0)
 
+/* ---- handles ------------------------------------------------------------------ */
+
+/* Every object the stand-in hands out as a handle (kernel, stream, event, graph, node,
+ * exec) is entered here with its kind when it is made, and never removed: no handle's
+ * object is ever freed (destroyed ones stay as dead shells, DEAD_MAGIC), so a stale
+ * handle is an error code. A handle is looked up here BEFORE anything reads through
+ * it: the tests pass deliberately bogus handles (a function's address as a CUfunction),
+ * and reading a magic number through one of those is undefined behaviour (under ASan a
+ * report, on a real fault a crash of the test instead of the error CUDA returns).
+ * An open-addressing set keyed by address, behind its own lock (some callers hold G,
+ * some do not). */
+#define KERNEL_MAGIC 0x4b45524e
+#define EVENT_MAGIC 0x4556454e
+#define STREAM_MAGIC 0x5354524d
+#define GRAPH_MAGIC 0x47524150
+#define NODE_MAGIC 0x4e4f4445
+#define EXEC_MAGIC 0x45584543
+#define DEAD_MAGIC 0x44454144
+
+typedef struct { const void *p; int kind; } handle_slot;
+static handle_slot *handles;
+static size_t handles_cap, handles_n;
+static pthread_mutex_t handles_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t handle_home(const void *p, size_t cap) {
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return (size_t)x & (cap - 1);
+}
+/* 1 if p was not in the table yet */
+static int handle_put(handle_slot *t, size_t cap, const void *p, int kind) {
+    size_t i = handle_home(p, cap);
+    while (t[i].p && t[i].p != p) i = (i + 1) & (cap - 1);
+    int fresh = t[i].p == NULL;
+    t[i].p = p;
+    t[i].kind = kind;
+    return fresh;
+}
+static void handle_add(const void *p, int kind) {
+    pthread_mutex_lock(&handles_lock);
+    if (2 * (handles_n + 1) > handles_cap) {
+        size_t cap = handles_cap ? 2 * handles_cap : 1024;
+        handle_slot *t = (handle_slot *)calloc(cap, sizeof *t);
+        if (!t) abort();
+        for (size_t i = 0; i < handles_cap; ++i)
+            if (handles[i].p) handle_put(t, cap, handles[i].p, handles[i].kind);
+        free(handles);
+        handles = t;
+        handles_cap = cap;
+    }
+    handles_n += (size_t)handle_put(handles, handles_cap, p, kind);
+    pthread_mutex_unlock(&handles_lock);
+}
+/* 1 if p is a handle of this kind the stand-in made (alive or not: check the magic after) */
+static int handle_is(const void *p, int kind) {
+    int found = 0;
+    if (!p) return 0;
+    pthread_mutex_lock(&handles_lock);
+    if (handles_cap) {
+        size_t i = handle_home(p, handles_cap);
+        while (handles[i].p && handles[i].p != p) i = (i + 1) & (handles_cap - 1);
+        found = handles[i].p == p && handles[i].kind == kind;
+    }
+    pthread_mutex_unlock(&handles_lock);
+    return found;
+}
+
+/* Copy n bytes; n == 0 reads nothing (memcpy with a NULL pointer is undefined even then). */
+static void copy_bytes(void *dst, const void *src, size_t n) {
+    if (n) memcpy(dst, src, n);
+}
+
 /* ---- device memory ------------------------------------------------------------ */
 
 #define ARENA_BASE ((uintptr_t)0x200000000000ull)
@@ -220,7 +294,6 @@ static int in_arena(uintptr_t p) {
 /* ---- kernels -------------------------------------------------------------------- */
 
 #define MAXARGS 24
-#define KERNEL_MAGIC 0x4b45524e
 typedef struct fake_kernel {
     int magic;
     char name[64];
@@ -233,7 +306,9 @@ typedef struct fake_kernel {
 static unsigned grid_threads(fake_dim3 g, fake_dim3 b) {
     return g.x * g.y * g.z * b.x * b.y * b.z;
 }
-#define ARG(i, T) (*(T *)args[i])
+/* parameter i's value, copied out: reading it through a T * would assume its bytes
+ * are aligned for T (they are, in klaunch.bytes, but a kernel need not rely on it) */
+#define ARG(i, T) __extension__({ T arg_; memcpy(&arg_, args[i], sizeof arg_); arg_; })
 
 static void k_add_one(void **args, fake_dim3 g, fake_dim3 b, unsigned sh) {
     (void)sh;
@@ -265,7 +340,8 @@ static void k_add(void **args, fake_dim3 g, fake_dim3 b, unsigned sh) {
 static void k_add_one_sp(void **args, fake_dim3 g, fake_dim3 b, unsigned sh) {
     (void)sh;
     double *p = ARG(0, double *);
-    int64_t n = *ARG(1, const int64_t *);
+    const int64_t *np = ARG(1, const int64_t *);
+    int64_t n = *np;
     for (int64_t i = 0; i < (int64_t)grid_threads(g, b) && i < n; ++i) p[i] += 1.0;
 }
 /* slow_fill(double *p, double v, int64 n, int64 micros): sleeps, then p[i] = v:
@@ -306,7 +382,8 @@ static void life(void **args, int64_t n, fake_dim3 g, fake_dim3 b) {
 }
 static void k_life_step(void **args, fake_dim3 g, fake_dim3 b, unsigned sh) {
     (void)sh;
-    life(args, *ARG(3, const int64_t *), g, b);
+    const int64_t *n = ARG(3, const int64_t *);
+    life(args, *n, g, b);
 }
 static void k_life_step_n(void **args, fake_dim3 g, fake_dim3 b, unsigned sh) {
     (void)sh;
@@ -338,6 +415,7 @@ static void kernel_from_sig(fake_kernel *k, const char *name, const char *sig, f
         if (sig[i] == 'p') k->pointer_mask |= 1u << i;
     }
     k->entry = e;
+    handle_add(k, KERNEL_MAGIC);
 }
 
 EXPORT void *fake_cuda_kernel(const char *name) {
@@ -376,6 +454,14 @@ EXPORT int fake_cuda_load_module(const char *path) {
     int n = 0;
     const fake_module_entry *e = table(&n);
     for (int i = 0; i < n && n_module_kernels < NMODK; ++i) {
+        /* a launch copies the arguments into klaunch.bytes/argv: refuse what would not fit */
+        size_t need = 0;
+        for (unsigned j = 0; j < e[i].nparams && j < MAXARGS; ++j) need += (e[i].sizes[j] + 7) / 8 * 8;
+        if (e[i].nparams > MAXARGS || need > MAXARGS * 16) {
+            fprintf(stderr, "fake_cuda_load_module: kernel %s has more parameters than the stand-in "
+                    "holds (%u, %zu bytes); not loaded\n", e[i].name, e[i].nparams, need);
+            continue;
+        }
         fake_kernel *k = &module_kernels[n_module_kernels++];
         k->magic = KERNEL_MAGIC;
         snprintf(k->name, sizeof k->name, "%s", e[i].name);
@@ -383,6 +469,7 @@ EXPORT int fake_cuda_load_module(const char *path) {
         for (unsigned j = 0; j < e[i].nparams && j < MAXARGS; ++j) k->sizes[j] = e[i].sizes[j];
         k->pointer_mask = e[i].pointer_mask;
         k->entry = e[i].entry;
+        handle_add(k, KERNEL_MAGIC);
     }
     return 0;
 }
@@ -393,7 +480,7 @@ EXPORT void *fake_cuda_module_function(const char *name) {
 }
 
 static int valid_kernel(const void *f) {
-    return f && ((const fake_kernel *)f)->magic == KERNEL_MAGIC;
+    return handle_is(f, KERNEL_MAGIC) && ((const fake_kernel *)f)->magic == KERNEL_MAGIC;
 }
 
 /* a kernel launch with its own copy of the arguments */
@@ -401,7 +488,11 @@ typedef struct klaunch {
     fake_kernel *k;
     fake_dim3 grid, block;
     unsigned shmem;
-    unsigned char bytes[MAXARGS * 16];
+    /* the arguments, each at a multiple of 8 (as cuFuncGetParamInfo reports), aligned
+     * as on a device, so a kernel that reads a parameter through its own type (the
+     * CUDA C emulator does) reads aligned memory (unaligned, this array followed
+     * `shmem` at offset 36: every 8-byte argument was misaligned) */
+    _Alignas(16) unsigned char bytes[MAXARGS * 16];
     void *argv[MAXARGS];
 } klaunch;
 
@@ -438,7 +529,8 @@ static void klaunch_copy(klaunch *dst, const klaunch *src) {
 static void klaunch_run(const klaunch *l) {
     for (unsigned i = 0; i < l->k->nparams; ++i) {
         if (!(l->k->pointer_mask & (1u << i))) continue;
-        uintptr_t p = *(uintptr_t *)l->argv[i];
+        uintptr_t p;
+        memcpy(&p, l->argv[i], sizeof p);
         if (p && !is_device(p, 0)) {
             pthread_mutex_lock(&G);
             if (!sticky) sticky = E_ILLEGAL_ADDRESS;
@@ -455,13 +547,6 @@ static void klaunch_run(const klaunch *l) {
 
 /* ---- events ------------------------------------------------------------------- */
 
-#define EVENT_MAGIC 0x4556454e
-#define STREAM_MAGIC 0x5354524d
-#define GRAPH_MAGIC 0x47524150
-#define NODE_MAGIC 0x4e4f4445
-#define EXEC_MAGIC 0x45584543
-#define DEAD_MAGIC 0x44454144
-
 struct fnode;
 struct fcapture;
 typedef struct fevent {
@@ -474,7 +559,9 @@ typedef struct fevent {
     size_t ncdeps;
 } fevent;
 
-static int valid_event(const void *e) { return e && ((const fevent *)e)->magic == EVENT_MAGIC; }
+static int valid_event(const void *e) {
+    return handle_is(e, EVENT_MAGIC) && ((const fevent *)e)->magic == EVENT_MAGIC;
+}
 
 static void event_complete(fevent *e, long gen) {
     pthread_mutex_lock(&e->m);
@@ -516,12 +603,17 @@ typedef struct fgraph {
     struct fgraph *cond_parent;    /* a conditional body: its node's graph */
 } fgraph;
 
-static int valid_graph(const void *g) { return g && ((const fgraph *)g)->magic == GRAPH_MAGIC; }
-static int valid_node(const void *n) { return n && ((const fnode *)n)->magic == NODE_MAGIC; }
+static int valid_graph(const void *g) {
+    return handle_is(g, GRAPH_MAGIC) && ((const fgraph *)g)->magic == GRAPH_MAGIC;
+}
+static int valid_node(const void *n) {
+    return handle_is(n, NODE_MAGIC) && ((const fnode *)n)->magic == NODE_MAGIC;
+}
 
 static fgraph *graph_new(void) {
     fgraph *g = (fgraph *)calloc(1, sizeof *g);
     g->magic = GRAPH_MAGIC;
+    handle_add(g, GRAPH_MAGIC);
     return g;
 }
 static void graph_free(fgraph *g);
@@ -551,6 +643,7 @@ static void node_add_dep(fnode *n, fnode *d) {
 static fnode *graph_add(fgraph *g, int type, fnode *const *deps, size_t ndeps) {
     fnode *n = (fnode *)calloc(1, sizeof *n);
     n->magic = NODE_MAGIC;
+    handle_add(n, NODE_MAGIC);
     n->type = type;
     n->owner = g;
     for (size_t i = 0; i < ndeps; ++i) node_add_dep(n, deps[i]);
@@ -620,7 +713,7 @@ static void run_node(fnode *n) {
     if (sticky) return; /* after a fault nothing runs */
     switch (n->type) {
     case N_KERNEL: klaunch_run(&n->kl); break;
-    case N_MEMCPY: memcpy((void *)n->dst, (const void *)n->src, n->bytes); break;
+    case N_MEMCPY: copy_bytes((void *)n->dst, (const void *)n->src, n->bytes); break;
     case N_MEMSET: memset((void *)n->dst, n->value, n->bytes); break;
     case N_RECORD: {
         pthread_mutex_lock(&n->event->m);
@@ -760,7 +853,7 @@ static void *stream_worker(void *p) {
         if (!sticky || o->type == OP_RECORD) {
             switch (o->type) {
             case OP_KERNEL: klaunch_run(&o->kl); break;
-            case OP_MEMCPY: memcpy((void *)o->dst, (const void *)o->src, o->bytes); break;
+            case OP_MEMCPY: copy_bytes((void *)o->dst, (const void *)o->src, o->bytes); break;
             case OP_MEMSET: memset((void *)o->dst, o->value, o->bytes); break;
             case OP_RECORD: break;
             case OP_WAIT: event_wait_gen(o->event, o->gen); break;
@@ -788,6 +881,7 @@ static void *stream_worker(void *p) {
 static fstream *stream_new(unsigned flags, int legacy) {
     fstream *s = (fstream *)calloc(1, sizeof *s);
     s->magic = STREAM_MAGIC;
+    handle_add(s, STREAM_MAGIC);
     s->flags = flags;
     s->legacy = legacy;
     pthread_mutex_init(&s->m, NULL);
@@ -819,7 +913,9 @@ static void all_drain(void) {
     if (legacy_stream) stream_drain(legacy_stream);
 }
 
-static int valid_stream(const void *s) { return s && ((const fstream *)s)->magic == STREAM_MAGIC; }
+static int valid_stream(const void *s) {
+    return handle_is(s, STREAM_MAGIC) && ((const fstream *)s)->magic == STREAM_MAGIC;
+}
 
 /* the stream for a handle: NULL, CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD (2)
  * are the legacy stream here */
@@ -1027,6 +1123,7 @@ static int event_create(void **out, unsigned flags) {
     if (!out || (flags & ~0xfu)) LEAVE(E_INVALID_VALUE);
     fevent *e = (fevent *)calloc(1, sizeof *e);
     e->magic = EVENT_MAGIC;
+    handle_add(e, EVENT_MAGIC);
     pthread_mutex_init(&e->m, NULL);
     pthread_cond_init(&e->c, NULL);
     *out = e;
@@ -1055,7 +1152,7 @@ static int event_record(void *h, void *sh) {
         e->cap = s->cap;
         free(e->cdeps);
         e->cdeps = (fnode **)malloc((s->ndeps ? s->ndeps : 1) * sizeof(fnode *));
-        memcpy(e->cdeps, s->deps, s->ndeps * sizeof(fnode *));
+        copy_bytes(e->cdeps, s->deps, s->ndeps * sizeof(fnode *)); /* no deps yet: s->deps is NULL */
         e->ncdeps = s->ndeps;
         LEAVE(0);
     }
@@ -1129,6 +1226,7 @@ static int stream_wait_event(void *sh, void *h, unsigned flags) {
 }
 
 /* capture */
+static int check_deps(fgraph *g, const void *const *deps, size_t n);
 static unsigned long long capture_ids;
 static int begin_capture_common(void *sh, fgraph *into, int mode, const char *api) {
     ENTER(api);
@@ -1156,7 +1254,8 @@ static int begin_capture(void *sh, int mode) {
 static int begin_capture_to_graph(void *sh, void *g, const void *const *deps,
                                   const void *edges, size_t n, int mode) {
     (void)edges;
-    if (!valid_graph(g) || (n && !deps)) return E_INVALID_VALUE;
+    /* the dependencies are read through later (end_capture's reachability): nodes of g only */
+    if (!valid_graph(g) || check_deps((fgraph *)g, deps, n)) return E_INVALID_VALUE;
     int rc = begin_capture_common(sh, (fgraph *)g, mode, "cuStreamBeginCaptureToGraph");
     if (rc) return rc;
     pthread_mutex_lock(&G);
@@ -1440,6 +1539,7 @@ static int instantiate(void **out, void *g, iparams *p) {
     }
     fexec *e = (fexec *)calloc(1, sizeof *e);
     e->magic = EXEC_MAGIC;
+    handle_add(e, EXEC_MAGIC);
     e->src = fg;
     e->copy = graph_clone(fg);
     pthread_mutex_init(&e->m, NULL);
@@ -1448,7 +1548,9 @@ static int instantiate(void **out, void *g, iparams *p) {
     live_exec++;
     LEAVE(0);
 }
-static int valid_exec(const void *e) { return e && ((const fexec *)e)->magic == EXEC_MAGIC; }
+static int valid_exec(const void *e) {
+    return handle_is(e, EXEC_MAGIC) && ((const fexec *)e)->magic == EXEC_MAGIC;
+}
 static void exec_quiesce(fexec *e) {
     pthread_mutex_lock(&e->m);
     while (e->pending) pthread_cond_wait(&e->c, &e->m);

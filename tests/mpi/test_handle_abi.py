@@ -20,8 +20,9 @@ def test_handles_reach_mpi_intact_and_errors_abort(abi, tmp_path):
         pytest.skip("no C compiler to build the MPI stand-in")
     lib = tmp_path / f"libfake_mpi_{abi}.so"
     flags = ["-DPOINTER_HANDLES"] if abi == "pointer" else []
-    subprocess.run([cc, "-shared", "-fPIC", "-O1", *flags, str(HERE.parent / "doubles" / "fake_mpi.c"), "-o", str(lib)],
-                   check=True)
+    from fake_cuda_build import DOUBLES_CFLAGS   # the sanitizer job's flags, if any (tests/sanitize.sh)
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", *DOUBLES_CFLAGS, *flags, str(HERE.parent / "doubles" / "fake_mpi.c"),
+                    "-o", str(lib)], check=True)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parents[1])] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
     proc = subprocess.run([sys.executable, str(HERE / "abi_program.py"), str(lib), abi], capture_output=True,
                           text=True, env=env, timeout=120)

@@ -55,7 +55,8 @@ def fake_path(tmp_path_factory):
     if cc is None:
         pytest.skip("no C compiler to build the NCCL stand-in")
     out = tmp_path_factory.mktemp("fake_nccl") / "libfake_nccl.so"
-    subprocess.run([cc, "-shared", "-fPIC", "-O1", str(DOUBLES / "fake_nccl.c"), "-o", str(out),
+    from fake_cuda_build import DOUBLES_CFLAGS   # the sanitizer job's flags, if any (tests/sanitize.sh)
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", *DOUBLES_CFLAGS, str(DOUBLES / "fake_nccl.c"), "-o", str(out),
                     "-ldl"], check=True)
     return str(out)
 
