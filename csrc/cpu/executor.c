@@ -312,8 +312,6 @@ static int report_progress(eagle_plan *plan, int64_t done)
     return 0;
 }
 
-/* After a replay: take the next logical size from the plan's size source.
- * Returns 1 when the launch should stop (until_empty and no sample left). */
 void eagle_groups_max(eagle_plan *plan, int64_t *vals, int32_t count, int32_t at_launch)
 {
     for (int32_t round = 0; round < plan->n_groups; round++)
@@ -321,6 +319,8 @@ void eagle_groups_max(eagle_plan *plan, int64_t *vals, int32_t count, int32_t at
             plan->groups[g].all_max(plan->groups[g].ctx, vals, count, at_launch);
 }
 
+/* After a replay: take the next logical size from the plan's size source.
+ * Returns 1 when the launch should stop (until_empty and no sample left). */
 static inline int end_of_replay(eagle_plan *plan, int64_t replay)
 {
     plan->replays_done = replay + 1;
