@@ -186,10 +186,13 @@ cdef void _graph_forget_parents_lock(GraphCore self) noexcept:
 
 cdef int _graph_acquire(GraphCore self, what) except -1:
     cdef unsigned long me = PyThread_get_thread_ident()
-    if (self._busy and self._busy_fork_generation != _fork_generation and self._holder_ident != _forked_by
+    if (self._busy and self._busy_fork_generation != _fork_generation
+            and not (self._busy_fork_generation + 1 == _fork_generation and self._holder_ident == _forked_by)
             and not (self._compiled is not None and self._compiled.encloses_current_thread())):
-        # taken before a fork by a thread the child does not have (the thread that
-        # forked, or a launch enclosing this thread, still holds it legitimately)
+        # taken before a fork by a thread the child does not have. Only the thread that
+        # forked (when it held the lock in the process it forked from: a fork inside a
+        # node) or a launch enclosing this thread still holds it; a thread of an earlier
+        # generation with the same ident is another thread (glibc reuses idents in a child)
         _graph_forget_parents_lock(self)
     if self._busy:
         if self._holder_ident == me or (self._compiled is not None

@@ -384,10 +384,13 @@ cdef class CpuPlan(CompiledLaunch):
         another has some); a mismatch raises on every rank before any replay."""
         cdef int64_t vals[5]
         cdef int32_t k, compare = 1
-        if until_empty:
-            # maxima of n and -n give the largest and smallest count; the same for the mode
-            vals[0], vals[1], vals[2], vals[3] = n, -n, 1, -1
-            vals[4] = self.plan.logical_size > 0
+        if until_empty or n == 0:
+            # compared now: launch_until_done needs the live count of every rank, and
+            # launch(0) runs no replay, so no collective would carry the comparison.
+            # Maxima of n and -n give the largest and smallest count; the same for the mode
+            vals[0], vals[1] = n, -n
+            vals[2], vals[3] = (1, -1) if until_empty else (0, 0)
+            vals[4] = until_empty and self.plan.logical_size > 0
             with nogil:
                 eagle_groups_max(&self.plan, vals, 5, 1)
             if vals[0] != -vals[1] or vals[2] != -vals[3]:

@@ -131,8 +131,8 @@ cdef void all_max(void *ctx, int64_t *vals, int32_t count, int32_t at_launch) no
     cdef int rc, done = 0
     cdef intptr_t request = 0
     cdef double started, t
-    cdef int64_t n = vals[0]
-    cdef bint until = vals[2] > 0
+    cdef int64_t n = 0
+    cdef bint until = False
     cdef int spins = 0
     cdef unsigned pause_us = 1
     if not at_launch:
@@ -147,7 +147,10 @@ cdef void all_max(void *ctx, int64_t *vals, int32_t count, int32_t at_launch) no
             fail(c, rc, b"MPI_Allreduce (launch_until_done's stop)")
         return
     # at a launch's start: a rank that launches this graph fewer times (or never) would
-    # leave this one waiting in its first collective; wait a bounded time instead
+    # leave this one waiting in its first collective; wait a bounded time instead.
+    # (vals holds the launch call here: count, -count, mode, -mode, live; after a replay
+    # it is one number)
+    n, until = vals[0], vals[2] > 0
     if p:
         rc = (<iallreduce_p_t>API.iallreduce)(API.in_place, vals, count, <void *>c.int64_type,
                                               <void *>c.max_op, <void *>c.comm, &request)

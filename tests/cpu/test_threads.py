@@ -311,6 +311,62 @@ def test_a_child_forked_during_another_threads_launch_can_launch_the_graph(kind)
     assert res["held"], "the launching thread did not hold the lock at the fork: nothing tested"
 
 
+@posix_only
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork")
+def test_a_grandchild_forked_from_a_new_thread_of_the_child_can_launch_the_graph():
+    # glibc gives a new thread of a forked child the ident of a dead parent thread: a
+    # grandchild forked from it must not take the stale lock for its own (re-entry error)
+    out = run_python("""
+        import json, os, threading, time
+        import numpy as np, eagle
+        from eagle.graph import opaque
+        y = np.zeros(4)
+        g = eagle.Graph()
+        g.add_node(opaque(lambda: time.sleep(0.5), writes={"y": y}), name="slow")
+        g.build()
+        holder = {}
+        def launcher():
+            holder["ident"] = threading.get_ident()
+            g.launch(1)
+        t = threading.Thread(target=launcher)
+        t.start()
+        while g._holder is None:
+            time.sleep(0.001)
+
+        def wait(pid, seconds=30):
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    return os.waitstatus_to_exitcode(status)
+                time.sleep(0.01)
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            return "hung"
+
+        pid = os.fork()
+        if pid == 0:                                  # the child: its thread forks again
+            code = [5]
+            def inner():
+                gpid = os.fork()
+                if gpid == 0:
+                    try:
+                        g.launch(1)
+                        os._exit(0)
+                    except BaseException:
+                        os._exit(7)
+                code[0] = wait(gpid)
+            th = threading.Thread(target=inner)
+            th.start()
+            th.join(60)
+            os._exit(code[0] if isinstance(code[0], int) else 9)
+        status = wait(pid, 60)
+        t.join(30)
+        print(json.dumps({"status": status}))
+    """, timeout=120)
+    assert json.loads(out) == {"status": 0}
+
+
 # ---- Ctrl-C -----------------------------------------------------------------------------
 
 SIGINT_CHILD = r"""

@@ -286,6 +286,14 @@ def launch_counts(kind):
     g = eagle.Graph()
     g.add_node(allreduce(x, x), name="combine")
     g.build()
+    if kind == "zero":   # launch(0) runs no replay: compared at its start, not in a collective
+        try:
+            g.launch(0 if rank == 0 else 2)
+        except LaunchMismatchError as e:
+            print(f"REFUSED rank {rank}: {e}", flush=True)
+            g.launch(2)   # rank 1's launch(2) must not pair with this one
+        print(f"LAUNCHED rank {rank} {x.tolist()}", flush=True)
+        return
     g.launch(3 if rank == 0 else 4)
     print(f"LAUNCHED rank {rank}", flush=True)
 

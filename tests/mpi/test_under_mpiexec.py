@@ -122,6 +122,20 @@ def test_ranks_launching_different_counts_end_the_job_naming_them(mpirun):
                      r"launch it differently \(counts from 3 to 4\)", proc.stderr), proc.stderr
 
 
+def test_launch_0_on_one_rank_against_launch_2_on_another_never_pairs_two_calls(mpirun):
+    # launch(0) has no replay whose collective could compare the calls: it compares at its
+    # start, so rank 0 is refused and rank 1's launch(2) ends the job, naming the counts;
+    # a later launch(2) of rank 0 must not silently pair with rank 1's first
+    proc = mpirun(2, "launch_counts", "zero", timeout=60)
+    assert "REFUSED rank 0: rank 0 of 2: launch(0) of the graph with collective 'combine'" in proc.stdout, \
+        proc.stdout + proc.stderr
+    assert "the counts run from 0 to 2" in proc.stdout
+    assert "LAUNCHED rank 1" not in proc.stdout and "[4.0, 4.0]" not in proc.stdout
+    assert proc.returncode != 0
+    assert re.search(r"eagle: rank 1 of 2: launch\(2\) of the graph with collective 'combine', but the ranks "
+                     r"launch it differently \(counts from 0 to 2\)", proc.stderr), proc.stderr
+
+
 def test_launch_and_launch_until_done_mixed_over_the_ranks_end_the_job(mpirun):
     proc = mpirun(2, "launch_counts", "until_done", timeout=60)
     assert proc.returncode != 0
