@@ -61,7 +61,7 @@ _INSTANTIATE_RESULTS = {
     1: "cuGraphInstantiateError",
     2: "cuGraphInstantiateInvalidStructure",
     3: "cuGraphInstantiateNodeOperationNotSupported",
-    4: "cuGraphInstantiateMultipleDevicesNotSupported",
+    4: "cuGraphInstantiateMultipleCtxsNotSupported",
     5: "cuGraphInstantiateConditionalHandleUnused",
 }
 
@@ -802,7 +802,9 @@ cdef class GraphExec:
         check(st, "cuGraphKernelNodeGetParams")
         if per_block == 0:
             per_block = p.blockDimX
-        real = kernel_param_sizes(<uintptr_t>p.func) if p.func != NULL else None
+        # a CUfunction, or a CUkernel (in func, or in kern with func NULL)
+        real = (kernel_param_sizes(<uintptr_t>(p.func if p.func != NULL else p.kern))
+                if p.func != NULL or p.kern != NULL else None)
         if real is not None:
             if len(real) != nargs:
                 raise TypeError(f"the kernel takes {len(real)} parameter(s) (sizes {real}), "
@@ -950,13 +952,16 @@ def launch_kernel(uintptr_t func, grid, block, args=(), size_t shared_mem=0, str
         PyMem_Free(argv)
 
 
-def kernel_node_name(uintptr_t node):
-    """The kernel's name of a kernel node (driver 12.3+), or None (not a kernel node,
-    or a driver without cuFuncGetName)."""
+def kernel_node_name(uintptr_t node, unknown=None):
+    """The kernel's name of a kernel node (driver 12.3+; its CUfunction or CUkernel), or
+    None (not a kernel node, or a name the driver did not give); ``unknown`` for a kernel
+    node on a driver without cuFuncGetName (12.0-12.2)."""
     cdef const char *name = NULL
     cdef int st
     with nogil:
         st = eagle_cuda_kernel_node_name(<eagle_cudaGraphNode_t>node, &name)
+    if st == EAGLE_CUDA_ERROR_TOO_OLD:
+        return unknown
     if st != 0 or name == NULL:
         return None
     return name.decode("utf-8", "replace")

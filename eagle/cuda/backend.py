@@ -427,8 +427,10 @@ class CudaBackend(Backend):
     def _note_library_kernels(self, stage, index, handles):
         names = []
         for h in handles:
-            name = _cuda.kernel_node_name(h)
-            if name is not None and _LIBRARY_KERNEL.search(name):
+            # a driver without cuFuncGetName (12.0-12.2) cannot say which kernels are a
+            # library's: every kernel the branch launched counts as one (stage in order)
+            name = _cuda.kernel_node_name(h, unknown=_UNNAMED_KERNEL)
+            if name is _UNNAMED_KERNEL or (name is not None and _LIBRARY_KERNEL.search(name)):
                 names.append(name)
         if names:
             self._library_kernels.setdefault(stage, {})[index] = names
@@ -725,6 +727,8 @@ class CudaBackend(Backend):
 
 
 #: kernel names of libraries that keep per-thread handles, workspaces or plan caches
+#: what library_serial_stages lists for a kernel the driver cannot name (before 12.3)
+_UNNAMED_KERNEL = "<a kernel: this driver (CUDA < 12.3) has no cuFuncGetName to name it>"
 _LIBRARY_KERNEL = re.compile(r"gemm|gemv|cublas|cutlass|xmma|fft|cusolver|cusparse|cudnn|trsm|syrk",
                              re.IGNORECASE)
 

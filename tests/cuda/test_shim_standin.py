@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fake_cuda import DeviceArray, kernel
+from fake_cuda import DeviceArray, kernel, library_kernel
 
 ROOT = Path(__file__).resolve().parents[2]
 INCLUDE = ROOT / "csrc" / "include"
@@ -115,6 +115,145 @@ def test_entry_points_follow_the_driver_version(fake_libcuda_path, cuda_mod, ver
     if not cond:
         v = f"{int(version) // 1000}.{int(version) % 1000 // 10}"
         assert f"WHILE" in out and f"need a CUDA 12.4 driver; this one is {v}" in out, out
+
+
+# ---- the versioned driver ABI ----------------------------------------------------------
+
+TYPEDEFS_H = CUDA_HOME / "include" / "cudaTypedefs.h"
+SHIM_IMPL = INCLUDE / "eagle" / "detail" / "cuda_shim_impl.h"
+FAKE_LIBCUDA_C = ROOT / "tests" / "doubles" / "fake_libcuda.c"
+
+
+def _arity(params):
+    params = " ".join(params.split())
+    if params in ("", "void"):
+        return 0
+    depth, n = 0, 1
+    for ch in params:
+        depth += ch == "("
+        depth -= ch == ")"
+        n += ch == "," and depth == 0
+    return n
+
+
+def _driver_forms():
+    """{symbol: {version: arity}} of cudaTypedefs.h's PFN_<symbol>_v<version> (not _ptsz/_ptds)."""
+    import re
+    forms = {}
+    for name, ver, params in re.findall(r"typedef CUresult \(CUDAAPI \*PFN_(\w+?)_v(\d+)\)\((.*?)\);",
+                                        TYPEDEFS_H.read_text(), re.S):
+        forms.setdefault(name, {})[int(ver)] = _arity(params)
+    return forms
+
+
+def _eagle_entries():
+    """[(field, symbol, lo, hi, abi, arity of eagle's type)] of the shim's entry table."""
+    import re
+    src = SHIM_IMPL.read_text()
+    types = {t: _arity(a) for t, a in re.findall(r"typedef int \(\*(eagle_cu_\w+)\)\((.*?)\);", src, re.S)}
+    table = src[src.index("typedef struct eagle_cuda_table {"):src.index("} eagle_cuda_table;")]
+    field_type = {}
+    for t, fields in re.findall(r"^\s*(eagle_cu_\w+) ([\w, ]+);", table, re.M):
+        for f in fields.split(","):
+            field_type[f.strip()] = t
+    rows = re.findall(r'EAGLE_E\((\w+), "(\w+)", (\d+), (\d+), (?:(\d+), )?[01]\)', src)
+    assert len(rows) > 40, "the shim's entry table was not found"
+    return [(f, n, int(lo), int(hi), int(abi or 0), types[field_type[f]]) for f, n, lo, hi, abi in rows]
+
+
+REQUESTS_SCRIPT = r"""
+import ctypes
+from eagle.cuda import _shim as c
+lib = ctypes.CDLL(c.load())
+buf = ctypes.create_string_buffer(1 << 16)
+lib.fake_cuda_proc_requests.restype = ctypes.c_size_t
+lib.fake_cuda_proc_requests(buf, len(buf))
+shim = ctypes.CDLL(c.__file__)
+dev = ctypes.c_int(-1)
+print("SYNC", shim.eagle_cuda_device_synchronize(), "DEVICE", shim.eagle_cuda_get_device(ctypes.byref(dev)),
+      dev.value)
+lib.fake_cuda_counter.restype = ctypes.c_long
+print("BAD_CTX", lib.fake_cuda_counter(b"cuCtxSynchronize_v2 bad context")
+      + lib.fake_cuda_counter(b"cuCtxGetDevice_v2 bad context"))
+print(buf.value.decode(), end="")
+"""
+
+
+@pytest.mark.skipif(not TYPEDEFS_H.exists(), reason=f"no CUDA headers at {TYPEDEFS_H}")
+@pytest.mark.parametrize("driver", [12000, 12030, 12040, 12080, 13000])
+def test_every_entry_point_has_the_abi_of_eagles_type(fake_libcuda_path, cuda_mod, driver):
+    """Each entry point eagle resolves is asked for at the CUDA version whose ABI eagle's
+    function type encodes, so what the driver hands out (cudaTypedefs.h: the newest
+    PFN_<name>_v<version> at or below the version asked, on a driver of `driver`) takes
+    the arguments eagle passes. Asking at the driver's version gets the newest form: at
+    13.0, cuCtxSynchronize(CUcontext) and cuCtxGetDevice(CUdevice *, CUcontext)."""
+    forms, entries = _driver_forms(), _eagle_entries()
+    r = run_python(REQUESTS_SCRIPT, {"EAGLE_LIBCUDA": fake_libcuda_path, "FAKE_CUDA_VERSION": str(driver)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "SYNC 0 DEVICE 0 0", lines[0]   # the calls themselves work on the stand-in
+    assert lines[1] == "BAD_CTX 0", lines[1]
+    requests = [(n, int(v), int(f)) for n, v, f in (l.split() for l in lines[2:])]
+    api = min(driver, 13000)
+    asked = {}
+    for name, version, flags in requests:
+        assert flags in (0, 1), f"{name}: cuGetProcAddress flags {flags}"
+        asked.setdefault(name, []).append(version)
+    wrong = []
+    for field, name, lo, hi, abi, arity in entries:
+        if not (api >= lo and (hi == 0 or api <= hi)):
+            continue                              # another form of this symbol serves this driver
+        if name not in forms:
+            wrong.append(f"{name}: not in cudaTypedefs.h")
+            continue
+        if api < min(forms[name]):
+            continue
+        if name not in asked:
+            if api >= abi:
+                wrong.append(f"{name} ({field}) was not requested")
+            continue
+        for version in asked[name]:
+            handed = max((v for v in forms[name] if v <= min(version, driver)), default=None)
+            if handed is None:
+                continue                           # refused: VERSION_NOT_SUFFICIENT
+            if forms[name][handed] != arity:
+                wrong.append(f"{name} ({field}): eagle's type takes {arity} argument(s); asked at "
+                             f"{version}, a {driver} driver hands out PFN_{name}_v{handed} taking "
+                             f"{forms[name][handed]}")
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.skipif(not TYPEDEFS_H.exists(), reason=f"no CUDA headers at {TYPEDEFS_H}")
+def test_the_standin_hands_out_the_forms_of_the_real_header(fake_libcuda_path, cuda_mod):
+    """Every (symbol, since) row of the stand-in's cuGetProcAddress table is a form
+    cudaTypedefs.h has; the stand-in hands out by the version asked, validates the flags
+    and reports symbolStatus."""
+    import re
+    forms = _driver_forms()
+    rows = re.findall(r'\{"(cu\w+)", (\d+), (\d+), \(void \*\)', FAKE_LIBCUDA_C.read_text())
+    assert len(rows) > 40
+    assert [f"{n} {a}" for n, a, _ in rows if int(a) not in forms.get(n, {})] == []
+    lib = ctypes.CDLL(fake_libcuda_path)
+    getproc = lib.cuGetProcAddress_v2
+    getproc.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_uint64,
+                        ctypes.POINTER(ctypes.c_int)]
+
+    def ask(name, version, flags=0):
+        fn, status = ctypes.c_void_p(), ctypes.c_int(-1)
+        rc = getproc(name, ctypes.byref(fn), version, flags, ctypes.byref(status))
+        return rc, status.value, fn.value
+
+    rc, st, v1 = ask(b"cuCtxSynchronize", 2000)
+    assert (rc, st) == (0, 0) and v1
+    rc, st, v2 = ask(b"cuCtxSynchronize", 13000)
+    assert (rc, st) == (0, 0) and v2 and v2 != v1           # the _v2 form, taking a context
+    sync_v2 = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)(v2)
+    assert sync_v2(ctypes.c_void_p(0x1234)) == 201          # CUDA_ERROR_INVALID_CONTEXT
+    assert ask(b"cuCtxSynchronize", 12080)[2] == v1
+    assert ask(b"cuFuncGetParamInfo", 12030)[:2] == (500, 2)  # NOT_FOUND, VERSION_NOT_SUFFICIENT
+    assert ask(b"cuNoSuchThing", 13000)[:2] == (500, 1)       # NOT_FOUND, SYMBOL_NOT_FOUND
+    assert ask(b"cuCtxSynchronize", 13000, 2)[:2] == (0, 0)   # per-thread default stream mode
+    assert ask(b"cuCtxSynchronize", 13000, 4)[0] == 1         # no such flag: INVALID_VALUE
 
 
 def test_driver_older_than_12_is_refused_by_version(fake_libcuda_path, cuda_mod):
@@ -323,6 +462,37 @@ def test_sized_kernel_parameters_are_checked_against_the_kernel(cuda_mod, fake):
     assert e.n_sized_kernels == 0
     e.add_sized_kernel(node, 2, 1, "int64")
     assert e.n_sized_kernels == 1
+
+
+@pytest.mark.parametrize("form", [0, 1], ids=["cukernel-in-func", "cukernel-in-kern"])
+def test_a_node_carrying_a_cukernel_is_named_checked_and_retuned(cuda_mod, fake, form):
+    """A launch of a CUkernel (the runtime's lazy-loaded kernels, library kernels) leaves a
+    CUkernel in the kernel node: cast into `func`, or in `kern` with func NULL. cuFuncGetName
+    and cuFuncGetParamInfo refuse it; eagle names it (cuKernelGetName / cuKernelGetFunction),
+    checks the sized node's parameters against it and retunes it."""
+    c = cuda_mod
+    fake.fake_cuda_set_kernel_node_form(form)
+    try:
+        a = DeviceArray(np.zeros(8))
+        s = c.Stream()
+        k = library_kernel(fake, "add_one")
+        assert c.kernel_param_sizes(k) == [8, 8]
+        s.begin_capture(c.CAPTURE_MODE_RELAXED)
+        c.launch_kernel(k, 2, 4, [p(a), ctypes.c_int64(8)], stream=s)
+        node = s.last_node()
+        g = s.end_capture()
+        assert c.kernel_node_name(node) == "add_one"
+        e = g.instantiate()
+        with pytest.raises(TypeError, match="is 8 bytes wide, eagle was told int32"):
+            e.add_sized_kernel(node, 2, 1, "int32")
+        e.add_sized_kernel(node, 2, 1, "int64", per_block=4)
+        e.set_logical_size(3)
+        e.launch(s, 2)
+        s.synchronize()
+        assert a.host.tolist() == [2.0] * 3 + [0.0] * 5
+        e.close()
+    finally:
+        fake.fake_cuda_set_kernel_node_form(0)
 
 
 def test_a_32_bit_size_parameter_is_patched_with_4_bytes(cuda_mod, fake):

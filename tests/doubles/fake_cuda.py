@@ -15,6 +15,14 @@ def kernel(fake, name):
     return addr
 
 
+def library_kernel(fake, name):
+    """The CUkernel (a library kernel, as the CUDA 12+ runtime launches) of a built-in
+    test kernel of the stand-in."""
+    addr = fake.fake_cuda_library_kernel(kernel(fake, name))
+    assert addr, name
+    return addr
+
+
 class DeviceArray:
     """TEST-ONLY: an array in the stand-in's device memory, with
     ``__cuda_array_interface__``; ``.host`` views the same memory from NumPy."""

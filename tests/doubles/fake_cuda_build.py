@@ -81,6 +81,9 @@ def bind_fake_libcuda(lib):
     lib.fake_cuda_module_function.restype = ctypes.c_void_p
     lib.fake_cuda_load_module.argtypes = [ctypes.c_char_p]
     lib.fake_cuda_is_device.argtypes = [ctypes.c_uint64, ctypes.c_size_t]
+    lib.fake_cuda_library_kernel.argtypes = [ctypes.c_void_p]
+    lib.fake_cuda_library_kernel.restype = ctypes.c_void_p
+    lib.fake_cuda_set_kernel_node_form.argtypes = [ctypes.c_int]
     return lib
 
 

@@ -483,9 +483,51 @@ static int valid_kernel(const void *f) {
     return handle_is(f, KERNEL_MAGIC) && ((const fake_kernel *)f)->magic == KERNEL_MAGIC;
 }
 
+/* ---- library kernels (CUkernel) ------------------------------------------------------
+ * A CUkernel (cuLibraryGetKernel; what the CUDA 12+ runtime launches under lazy loading,
+ * and what cuBLAS / cuFFT kernels captured through the runtime may carry) is a handle of
+ * its own: the cuFunc* calls refuse it (an error code), cuKernelGetName and
+ * cuKernelGetFunction take it, cuLaunchKernel and kernel nodes take it in place of a
+ * CUfunction. A kernel node made from one reports it back (cuGraphKernelNodeGetParams)
+ * in `func` (form 0, the default: the handle as it was launched) or in `kern` with func
+ * NULL (form 1), fake_cuda_set_kernel_node_form(). fake_cuda_library_kernel(f) is the
+ * CUkernel of CUfunction f (one per function). */
+#define LIBKERNEL_MAGIC 0x4c49424b
+typedef struct fake_libkernel { int magic; fake_kernel *fn; } fake_libkernel;
+#define NLIBK 128
+static fake_libkernel *libkernels[NLIBK];
+static int kernel_node_form;
+static pthread_mutex_t libk_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static fake_kernel *libkernel_function(const void *h) {
+    if (!handle_is(h, LIBKERNEL_MAGIC)) return NULL;
+    const fake_libkernel *k = (const fake_libkernel *)h;
+    return k->magic == LIBKERNEL_MAGIC ? k->fn : NULL;
+}
+EXPORT void *fake_cuda_library_kernel(void *func) {
+    if (!valid_kernel(func)) return NULL;
+    void *out = NULL;
+    pthread_mutex_lock(&libk_lock);
+    for (int i = 0; i < NLIBK && !out; ++i) {
+        if (libkernels[i] && libkernels[i]->fn == func) out = libkernels[i];
+        else if (!libkernels[i]) {
+            fake_libkernel *k = (fake_libkernel *)calloc(1, sizeof *k);
+            if (!k) abort();
+            k->magic = LIBKERNEL_MAGIC;
+            k->fn = (fake_kernel *)func;
+            handle_add(k, LIBKERNEL_MAGIC);
+            out = libkernels[i] = k;
+        }
+    }
+    pthread_mutex_unlock(&libk_lock);
+    return out;
+}
+EXPORT void fake_cuda_set_kernel_node_form(int form) { kernel_node_form = form; }
+
 /* a kernel launch with its own copy of the arguments */
 typedef struct klaunch {
     fake_kernel *k;
+    void *kern; /* the CUkernel it was launched with (NULL: a CUfunction) */
     fake_dim3 grid, block;
     unsigned shmem;
     /* the arguments, each at a multiple of 8 (as cuFuncGetParamInfo reports), aligned
@@ -496,8 +538,14 @@ typedef struct klaunch {
     void *argv[MAXARGS];
 } klaunch;
 
+static fake_kernel *libkernel_function(const void *h);
 static int klaunch_set(klaunch *l, void *func, fake_dim3 grid, fake_dim3 block, unsigned shmem,
                        void **params) {
+    l->kern = NULL;
+    if (libkernel_function(func)) { /* cuLaunchKernel takes a CUkernel cast to a CUfunction */
+        l->kern = func;
+        func = libkernel_function(func);
+    }
     if (!valid_kernel(func)) return E_INVALID_HANDLE;
     if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z ||
         block.x * block.y * block.z > 1024)
@@ -1063,6 +1111,21 @@ static int ctx_get_device(int *dev) {
     *dev = 0;
     LEAVE(0);
 }
+/* The CUDA 13.0 forms (cudaTypedefs.h PFN_cuCtxGetDevice_v13000 / PFN_cuCtxSynchronize_v13000)
+ * take the context (NULL: the current one). A caller that asks for them but calls the
+ * 12.x form passes whatever its register held as ctx: anything but NULL or a context
+ * the stand-in made is CUDA_ERROR_INVALID_CONTEXT (as a real driver would, at best). */
+static int ctx_valid_or_current(void *ctx) { return ctx == NULL || ctx == PRIMARY_CTX; }
+static int ctx_get_device(int *dev);
+static int ctx_synchronize(void);
+static int ctx_get_device_v2(int *dev, void *ctx) {
+    if (!ctx_valid_or_current(ctx)) { count("cuCtxGetDevice_v2 bad context"); return E_INVALID_CONTEXT; }
+    return ctx_get_device(dev);
+}
+static int ctx_synchronize_v2(void *ctx) {
+    if (!ctx_valid_or_current(ctx)) { count("cuCtxSynchronize_v2 bad context"); return E_INVALID_CONTEXT; }
+    return ctx_synchronize();
+}
 static int ctx_synchronize(void) {
     ENTER("cuCtxSynchronize");
     int rc = unsafe_call_check();
@@ -1458,6 +1521,13 @@ static int kernel_node_get(void *node, kparams *p) {
     fnode *n = (fnode *)node;
     memset(p, 0, sizeof *p);
     p->func = n->kl.k;
+    if (n->kl.kern && kernel_node_form == 1) {
+        p->func = NULL;
+        p->kern = n->kl.kern;
+        p->ctx = PRIMARY_CTX;
+    } else if (n->kl.kern) {
+        p->func = n->kl.kern;
+    }
     p->gx = n->kl.grid.x, p->gy = n->kl.grid.y, p->gz = n->kl.grid.z;
     p->bx = n->kl.block.x, p->by = n->kl.block.y, p->bz = n->kl.block.z;
     p->shmem = n->kl.shmem;
@@ -1700,7 +1770,8 @@ static int launch_kernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigne
     LEAVE(0);
 }
 static int param_info(void *f, size_t index, size_t *offset, size_t *size) {
-    if (!valid_kernel(f)) return E_INVALID_HANDLE;
+    count("cuFuncGetParamInfo");
+    if (!valid_kernel(f)) return E_INVALID_HANDLE; /* a CUkernel too */
     fake_kernel *k = (fake_kernel *)f;
     if (index >= k->nparams) return E_INVALID_VALUE;
     size_t off = 0;
@@ -1710,9 +1781,24 @@ static int param_info(void *f, size_t index, size_t *offset, size_t *size) {
     return 0;
 }
 static int func_get_name(const char **name, void *f) {
-    if (!name || !valid_kernel(f)) return E_INVALID_VALUE;
+    if (!name || !valid_kernel(f)) return E_INVALID_VALUE; /* a CUkernel too */
     *name = ((fake_kernel *)f)->name;
     return 0;
+}
+static int kernel_get_name(const char **name, void *k) {
+    if (!name) return E_INVALID_VALUE;
+    fake_kernel *f = libkernel_function(k);
+    if (!f) return E_INVALID_HANDLE;
+    *name = f->name;
+    return 0;
+}
+static int kernel_get_function(void **func, void *k) {
+    ENTER("cuKernelGetFunction"); /* the function of the current context's copy */
+    fake_kernel *f = libkernel_function(k);
+    if (!func) LEAVE(E_INVALID_VALUE);
+    if (!f) LEAVE(E_INVALID_HANDLE);
+    *func = f;
+    LEAVE(0);
 }
 static int mem_alloc(unsigned long long *out, size_t n) {
     ENTER("cuMemAlloc");
@@ -1812,8 +1898,10 @@ static const proc procs[] = {
     {"cuDevicePrimaryCtxRetain", 7000, 0, (void *)primary_retain},
     {"cuCtxGetCurrent", 4000, 0, (void *)ctx_get_current},
     {"cuCtxSetCurrent", 4000, 0, (void *)ctx_set_current},
-    {"cuCtxGetDevice", 2000, 0, (void *)ctx_get_device},
-    {"cuCtxSynchronize", 2000, 0, (void *)ctx_synchronize},
+    {"cuCtxGetDevice", 2000, 12999, (void *)ctx_get_device},
+    {"cuCtxGetDevice", 13000, 0, (void *)ctx_get_device_v2},
+    {"cuCtxSynchronize", 2000, 12999, (void *)ctx_synchronize},
+    {"cuCtxSynchronize", 13000, 0, (void *)ctx_synchronize_v2},
     {"cuStreamCreate", 2000, 0, (void *)stream_create},
     {"cuStreamDestroy", 4000, 0, (void *)stream_destroy},
     {"cuStreamSynchronize", 2000, 0, (void *)stream_synchronize},
@@ -1851,7 +1939,8 @@ static const proc procs[] = {
     {"cuLaunchKernel", 4000, 0, (void *)launch_kernel},
     {"cuFuncGetParamInfo", 12040, 0, (void *)param_info},
     {"cuFuncGetName", 12030, 0, (void *)func_get_name},
-    {"cuKernelGetName", 12030, 0, (void *)func_get_name},
+    {"cuKernelGetName", 12030, 0, (void *)kernel_get_name},
+    {"cuKernelGetFunction", 12000, 0, (void *)kernel_get_function},
     {"cuMemAlloc", 3020, 0, (void *)mem_alloc},
     {"cuMemFree", 3020, 0, (void *)mem_free},
     {"cuMemcpyAsync", 4000, 0, (void *)memcpy_async},
@@ -1860,31 +1949,69 @@ static const proc procs[] = {
 
 /* CUdriverProcAddressQueryResult */
 enum { PROC_SUCCESS = 0, PROC_SYMBOL_NOT_FOUND = 1, PROC_VERSION_NOT_SUFFICIENT = 2 };
+/* CUdriverProcAddress_flags */
+enum { PROC_DEFAULT = 0, PROC_LEGACY_STREAM = 1, PROC_PER_THREAD_DEFAULT_STREAM = 2 };
+
+/* Versioned ABIs, as the driver hands them out: a symbol has one row per ABI it has had
+ * (`since` is the <version> of cudaTypedefs.h's PFN_<symbol>_v<version>, `until` the last
+ * version before the next form); cuGetProcAddress(symbol, version) gives the form of
+ * min(version, driver version): the newest form introduced at or before it. So a caller
+ * that asks at the driver's version gets the newest form, whatever ABI its own type has
+ * (tests/cuda/test_shim_standin.py checks these rows against the real header). The flags
+ * must be one of CU_GET_PROC_ADDRESS_* (else CUDA_ERROR_INVALID_VALUE); no symbol here
+ * has a per-thread-default-stream form, so the three modes hand out the same function.
+ * Every request is logged for the tests: fake_cuda_proc_requests(). */
+#define NREQ 256
+static struct { char name[64]; int version; unsigned long long flags; } requests[NREQ];
+static int nrequests;
 
 EXPORT int cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version,
                                unsigned long long flags, int *status) {
     int st = PROC_SYMBOL_NOT_FOUND;
     if (!symbol || !pfn) return E_INVALID_VALUE;
     *pfn = NULL;
-    (void)flags;
     count("cuGetProcAddress");
+    if (flags != PROC_DEFAULT && flags != PROC_LEGACY_STREAM &&
+        flags != PROC_PER_THREAD_DEFAULT_STREAM) {
+        if (status) *status = PROC_SYMBOL_NOT_FOUND;
+        return E_INVALID_VALUE;
+    }
+    pthread_mutex_lock(&count_lock);
+    if (nrequests < NREQ) {
+        snprintf(requests[nrequests].name, sizeof requests[nrequests].name, "%s", symbol);
+        requests[nrequests].version = cuda_version;
+        requests[nrequests].flags = flags;
+        nrequests++;
+    }
+    pthread_mutex_unlock(&count_lock);
+    int v = cuda_version < version() ? cuda_version : version();
     for (size_t i = 0; i < sizeof procs / sizeof *procs; ++i) {
         if (strcmp(procs[i].name, symbol)) continue;
-        if (procs[i].since > version()) { /* newer than this driver */
+        if (v < procs[i].since) { /* newer than asked for, or than this driver */
             if (st == PROC_SYMBOL_NOT_FOUND) st = PROC_VERSION_NOT_SUFFICIENT;
             continue;
         }
-        if (cuda_version < procs[i].since) {
-            if (st == PROC_SYMBOL_NOT_FOUND) st = PROC_VERSION_NOT_SUFFICIENT;
-            continue;
-        }
-        if (procs[i].until && cuda_version > procs[i].until) continue;
+        if (procs[i].until && v > procs[i].until) continue;
         *pfn = procs[i].fn;
         st = PROC_SUCCESS;
         break;
     }
     if (status) *status = st;
     return st == PROC_SUCCESS ? 0 : E_NOT_FOUND;
+}
+
+/* "symbol version flags" per line, every cuGetProcAddress request so far (a test-only export) */
+EXPORT size_t fake_cuda_proc_requests(char *buf, size_t n) {
+    size_t used = 0;
+    pthread_mutex_lock(&count_lock);
+    for (int i = 0; i < nrequests; ++i) {
+        int room = buf && used < n;
+        int w = snprintf(room ? buf + used : NULL, room ? n - used : 0, "%s %d %llu\n",
+                         requests[i].name, requests[i].version, requests[i].flags);
+        if (w > 0) used += (size_t)w;
+    }
+    pthread_mutex_unlock(&count_lock);
+    return used;
 }
 
 /* ---- observation and injection (test-only exports) ---------------------------------- */

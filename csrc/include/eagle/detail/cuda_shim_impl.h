@@ -33,6 +33,7 @@ typedef int (*eagle_cu_h)(void *);
 typedef int (*eagle_cu_hp)(void **);
 typedef int (*eagle_cu_hp_flags)(void **, unsigned int);
 typedef int (*eagle_cu_hh)(void *, void *);
+typedef int (*eagle_cu_hp_h)(void **, void *);
 typedef int (*eagle_cu_err_str)(int, const char **);
 typedef int (*eagle_cu_dev_get)(int *, int);
 typedef int (*eagle_cu_ctx_retain)(void **, int);
@@ -120,12 +121,36 @@ typedef struct eagle_cuda_table {
     eagle_cu_exec_kn_set GraphExecKernelNodeSetParams;
     eagle_cu_param_info FuncGetParamInfo;          /* 12.4+, optional      */
     eagle_cu_get_name FuncGetName, KernelGetName;  /* 12.3+, optional      */
+    eagle_cu_hp_h KernelGetFunction;               /* CUkernel -> CUfunction */
     eagle_cu_mem_alloc MemAlloc;
     eagle_cu_mem_free MemFree;
     eagle_cu_memcpy_async MemcpyAsync;
 } eagle_cuda_table;
 
 static eagle_cuda_table eagle_cuda_T;
+
+/* Publication of the table: eagle_cuda_bind fills every field with `loaded`
+ * still 0 and then stores loaded = 1 with release order; every reader's first
+ * look at `loaded` is an acquire load, so a thread that sees 1 also sees the
+ * whole table (the fast path of the first calls runs without the lock, from
+ * any thread). `device` may change after loading (eagle_cuda_set_device) while
+ * other threads read it: relaxed accesses (each value whole, no order needed). */
+#if defined(__GNUC__) || defined(__clang__)
+static inline int eagle_cuda_loaded(void) {
+    return __atomic_load_n(&eagle_cuda_T.loaded, __ATOMIC_ACQUIRE);
+}
+static inline void eagle_cuda_publish(void) {
+    __atomic_store_n(&eagle_cuda_T.loaded, 1, __ATOMIC_RELEASE);
+}
+static inline int eagle_cuda_device_load(void) {
+    return __atomic_load_n(&eagle_cuda_T.device, __ATOMIC_RELAXED);
+}
+static inline void eagle_cuda_device_store(int d) {
+    __atomic_store_n(&eagle_cuda_T.device, d, __ATOMIC_RELAXED);
+}
+#else
+#error "eagle's CUDA shim needs GCC/Clang atomic builtins (__atomic_load_n)"
+#endif
 /* the error names of a driver found but not usable (kept open for them) */
 static eagle_cu_err_str eagle_cuda_found_err_name, eagle_cuda_found_err_str;
 static pthread_mutex_t eagle_cuda_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -135,69 +160,78 @@ static thread_local int eagle_cuda_ctx_ok;
 static _Thread_local int eagle_cuda_ctx_ok;
 #endif
 
-/* One entry point: the name cuGetProcAddress takes, the lowest CUDA version
- * with the ABI the table's type has (0: any), the highest one with it
- * (0: none), and whether eagle cannot work without it. */
+/* One entry point: the name cuGetProcAddress takes; the driver versions for
+ * which eagle uses this form (lo..hi, 0: no bound; a symbol with two forms
+ * has two entries); `abi`, the CUDA version whose ABI the table's type
+ * encodes (the <version> of cudaTypedefs.h's PFN_<name>_v<version>), which
+ * is the version eagle asks cuGetProcAddress for; and whether eagle cannot
+ * work without it. Asking at the driver's own version instead would hand
+ * out the newest form: at 13.0 cuCtxSynchronize and cuCtxGetDevice are
+ * their _v2 forms taking a context (tests/cuda/test_shim_standin.py checks
+ * every entry's arity against cudaTypedefs.h for 12.0-13.0). */
 typedef struct eagle_cuda_entry {
     const char *name;
     int min_api, max_api;
+    int abi;
     int required;
     size_t offset;
 } eagle_cuda_entry;
 
-#define EAGLE_E(field, name, lo, hi, req) {name, lo, hi, req, offsetof(eagle_cuda_table, field)}
+#define EAGLE_E(field, name, lo, hi, abi, req)                                 \
+    {name, lo, hi, abi, req, offsetof(eagle_cuda_table, field)}
 static const eagle_cuda_entry eagle_cuda_entries[] = {
-    EAGLE_E(GetErrorName, "cuGetErrorName", 0, 0, 1),
-    EAGLE_E(GetErrorString, "cuGetErrorString", 0, 0, 1),
-    EAGLE_E(DeviceGetCount, "cuDeviceGetCount", 0, 0, 1),
-    EAGLE_E(DeviceGet, "cuDeviceGet", 0, 0, 1),
-    EAGLE_E(DeviceGetName, "cuDeviceGetName", 0, 0, 0),
-    EAGLE_E(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 0, 0, 1),
-    EAGLE_E(CtxGetCurrent, "cuCtxGetCurrent", 0, 0, 1),
-    EAGLE_E(CtxSetCurrent, "cuCtxSetCurrent", 0, 0, 1),
-    EAGLE_E(CtxGetDevice, "cuCtxGetDevice", 0, 0, 1),
-    EAGLE_E(CtxSynchronize, "cuCtxSynchronize", 0, 0, 1),
-    EAGLE_E(StreamCreate, "cuStreamCreate", 0, 0, 1),
-    EAGLE_E(StreamDestroy, "cuStreamDestroy", 0, 0, 1),
-    EAGLE_E(StreamSynchronize, "cuStreamSynchronize", 0, 0, 1),
-    EAGLE_E(StreamWaitEvent, "cuStreamWaitEvent", 0, 0, 1),
-    EAGLE_E(EventCreate, "cuEventCreate", 0, 0, 1),
-    EAGLE_E(EventDestroy, "cuEventDestroy", 0, 0, 1),
-    EAGLE_E(EventRecord, "cuEventRecord", 0, 0, 1),
-    EAGLE_E(EventSynchronize, "cuEventSynchronize", 0, 0, 1),
-    EAGLE_E(StreamBeginCapture, "cuStreamBeginCapture", 0, 0, 1),
-    EAGLE_E(StreamEndCapture, "cuStreamEndCapture", 0, 0, 1),
-    EAGLE_E(StreamIsCapturing, "cuStreamIsCapturing", 0, 0, 1),
-    EAGLE_E(ThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", 0, 0, 1),
-    EAGLE_E(CaptureInfoV2, "cuStreamGetCaptureInfo", 0, 12029, 0),
-    EAGLE_E(CaptureInfoV3, "cuStreamGetCaptureInfo", 12030, 0, 0),
-    EAGLE_E(BeginCaptureToGraph, "cuStreamBeginCaptureToGraph", 12030, 0, 0),
-    EAGLE_E(GraphCreate, "cuGraphCreate", 0, 0, 1),
-    EAGLE_E(GraphDestroy, "cuGraphDestroy", 0, 0, 1),
-    EAGLE_E(GraphGetNodes, "cuGraphGetNodes", 0, 0, 1),
-    EAGLE_E(GraphAddChildGraphNode, "cuGraphAddChildGraphNode", 0, 0, 1),
-    EAGLE_E(GraphChildGraphNodeGetGraph, "cuGraphChildGraphNodeGetGraph", 0, 0, 1),
-    EAGLE_E(AddDepsV1, "cuGraphAddDependencies", 0, 12029, 0),
-    EAGLE_E(AddDepsV2, "cuGraphAddDependencies", 12030, 0, 0),
-    EAGLE_E(GraphAddKernelNode, "cuGraphAddKernelNode", 12000, 0, 1),
-    EAGLE_E(GraphAddNode, "cuGraphAddNode", 12030, 0, 0),
-    EAGLE_E(ConditionalHandleCreate, "cuGraphConditionalHandleCreate", 12040, 0, 0),
-    EAGLE_E(GraphInstantiateWithParams, "cuGraphInstantiateWithParams", 12000, 0, 1),
-    EAGLE_E(GraphExecDestroy, "cuGraphExecDestroy", 0, 0, 1),
-    EAGLE_E(GraphUpload, "cuGraphUpload", 0, 0, 1),
-    EAGLE_E(GraphLaunch, "cuGraphLaunch", 0, 0, 1),
-    EAGLE_E(GraphExecUpdate, "cuGraphExecUpdate", 12000, 0, 1),
-    EAGLE_E(GraphExecChildGraphNodeSetParams, "cuGraphExecChildGraphNodeSetParams", 0, 0, 1),
-    EAGLE_E(LaunchKernel, "cuLaunchKernel", 0, 0, 1),
-    EAGLE_E(GraphKernelNodeGetParams, "cuGraphKernelNodeGetParams", 12000, 0, 1),
-    EAGLE_E(GraphKernelNodeSetParams, "cuGraphKernelNodeSetParams", 12000, 0, 1),
-    EAGLE_E(GraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams", 12000, 0, 1),
-    EAGLE_E(FuncGetParamInfo, "cuFuncGetParamInfo", 12040, 0, 0),
-    EAGLE_E(FuncGetName, "cuFuncGetName", 12030, 0, 0),
-    EAGLE_E(KernelGetName, "cuKernelGetName", 12030, 0, 0),
-    EAGLE_E(MemAlloc, "cuMemAlloc", 0, 0, 1),
-    EAGLE_E(MemFree, "cuMemFree", 0, 0, 1),
-    EAGLE_E(MemcpyAsync, "cuMemcpyAsync", 0, 0, 1),
+    EAGLE_E(GetErrorName, "cuGetErrorName", 0, 0, 6000, 1),
+    EAGLE_E(GetErrorString, "cuGetErrorString", 0, 0, 6000, 1),
+    EAGLE_E(DeviceGetCount, "cuDeviceGetCount", 0, 0, 2000, 1),
+    EAGLE_E(DeviceGet, "cuDeviceGet", 0, 0, 2000, 1),
+    EAGLE_E(DeviceGetName, "cuDeviceGetName", 0, 0, 2000, 0),
+    EAGLE_E(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 0, 0, 7000, 1),
+    EAGLE_E(CtxGetCurrent, "cuCtxGetCurrent", 0, 0, 4000, 1),
+    EAGLE_E(CtxSetCurrent, "cuCtxSetCurrent", 0, 0, 4000, 1),
+    EAGLE_E(CtxGetDevice, "cuCtxGetDevice", 0, 0, 2000, 1),
+    EAGLE_E(CtxSynchronize, "cuCtxSynchronize", 0, 0, 2000, 1),
+    EAGLE_E(StreamCreate, "cuStreamCreate", 0, 0, 2000, 1),
+    EAGLE_E(StreamDestroy, "cuStreamDestroy", 0, 0, 4000, 1),
+    EAGLE_E(StreamSynchronize, "cuStreamSynchronize", 0, 0, 2000, 1),
+    EAGLE_E(StreamWaitEvent, "cuStreamWaitEvent", 0, 0, 3020, 1),
+    EAGLE_E(EventCreate, "cuEventCreate", 0, 0, 2000, 1),
+    EAGLE_E(EventDestroy, "cuEventDestroy", 0, 0, 4000, 1),
+    EAGLE_E(EventRecord, "cuEventRecord", 0, 0, 2000, 1),
+    EAGLE_E(EventSynchronize, "cuEventSynchronize", 0, 0, 2000, 1),
+    EAGLE_E(StreamBeginCapture, "cuStreamBeginCapture", 0, 0, 10010, 1),
+    EAGLE_E(StreamEndCapture, "cuStreamEndCapture", 0, 0, 10000, 1),
+    EAGLE_E(StreamIsCapturing, "cuStreamIsCapturing", 0, 0, 10000, 1),
+    EAGLE_E(ThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", 0, 0, 10010, 1),
+    EAGLE_E(CaptureInfoV2, "cuStreamGetCaptureInfo", 0, 12029, 11030, 0),
+    EAGLE_E(CaptureInfoV3, "cuStreamGetCaptureInfo", 12030, 0, 12030, 0),
+    EAGLE_E(BeginCaptureToGraph, "cuStreamBeginCaptureToGraph", 12030, 0, 12030, 0),
+    EAGLE_E(GraphCreate, "cuGraphCreate", 0, 0, 10000, 1),
+    EAGLE_E(GraphDestroy, "cuGraphDestroy", 0, 0, 10000, 1),
+    EAGLE_E(GraphGetNodes, "cuGraphGetNodes", 0, 0, 10000, 1),
+    EAGLE_E(GraphAddChildGraphNode, "cuGraphAddChildGraphNode", 0, 0, 10000, 1),
+    EAGLE_E(GraphChildGraphNodeGetGraph, "cuGraphChildGraphNodeGetGraph", 0, 0, 10000, 1),
+    EAGLE_E(AddDepsV1, "cuGraphAddDependencies", 0, 12029, 10000, 0),
+    EAGLE_E(AddDepsV2, "cuGraphAddDependencies", 12030, 0, 12030, 0),
+    EAGLE_E(GraphAddKernelNode, "cuGraphAddKernelNode", 12000, 0, 12000, 1),
+    EAGLE_E(GraphAddNode, "cuGraphAddNode", 12030, 0, 12030, 0),
+    EAGLE_E(ConditionalHandleCreate, "cuGraphConditionalHandleCreate", 12040, 0, 12030, 0),
+    EAGLE_E(GraphInstantiateWithParams, "cuGraphInstantiateWithParams", 12000, 0, 12000, 1),
+    EAGLE_E(GraphExecDestroy, "cuGraphExecDestroy", 0, 0, 10000, 1),
+    EAGLE_E(GraphUpload, "cuGraphUpload", 0, 0, 11010, 1),
+    EAGLE_E(GraphLaunch, "cuGraphLaunch", 0, 0, 10000, 1),
+    EAGLE_E(GraphExecUpdate, "cuGraphExecUpdate", 12000, 0, 12000, 1),
+    EAGLE_E(GraphExecChildGraphNodeSetParams, "cuGraphExecChildGraphNodeSetParams", 0, 0, 11010, 1),
+    EAGLE_E(LaunchKernel, "cuLaunchKernel", 0, 0, 4000, 1),
+    EAGLE_E(GraphKernelNodeGetParams, "cuGraphKernelNodeGetParams", 12000, 0, 12000, 1),
+    EAGLE_E(GraphKernelNodeSetParams, "cuGraphKernelNodeSetParams", 12000, 0, 12000, 1),
+    EAGLE_E(GraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams", 12000, 0, 12000, 1),
+    EAGLE_E(FuncGetParamInfo, "cuFuncGetParamInfo", 12040, 0, 12040, 0),
+    EAGLE_E(FuncGetName, "cuFuncGetName", 12030, 0, 12030, 0),
+    EAGLE_E(KernelGetName, "cuKernelGetName", 12030, 0, 12030, 0),
+    EAGLE_E(KernelGetFunction, "cuKernelGetFunction", 12000, 0, 12000, 0),
+    EAGLE_E(MemAlloc, "cuMemAlloc", 0, 0, 3020, 1),
+    EAGLE_E(MemFree, "cuMemFree", 0, 0, 3020, 1),
+    EAGLE_E(MemcpyAsync, "cuMemcpyAsync", 0, 0, 4000, 1),
 };
 #undef EAGLE_E
 
@@ -244,9 +278,10 @@ static int eagle_cuda_bind(void *dl, const char *path, char *errbuf, size_t errn
         const eagle_cuda_entry *e = &eagle_cuda_entries[i];
         void *fn = NULL;
         int status = 0;
-        int in_range = t.api >= e->min_api && (e->max_api == 0 || t.api <= e->max_api);
+        int in_range = t.api >= e->min_api && (e->max_api == 0 || t.api <= e->max_api) &&
+                       t.api >= e->abi;
         if (in_range) {
-            int st = getproc(e->name, &fn, t.api, 0 /* CU_GET_PROC_ADDRESS_DEFAULT */, &status);
+            int st = getproc(e->name, &fn, e->abi, 0 /* CU_GET_PROC_ADDRESS_DEFAULT */, &status);
             if (st != 0 || status != 0 /* CU_GET_PROC_ADDRESS_SUCCESS */) fn = NULL;
         }
         if (!fn && e->required) {
@@ -285,8 +320,12 @@ static int eagle_cuda_bind(void *dl, const char *path, char *errbuf, size_t errn
                      path, vtext, n ? n : "?", x ? x : "?");
         return st;
     }
-    t.loaded = 1;
-    eagle_cuda_T = t;
+    /* every field but `loaded` (which other threads read meanwhile, atomically),
+     * then `loaded`, published */
+    memcpy((char *)&eagle_cuda_T + offsetof(eagle_cuda_table, driver_version),
+           (const char *)&t + offsetof(eagle_cuda_table, driver_version),
+           sizeof t - offsetof(eagle_cuda_table, driver_version));
+    eagle_cuda_publish();
     return 0;
 }
 
@@ -294,10 +333,10 @@ static int eagle_cuda_bind(void *dl, const char *path, char *errbuf, size_t errn
 static int eagle_cuda_found_version;
 
 int eagle_cuda_load(char *errbuf, size_t errbuf_size) {
-    if (eagle_cuda_T.loaded) return 0;
+    if (eagle_cuda_loaded()) return 0;
     pthread_mutex_lock(&eagle_cuda_lock);
     int st = 0;
-    if (!eagle_cuda_T.loaded) {
+    if (!eagle_cuda_loaded()) {
         const char *env = getenv("EAGLE_LIBCUDA");
         const char *path = env && *env ? env : "libcuda.so.1";
         void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -331,8 +370,8 @@ int eagle_cuda_load(char *errbuf, size_t errbuf_size) {
     return st;
 }
 
-int eagle_cuda_is_loaded(void) { return eagle_cuda_T.loaded; }
-const char *eagle_cuda_library(void) { return eagle_cuda_T.loaded ? eagle_cuda_T.library : ""; }
+int eagle_cuda_is_loaded(void) { return eagle_cuda_loaded(); }
+const char *eagle_cuda_library(void) { return eagle_cuda_loaded() ? eagle_cuda_T.library : ""; }
 
 /* Make sure this thread has a current context (the chosen device's primary
  * one when it has none). */
@@ -343,7 +382,7 @@ static int eagle_cuda_context(void) {
     if (st) return st;
     if (!ctx) {
         int dev = 0;
-        st = eagle_cuda_T.DeviceGet(&dev, eagle_cuda_T.device);
+        st = eagle_cuda_T.DeviceGet(&dev, eagle_cuda_device_load());
         if (!st) st = eagle_cuda_T.DevicePrimaryCtxRetain(&ctx, dev);
         if (!st) st = eagle_cuda_T.CtxSetCurrent(ctx);
         if (st) return st;
@@ -354,7 +393,7 @@ static int eagle_cuda_context(void) {
 
 #define EAGLE_CUDA_ENSURE()                                                    \
     do {                                                                       \
-        if (!eagle_cuda_T.loaded) {                                            \
+        if (!eagle_cuda_loaded()) {                                            \
             int eagle_st_ = eagle_cuda_load(NULL, 0);                          \
             if (eagle_st_) return eagle_st_;                                   \
         }                                                                      \
@@ -373,7 +412,7 @@ static int eagle_cuda_context(void) {
 
 int eagle_cuda_driver_version(int *version) {
     if (!version) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
-    if (!eagle_cuda_T.loaded) {
+    if (!eagle_cuda_loaded()) {
         int st = eagle_cuda_load(NULL, 0);
         *version = eagle_cuda_found_version;
         return eagle_cuda_found_version ? 0 : st;
@@ -383,7 +422,7 @@ int eagle_cuda_driver_version(int *version) {
 }
 int eagle_cuda_api_version(int *version) {
     if (!version) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
-    if (!eagle_cuda_T.loaded) {
+    if (!eagle_cuda_loaded()) {
         int st = eagle_cuda_load(NULL, 0);
         if (st) return st;
     }
@@ -391,7 +430,7 @@ int eagle_cuda_api_version(int *version) {
     return 0;
 }
 int eagle_cuda_has(const char *feature) {
-    if (!eagle_cuda_T.loaded && eagle_cuda_load(NULL, 0) != 0) return 0;
+    if (!eagle_cuda_loaded() && eagle_cuda_load(NULL, 0) != 0) return 0;
     if (!feature) return 0;
     if (!strcmp(feature, "conditional"))
         return eagle_cuda_T.ConditionalHandleCreate && eagle_cuda_T.GraphAddNode &&
@@ -428,7 +467,7 @@ void eagle_cuda_status_text(int status, const char **name, const char **text) {
             "cuFuncGetParamInfo need 12.4)";
         break;
     default:
-        if (status > 0 && eagle_cuda_T.loaded) {
+        if (status > 0 && eagle_cuda_loaded()) {
             if (eagle_cuda_T.GetErrorName(status, &n) != 0) n = NULL;
             if (eagle_cuda_T.GetErrorString(status, &x) != 0) x = NULL;
         } else if (status > 0 && eagle_cuda_found_err_name) {
@@ -445,7 +484,7 @@ void eagle_cuda_status_text(int status, const char **name, const char **text) {
 /* ---- devices, streams, events ------------------------------------------- */
 
 int eagle_cuda_get_device_count(int *count) {
-    if (!eagle_cuda_T.loaded) {
+    if (!eagle_cuda_loaded()) {
         int st = eagle_cuda_load(NULL, 0);
         if (st) return st;
     }
@@ -455,12 +494,12 @@ int eagle_cuda_get_device(int *device) { EAGLE_CUDA_CALL(CtxGetDevice, device); 
 int eagle_cuda_set_device(int device) {
     void *ctx = NULL;
     int dev = 0, st;
-    if (!eagle_cuda_T.loaded && (st = eagle_cuda_load(NULL, 0)) != 0) return st;
+    if (!eagle_cuda_loaded() && (st = eagle_cuda_load(NULL, 0)) != 0) return st;
     st = eagle_cuda_T.DeviceGet(&dev, device);
     if (!st) st = eagle_cuda_T.DevicePrimaryCtxRetain(&ctx, dev);
     if (!st) st = eagle_cuda_T.CtxSetCurrent(ctx);
     if (!st) {
-        eagle_cuda_T.device = device;
+        eagle_cuda_device_store(device);
         eagle_cuda_ctx_ok = 1;
     }
     return st;
@@ -686,27 +725,42 @@ int eagle_cuda_graph_exec_kernel_node_set_params(eagle_cudaGraphExec_t e,
     if (!p) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
     EAGLE_CUDA_CALL(GraphExecKernelNodeSetParams, e, node, p);
 }
+/* Runtime and library launches (the CUDA 12+ runtime under lazy loading, cuBLAS,
+ * cuFFT) may leave a CUkernel in a kernel node rather than a CUfunction: in `kern`
+ * with func NULL, or cast into `func` (cuLaunchKernel takes either). The cuFunc*
+ * calls refuse a CUkernel, so on their failure the handle is tried as a CUkernel:
+ * cuKernelGetFunction gives the current context's CUfunction of it. */
+static void *eagle_cuda_node_kernel(const eagle_CUDA_KERNEL_NODE_PARAMS_v2 *p) {
+    return p->func ? p->func : p->kern;
+}
+static int eagle_cuda_kernel_function(void *h, void **func) {
+    *func = NULL;
+    if (!h || !eagle_cuda_T.KernelGetFunction) return EAGLE_CUDA_ERR_INVALID_VALUE;
+    return eagle_cuda_T.KernelGetFunction(func, h);
+}
+
 int eagle_cuda_kernel_node_name(eagle_cudaGraphNode_t node, const char **name) {
     eagle_CUDA_KERNEL_NODE_PARAMS_v2 p;
+    void *f = NULL;
     if (!name) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
     *name = NULL;
     EAGLE_CUDA_ENSURE();
-    if (!eagle_cuda_T.FuncGetName) return EAGLE_CUDA_ERROR_TOO_OLD;
     memset(&p, 0, sizeof p);
-    int st = eagle_cuda_T.GraphKernelNodeGetParams(node, &p);
+    int st = eagle_cuda_T.GraphKernelNodeGetParams(node, &p); /* not a kernel node: its error */
     if (st) return st;
-    if (p.func) return eagle_cuda_T.FuncGetName(name, p.func);
-    if (p.kern && eagle_cuda_T.KernelGetName) return eagle_cuda_T.KernelGetName(name, p.kern);
-    return EAGLE_CUDA_ERR_INVALID_VALUE;
+    if (!eagle_cuda_T.FuncGetName) return EAGLE_CUDA_ERROR_TOO_OLD;
+    void *h = eagle_cuda_node_kernel(&p);
+    if (!h) return EAGLE_CUDA_ERR_INVALID_VALUE;
+    st = p.func ? eagle_cuda_T.FuncGetName(name, p.func) : EAGLE_CUDA_ERR_INVALID_VALUE;
+    if (st && eagle_cuda_T.KernelGetName && eagle_cuda_T.KernelGetName(name, h) == 0) return 0;
+    if (st && eagle_cuda_kernel_function(h, &f) == 0) st = eagle_cuda_T.FuncGetName(name, f);
+    if (st) *name = NULL;
+    return st;
 }
 
-int eagle_cuda_kernel_param_sizes(eagle_CUfunction func, unsigned int *count, size_t *sizes,
-                                  unsigned int cap) {
+static int eagle_cuda_param_sizes_of(void *func, unsigned int *count, size_t *sizes,
+                                     unsigned int cap) {
     unsigned int i = 0;
-    if (!count) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
-    *count = 0;
-    EAGLE_CUDA_ENSURE();
-    if (!eagle_cuda_T.FuncGetParamInfo) return EAGLE_CUDA_ERROR_TOO_OLD;
     for (;; ++i) {
         size_t off = 0, size = 0;
         int st = eagle_cuda_T.FuncGetParamInfo(func, i, &off, &size);
@@ -717,6 +771,20 @@ int eagle_cuda_kernel_param_sizes(eagle_CUfunction func, unsigned int *count, si
     }
     *count = i;
     return 0;
+}
+
+int eagle_cuda_kernel_param_sizes(eagle_CUfunction func, unsigned int *count, size_t *sizes,
+                                  unsigned int cap) {
+    void *f = NULL;
+    if (!count) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
+    *count = 0;
+    EAGLE_CUDA_ENSURE();
+    if (!eagle_cuda_T.FuncGetParamInfo) return EAGLE_CUDA_ERROR_TOO_OLD;
+    int st = eagle_cuda_param_sizes_of(func, count, sizes, cap);
+    /* refused, or no parameter at all: func may be a CUkernel */
+    if ((st || *count == 0) && eagle_cuda_kernel_function(func, &f) == 0 && f)
+        st = eagle_cuda_param_sizes_of(f, count, sizes, cap);
+    return st;
 }
 
 /* ---- sized kernel nodes ----------------------------------------------------- */
@@ -771,11 +839,11 @@ int eagle_cuda_sized_init(eagle_cuda_sized *k, eagle_cudaGraphNode_t node, unsig
     k->sizes = (size_t *)calloc(nargs ? nargs : 1, sizeof(size_t));
     if (!k->sizes) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
     for (i = 0; i < nargs; ++i) k->sizes[i] = sizes ? sizes[i] : 8;
-    if (eagle_cuda_T.FuncGetParamInfo && p.func) {
+    if (eagle_cuda_T.FuncGetParamInfo && eagle_cuda_node_kernel(&p)) {
         unsigned int count = 0;
         size_t *real = (size_t *)calloc(nargs ? nargs : 1, sizeof(size_t));
         if (!real) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
-        st = eagle_cuda_kernel_param_sizes(p.func, &count, real, nargs);
+        st = eagle_cuda_kernel_param_sizes(eagle_cuda_node_kernel(&p), &count, real, nargs);
         if (st == 0 && count != nargs) st = EAGLE_CUDA_ERROR_BAD_ARGUMENT;
         if (st == 0 && size_bytes && real[size_index] != size_bytes)
             st = EAGLE_CUDA_ERROR_BAD_ARGUMENT;
