@@ -275,6 +275,7 @@ class CudaKernelNode(Node):
         if self.size_ptr and not size_ptr:
             raise ValueError(f"kernel {self.name!r} takes SIZE_PTR: launching it needs the "
                              "device address of the logical size")
+        self._check_widths()
         grid = self.grid_for(size)
         if self._function is not None:
             self._function((grid,), (self.block,), self._cupy_args(size, size_ptr),
@@ -284,6 +285,29 @@ class CudaKernelNode(Node):
 
             _cuda.launch_kernel(self.func, grid, self.block, self._ctypes_args(size, size_ptr),
                                 self.shared_mem, stream)
+
+    def _check_widths(self) -> None:
+        """Each argument as wide as the kernel's parameter (cuFuncGetParamInfo, 12.4+
+        drivers; nothing to check against before): the launch copies each parameter's
+        own width from what eagle passes, so a float32 for a double reads 4 bytes past it
+        and an int64 for an int is silently truncated."""
+        from eagle.cuda import _shim as _cuda
+
+        real = _cuda.kernel_param_sizes(self.func)
+        if real is None:
+            return
+        if len(real) != self.nargs:
+            raise TypeError(f"kernel {self.name!r} takes {len(real)} parameter(s) (sizes {real}, "
+                            f"cuFuncGetParamInfo), it was given {self.nargs} argument(s)")
+        for i, (want, got) in enumerate(zip(real, self.arg_sizes())):
+            if want != got:
+                a = self.args[i]
+                what = (f"SIZE({a.ctype!r})" if isinstance(a, SizePlaceholder) else
+                        f"a {type(a).__name__}" if not isinstance(a, np.generic) else f"numpy.{a.dtype}")
+                raise TypeError(
+                    f"kernel {self.name!r}: argument {i} ({what}) is passed as {got} bytes but the "
+                    f"kernel's parameter {i} is {want} bytes wide (cuFuncGetParamInfo); pass a NumPy "
+                    f"scalar of the parameter's type (e.g. numpy.float32 / numpy.int32 for 4 bytes)")
 
     def _cupy_args(self, size, size_ptr=0):
         out = []

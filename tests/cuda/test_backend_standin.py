@@ -717,9 +717,10 @@ def test_branches_wait_for_the_stage_before(ck, fake, cuda_mod):
     assert c.host.tolist() == [15.0] * 4
 
 
-def _library_group(fake, cuda_mod, backend_mod, kinds):
+def _library_group(fake, cuda_mod, backend_mod, kinds, kernel=kernel):
     """A stage of opaque nodes launching kernels on the capture stream ("sgemm_like"
-    is named like a cuBLAS kernel), then a join; returns (graph, calls, arrays)."""
+    is named like a cuBLAS kernel), then a join; returns (graph, calls, arrays).
+    ``kernel``: how a kernel's handle is had (a CUfunction; library_kernel: a CUkernel)."""
     arrays = [DeviceArray(np.zeros(4)) for _ in kinds]
     calls = {}
 
@@ -760,6 +761,83 @@ def test_branches_calling_library_kernels_are_captured_in_order(ck, fake, cuda_m
     g3, calls3, _ = _library_group(fake, cuda_mod, backend_mod, ["sgemm_like", "sgemm_like"])
     g3.build()
     assert g3._backend.stage_notes() == ["branches"] and calls3 == {"n0": 1, "n1": 1}
+
+
+@pytest.mark.parametrize("factor,what", [(np.float32(2.0), "numpy.float32"), (np.int32(2), "numpy.int32")])
+def test_a_kernel_argument_narrower_than_its_parameter_is_refused(fake, ck, factor, what):
+    """cuda_kernel arguments are checked against the kernel's parameter widths
+    (cuFuncGetParamInfo): a float32 passed for a double would be copied 8 bytes wide
+    from a 4-byte value. The error names the node, the argument and both widths."""
+    cuda_kernel, SIZE = ck
+    x, y = dev(np.arange(4.0), np.zeros(4))
+    g = eagle.Graph()
+    g.add_node(cuda_kernel(kernel(fake, "scale"), (y, x, factor, SIZE), reads={"x": x},
+                           writes={"y": y}, block=4), name="twice")
+    with pytest.raises(TypeError, match=rf"kernel 'cuda_kernel': argument 2 \({what}\) is passed as 4 "
+                                        r"bytes but the kernel's parameter 2 is 8 bytes wide") as err:
+        g.build()
+    assert "node 'twice'" in "".join(getattr(err.value, "__notes__", []))
+    g2 = eagle.Graph()   # the right width builds and runs
+    g2.add_node(cuda_kernel(kernel(fake, "scale"), (y, x, np.float64(2.0), SIZE), reads={"x": x},
+                            writes={"y": y}, block=4), name="twice")
+    g2.build()
+    g2.launch(1)
+    assert y.host.tolist() == [0.0, 2.0, 4.0, 6.0]
+
+
+UNNAMED_SCRIPT = r"""
+import ctypes, sys
+import numpy as np
+sys.path.insert(0, "tests/doubles")
+import eagle
+from eagle.cuda import _shim as c, backend as b
+from eagle.graph import opaque
+from fake_cuda import DeviceArray
+lib = ctypes.CDLL(c.load())
+lib.fake_cuda_kernel.restype = ctypes.c_void_p
+k = lib.fake_cuda_kernel(b"add_one")
+arrays = [DeviceArray(np.zeros(4)) for _ in range(2)]
+def make(a):
+    def run():
+        c.launch_kernel(k, 1, 4, [ctypes.c_uint64(a.__cuda_array_interface__["data"][0]),
+                                  ctypes.c_int64(4)], stream=b.capture_stream())
+    return run
+g = eagle.Graph()
+g.add_group([opaque(make(a), writes={f"n{j}": a}) for j, a in enumerate(arrays)], names=["n0", "n1"])
+g.build()
+g.launch(2)
+print("API", c.api_version(), "NOTES", g._backend.stage_notes(), "SERIAL", sorted(g._backend.library_serial_stages),
+      "A", [a.host.tolist() for a in arrays])
+"""
+
+
+@pytest.mark.parametrize("version,serial", [("12020", True), ("12030", False)])
+def test_branches_launching_kernels_the_driver_cannot_name_are_captured_in_order(
+        fake_libcuda_path, cuda_mod, version, serial):
+    """A 12.0-12.2 driver has no cuFuncGetName: eagle cannot tell a cuBLAS kernel from
+    any other, so a stage whose side-by-side opaque nodes launched kernels is captured in
+    order (they might share a library's per-thread handle and workspace); from 12.3 the
+    names say these are no library's and the branches stay."""
+    r = run_python(UNNAMED_SCRIPT, {"EAGLE_LIBCUDA": fake_libcuda_path, "FAKE_CUDA_VERSION": version})
+    assert r.returncode == 0, r.stdout + r.stderr
+    want = "NOTES ['stream'] SERIAL [0]" if serial else "NOTES ['branches'] SERIAL []"
+    assert f"API {version} {want} A [[2.0, 2.0, 2.0, 2.0], [2.0, 2.0, 2.0, 2.0]]" in r.stdout, r.stdout
+
+
+def test_library_kernels_launched_as_cukernels_are_detected(ck, fake, cuda_mod, backend_mod):
+    """cuBLAS / cuFFT kernels captured through the runtime may leave a CUkernel in the
+    node (cuFuncGetName refuses it): eagle names them through cuKernelGetName, so the
+    branches sharing the library's state are still captured in order."""
+    from fake_cuda import library_kernel
+
+    g, calls, arrays = _library_group(fake, cuda_mod, backend_mod, ["sgemm_like", "sgemm_like"],
+                                      kernel=library_kernel)
+    g.build()
+    assert g._backend.library_serial_stages == {0: {"n0": ["sgemm_like"], "n1": ["sgemm_like"]}}
+    assert g._backend.stage_notes() == ["stream"]
+    g.launch(2)
+    for a in arrays:
+        assert a.host.tolist() == [2.0] * 4
 
 
 class DLPackArray(DeviceArray):

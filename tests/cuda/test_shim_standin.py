@@ -675,6 +675,18 @@ def test_shim_declarations_match_the_driver_header(tmp_path, lang):
     assert r.returncode == 0 and "ABI OK" in r.stdout, r.stdout
 
 
+@pytest.mark.skipif(not CUDA_H.exists(), reason=f"no CUDA headers at {CUDA_H}")
+def test_instantiate_result_names_are_the_headers(cuda_mod):
+    """Every CUgraphInstantiateResult of cuda.h, by the name eagle gives it (result 4 is
+    about contexts, not devices)."""
+    import re
+    enum = re.findall(r"CUDA_GRAPH_INSTANTIATE_(\w+) = (\d+),", CUDA_H.read_text())
+    want = {int(v): "cuGraphInstantiate" + "".join(w.capitalize() for w in name.split("_"))
+            for name, v in enum}
+    assert want[4] == "cuGraphInstantiateMultipleCtxsNotSupported"
+    assert cuda_mod._INSTANTIATE_RESULTS == want
+
+
 # ---- the C++ face ------------------------------------------------------------------------
 
 CPP_FACE = r"""
