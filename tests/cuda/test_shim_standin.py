@@ -256,6 +256,35 @@ def test_the_standin_hands_out_the_forms_of_the_real_header(fake_libcuda_path, c
     assert ask(b"cuCtxSynchronize", 13000, 4)[0] == 1         # no such flag: INVALID_VALUE
 
 
+def test_the_first_load_publishes_the_table_to_other_threads(tmp_path, fake_libcuda_path):
+    """Threads that find the driver loaded take the shim's lock-free fast path: under
+    ThreadSanitizer (tests/cuda/race_shim_load.c), their reads of the function table are
+    ordered after the loading thread's writes by the table's release/acquire publication
+    (no data race), and they all see a whole table."""
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    probe = tmp_path / "probe.c"
+    probe.write_text("int main(void){return 0;}\n")
+    if subprocess.run([cc, "-fsanitize=thread", str(probe), "-o", str(tmp_path / "probe")],
+                      capture_output=True).returncode:
+        pytest.skip("the compiler has no ThreadSanitizer")
+    exe = tmp_path / "race_shim_load"
+    build = subprocess.run([cc, "-O1", "-g", "-std=c11", "-fsanitize=thread", "-I", str(INCLUDE),
+                            str(Path(__file__).with_name("race_shim_load.c")),
+                            str(ROOT / "csrc" / "cuda" / "cuda_shim.c"), "-ldl", "-lpthread",
+                            "-o", str(exe)], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    env = dict(os.environ, EAGLE_LIBCUDA=fake_libcuda_path, FAKE_CUDA_ARENA_ANYWHERE="1",
+               TSAN_OPTIONS="halt_on_error=1 exitcode=66 report_signal_unsafe=0")
+    for _ in range(3):
+        run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120, env=env)
+        if "FATAL: ThreadSanitizer" in run.stderr:   # the runtime could not start here
+            pytest.skip(run.stderr.strip().splitlines()[0])
+        assert "data race" not in run.stderr and run.returncode == 0, run.stdout + run.stderr[-3000:]
+        assert run.stdout.startswith("ok 6")
+
+
 def test_driver_older_than_12_is_refused_by_version(fake_libcuda_path, cuda_mod):
     r = run_python("from eagle.cuda import _shim as c\ntry:\n    c.load()\nexcept c.CudaError as e:\n"
                    "    print('ERR', e.status, e)\n",

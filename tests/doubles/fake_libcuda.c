@@ -60,7 +60,8 @@
  * `api`, e.g. "cuGraphLaunch", returns err), fake_cuda_fail_instantiate_at_node(k)
  * (instantiating a graph of more than k nodes fails naming its k-th node),
  * env FAKE_CUDA_DEVICES=0 (no device), FAKE_CUDA_VERSION, FAKE_CUDA_NO_INIT=1
- * (cuInit fails with CUDA_ERROR_NO_DEVICE).
+ * (cuInit fails with CUDA_ERROR_NO_DEVICE), FAKE_CUDA_ARENA_ANYWHERE=1 (device memory
+ * wherever mmap puts it, not at its fixed address: for ThreadSanitizer).
  * Observation: fake_cuda_counter(api or "kernel_runs"), fake_cuda_live(kind:
  * stream event graph exec devmem), fake_cuda_launch_count(), fake_cuda_last_grid_x(),
  * fake_cuda_sticky(), fake_cuda_reset() (waits for all work, clears counters,
@@ -264,7 +265,11 @@ static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int arena_init(void) {
     if (arena) return 0;
-    void *p = mmap((void *)ARENA_BASE, ARENA_SIZE, PROT_READ | PROT_WRITE,
+    /* FAKE_CUDA_ARENA_ANYWHERE=1: where the kernel puts it (ThreadSanitizer keeps its
+     * shadow memory at the fixed address) */
+    const char *anywhere = getenv("FAKE_CUDA_ARENA_ANYWHERE");
+    void *p = anywhere && *anywhere == '1' ? MAP_FAILED :
+              mmap((void *)ARENA_BASE, ARENA_SIZE, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
     if (p == MAP_FAILED)
         p = mmap(NULL, ARENA_SIZE, PROT_READ | PROT_WRITE,
