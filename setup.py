@@ -125,6 +125,8 @@ setup(
                              # no __reduce_cython__/__setstate_cython__ in help(): eagle objects do not pickle
                              "auto_pickle": False, "autotestdict": False},
         compile_time_env={"EAGLE_HAVE_OPENMP": HAVE_OPENMP},
+        # EAGLE_BUILD_JOBS=N: cythonize N modules at a time (tests/gpu/run_on_gpu.sh)
+        nthreads=int(os.environ.get("EAGLE_BUILD_JOBS", "0") or 0),
     ),
     cmdclass={"build_py": build_py_with_headers},
 )

@@ -54,5 +54,10 @@ def fake(cuda_mod, fake_libcuda_path, emulated_kernels):
     """ctypes handle on the stand-in (the same loaded library the shim uses), reset per test."""
     lib = bind_fake_libcuda(ctypes.CDLL(fake_libcuda_path))
     lib.fake_cuda_reset()
+    dead = lib.fake_cuda_dead_handle_uses()
+    lib.dead_uses_allowed = 0   # a test that destroys and reuses a handle on purpose says how often
     yield lib
     lib.fake_cuda_reset()
+    # eagle never hands the driver a handle it destroyed (a crash, or another object's, on a GPU)
+    assert lib.fake_cuda_dead_handle_uses() - dead == lib.dead_uses_allowed, \
+        "a destroyed CUDA handle was used"

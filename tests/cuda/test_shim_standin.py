@@ -524,6 +524,26 @@ def test_a_node_carrying_a_cukernel_is_named_checked_and_retuned(cuda_mod, fake,
         fake.fake_cuda_set_kernel_node_form(0)
 
 
+def test_a_destroyed_handle_is_an_error_and_counted(cuda_mod, fake):
+    """Use after destroy: the stand-in answers CUDA_ERROR_INVALID_HANDLE (a stream) or
+    INVALID_VALUE (a graph) and counts it; the `fake` fixture checks after every test
+    that eagle did no such thing (this test does it on purpose, through the C shim)."""
+    c = cuda_mod
+    shim = ctypes.CDLL(c.__file__)
+    before = fake.fake_cuda_dead_handle_uses()
+    s = c.Stream()
+    h = s.ptr
+    s.close()
+    assert shim.eagle_cuda_stream_synchronize(ctypes.c_void_p(h)) == 400
+    g = c.Graph()
+    gh = g.ptr
+    g.close()
+    n = ctypes.c_size_t(0)
+    assert shim.eagle_cuda_graph_get_nodes(ctypes.c_void_p(gh), None, ctypes.byref(n)) != 0
+    assert fake.fake_cuda_dead_handle_uses() - before == 2
+    fake.dead_uses_allowed = 2
+
+
 def test_a_32_bit_size_parameter_is_patched_with_4_bytes(cuda_mod, fake):
     c = cuda_mod
     a = DeviceArray(np.zeros(8))

@@ -84,6 +84,7 @@ def bind_fake_libcuda(lib):
     lib.fake_cuda_library_kernel.argtypes = [ctypes.c_void_p]
     lib.fake_cuda_library_kernel.restype = ctypes.c_void_p
     lib.fake_cuda_set_kernel_node_form.argtypes = [ctypes.c_int]
+    lib.fake_cuda_dead_handle_uses.restype = ctypes.c_long
     return lib
 
 

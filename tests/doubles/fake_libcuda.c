@@ -247,6 +247,20 @@ static int handle_is(const void *p, int kind) {
     return found;
 }
 
+/* A handle the stand-in made, of `kind`, whose object is now a dead shell (destroyed):
+ * a use after destroy. The driver answers an error code (or crashes: the handle's memory
+ * may be reused by then); the stand-in answers one too, and counts the use, so a test
+ * can show that eagle never passes a destroyed graph, exec, stream, event or module
+ * handle: fake_cuda_dead_handle_uses(). */
+static long dead_uses;
+static int is_alive(const void *p, int kind, int magic) {
+    if (!handle_is(p, kind)) return 0;
+    if (magic == kind) return 1;
+    if (magic == DEAD_MAGIC) __atomic_fetch_add(&dead_uses, 1, __ATOMIC_RELAXED);
+    return 0;
+}
+EXPORT long fake_cuda_dead_handle_uses(void) { return __atomic_load_n(&dead_uses, __ATOMIC_RELAXED); }
+
 /* Copy n bytes; n == 0 reads nothing (memcpy with a NULL pointer is undefined even then). */
 static void copy_bytes(void *dst, const void *src, size_t n) {
     if (n) memcpy(dst, src, n);
@@ -613,7 +627,7 @@ typedef struct fevent {
 } fevent;
 
 static int valid_event(const void *e) {
-    return handle_is(e, EVENT_MAGIC) && ((const fevent *)e)->magic == EVENT_MAGIC;
+    return handle_is(e, EVENT_MAGIC) && is_alive(e, EVENT_MAGIC, ((const fevent *)e)->magic);
 }
 
 static void event_complete(fevent *e, long gen) {
@@ -657,10 +671,10 @@ typedef struct fgraph {
 } fgraph;
 
 static int valid_graph(const void *g) {
-    return handle_is(g, GRAPH_MAGIC) && ((const fgraph *)g)->magic == GRAPH_MAGIC;
+    return handle_is(g, GRAPH_MAGIC) && is_alive(g, GRAPH_MAGIC, ((const fgraph *)g)->magic);
 }
 static int valid_node(const void *n) {
-    return handle_is(n, NODE_MAGIC) && ((const fnode *)n)->magic == NODE_MAGIC;
+    return handle_is(n, NODE_MAGIC) && is_alive(n, NODE_MAGIC, ((const fnode *)n)->magic);
 }
 
 static fgraph *graph_new(void) {
@@ -967,7 +981,7 @@ static void all_drain(void) {
 }
 
 static int valid_stream(const void *s) {
-    return handle_is(s, STREAM_MAGIC) && ((const fstream *)s)->magic == STREAM_MAGIC;
+    return handle_is(s, STREAM_MAGIC) && is_alive(s, STREAM_MAGIC, ((const fstream *)s)->magic);
 }
 
 /* the stream for a handle: NULL, CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD (2)
@@ -1624,7 +1638,7 @@ static int instantiate(void **out, void *g, iparams *p) {
     LEAVE(0);
 }
 static int valid_exec(const void *e) {
-    return handle_is(e, EXEC_MAGIC) && ((const fexec *)e)->magic == EXEC_MAGIC;
+    return handle_is(e, EXEC_MAGIC) && is_alive(e, EXEC_MAGIC, ((const fexec *)e)->magic);
 }
 static void exec_quiesce(fexec *e) {
     pthread_mutex_lock(&e->m);

@@ -4,9 +4,12 @@
  * (libcuda.so.1: one per process, present wherever an NVIDIA driver is, and
  * the same one CuPy's, PyTorch's and numba's runtimes use), asks it for its
  * version (cuDriverGetVersion) and resolves every entry point with
- * cuGetProcAddress_v2 for that version, so the function pointers have the ABI
- * of the CUDA version the driver speaks (e.g. cuStreamGetCaptureInfo: the
- * CUDA 12.0-12.2 form below 12.3, the 7-argument form from 12.3 and in 13.x).
+ * cuGetProcAddress_v2, each at the CUDA version whose ABI eagle's function type
+ * has (as cuda-python does), choosing by the driver's version between the forms
+ * of a symbol that changed (e.g. cuStreamGetCaptureInfo: the CUDA 12.0-12.2 form
+ * below 12.3, the 7-argument form from 12.3 and in 13.x). Asking at the
+ * driver's own version would hand out the newest form of every symbol (at 13.0
+ * cuCtxSynchronize and cuCtxGetDevice take a context).
  * No CUDA runtime library is needed.
  *
  * Context: every call works on the calling thread's current context; when a
@@ -30,8 +33,10 @@
  * kernel fault are sticky in CUDA: every later call returns the same error.
  * eagle_cuda_status_text() names any status.
  *
- * Thread-safety: loading is serialized; afterwards the function table is
- * read-only and every function may be called from any thread (CUDA's rules
+ * Thread-safety: loading is serialized and publishes the function table with
+ * release/acquire order; afterwards the table is read-only (but for the
+ * default device, a relaxed atomic) and every function may be called from any
+ * thread (CUDA's rules
  * for the objects passed apply). No function touches Python; all may run
  * without the GIL. Requires a CUDA 12.0+ driver; newer features (conditional
  * nodes: 12.4, cuFuncGetParamInfo: 12.4) report EAGLE_CUDA_ERROR_TOO_OLD
@@ -285,11 +290,15 @@ int eagle_cuda_graph_exec_kernel_node_set_params(eagle_cudaGraphExec_t exec,
                                                  eagle_cudaGraphNode_t node,
                                                  const eagle_CUDA_KERNEL_NODE_PARAMS_v2 *p);
 /* The name of a kernel node's kernel (cuFuncGetName / cuKernelGetName, 12.3+;
- * static storage of the driver). EAGLE_CUDA_ERROR_TOO_OLD without them,
- * CUDA_ERROR_INVALID_VALUE when the node is not a kernel node. */
+ * static storage of the driver); the node may hold a CUfunction or a CUkernel
+ * (in func, or in kern with func NULL). The driver's error when the node is not
+ * a kernel node; EAGLE_CUDA_ERROR_TOO_OLD for a kernel node on a driver without
+ * cuFuncGetName (12.0-12.2). */
 int eagle_cuda_kernel_node_name(eagle_cudaGraphNode_t node, const char **name);
 /* The kernel's parameters (cuFuncGetParamInfo, 12.4+): *count of them, and
- * up to cap sizes in bytes. EAGLE_CUDA_ERROR_TOO_OLD when the driver lacks it. */
+ * up to cap sizes in bytes. func may also be a CUkernel (cuKernelGetFunction
+ * gives the current context's CUfunction). EAGLE_CUDA_ERROR_TOO_OLD when the
+ * driver lacks it. */
 int eagle_cuda_kernel_param_sizes(eagle_CUfunction func, unsigned int *count, size_t *sizes,
                                   unsigned int cap);
 
