@@ -785,6 +785,19 @@ def test_a_kernel_argument_narrower_than_its_parameter_is_refused(fake, ck, fact
     assert y.host.tolist() == [0.0, 2.0, 4.0, 6.0]
 
 
+def test_a_launch_past_the_devices_limits_fails_build_naming_the_node(fake, ck):
+    """More than 48 KiB of dynamic shared memory (without the kernel's opt-in) is refused
+    by the driver at launch, as on a GPU: build() raises naming the node."""
+    cuda_kernel, SIZE = ck
+    x = dev(np.zeros(4))[0]
+    g = eagle.Graph()
+    g.add_node(cuda_kernel(kernel(fake, "add_one"), (x, SIZE), writes={"x": x}, block=4,
+                           shared_mem=64 * 1024), name="big_shared")
+    with pytest.raises(eagle.CudaError, match="CUDA_ERROR_INVALID_VALUE") as err:
+        g.build()
+    assert err.value.node_name == "big_shared"
+
+
 UNNAMED_SCRIPT = r"""
 import ctypes, sys
 import numpy as np

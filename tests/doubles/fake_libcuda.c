@@ -566,8 +566,12 @@ static int klaunch_set(klaunch *l, void *func, fake_dim3 grid, fake_dim3 block, 
         func = libkernel_function(func);
     }
     if (!valid_kernel(func)) return E_INVALID_HANDLE;
+    /* a device's limits (compute capability 7.0+): grid.x < 2^31, grid.y/z <= 65535,
+     * block.z <= 64, 1024 threads a block, 48 KiB of dynamic shared memory a block
+     * unless the kernel opted in to more (cuFuncSetAttribute, which no kernel here did) */
     if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z ||
-        block.x * block.y * block.z > 1024)
+        grid.x > 0x7fffffffu || grid.y > 65535 || grid.z > 65535 || block.z > 64 ||
+        (unsigned long long)block.x * block.y * block.z > 1024 || shmem > 48 * 1024)
         return E_INVALID_VALUE;
     fake_kernel *k = (fake_kernel *)func;
     if (k->nparams && !params) return E_INVALID_VALUE;
