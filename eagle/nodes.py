@@ -66,8 +66,8 @@ def ufunc(uf, *operands, out=None, where=None):
     uf, dufunc = real_ufunc(uf)
     ins, outs = parse_operands(uf, operands, out)
     mask = parse_where(uf, where)
-    kinds = {array_kind(op.array) for op in ins + outs + ([mask] if mask is not True and mask is not
-                                                           False else []) if op.is_array}
+    arrays = [op.array for op in ins + outs if op.is_array] + ([] if isinstance(mask, bool) else [mask.array])
+    kinds = {array_kind(a) for a in arrays}
     if len(kinds) > 1:
         raise TypeError("a node mixes NumPy arrays and CUDA arrays; eagle runs a graph on one "
                         "device: use NumPy arrays for the cpu backend or CuPy arrays for cuda")

@@ -128,8 +128,7 @@ cdef extern from "numpy/arrayobject.h":
         pass
     int iter_reset_range "NpyIter_ResetToIterIndexRange"(NpyIter *it, npy_intp istart, npy_intp iend,
                                                         char **errmsg) noexcept nogil
-    int iter_reset_base "NpyIter_ResetBasePointers"(NpyIter *it, char **baseptrs,
-                                                   char **errmsg) noexcept nogil
+    cnp.PyArrayObject **iter_operand_array "NpyIter_GetOperandArray"(NpyIter *it)
     char **iter_data_ptrs "NpyIter_GetDataPtrArray"(NpyIter *it) noexcept nogil
     npy_intp *iter_strides "NpyIter_GetInnerStrideArray"(NpyIter *it) noexcept nogil
     npy_intp *iter_size_ptr "NpyIter_GetInnerLoopSizePtr"(NpyIter *it) noexcept nogil
@@ -185,7 +184,7 @@ cdef struct iter_slot:
     char **ptrs
     npy_intp *strides
     npy_intp *size
-    # the base pointers the iterator was last reset to
+    # the operands' memory the iterator runs over (the executor's data[] must match)
     char *base[MAX_ARGS + 1]
     int busy
 
@@ -280,6 +279,7 @@ cdef iter_slot *_take_iter(layout *L) noexcept nogil:
     template made (with the GIL) the first time this many threads run the node at once."""
     cdef int k, n = eagle_load_count(&L.n_iters)
     cdef iter_slot *S
+    cdef cnp.PyArrayObject **ops
     for k in range(n):
         if eagle_slot_take(&L.iters[k].busy):
             return &L.iters[k]
@@ -306,8 +306,9 @@ cdef iter_slot *_take_iter(layout *L) noexcept nogil:
         S.ptrs = iter_data_ptrs(S.it)
         S.strides = iter_strides(S.it)
         S.size = iter_size_ptr(S.it)
-        for k in range(MAX_ARGS + 1):
-            S.base[k] = NULL
+        ops = iter_operand_array(S.it)
+        for k in range(L.nargs + (1 if L.where_slot >= 0 else 0)):
+            S.base[k] = <char *>cnp.PyArray_DATA(<cnp.ndarray>ops[k])
         S.busy = 1
         eagle_store_count(&L.n_iters, n + 1)
         return S
@@ -324,7 +325,7 @@ cdef int _iter_run(layout *L, int64_t start, int64_t stop, char **data) noexcept
     cdef char *errmsg = NULL
     cdef char *mask
     cdef npy_intp n, i, j, mstride, n_run
-    cdef int k, nop = L.nargs + (1 if L.where_slot >= 0 else 0), changed = 0, rc = 0
+    cdef int k, nop = L.nargs + (1 if L.where_slot >= 0 else 0), rc = 0
     if S == NULL:
         return -2
     for k in range(L.nargs):
@@ -333,15 +334,10 @@ cdef int _iter_run(layout *L, int64_t start, int64_t stop, char **data) noexcept
         base[L.nargs] = data[L.where_slot]
     for k in range(nop):
         if base[k] != S.base[k]:
-            changed = 1
-    if changed:
-        # staged memory moves the operands: the iterator must follow
-        if iter_reset_base(S.it, base, &errmsg) < 0:
+            # the executor hands a node its arrays' own memory: the iterator's operands
             eagle_slot_give(&S.busy)
-            _report_message(L, errmsg)
+            _report_message(L, "the node's arrays are not at the addresses it was made with")
             return -2
-        for k in range(nop):
-            S.base[k] = base[k]
     if iter_reset_range(S.it, start * L.row_len, stop * L.row_len, &errmsg) < 0:
         eagle_slot_give(&S.busy)
         _report_message(L, errmsg)
@@ -367,7 +363,13 @@ cdef int _iter_run(layout *L, int64_t start, int64_t stop, char **data) noexcept
                     n_run = j - i
                     rc = L.loop(L.context, args, &n_run, S.strides, L.auxdata)
                 i = j
-        if rc < 0 or not S.next(S.it):
+        if rc < 0:
+            # run the iterator to its end: a reset would first write back the buffers
+            # it holds now, into the range of this call (ranges of later calls differ)
+            while S.next(S.it):
+                pass
+            break
+        if not S.next(S.it):
             break
     eagle_slot_give(&S.busy)
     return rc
@@ -539,8 +541,10 @@ cdef class UfuncLoop:
             self.L.where_slot = where_slot
         # C order: iterator index i * row_len + j is element j of sample i; no copies of
         # operands (eagle resets the iterator to the arrays' memory on every call)
+        # DELAY_BUFALLOC: a reset writes back the buffers an iterator holds; a copy's first
+        # reset (its first call) then has none to write
         flags = (cnp.NPY_ITER_EXTERNAL_LOOP | cnp.NPY_ITER_BUFFERED | cnp.NPY_ITER_GROWINNER
-                 | cnp.NPY_ITER_RANGED | cnp.NPY_ITER_ZEROSIZE_OK)
+                 | cnp.NPY_ITER_RANGED | cnp.NPY_ITER_ZEROSIZE_OK | cnp.NPY_ITER_DELAY_BUFALLOC)
         it = iter_new(nop, ops, flags, cnp.NPY_CORDER, cnp.NPY_SAME_KIND_CASTING, op_flags, descrs,
                       -1, NULL, NULL, CAST_BUFFER)
         self.L.iter_template = it

@@ -199,8 +199,11 @@ def cpu_ufunc(uf, dufunc, ins, outs, where=True) -> UfuncNode:
     loop = UfuncLoop(uf.__name__, capsule, slots[:nargs], constants, layout["sample_strides"], steps,
                      layout["per_sample"], layout["row_len"], layout["core_dims"], layout["core_steps"])
     if through_iterator:
-        loop.run_through_iterator([op.array if op.is_array else c for op, c in zip(ops, constants)],
-                                  list(loop_dtypes), uf.nin,
+        # a 0-d operand as a broadcast view: NumPy's iterator casts a 0-d array once, into a
+        # copy of its own, where this node reads it on every call
+        views = [c if not op.is_array else np.broadcast_to(op.array, layout["shape"])
+                 if op.array.ndim == 0 else op.array for op, c in zip(ops, constants)]
+        loop.run_through_iterator(views, list(loop_dtypes), uf.nin,
                                   mask_view if mask is not None else where,
                                   slots[nargs] if mask is not None else -1)
     return UfuncNode(uf, ins, outs, reads, writes, loop_dtypes, loop, where)
