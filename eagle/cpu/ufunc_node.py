@@ -18,12 +18,17 @@ read on every replay. A generalized ufunc (``np.matmul``, numba
 
 Refused, with the reason: object loops and ``np.frompyfunc`` (they need the
 GIL), a ufunc numba built with ``target="parallel"`` (its loop runs numba's own
-threads), core shapes NumPy itself refuses for a gufunc, operands whose dtype differs from the loop's (a buffered cast: pass
-arrays of the loop's dtype), mismatched shapes, an output that partly
+threads), core shapes NumPy itself refuses for a gufunc, a gufunc's operands whose dtype differs
+from the loop's, mismatched shapes, an output that partly
 overlaps another operand (exact in-place, ``out=x`` with ``x`` an input, is
 fine for an elementwise ufunc, not for a gufunc with core dimensions), an
 output whose own elements share memory (a zero stride, overlapping rows):
 NumPy would buffer these.
+
+Casting and ``where=``: operands of other dtypes than the loop's are cast as NumPy
+casts them, and a mask is applied as NumPy applies it, by NumPy's own buffered
+iterator (``UfuncLoop.run_through_iterator``: one iterator per thread, reset to
+each call's [start, stop), buffers of 8192 elements, no GIL).
 
 Floating-point errors are not reported: eagle does not consult
 ``np.errstate``; results are NumPy's under ``np.errstate(all="ignore")``.
