@@ -17,7 +17,7 @@ from eagle.cuda.kernel_nodes import SIZE, SIZE_PTR, CudaKernelNode, cuda_kernel
 from eagle.mpi import allgather, allreduce, bcast, sendrecv  # collective nodes (mpi4py on first use)
 from eagle.record.memory import array_kind
 from eagle.record.node import Node, OpaqueNode, opaque
-from eagle.record.ufunc_operands import parse_operands, real_ufunc
+from eagle.record.ufunc_operands import parse_operands, parse_where, real_ufunc
 
 __all__ = ["Node", "OpaqueNode", "NativeNode", "UfuncNode", "PartitionNode", "CudaKernelNode",
            "opaque", "native", "ufunc", "cuda_kernel", "SIZE", "SIZE_PTR", "compact", "reorder",
@@ -28,7 +28,7 @@ def _on_cuda(a) -> bool:
     return array_kind(a) == "cuda"
 
 
-def ufunc(uf, *operands, out=None):
+def ufunc(uf, *operands, out=None, where=None):
     """A node that runs ufunc ``uf``'s own compiled inner loop on ``operands`` into ``out``.
 
     ``ufunc(np.multiply, {"x": x}, 2.0, out={"a": left})`` computes
@@ -44,10 +44,18 @@ def ufunc(uf, *operands, out=None):
     with C-contiguous rows (a gufunc takes ``(n, *core)``); a 0-d array
     broadcasts and is read on every replay.
 
-    The loop is the one NumPy picks for these dtypes under
-    ``casting="same_kind"``. Refused with ``TypeError``: object loops and
-    ``np.frompyfunc`` (they need the GIL), and operands whose dtype is not the
-    loop's (a buffered cast), and a ufunc numba built with ``target="parallel"`` (its
+    ``where=`` is NumPy's: a bool array (or ``{"name": mask}``, a read of the
+    node) of the operands' shape, or broadcastable to it with its sample axis
+    (``(n,)`` for 1-d operands, ``(n, 1)`` for rows), or a 0-d bool array (read on
+    every replay), or a scalar; where it is False the outputs keep their values.
+
+    The loop is the one NumPy picks for these dtypes under its default
+    ``casting="same_kind"``; operands of other dtypes are cast as NumPy casts
+    them (inputs to the loop's dtypes, the results into ``out``), per call,
+    through bounded buffers (NumPy's iterator), without the GIL. Refused with
+    ``TypeError``: what NumPy refuses (no loop, a cast 'same_kind' forbids, a
+    non-bool mask), object loops and ``np.frompyfunc`` (they need the GIL), a
+    cast for a generalized ufunc, and a ufunc numba built with ``target="parallel"`` (its
     loop runs numba's own threads; use numba's default target). Refused with
     ``ValueError``: mismatched shapes, core shapes NumPy refuses for a gufunc (NumPy
     checks them when the node is made), non-contiguous rows, an output partly overlapping another operand (or, for a gufunc,
@@ -57,14 +65,16 @@ def ufunc(uf, *operands, out=None):
     """
     uf, dufunc = real_ufunc(uf)
     ins, outs = parse_operands(uf, operands, out)
-    kinds = {array_kind(op.array) for op in ins + outs if op.is_array}
+    mask = parse_where(uf, where)
+    arrays = [op.array for op in ins + outs if op.is_array] + ([] if isinstance(mask, bool) else [mask.array])
+    kinds = {array_kind(a) for a in arrays}
     if len(kinds) > 1:
         raise TypeError("a node mixes NumPy arrays and CUDA arrays; eagle runs a graph on one "
                         "device: use NumPy arrays for the cpu backend or CuPy arrays for cuda")
     if kinds == {"cuda"}:
         from eagle.cuda.ufunc_node import cuda_ufunc
-        return cuda_ufunc(uf, ins, outs)
-    return cpu_ufunc(uf, dufunc, ins, outs)
+        return cuda_ufunc(uf, ins, outs, where=mask)
+    return cpu_ufunc(uf, dufunc, ins, outs, where=mask)
 
 
 def compact(alive, state, *, ids=None, count=None, every=1, min_dead_fraction=0.25) -> Node:

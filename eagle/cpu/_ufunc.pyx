@@ -22,8 +22,14 @@ from cpython.ref cimport PyObject, Py_INCREF
 from libc.stdint cimport int64_t
 from libc.stdlib cimport calloc, free
 
+cimport numpy as cnp
+
 from eagle.native cimport Kernel, wrap_kernel
 from eagle.record.memory import data_pointer
+
+import numpy as np
+
+cnp.import_array()
 
 ctypedef Py_ssize_t npy_intp
 
@@ -109,6 +115,49 @@ eagle_worker_state_init()
 cdef enum:
     MAX_ARGS = 32
     MAX_CORE = 32
+    # iterators of a cast or masked node: one per thread running it at once
+    MAX_ITERS = 256
+    # elements per buffer of a cast operand (NumPy's own default buffer size)
+    CAST_BUFFER = 8192
+
+# NumPy's iterator, for the nodes that cast or take where=: the calls a kernel makes
+# without the GIL (they take errmsg, so they set no Python error; NumPy's own ufunc
+# calls iterate so without the GIL)
+cdef extern from "numpy/arrayobject.h":
+    ctypedef struct NpyIter:
+        pass
+    int iter_reset_range "NpyIter_ResetToIterIndexRange"(NpyIter *it, npy_intp istart, npy_intp iend,
+                                                        char **errmsg) noexcept nogil
+    cnp.PyArrayObject **iter_operand_array "NpyIter_GetOperandArray"(NpyIter *it)
+    char **iter_data_ptrs "NpyIter_GetDataPtrArray"(NpyIter *it) noexcept nogil
+    npy_intp *iter_strides "NpyIter_GetInnerStrideArray"(NpyIter *it) noexcept nogil
+    npy_intp *iter_size_ptr "NpyIter_GetInnerLoopSizePtr"(NpyIter *it) noexcept nogil
+    void *iter_next_fn "(void *)NpyIter_GetIterNext"(NpyIter *it, char **errmsg)
+    NpyIter *iter_copy "NpyIter_Copy"(NpyIter *it)
+    int iter_free "NpyIter_Deallocate"(NpyIter *it)
+    NpyIter *iter_new "NpyIter_AdvancedNew"(npy_intp nop, cnp.PyArrayObject **op, cnp.npy_uint32 flags,
+                                            cnp.NPY_ORDER order, cnp.NPY_CASTING casting,
+                                            cnp.npy_uint32 *op_flags, cnp.PyArray_Descr **op_dtypes,
+                                            int oa_ndim, int **op_axes, npy_intp *itershape,
+                                            npy_intp buffersize) except NULL
+
+ctypedef int (*iternext_t)(NpyIter *it) noexcept nogil
+
+cdef extern from *:
+    """
+    static inline int eagle_slot_take(int *busy)
+    {
+        int idle = 0;
+        return __atomic_compare_exchange_n(busy, &idle, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+    }
+    static inline void eagle_slot_give(int *busy) { __atomic_store_n(busy, 0, __ATOMIC_RELEASE); }
+    static inline int eagle_load_count(int *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+    static inline void eagle_store_count(int *p, int v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+    """
+    int eagle_slot_take(int *busy) nogil
+    void eagle_slot_give(int *busy) nogil
+    int eagle_load_count(int *p) nogil
+    void eagle_store_count(int *p, int v) nogil
 
 # NumPy's PyArrayMethod_StridedLoop
 ctypedef int (*strided_loop_t)(void *context, char *const *data, const npy_intp *dimensions,
@@ -122,7 +171,22 @@ cdef struct call_info:
     unsigned char requires_pyapi
     unsigned char no_floatingpoint_errors
 
-CALL_INFO_NAME = b"numpy_1.24_ufunc_call_info"
+# a C string (a Python bytes global would be a value other code may rebind; Cython warns)
+cdef const char *CALL_INFO_NAME = b"numpy_1.24_ufunc_call_info"
+
+
+# One NumPy iterator over a node's operands (inputs, outputs, then the mask), used by one
+# kernel call at a time: it casts operands to and from the loop's dtypes through its own
+# buffers (CAST_BUFFER elements each), and writes an output back only where the mask is set.
+cdef struct iter_slot:
+    NpyIter *it
+    iternext_t next
+    char **ptrs
+    npy_intp *strides
+    npy_intp *size
+    # the operands' memory the iterator runs over (the executor's data[] must match)
+    char *base[MAX_ARGS + 1]
+    int busy
 
 
 cdef struct layout:
@@ -148,6 +212,16 @@ cdef struct layout:
     long failures
     # the first error the loop reported since it was last taken (owned), or NULL
     PyObject *error
+    # a node that casts or takes where=: it runs through NumPy's iterator (see iter_slot),
+    # one made per thread from `iter_template`; where_slot is the mask's data[] slot (-1 for
+    # a mask that is always true), where_never a mask that is always false (nothing runs)
+    int use_iter
+    int where_op
+    int where_slot
+    int where_never
+    NpyIter *iter_template
+    iter_slot *iters
+    int n_iters
 
 
 cdef PyThreadState *_thread_state() noexcept nogil:
@@ -186,6 +260,121 @@ cdef void _report_failure(layout *L) noexcept nogil:
             Py_XDECREF(v)
 
 
+cdef void _keep_error(layout *L, object err) noexcept:
+    """Count a failure and keep ``err`` if it is the first (the GIL held)."""
+    L.failures += 1
+    if L.error == NULL:
+        Py_INCREF(err)
+        L.error = <PyObject *>err
+
+
+cdef void _report_message(layout *L, const char *msg) noexcept nogil:
+    with gil:
+        text = (<bytes>msg).decode(errors="replace") if msg != NULL else "no message"
+        _keep_error(L, RuntimeError(f"ufunc node: NumPy's iterator failed: {text}"))
+
+
+cdef iter_slot *_take_iter(layout *L) noexcept nogil:
+    """An idle iterator of this node for this call: a free one, else a copy of the
+    template made (with the GIL) the first time this many threads run the node at once."""
+    cdef int k, n = eagle_load_count(&L.n_iters)
+    cdef iter_slot *S
+    cdef cnp.PyArrayObject **ops
+    for k in range(n):
+        if eagle_slot_take(&L.iters[k].busy):
+            return &L.iters[k]
+    with gil:
+        # slots are added with the GIL held: one thread adds at a time
+        n = eagle_load_count(&L.n_iters)
+        for k in range(n):
+            if eagle_slot_take(&L.iters[k].busy):
+                return &L.iters[k]
+        if n >= MAX_ITERS:
+            _keep_error(L, RuntimeError(f"a ufunc node runs in at most {MAX_ITERS} threads at once"))
+            return NULL
+        S = &L.iters[n]
+        S.it = iter_copy(L.iter_template)
+        if S.it == NULL:
+            _report_failure(L)
+            return NULL
+        S.next = <iternext_t>iter_next_fn(S.it, NULL)
+        if S.next == NULL:
+            iter_free(S.it)
+            S.it = NULL
+            _report_failure(L)
+            return NULL
+        S.ptrs = iter_data_ptrs(S.it)
+        S.strides = iter_strides(S.it)
+        S.size = iter_size_ptr(S.it)
+        ops = iter_operand_array(S.it)
+        for k in range(L.nargs + (1 if L.where_slot >= 0 else 0)):
+            S.base[k] = <char *>cnp.PyArray_DATA(<cnp.ndarray>ops[k])
+        S.busy = 1
+        eagle_store_count(&L.n_iters, n + 1)
+        return S
+
+
+cdef int _iter_run(layout *L, int64_t start, int64_t stop, char **data) noexcept nogil:
+    """Samples [start, stop) through NumPy's iterator: it fills its buffers with the inputs
+    cast to the loop's dtypes, the loop runs over them (over the runs of set mask elements
+    only, where the node has a mask), and it casts the outputs back (where the mask is set).
+    Returns the loop's status, or -2 after reporting an iterator failure itself."""
+    cdef iter_slot *S = _take_iter(L)
+    cdef char *base[MAX_ARGS + 1]
+    cdef char *args[MAX_ARGS]
+    cdef char *errmsg = NULL
+    cdef char *mask
+    cdef npy_intp n, i, j, mstride, n_run
+    cdef int k, nop = L.nargs + (1 if L.where_slot >= 0 else 0), rc = 0
+    if S == NULL:
+        return -2
+    for k in range(L.nargs):
+        base[k] = data[L.slot[k]] if L.slot[k] >= 0 else L.fixed[k]
+    if L.where_slot >= 0:
+        base[L.nargs] = data[L.where_slot]
+    for k in range(nop):
+        if base[k] != S.base[k]:
+            # the executor hands a node its arrays' own memory: the iterator's operands
+            eagle_slot_give(&S.busy)
+            _report_message(L, "the node's arrays are not at the addresses it was made with")
+            return -2
+    if iter_reset_range(S.it, start * L.row_len, stop * L.row_len, &errmsg) < 0:
+        eagle_slot_give(&S.busy)
+        _report_message(L, errmsg)
+        return -2
+    while True:
+        n = S.size[0]
+        if L.where_slot < 0:
+            rc = L.loop(L.context, S.ptrs, &n, S.strides, L.auxdata)
+        else:
+            # NumPy's masked loop: the loop over each run of set mask elements
+            mask = S.ptrs[L.nargs]
+            mstride = S.strides[L.nargs]
+            i = 0
+            while i < n and rc >= 0:
+                while i < n and mask[i * mstride] == 0:
+                    i += 1
+                j = i
+                while j < n and mask[j * mstride] != 0:
+                    j += 1
+                if j > i:
+                    for k in range(L.nargs):
+                        args[k] = S.ptrs[k] + i * S.strides[k]
+                    n_run = j - i
+                    rc = L.loop(L.context, args, &n_run, S.strides, L.auxdata)
+                i = j
+        if rc < 0:
+            # run the iterator to its end: a reset would first write back the buffers
+            # it holds now, into the range of this call (ranges of later calls differ)
+            while S.next(S.it):
+                pass
+            break
+        if not S.next(S.it):
+            break
+    eagle_slot_give(&S.busy)
+    return rc
+
+
 cdef void _ufunc_kernel(int64_t start, int64_t stop, char **data, const int64_t *strides,
                         void *user_data) noexcept nogil:
     cdef layout *L = <layout *>user_data
@@ -195,9 +384,14 @@ cdef void _ufunc_kernel(int64_t start, int64_t stop, char **data, const int64_t 
     cdef int k, rc = 0
     cdef int64_t i
     cdef PyThreadState *ts
-    if stop <= start:
+    if stop <= start or L.where_never:
         return
     ts = _thread_state()
+    if L.use_iter:
+        rc = _iter_run(L, start, stop, data)
+        if rc != -2 and (rc < 0 or eagle_error_pending(ts)):
+            _report_failure(L)
+        return
     for k in range(L.nargs):
         if L.slot[k] >= 0:
             args[k] = data[L.slot[k]] + start * L.sample_stride[k]
@@ -252,6 +446,7 @@ cdef class UfuncLoop:
     cdef readonly object capsule
     cdef readonly object constants
     cdef readonly str name
+    cdef object iter_operands
 
     def __cinit__(self):
         self.L = <layout *>calloc(1, sizeof(layout))
@@ -259,8 +454,15 @@ cdef class UfuncLoop:
             raise MemoryError()
 
     def __dealloc__(self):
+        cdef int k
         if self.L != NULL:
             Py_XDECREF(self.L.error)
+            if self.L.iters != NULL:
+                for k in range(self.L.n_iters):
+                    iter_free(self.L.iters[k].it)
+                free(self.L.iters)
+            if self.L.iter_template != NULL:
+                iter_free(self.L.iter_template)
         free(self.L)
 
     def __init__(self, str name, capsule, list slots, list constants, list sample_strides,
@@ -293,6 +495,70 @@ cdef class UfuncLoop:
         for k in range(len(core_steps)):
             self.L.core_steps[k] = core_steps[k]
         self.name = name
+
+    def run_through_iterator(self, list arrays, list dtypes, int nin, where, int where_slot):
+        """Run the loop through NumPy's iterator: ``arrays`` are the operands as the
+        iterator takes them (inputs, outputs: the node's arrays, a 0-d array per constant),
+        ``dtypes`` the loop's; it casts each array of another dtype through its buffers,
+        as NumPy's own ufunc call does. ``where``: None (always), False (never), or the
+        mask's array (bool, broadcast to the operands' shape) read from data[where_slot]."""
+        cdef bint masked = isinstance(where, np.ndarray)
+        cdef int nop = len(arrays) + masked
+        cdef int k
+        cdef cnp.PyArrayObject *ops[MAX_ARGS + 1]
+        cdef cnp.PyArray_Descr *descrs[MAX_ARGS + 1]
+        cdef cnp.npy_uint32 op_flags[MAX_ARGS + 1]
+        cdef cnp.npy_uint32 flags
+        cdef char *errmsg = NULL
+        keep = []
+        if where is not True and where is not False and not masked:
+            raise TypeError(f"where must be True, False or a bool ndarray, got {type(where).__name__}")
+        if len(arrays) > MAX_ARGS:
+            raise ValueError(f"a ufunc node takes at most {MAX_ARGS} operands")
+        self.L.use_iter = 1
+        if where is False:
+            self.L.where_never = 1
+            return
+        self.L.where_slot = -1
+        for k in range(len(arrays)):
+            a = arrays[k]
+            d = np.dtype(dtypes[k])
+            keep += [a, d]
+            ops[k] = <cnp.PyArrayObject *>a
+            descrs[k] = <cnp.PyArray_Descr *>d
+            if k < nin:
+                op_flags[k] = cnp.NPY_ITER_READONLY
+            else:
+                op_flags[k] = cnp.NPY_ITER_WRITEONLY | cnp.NPY_ITER_NO_BROADCAST
+                if masked:
+                    op_flags[k] |= cnp.NPY_ITER_WRITEMASKED
+        if masked:
+            d = np.dtype(bool)
+            keep += [where, d]
+            ops[len(arrays)] = <cnp.PyArrayObject *>where
+            descrs[len(arrays)] = <cnp.PyArray_Descr *>d
+            op_flags[len(arrays)] = cnp.NPY_ITER_READONLY | cnp.NPY_ITER_ARRAYMASK
+            self.L.where_slot = where_slot
+        # C order: iterator index i * row_len + j is element j of sample i; no copies of
+        # operands (eagle resets the iterator to the arrays' memory on every call)
+        # DELAY_BUFALLOC: a reset writes back the buffers an iterator holds; a copy's first
+        # reset (its first call) then has none to write
+        flags = (cnp.NPY_ITER_EXTERNAL_LOOP | cnp.NPY_ITER_BUFFERED | cnp.NPY_ITER_GROWINNER
+                 | cnp.NPY_ITER_RANGED | cnp.NPY_ITER_ZEROSIZE_OK | cnp.NPY_ITER_DELAY_BUFALLOC)
+        it = iter_new(nop, ops, flags, cnp.NPY_CORDER, cnp.NPY_SAME_KIND_CASTING, op_flags, descrs,
+                      -1, NULL, NULL, CAST_BUFFER)
+        self.L.iter_template = it
+        if iter_next_fn(it, &errmsg) == NULL:
+            raise RuntimeError(f"NumPy's iterator: {errmsg}")
+        self.L.iters = <iter_slot *>calloc(MAX_ITERS, sizeof(iter_slot))
+        if self.L.iters == NULL:
+            raise MemoryError()
+        self.iter_operands = keep
+
+    @property
+    def through_iterator(self):
+        """Whether the loop runs through NumPy's iterator (a cast or where=)."""
+        return bool(self.L.use_iter)
 
     def kernel(self):
         """The eagle Kernel that runs this loop (it keeps this object alive)."""

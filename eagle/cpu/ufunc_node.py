@@ -18,12 +18,17 @@ read on every replay. A generalized ufunc (``np.matmul``, numba
 
 Refused, with the reason: object loops and ``np.frompyfunc`` (they need the
 GIL), a ufunc numba built with ``target="parallel"`` (its loop runs numba's own
-threads), core shapes NumPy itself refuses for a gufunc, operands whose dtype differs from the loop's (a buffered cast: pass
-arrays of the loop's dtype), mismatched shapes, an output that partly
+threads), core shapes NumPy itself refuses for a gufunc, a gufunc's operands whose dtype differs
+from the loop's, mismatched shapes, an output that partly
 overlaps another operand (exact in-place, ``out=x`` with ``x`` an input, is
 fine for an elementwise ufunc, not for a gufunc with core dimensions), an
 output whose own elements share memory (a zero stride, overlapping rows):
 NumPy would buffer these.
+
+Casting and ``where=``: operands of other dtypes than the loop's are cast as NumPy
+casts them, and a mask is applied as NumPy applies it, by NumPy's own buffered
+iterator (``UfuncLoop.run_through_iterator``: one iterator per thread, reset to
+each call's [start, stop), buffers of 8192 elements, no GIL).
 
 Floating-point errors are not reported: eagle does not consult
 ``np.errstate``; results are NumPy's under ``np.errstate(all="ignore")``.
@@ -37,7 +42,7 @@ import numpy as np
 
 from eagle.cpu.native_node import NativeNode
 from eagle.record.memory import data_pointer, elements_may_overlap
-from eagle.record.ufunc_operands import declare, parse_signature, weak_dtype
+from eagle.record.ufunc_operands import Operand, declare, parse_signature, weak_dtype
 
 __all__ = ["UfuncNode", "cpu_ufunc"]
 
@@ -101,12 +106,14 @@ class UfuncNode(NativeNode):
     kind = "ufunc"
     box = ("(", ")")
 
-    def __init__(self, uf, ins, outs, reads, writes, loop_dtypes, loop):
+    def __init__(self, uf, ins, outs, reads, writes, loop_dtypes, loop, where=True):
         super().__init__(loop.kernel(), reads, writes, split=True)
         self.ufunc = uf
         self.loop_dtypes = tuple(loop_dtypes)
         self.loop = loop
         self.operand_names = [op.name if op.is_array else repr(op.value) for op in ins + outs]
+        #: the where= mask's name, or True / False for a scalar mask
+        self.where = where.name if isinstance(where, Operand) else where
 
     def default_name(self) -> str:
         return self.ufunc.__name__
@@ -116,13 +123,16 @@ class UfuncNode(NativeNode):
         outs = ", ".join(self.operand_names[self.ufunc.nin:])
         types = ",".join(d.char for d in self.loop_dtypes[:self.ufunc.nin]) + "->" + \
             ",".join(d.char for d in self.loop_dtypes[self.ufunc.nin:])
-        return f"ufunc({self.ufunc.__name__}, {args}, out=({outs}), loop {types})"
+        where = "" if self.where is True else f", where={self.where}"
+        return f"ufunc({self.ufunc.__name__}, {args}, out=({outs}){where}, loop {types})"
 
 
-def cpu_ufunc(uf, dufunc, ins, outs) -> UfuncNode:
+def cpu_ufunc(uf, dufunc, ins, outs, where=True) -> UfuncNode:
     """``eagle.graph.ufunc`` on NumPy arrays (it dispatches here): ``ins`` and ``outs`` are the
-    parsed operands (``eagle.record.ufunc_operands``); ``dufunc`` the numba DUFunc or None."""
-    for op in ins + outs:
+    parsed operands (``eagle.record.ufunc_operands``); ``dufunc`` the numba DUFunc or None;
+    ``where`` True, False or the mask's ``Operand`` (``parse_where``)."""
+    mask = where if isinstance(where, Operand) else None
+    for op in ins + outs + ([mask] if mask is not None else []):
         if not op.is_array:
             continue
         a = op.array
@@ -163,20 +173,21 @@ def cpu_ufunc(uf, dufunc, ins, outs) -> UfuncNode:
                             "runs loops over bool, integer, float, complex and datetime dtypes "
                             "(object and string loops need the GIL)")
     loop_dtypes, capsule = _resolve(uf, dufunc, dtypes, steps)
+    casts = [op for op, want in zip(ops, loop_dtypes) if op.is_array and op.array.dtype != want]
+    if casts and uf.signature is not None:
+        op = casts[0]
+        want = loop_dtypes[ops.index(op)]
+        raise TypeError(
+            f"{uf.__name__}: {op.name!r} is {op.array.dtype}, but the loop NumPy picks for these "
+            f"operands is {_loop_text(uf, loop_dtypes)}; a ufunc node casts the operands of an "
+            f"elementwise ufunc, not of a generalized one ({uf.signature}): pass a {want} array")
+    through_iterator = bool(casts) or where is not True
+    if through_iterator:
+        # NumPy's iterator hands the loop its buffers or the arrays: strides known per call only
+        loop_dtypes, capsule = _resolve(uf, dufunc, dtypes, [None] * nargs)
     constants = [None] * nargs
     for k, (op, want) in enumerate(zip(ops, loop_dtypes)):
-        if op.is_array:
-            if op.array.dtype != want:
-                if k >= uf.nin:
-                    how = (f"NumPy would cast the {want} result into it; give a {want} output "
-                           f"(or inputs that make NumPy pick a {op.array.dtype} loop)")
-                else:
-                    how = f"NumPy would cast it to {want} first; pass a {want} array"
-                raise TypeError(
-                    f"{uf.__name__}: {op.name!r} is {op.array.dtype}, but the loop NumPy picks for these "
-                    f"operands is {_loop_text(uf, loop_dtypes)}: {how}. That is a buffered cast, which "
-                    "a ufunc node does not do")
-        else:
+        if not op.is_array:
             v = op.value
             if isinstance(v, np.generic):
                 constants[k] = np.asarray(v).astype(want, casting="same_kind")
@@ -184,14 +195,40 @@ def cpu_ufunc(uf, dufunc, ins, outs) -> UfuncNode:
                 constants[k] = np.array(v, dtype=want)   # OverflowError as NumPy's for a too-large int
     if uf.signature is not None:
         _numpy_checks_core_dims(uf, ops, loop_dtypes)
-    _check_overlap(ins, outs, uf)
-    reads, writes, slots = declare(ins, outs)
+    mask_view = _mask_view(uf, mask, layout["shape"]) if mask is not None else None
+    _check_overlap(ins + ([mask] if mask is not None else []), outs, uf)
+    reads, writes, slots = declare(ins, outs, where)
 
     from eagle.cpu._ufunc import UfuncLoop
 
-    loop = UfuncLoop(uf.__name__, capsule, slots, constants, layout["sample_strides"], steps,
+    loop = UfuncLoop(uf.__name__, capsule, slots[:nargs], constants, layout["sample_strides"], steps,
                      layout["per_sample"], layout["row_len"], layout["core_dims"], layout["core_steps"])
-    return UfuncNode(uf, ins, outs, reads, writes, loop_dtypes, loop)
+    if through_iterator:
+        # a 0-d operand as a broadcast view: NumPy's iterator casts a 0-d array once, into a
+        # copy of its own, where this node reads it on every call
+        views = [c if not op.is_array else np.broadcast_to(op.array, layout["shape"])
+                 if op.array.ndim == 0 else op.array for op, c in zip(ops, constants)]
+        loop.run_through_iterator(views, list(loop_dtypes), uf.nin,
+                                  mask_view if mask is not None else where,
+                                  slots[nargs] if mask is not None else -1)
+    return UfuncNode(uf, ins, outs, reads, writes, loop_dtypes, loop, where)
+
+
+def _mask_view(uf, mask, shape):
+    """The mask as NumPy's iterator reads it: broadcast to the operands' shape. NumPy
+    broadcasts it as it broadcasts an operand; eagle also wants its sample axis to be the
+    operands' (a per-sample mask) unless it is 0-d (one flag, read on every replay)."""
+    m = mask.array
+    if m.ndim and (m.ndim != len(shape) or m.shape[0] != shape[0]):
+        want = f"({shape[0]},)" if len(shape) == 1 else \
+            f"{shape} or {(shape[0],) + (1,) * (len(shape) - 1)}"
+        raise ValueError(f"{uf.__name__}: the mask {mask.name!r} has shape {m.shape}; a ufunc node "
+                         f"takes a per-sample mask, shape {want} here (or a 0-d mask or a scalar)")
+    try:
+        return np.broadcast_to(m, shape)
+    except ValueError:
+        raise ValueError(f"{uf.__name__}: the mask {mask.name!r} of shape {m.shape} does not "
+                         f"broadcast to the operands' shape {shape}") from None
 
 
 
@@ -285,7 +322,7 @@ def _elementwise_layout(uf, ins, outs):
         packed = n <= 1 or all(op.array.strides[0] == row_len * op.array.itemsize for op in shaped)
         per_sample = not packed
     return dict(sample_strides=sample_strides, steps=steps, per_sample=per_sample,
-                row_len=1 if not row else row_len, core_dims=[], core_steps=[])
+                row_len=1 if not row else row_len, core_dims=[], core_steps=[], shape=shape)
 
 
 def _gufunc_layout(uf, ins, outs):
@@ -336,6 +373,6 @@ def _gufunc_layout(uf, ins, outs):
                          "any operand")
     sample_strides = [op.array.strides[0] if op.is_array else 0 for op in ops]
     return dict(sample_strides=sample_strides, steps=list(sample_strides), per_sample=False, row_len=1,
-                core_dims=[sizes[d] for d in order], core_steps=core_steps)
+                core_dims=[sizes[d] for d in order], core_steps=core_steps, shape=None)
 
 

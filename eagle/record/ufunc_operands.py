@@ -1,8 +1,9 @@
 """The operands of a ufunc node, for both backends: parsed, named and declared.
 
-``eagle.graph.ufunc(uf, *operands, out=...)`` takes an array, a scalar or a
-one-entry dict ``{"name": array}`` per operand; this module turns them into
-``Operand`` objects and into the node's ``reads`` / ``writes`` declarations.
+``eagle.graph.ufunc(uf, *operands, out=..., where=...)`` takes an array, a
+scalar or a one-entry dict ``{"name": array}`` per operand (and for ``where=``,
+NumPy's mask); this module turns them into ``Operand`` objects and into the
+node's ``reads`` / ``writes`` declarations (the mask is a read).
 The cpu node (``eagle.cpu.ufunc_node``) and the cuda node
 (``eagle.cuda.ufunc_node``) build on it.
 """
@@ -14,7 +15,8 @@ import numpy as np
 
 from eagle.record.memory import array_kind
 
-__all__ = ["Operand", "real_ufunc", "parse_operands", "declare", "weak_dtype", "parse_signature"]
+__all__ = ["Operand", "real_ufunc", "parse_operands", "parse_where", "declare", "weak_dtype",
+           "parse_signature"]
 
 
 class Operand:
@@ -75,13 +77,37 @@ def parse_operands(uf, operands, out):
     return ins, os_
 
 
-def declare(ins, outs):
-    """reads, writes ({name: array}) and each operand's slot in the kernel's data[].
+def parse_where(uf, where):
+    """``where=`` as NumPy takes it: None or a scalar (True / False as ``bool(where)``,
+    NumPy's reading of a scalar mask) -> True / False; an array or ``{"name": array}``
+    -> an ``Operand`` (default name ``where``). An array mask must be bool: NumPy
+    casts it to bool under 'safe' casting, which only bool passes."""
+    if where is None:
+        return True
+    if isinstance(where, (bool, int, float, complex, np.generic)):
+        return bool(where)
+    if uf.signature is not None:
+        raise TypeError(f"{uf.__name__} is a generalized ufunc ({uf.signature}); NumPy takes no "
+                        "where= for those, nor does a ufunc node")
+    op = _operand(where, "where", f"where= of {uf.__name__}")
+    dt = np.dtype(op.array.__cuda_array_interface__["typestr"]) if array_kind(op.array) == "cuda" \
+        else getattr(op.array, "dtype", None)
+    if dt != np.dtype(bool):
+        raise TypeError(f"where= of {uf.__name__}: the mask {op.name!r} is {dt}; NumPy casts a mask "
+                        "to bool under casting='safe', which refuses it: pass a bool array "
+                        f"({op.name} != 0)")
+    return op
+
+
+def declare(ins, outs, where=None):
+    """reads, writes ({name: array}) and each operand's slot in the kernel's data[]
+    (the mask's slot last, when ``where`` is an ``Operand``).
 
     An array given twice is declared once (under writes if the node writes it);
     its name is the one the caller gave it, else the name of its first position.
     """
-    ops = ins + outs
+    mask = [where] if isinstance(where, Operand) else []
+    ops = ins + outs + mask
     names = {}       # id(array) -> name
     owner = {}       # name -> id(array)
     for op in ops:
@@ -100,7 +126,7 @@ def declare(ins, outs):
             owner[name] = id(op.array)
     written = {id(o.array) for o in outs}
     reads, writes = {}, {}
-    for op in ins:
+    for op in ins + mask:
         if op.is_array and id(op.array) not in written:
             reads.setdefault(names[id(op.array)], op.array)
     for op in outs:

@@ -61,8 +61,12 @@ def build_emulated_module(out_dir, sources=None, kernels=None):
     unit.write_text('#include "cuda_emulation.h"\n' + "".join(f'#include "{s}"\n' for s in sources)
                     + "EAGLE_EMU_MODULE(" + ", ".join(f"EAGLE_EMU_KERNEL({k})" for k in kernels) + ")\n")
     out = Path(out_dir) / "kernels_emulated.so"
-    subprocess.run([cxx, "-std=c++17", "-O1", "-shared", "-fPIC", *DOUBLES_CFLAGS, "-I", str(DOUBLES), str(unit),
-                    "-o", str(out), "-lpthread"], check=True)
+    # -fno-gnu-unique (g++): the emulator's function-local statics (its thread pool) would
+    # otherwise be one per process (STB_GNU_UNIQUE, even under RTLD_LOCAL), and a second
+    # module loaded would run its kernels on the first one's pool, with the first's threadIdx
+    unique = ["-fno-gnu-unique"] if "clang" not in Path(cxx).name else []
+    subprocess.run([cxx, "-std=c++17", "-O1", "-shared", "-fPIC", *unique, *DOUBLES_CFLAGS, "-I", str(DOUBLES),
+                    str(unit), "-o", str(out), "-lpthread"], check=True)
     return str(out)
 
 

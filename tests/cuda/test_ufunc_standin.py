@@ -1,0 +1,126 @@
+"""CUDA ufunc nodes on the stand-in: the elementwise kernels eagle generates, with NumPy's
+casting and where=, compiled by the CUDA C emulator (tests/doubles/cuda_emulation.h), run by
+the driver stand-in inside a replayed graph, and compared with NumPy's own results."""
+import ctypes
+import sys
+import types
+
+import numpy as np
+import pytest
+from fake_cuda import DeviceArray
+from fake_cuda_build import bind_fake_libcuda, build_emulated_module
+
+import eagle
+from eagle.graph import ufunc
+
+
+@pytest.fixture
+def emulating_cupy(fake, fake_libcuda_path, tmp_path, monkeypatch):
+    """TEST DOUBLE of cupy.RawKernel: compiles the source eagle generates with the CUDA C
+    emulator, loads it into the stand-in and stands for its CUfunction address (an int,
+    which cuda_kernel takes)."""
+    lib = bind_fake_libcuda(ctypes.CDLL(fake_libcuda_path))
+    made = {}
+
+    class RawKernel(int):
+        def __new__(cls, source, name):
+            if name not in made:
+                d = tmp_path / name
+                d.mkdir()
+                # CUDA has the math functions built in; the emulator takes them from <cmath>
+                (d / "k.cu").write_text("#include <cmath>\nusing std::sqrt;\n" + source)
+                so = build_emulated_module(d, sources=[d / "k.cu"], kernels=[name])
+                assert lib.fake_cuda_load_module(so.encode()) == 0
+                made[name] = lib.fake_cuda_module_function(name.encode())
+                assert made[name], name
+            return super().__new__(cls, made[name])
+
+    cp = types.SimpleNamespace(RawKernel=RawKernel, made=made)
+
+    def record(*args, **kwargs):
+        """eagle.graph.ufunc with this double as cupy (only while the node is made: the
+        backend, finding a cupy, would use its memory pool and streams)"""
+        with monkeypatch.context() as m:
+            m.setitem(sys.modules, "cupy", cp)
+            return ufunc(*args, **kwargs)
+
+    return record
+
+
+def values(dt, n, rng):
+    dt = np.dtype(dt)
+    if dt.kind == "b":
+        return rng.integers(0, 2, n).astype(bool)
+    if dt.kind in "iu":
+        return rng.integers(0 if dt.kind == "u" else -100, 100, n).astype(dt)
+    return (rng.standard_normal(n) * 10).astype(dt)
+
+
+CASES = [
+    (np.add, ("i8", "?"), "i8"),          # the issue's age + alive
+    (np.add, ("i4", "f4"), "f8"),         # both inputs cast to the float64 loop
+    (np.multiply, ("u1", "i1"), "i2"),
+    (np.add, ("f8", "f8"), "f4"),         # a same_kind cast of the result
+    (np.add, ("i8", "i8"), "i1"),         # wraps as NumPy's cast does
+    (np.sqrt, ("i4",), "f8"),
+]
+
+
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0].__name__}-{'-'.join(c[1])}-{c[2]}")
+def test_generated_kernels_cast_and_mask_as_numpy(emulating_cupy, case, masked):
+    uf, ins, out_dt = case
+    rng = np.random.default_rng(1)
+    n = 37
+    hosts = [values(d, n, rng) for d in ins]
+    hout = values(out_dt, 2 * n, rng)[::2]            # a strided output
+    hmask = rng.integers(0, 2, n).astype(bool)
+    want = hout.copy()
+    with np.errstate(all="ignore"):
+        uf(*hosts, out=want, where=hmask if masked else True)
+    ins_d = [DeviceArray(h) for h in hosts]
+    out_base = DeviceArray(np.zeros(2 * n, out_dt))
+    out_base.host[::2] = hout
+    out_d = out_base[::2]
+    kw = {"where": {"alive": DeviceArray(hmask)}} if masked else {}
+    node = emulating_cupy(uf, *ins_d, out=out_d, **kw)
+    assert node.kind == "cuda_kernel" and node.sized
+    if masked:
+        assert "alive" in node.reads
+    g = eagle.Graph()
+    g.add_node(node, name="u")
+    g.build()
+    g.launch(2)
+    np.testing.assert_array_equal(out_d.host, want)
+
+
+def test_scalar_operand_a_0d_mask_and_where_false(emulating_cupy):
+    h = np.arange(-5, 5, dtype=np.int32)
+    x = DeviceArray(h)
+    out = DeviceArray(np.full(10, -1.0))
+    flag = DeviceArray(np.array(False))
+    g = eagle.Graph()
+    g.add_node(emulating_cupy(np.multiply, {"x": x}, 0.5, out={"y": out}, where={"flag": flag}), name="m")
+    g.build()
+    g.launch(1)
+    np.testing.assert_array_equal(out.host, -1.0)           # the 0-d mask is false
+    flag.host[()] = True
+    g.launch(1)                                              # read on every replay
+    np.testing.assert_array_equal(out.host, h * 0.5)
+    never = DeviceArray(np.full(10, 7.0))
+    g2 = eagle.Graph()
+    g2.add_node(emulating_cupy(np.add, x, 1.0, out=never, where=False), name="never")
+    g2.build()
+    g2.launch(1)
+    np.testing.assert_array_equal(never.host, 7.0)
+
+
+def test_numpys_refusals_on_cuda_arrays(emulating_cupy):
+    x, xi = DeviceArray(np.zeros(4)), DeviceArray(np.zeros(4, np.int64))
+    with pytest.raises(TypeError, match="casting='same_kind'"):
+        emulating_cupy(np.add, x, 1.0, out=xi)
+    with pytest.raises(TypeError, match="mask .* casting='safe'"):
+        emulating_cupy(np.add, x, 1.0, out=x, where=DeviceArray(np.ones(4, np.int8)))
+    with pytest.raises(ValueError, match="mask 'where' has shape \\(5,\\)"):
+        emulating_cupy(np.add, x, 1.0, out=x, where=DeviceArray(np.ones(5, bool)))
+
