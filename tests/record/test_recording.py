@@ -56,7 +56,12 @@ def test_default_names_follow_the_function_and_stay_unique():
     (lambda a: opaque(nop, reads={"a": [1, 2, 3]}), TypeError, "NumPy array"),
     (lambda a: opaque(nop, writes={"a": 3.0}), TypeError, "NumPy array"),
     (lambda a: opaque(nop, reads={1: a}), TypeError, "names"),
-    (lambda a: opaque(nop, reads={"a": a}, writes={"a": a}), ValueError, "both reads and writes"),
+    (lambda a: opaque(nop, reads={"a": a}, writes={"a": a.copy()}), ValueError, "two different arrays"),
+    (lambda a: opaque(nop, writes={"a": a}, updates={"a": a}), ValueError, "both updates and writes"),
+    (lambda a: opaque(nop, updates={"a": 3.0}), TypeError, "NumPy array"),
+    (lambda a: opaque(lambda b: None), TypeError, "cannot be called with no arguments"),
+    (lambda a: opaque(nop, sized=True), TypeError, "two positional arguments"),
+    (lambda a: opaque(nop, sized=1), TypeError, "sized= takes True or False"),
     (lambda a: opaque(nop, reads={"a": a}, writes={"b": FakeCudaArray(3)}), TypeError, "mixes NumPy"),
 ])
 def test_bad_nodes_are_refused(make, exc, words):
