@@ -4,7 +4,7 @@ from __future__ import annotations
 import weakref
 
 from eagle._errors import add_note
-from eagle._text import duration
+from eagle._text import duration, with_article
 from eagle.cpu._executor import CpuPlan, get_num_threads, parallel_threshold_ns
 from eagle.record.backend import Backend
 from eagle.record.node import RunsAs
@@ -48,7 +48,7 @@ class CpuBackend(Backend):
                 else:
                     how = ("declares no way to run (Node.runs_as)" if node.runs_as is None
                            else "runs on the GPU")
-                    raise TypeError(f"{recording.where(i)} is a {node.kind} node, which {how}; a graph of "
+                    raise TypeError(f"{recording.where(i)} is {with_article(node.kind)} node, which {how}; a graph of "
                                     "NumPy arrays takes opaque(), native(), ufunc(), compact() and "
                                     "reorder() nodes")
             stages.append(specs)

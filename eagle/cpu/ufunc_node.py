@@ -35,6 +35,7 @@ import math
 
 import numpy as np
 
+from eagle._text import with_article
 from eagle.cpu.native_node import NativeNode
 from eagle.record.memory import data_pointer, elements_may_overlap
 from eagle.record.ufunc_operands import declare, parse_signature, weak_dtype
@@ -130,7 +131,7 @@ def cpu_ufunc(uf, dufunc, ins, outs) -> UfuncNode:
             raise TypeError(f"{op.name!r} must be a NumPy array, got {type(a).__name__}")
         if type(a).__array_ufunc__ is not np.ndarray.__array_ufunc__ or isinstance(a, np.ma.MaskedArray):
             # a masked array, a unit-carrying array...: its ufunc behaviour is its own
-            raise TypeError(f"{op.name!r} is a {type(a).__name__}, which gives ufuncs a meaning of its "
+            raise TypeError(f"{op.name!r} is {with_article(type(a).__name__)}, which gives ufuncs a meaning of its "
                             "own (a mask, __array_ufunc__); a ufunc node runs NumPy's loop on the plain "
                             "data and would bypass it: pass a plain ndarray")
         if not a.flags.aligned:
@@ -168,10 +169,10 @@ def cpu_ufunc(uf, dufunc, ins, outs) -> UfuncNode:
         if op.is_array:
             if op.array.dtype != want:
                 if k >= uf.nin:
-                    how = (f"NumPy would cast the {want} result into it; give a {want} output "
-                           f"(or inputs that make NumPy pick a {op.array.dtype} loop)")
+                    how = (f"NumPy would cast the {want} result into it; give {with_article(want)} output "
+                           f"(or inputs that make NumPy pick {with_article(op.array.dtype)} loop)")
                 else:
-                    how = f"NumPy would cast it to {want} first; pass a {want} array"
+                    how = f"NumPy would cast it to {want} first; pass {with_article(want)} array"
                 raise TypeError(
                     f"{uf.__name__}: {op.name!r} is {op.array.dtype}, but the loop NumPy picks for these "
                     f"operands is {_loop_text(uf, loop_dtypes)}: {how}. That is a buffered cast, which "

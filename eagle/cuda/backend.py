@@ -67,6 +67,7 @@ import threading
 from dataclasses import dataclass, field
 
 from eagle._errors import CudaError, add_note
+from eagle._text import with_article
 from eagle.cuda import _nvtx
 from eagle.cuda import _shim as _cuda  # ImportError: eagle was built without the cuda backend (Graph.build says so)
 from eagle.record.backend import Backend
@@ -207,7 +208,7 @@ class CudaBackend(Backend):
         stages = recording.rows
         for i, node in enumerate(nodes):
             if node.runs_as not in _RUNS:
-                raise TypeError(f"node {recording.names[i]!r} is a {node.kind} node, which runs on the CPU; "
+                raise TypeError(f"node {recording.names[i]!r} is {with_article(node.kind)} node, which runs on the CPU; "
                                 "a graph of CUDA arrays takes opaque(), cuda_kernel(), compact() and "
                                 "reorder() nodes")
             if node.runs_as is RunsAs.OPAQUE and node.sized:
