@@ -9,7 +9,7 @@
     g.launch(1000)     # 1000 replays, one call
     g.set_logical_size(500)   # sized nodes now process 500 samples, no re-recording
 """
-import os
+import os as _os   # not eagle.os: dir(eagle) lists only what eagle offers
 
 
 def _defer_to_installed_copy():
@@ -19,14 +19,14 @@ def _defer_to_installed_copy():
     import importlib.machinery
     import sys
 
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = _os.path.dirname(_os.path.abspath(__file__))
     suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
-    if any(f.startswith("_core") and f.endswith(suffixes) for f in os.listdir(here)):
+    if any(f.startswith("_core") and f.endswith(suffixes) for f in _os.listdir(here)):
         return
     for entry in sys.path:
-        candidate = os.path.join(os.path.abspath(entry or os.curdir), "eagle")
-        if candidate != here and os.path.isdir(candidate) and any(
-                f.startswith("_core") and f.endswith(suffixes) for f in os.listdir(candidate)):
+        candidate = _os.path.join(_os.path.abspath(entry or _os.curdir), "eagle")
+        if candidate != here and _os.path.isdir(candidate) and any(
+                f.startswith("_core") and f.endswith(suffixes) for f in _os.listdir(candidate)):
             __path__[:] = [candidate]
             return
     raise ImportError(f"eagle's compiled modules are missing in {here} and no installed eagle was "
@@ -41,14 +41,14 @@ _defer_to_installed_copy()
 # chose (OMP_WAIT_POLICY or GOMP_SPINCOUNT), eagle asks for a short spin. It
 # is read once, when libgomp loads with eagle's executor (not if another
 # library loaded it first); the setting is not left in the environment.
-_SPIN_SET = not ({"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"} & set(os.environ))
+_SPIN_SET = not ({"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"} & set(_os.environ))
 if _SPIN_SET:
-    os.environ["GOMP_SPINCOUNT"] = "10000"
+    _os.environ["GOMP_SPINCOUNT"] = "10000"
 try:
     from eagle.cpu._executor import get_num_threads, have_openmp, max_threads, set_num_threads  # noqa: E402
 finally:
     if _SPIN_SET:
-        os.environ.pop("GOMP_SPINCOUNT", None)
+        _os.environ.pop("GOMP_SPINCOUNT", None)
 
 from eagle import kernels, native  # noqa: E402
 from eagle._errors import CudaError
@@ -63,7 +63,7 @@ __all__ = ["Graph", "GroupConflict", "NotBuiltError", "CudaError", "Profile", "g
 
 def get_include() -> str:
     """Directory of eagle's C and C++ headers (``eagle/kernel.h``, ``eagle/cuda.hpp``)."""
-    return os.path.join(__path__[0], "include")
+    return _os.path.join(__path__[0], "include")
 
 
 def show_config() -> None:
@@ -76,10 +76,10 @@ def show_config() -> None:
     print(f"  numpy            {np.__version__}")
     print(f"  OpenMP executor  {'yes' if have_openmp() else 'NO: built without OpenMP, the cpu backend runs serially'}")
     print(f"  threads          {get_num_threads()} (usable CPUs: {usable_cpus()}, "
-          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, at most {max_threads()})")
+          f"OMP_NUM_THREADS={_os.environ.get('OMP_NUM_THREADS', 'unset')}, at most {max_threads()})")
     spin = ("GOMP_SPINCOUNT=10000 (eagle's default: idle threads sleep soon)" if _SPIN_SET else
-            f"yours: OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}, "
-            f"GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT', 'unset')}")
+            f"yours: OMP_WAIT_POLICY={_os.environ.get('OMP_WAIT_POLICY', 'unset')}, "
+            f"GOMP_SPINCOUNT={_os.environ.get('GOMP_SPINCOUNT', 'unset')}")
     print(f"  idle spin        {spin}")
     try:
         from eagle.cuda import _shim as _cuda

@@ -16,6 +16,7 @@ import numpy as np
 
 import eagle
 from eagle import kernels
+from eagle._text import plain
 # the seed graph, in all three forms, is defined once in eagle.bench.cases (shared with
 # python -m eagle.bench, the asv suite and the tests)
 from eagle.bench.cases import native_seed_graph, seed_calls, seed_graph, seed_ufunc_graph
@@ -94,7 +95,7 @@ def timing_table(replays, repeats, cases=None):
 
 def main(argv=None):
     p = argparse.ArgumentParser(
-        prog="python -m eagle", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="python -m eagle", description=plain(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="More: python -m eagle.bench (a table against other ways of running a step), "
                "python -m eagle.bench.finished, and the documentation (docs/).")
     p.add_argument("--replays", type=int, default=20_000, help="replays per timed launch (default 20000)")

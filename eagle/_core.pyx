@@ -281,7 +281,7 @@ cdef object _graph_run(GraphCore self, int64_t n, bint until_done, object progre
 cdef int _profiles_open = 0
 # registered by eagle.observe.profile and eagle.observe.progress when they are imported
 cdef object _launch_record = None   # (graph, backend, n, until_done) -> a LaunchRecord or None
-cdef object _progress_start = None  # (progress, n, until_done) -> a bar or None
+cdef object _progress_start = None  # (progress, n, until_done, backend) -> a bar or None
 
 
 def _profile_opened(int delta):
@@ -324,7 +324,7 @@ cdef object _launch_checked(GraphCore self, backend, int64_t n, bint until_done,
 
 cdef object _run_observed(GraphCore self, backend, int64_t n, bint until_done, object progress):
     record = _launch_record(self, backend, n, until_done) if _profiles_open else None
-    bar = _progress_start(progress, n, until_done) if progress is not False else None
+    bar = _progress_start(progress, n, until_done, backend) if progress is not False else None
     if record is None and bar is None:   # a profile open on another thread only, progress=None/0
         return _launch_checked(self, backend, n, until_done, None, None)
     done = None

@@ -2,8 +2,50 @@
 
 
 def plural(n, word):
-    """``1 node``, ``3 nodes``."""
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+    """``1 node``, ``3 nodes``, ``2 launches``."""
+    if n == 1:
+        return f"{n} {word}"
+    return f"{n} {word}es" if word.endswith(("s", "x", "z", "ch", "sh")) else f"{n} {word}s"
+
+
+def plain(rst):
+    """A docstring's reStructuredText as a terminal shows it (``--help``): ``code`` and
+    :role:`target` lose their markup, the words stay."""
+    import re
+
+    text = re.sub(r":[a-z]+(?::[a-z]+)?:`~?([^`<]*?)(?:\s*<[^`>]*>)?`", r"\1", rst)
+    return re.sub(r"``(.+?)``", r"\1", text)
+
+
+def monospace_html(text):
+    """``text`` as a monospace block for Jupyter (``_repr_html_``): pictures, plans, profiles."""
+    import html
+
+    return ('<pre style="font-family: \'DejaVu Sans Mono\', Menlo, Consolas, monospace; '
+            f'line-height: 1.15">{html.escape(text)}</pre>')
+
+
+def with_article(word):
+    """``a float64``, ``an int8``, ``a uint8``, ``an ndarray``, ``an 8-d``: the indefinite
+    article English reads before ``word`` (by its sound: ``uint`` is "you-int", ``8`` "eight")."""
+    word = str(word)
+    return f"{_article(word)} {word}"
+
+
+def _article(word):
+    w = word.lower()
+    if not w:
+        return "a"
+    if w[0].isdigit():
+        digits = w[:len(w) - len(w.lstrip("0123456789"))]
+        # eight, eighty, eleven, eighteen; 11,000 and 18,000 too ("eleven thousand")
+        an = digits.startswith("8") or (len(digits) % 3 == 2 and digits[:2] in ("11", "18"))
+        return "an" if an else "a"
+    if w.startswith(("uint", "uni", "use", "usu", "ufunc", "one")):   # "you-", "won"
+        return "a"
+    if w.startswith(("nd", "mpi", "hdf", "honest", "hour")):   # spelt out: "en-dee", "em-pee-eye"
+        return "an"
+    return "an" if w[0] in "aeiou" else "a"
 
 
 def duration(ns):

@@ -38,7 +38,7 @@ import unicodedata
 
 from eagle._core import GraphCore
 from eagle._errors import NotBuiltError
-from eagle._text import plural
+from eagle._text import plural, with_article
 from eagle.cpu.backend import CpuBackend
 from eagle.look import dot
 from eagle.look.picture import render
@@ -53,6 +53,22 @@ from eagle.record.staging import GroupConflict, Stager
 __all__ = ["Graph", "Node", "opaque", "native", "ufunc", "cuda_kernel", "SIZE", "SIZE_PTR", "compact", "reorder",
            "NotBuiltError", "GroupConflict", "Plan", "StagePlan", "Recording", "allreduce", "allgather", "bcast",
            "sendrecv"]
+
+
+def __dir__():
+    # what eagle.graph offers, not the names its implementation imports (CpuBackend, shutil...)
+    return sorted(set(__all__) | {k for k in globals() if k.startswith("__") and k.endswith("__")})
+
+
+def _constructors():
+    """``opaque(), native(), ...``: every node constructor eagle.graph offers, read from
+    ``eagle.nodes.__all__`` (so a new kind is listed as soon as it is exported)."""
+    import inspect
+
+    import eagle.nodes as _nodes
+
+    names = [n for n in _nodes.__all__ if inspect.isfunction(getattr(_nodes, n, None))]
+    return ", ".join(f"{n}()" for n in names[:-1]) + f" and {names[-1]}()"
 
 
 def _one_line(name):
@@ -137,10 +153,9 @@ class Graph(GraphCore):
         with self._exclusive("record into"):
             for node in nodes:
                 if not isinstance(node, Node):
-                    raise TypeError(
-                        "a graph records nodes made by eagle.graph.opaque(fn, reads=..., writes=...), "
-                        "native(kernel, ...), cuda_kernel(...), compact(...) or reorder(...), "
-                        f"got {type(node).__name__}")
+                    hint = " (wrap a callable: opaque(fn, reads=..., writes=...))" if callable(node) else ""
+                    raise TypeError(f"a graph records nodes made by eagle.graph's {_constructors()}, "
+                                    f"got {with_article(type(node).__name__)}{hint}")
             families = {n.family for n in nodes if n.family} | ({self._family} if self._family else set())
             if len(families) > 1:
                 raise TypeError("this graph would mix NumPy and CUDA arrays; a graph runs on one "

@@ -12,6 +12,8 @@ that accepts a kernel however it was made and checks its signature:
 """
 import ctypes
 
+from eagle._text import with_article
+
 from cpython.pycapsule cimport PyCapsule_GetName, PyCapsule_GetPointer, PyCapsule_IsValid, PyCapsule_CheckExact
 from libc.stdint cimport uintptr_t
 
@@ -117,7 +119,7 @@ cdef class Kernel:
                                  "e.g. a copy)")
             want = self.ndim[k] if isinstance(self.ndim, tuple) else self.ndim
             if want is not None and a.ndim != want:
-                raise TypeError(f"kernel {self.name!r} takes a {want}-d array for array {k} ({name!r}), "
+                raise TypeError(f"kernel {self.name!r} takes {with_article(want)}-d array for array {k} ({name!r}), "
                                 f"got {a.ndim}-d")
 
     @property
@@ -183,7 +185,8 @@ def _function_address(obj):
             raise TypeError(
                 f"a ctypes kernel must have the prototype eagle.native.CTYPES_KERNEL "
                 f"({SIGNATURE}); got argtypes={argtypes}, restype={obj.restype}")
-        return ctypes.cast(obj, ctypes.c_void_p).value, getattr(obj, "__name__", "ctypes")
+        address = ctypes.cast(obj, ctypes.c_void_p).value
+        return address, getattr(obj, "__name__", None) or _symbol_name(address) or "ctypes"
     ffi_type = _cffi_type(obj)
     if ffi_type is not None:
         ffi, ctype = ffi_type
@@ -195,6 +198,36 @@ def _function_address(obj):
         f"cannot make an eagle kernel of {type(obj).__name__}: give a PyCapsule named {SIGNATURE!r}, "
         "a ctypes or cffi function pointer, a numba cfunc, or a Cython function through "
         "eagle.native.wrap_kernel")
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def _symbol_name(address):
+    """The exported name of the function at ``address`` (``dladdr``), or None: a ctypes
+    pointer made as ``CTYPES_KERNEL(("plus_c", lib))`` keeps no ``__name__``, and messages
+    should name the kernel, not say ``'ctypes'``."""
+    try:
+        dladdr = ctypes.CDLL(None).dladdr   # glibc >= 2.34, musl, macOS: in the C library
+    except (OSError, AttributeError, TypeError):
+        try:
+            from ctypes.util import find_library
+            dladdr = ctypes.CDLL(find_library("dl")).dladdr
+        except (OSError, AttributeError, TypeError):
+            return None
+    dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+    dladdr.restype = ctypes.c_int
+    info = _DlInfo()
+    if not address or not dladdr(address, ctypes.byref(info)) or not info.dli_sname:
+        return None
+    if info.dli_saddr != address:   # inside a function, not its start: not its name
+        return None
+    try:
+        return info.dli_sname.decode()
+    except UnicodeDecodeError:
+        return None
 
 
 def _cffi_type(obj):

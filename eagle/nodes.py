@@ -17,7 +17,7 @@ from eagle.cuda.kernel_nodes import SIZE, SIZE_PTR, CudaKernelNode, cuda_kernel
 from eagle.mpi import allgather, allreduce, bcast, sendrecv  # collective nodes (mpi4py on first use)
 from eagle.record.memory import array_kind
 from eagle.record.node import Node, OpaqueNode, opaque
-from eagle.record.ufunc_operands import parse_operands, parse_where, real_ufunc
+from eagle.record.ufunc_operands import parse_operands, parse_where, real_ufunc, updated_names
 
 __all__ = ["Node", "OpaqueNode", "NativeNode", "UfuncNode", "PartitionNode", "CudaKernelNode",
            "opaque", "native", "ufunc", "cuda_kernel", "SIZE", "SIZE_PTR", "compact", "reorder",
@@ -73,8 +73,13 @@ def ufunc(uf, *operands, out=None, where=None):
                         "device: use NumPy arrays for the cpu backend or CuPy arrays for cuda")
     if kinds == {"cuda"}:
         from eagle.cuda.ufunc_node import cuda_ufunc
-        return cuda_ufunc(uf, ins, outs, where=mask)
-    return cpu_ufunc(uf, dufunc, ins, outs, where=mask)
+        node = cuda_ufunc(uf, ins, outs, where=mask)
+    else:
+        node = cpu_ufunc(uf, dufunc, ins, outs, where=mask)
+    # an output that is also an input is declared once, under writes: the node reads it
+    # too, so the edge into it carries the array (the operands carry their declared names now)
+    node.read_too(updated_names(ins, outs))
+    return node
 
 
 def compact(alive, state, *, ids=None, count=None, every=1, min_dead_fraction=0.25) -> Node:

@@ -22,6 +22,24 @@ def test_help_exits_zero_and_says_what_the_flags_do():
     assert "usage: python -m eagle" in proc.stdout
     assert "--replays" in proc.stdout and "--repeats" in proc.stdout
     assert "native" in proc.stdout and "opaque" in proc.stdout
+    assert "``" not in proc.stdout and "python -m eagle: the tour" in proc.stdout   # plain text, not RST
+
+
+def test_the_monte_carlo_example_says_what_each_option_does():
+    proc = subprocess.run([sys.executable, "-m", "eagle.examples.monte_carlo", "--help"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    options = proc.stdout.split("options:")[1]
+    for flag, words in (("--particles", "particles over all ranks"), ("--steps", "replays of the graph"),
+                        ("--cells", "cells of the slab"), ("--seed", "random streams")):
+        assert flag in options and words in " ".join(options.split()), flag
+    assert "``" not in proc.stdout and "mpiexec" in proc.stdout
+
+
+def test_plain_renders_rst_markup_as_words():
+    from eagle._text import plain
+    assert plain("``python -m eagle``: see :func:`eagle.graph.opaque` and :class:`~eagle.Graph`") == \
+        "python -m eagle: see eagle.graph.opaque and eagle.Graph"
 
 
 @pytest.mark.parametrize("argv", [["--replays", "0"], ["--repeats", "-1"], ["--replays", "x"]])

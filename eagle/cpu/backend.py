@@ -1,8 +1,10 @@
 """The cpu backend: a graph's stages handed to the C executor (csrc/cpu/executor.c)."""
 from __future__ import annotations
 
+import weakref
+
 from eagle._errors import add_note
-from eagle._text import duration
+from eagle._text import duration, with_article
 from eagle.cpu._executor import CpuPlan, get_num_threads, parallel_threshold_ns
 from eagle.record.backend import Backend
 from eagle.record.node import RunsAs
@@ -26,19 +28,27 @@ class CpuBackend(Backend):
     def __init__(self, recording, policies):
         super().__init__(recording)
         nodes = recording.nodes
+        # a sized opaque node is handed the replay's logical size, read from the plan when
+        # it runs (a compaction changes it inside a launch); through a weak reference, so
+        # the plan holding the callable does not keep its backend alive
+        me = weakref.ref(self)
+
+        def logical_size():
+            return me()._plan.logical_size
+
         stages = []
         for idx in recording.rows:
             specs = []
             for i in idx:
                 node = nodes[i]
                 if node.runs_as is RunsAs.OPAQUE:
-                    specs.append((i, "opaque", node.fn, (), False))
+                    specs.append((i, "opaque", node.callable_for(logical_size), (), False))
                 elif node.runs_as is RunsAs.NATIVE:
                     specs.append((i, "native", node.kernel, node.arrays_in_order, node.split))
                 else:
                     how = ("declares no way to run (Node.runs_as)" if node.runs_as is None
                            else "runs on the GPU")
-                    raise TypeError(f"{recording.where(i)} is a {node.kind} node, which {how}; a graph of "
+                    raise TypeError(f"{recording.where(i)} is {with_article(node.kind)} node, which {how}; a graph of "
                                     "NumPy arrays takes opaque(), native(), ufunc(), compact() and "
                                     "reorder() nodes")
             stages.append(specs)

@@ -69,6 +69,7 @@ class PartitionNode(FinishedSamplesNode):
                 raise ValueError(f"{mode}(): {name!r} is read-only")
         check_policy(mode, every, min_dead_fraction)
         self.writes = {**writes, "ids": ids, "count": count}
+        self.read_too([key_name, *state, "ids"])   # it moves their samples: data flows in
         refuse_object_arrays(self, f"{mode}()")
         _refuse_shared_memory(mode, self.writes)
         self.ids, self.count = ids, count

@@ -14,14 +14,14 @@ class NativeNode(Node):
     sized = True
 
     def __init__(self, kernel, reads=None, writes=None, user_data=None, split=True, per_sample=True,
-                 dtypes=None, ndim=None):
+                 dtypes=None, ndim=None, updates=None):
         from eagle.native import Kernel
 
         if isinstance(kernel, Kernel) and user_data is None and dtypes is None and ndim is None:
             k = kernel
         else:
             k = Kernel(kernel, user_data=user_data, dtypes=dtypes, ndim=ndim)
-        super().__init__(reads, writes, per_sample)
+        super().__init__(reads, writes, per_sample, updates)
         if self.family == "cuda":
             raise TypeError("native() kernels run on the CPU and take NumPy arrays; "
                             "for CuPy arrays use a CUDA kernel node")
@@ -84,7 +84,7 @@ def self_overlap(node):
     return None
 
 
-def native(kernel, reads=None, writes=None, *, user_data=None, split=True, per_sample=True,
+def native(kernel, reads=None, writes=None, *, updates=None, user_data=None, split=True, per_sample=True,
            dtypes=None, ndim=None) -> NativeNode:
     """A node that runs a nogil C kernel over samples [start, stop).
 
@@ -92,7 +92,11 @@ def native(kernel, reads=None, writes=None, *, user_data=None, split=True, per_s
     function wrapped with ``eagle.native.wrap_kernel``, a PyCapsule named
     ``eagle.native.SIGNATURE``, a ctypes or cffi function pointer, a numba
     ``cfunc``. The kernel gets the data pointers of ``reads`` then ``writes``
-    (declaration order) and the byte stride of each array's axis 0. With
+    (declaration order) and the byte stride of each array's axis 0. An array the
+    kernel updates in place goes in ``updates={"w": w}``: it counts as a write (its
+    pointer follows the other writes) and as a read, so the edge into the node
+    carries it; a name bound to the same array in both ``reads`` and ``writes`` means
+    the same, and the kernel gets that pointer twice, once in each place. With
     ``split=True`` (the default) the CPU executor divides [0, logical_size)
     among its threads; ``split=False`` calls it once per replay on the whole range.
     A node whose write overlaps another of its arrays at other samples (reads
@@ -112,4 +116,4 @@ def native(kernel, reads=None, writes=None, *, user_data=None, split=True, per_s
     e.g. ``native(k, reads={"x": x, "table": t}, writes={"y": y}, per_sample={"x", "y"})``.
     """
     return NativeNode(kernel, reads, writes, user_data=user_data, split=split, per_sample=per_sample,
-                      dtypes=dtypes, ndim=ndim)
+                      dtypes=dtypes, ndim=ndim, updates=updates)

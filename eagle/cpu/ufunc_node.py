@@ -40,6 +40,7 @@ import math
 
 import numpy as np
 
+from eagle._text import with_article
 from eagle.cpu.native_node import NativeNode
 from eagle.record.memory import data_pointer, elements_may_overlap
 from eagle.record.ufunc_operands import Operand, declare, parse_signature, weak_dtype
@@ -140,7 +141,7 @@ def cpu_ufunc(uf, dufunc, ins, outs, where=True) -> UfuncNode:
             raise TypeError(f"{op.name!r} must be a NumPy array, got {type(a).__name__}")
         if type(a).__array_ufunc__ is not np.ndarray.__array_ufunc__ or isinstance(a, np.ma.MaskedArray):
             # a masked array, a unit-carrying array...: its ufunc behaviour is its own
-            raise TypeError(f"{op.name!r} is a {type(a).__name__}, which gives ufuncs a meaning of its "
+            raise TypeError(f"{op.name!r} is {with_article(type(a).__name__)}, which gives ufuncs a meaning of its "
                             "own (a mask, __array_ufunc__); a ufunc node runs NumPy's loop on the plain "
                             "data and would bypass it: pass a plain ndarray")
         if not a.flags.aligned:

@@ -67,6 +67,7 @@ import threading
 from dataclasses import dataclass, field
 
 from eagle._errors import CudaError, add_note
+from eagle._text import with_article
 from eagle.cuda import _nvtx
 from eagle.cuda import _shim as _cuda  # ImportError: eagle was built without the cuda backend (Graph.build says so)
 from eagle.record.backend import Backend
@@ -207,9 +208,14 @@ class CudaBackend(Backend):
         stages = recording.rows
         for i, node in enumerate(nodes):
             if node.runs_as not in _RUNS:
-                raise TypeError(f"node {recording.names[i]!r} is a {node.kind} node, which runs on the CPU; "
+                raise TypeError(f"node {recording.names[i]!r} is {with_article(node.kind)} node, which runs on the CPU; "
                                 "a graph of CUDA arrays takes opaque(), cuda_kernel(), compact() and "
                                 "reorder() nodes")
+            if node.runs_as is RunsAs.OPAQUE and node.sized:
+                raise TypeError(f"node {recording.names[i]!r} is a sized opaque node (opaque(fn, "
+                                "sized=True)): on cuda an opaque node runs once, at capture, and the "
+                                "kernels it launches keep that call's size, so it could not follow "
+                                "set_logical_size(); use cuda_kernel() with SIZE, or a plain opaque node")
         #: whether a compaction node sets the next replay's logical size (on the device)
         self.resizes = recording.index_of_resizer() is not None
         # a stage of several nodes is captured as branches, unless its policy is "serial"

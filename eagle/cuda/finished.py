@@ -219,6 +219,7 @@ class CudaPartitionNode(FinishedSamplesNode):
         if count is not None:
             writes["count"] = count
         super().__init__(None, writes)
+        self.read_too([key_name, *state, "ids"])   # it moves their samples: data flows in
         if self.family != "cuda":
             raise TypeError(f"{mode}(): every array must be a CUDA array, like {key_name!r}")
         self._layouts = []

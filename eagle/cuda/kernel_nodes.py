@@ -134,8 +134,8 @@ class CudaKernelNode(Node):
     sized = True
 
     def __init__(self, kernel, args, reads=None, writes=None, *, size_arg=None, block=256,
-                 shared_mem=0, nargs=None):
-        super().__init__(reads, writes)
+                 shared_mem=0, nargs=None, updates=None):
+        super().__init__(reads, writes, updates=updates)
         if self.family != "cuda":
             if self.family == "numpy":
                 raise TypeError("cuda_kernel() runs on the GPU and takes CUDA arrays (CuPy arrays or "
@@ -356,7 +356,8 @@ class CudaKernelNode(Node):
 
 def cuda_kernel(kernel, args, reads: Mapping[str, Any] | None = None,
                 writes: Mapping[str, Any] | None = None, *, size_arg: int | None = None,
-                block: int = 256, shared_mem: int = 0, nargs: int | None = None) -> CudaKernelNode:
+                block: int = 256, shared_mem: int = 0, nargs: int | None = None,
+                updates: Mapping[str, Any] | None = None) -> CudaKernelNode:
     """A GPU kernel node that eagle launches itself, sized by the graph's logical size.
 
     ``kernel``
@@ -374,6 +375,9 @@ def cuda_kernel(kernel, args, reads: Mapping[str, Any] | None = None,
     ``reads`` / ``writes``
         ``{name: array}`` of every CUDA array the kernel reads / writes, as for
         ``opaque``; every array in ``args`` must lie inside one of them.
+    ``updates``
+        ``{name: array}`` of the arrays it updates in place (reads and writes), as for
+        ``opaque``.
     ``size_arg``
         the index of the size parameter: optional when ``SIZE`` marks it; if
         given, ``args[size_arg]`` may be any integer and becomes ``SIZE``.
@@ -390,4 +394,4 @@ def cuda_kernel(kernel, args, reads: Mapping[str, Any] | None = None,
     size argument in the instantiated CUDA graph, without re-capturing.
     """
     return CudaKernelNode(kernel, args, reads, writes, size_arg=size_arg, block=block,
-                          shared_mem=shared_mem, nargs=nargs)
+                          shared_mem=shared_mem, nargs=nargs, updates=updates)

@@ -17,10 +17,10 @@ else the text picture in a monospace ``<pre>`` block.
 """
 from __future__ import annotations
 
-import html
 import shutil
 import subprocess
 
+from eagle._text import monospace_html
 from eagle.record.node import Node
 
 #: the shape of anything that is not an eagle node (nodes say their own: ``Node.dot_shape``)
@@ -88,8 +88,7 @@ def dot_svg(dot_text: str) -> str | None:
 
 
 def picture_html(picture: str) -> str:
-    return ('<pre style="font-family: \'DejaVu Sans Mono\', Menlo, Consolas, monospace; '
-            f'line-height: 1.15">{html.escape(picture)}</pre>')
+    return monospace_html(picture)
 
 
 def repr_html(graph) -> str:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from eagle import _core
-from eagle._text import duration
+from eagle._text import duration, monospace_html, plural
 
 #: eagle_span in csrc/cpu/executor.h
 SPAN_DTYPE = np.dtype([("node", "<i4"), ("phase", "<i4"), ("replay", "<i8"),
@@ -269,7 +269,7 @@ class Profile:
         wall = sum(r.t1 - r.t0 for r in self.launches)
         threads = max((sum(1 for _, lane in r.lanes if len(lane)) for r in self.launches), default=1)
         n_graphs = len(self._by_graph())
-        head = (f"eagle.profile: {len(self.launches)} launch{'es' if len(self.launches) != 1 else ''}, "
+        head = (f"eagle.profile: {plural(len(self.launches), 'launch')}, "
                 f"{self.replays:,} replays in {duration(wall)}"
                 + (f", {n_graphs} graphs" if n_graphs > 1 else "")
                 + (f", {threads} threads" if threads > 1 else ""))
@@ -300,7 +300,11 @@ class Profile:
         return self.table()
 
     def __repr__(self):
-        return f"<eagle.profile: {len(self.launches)} launches, {self.replays} replays>"
+        return f"<eagle.profile: {plural(len(self.launches), 'launch')}, {plural(self.replays, 'replay')}>"
+
+    def _repr_html_(self):
+        """Jupyter: the table, as ``print(prof)`` shows it."""
+        return monospace_html(self.table())
 
     # ---- the trace ----
 

@@ -6,6 +6,13 @@ the replays done, so a replay never waits for the display. Nothing is shown
 for a launch shorter than ``DELAY_S``; after that a tqdm bar (``tqdm.auto``,
 when tqdm is installed) or a line on stderr rewritten in place.
 
+A ``launch_until_done`` bar counts samples, not replays: the replay cap says
+only when it would stop at the latest, the live samples say how far it is. Its
+total is the live samples at the launch's start (the logical size), its
+progress the samples finished since (the logical size after each replay is
+what the compaction left), its estimate of the time left the live count over
+the rate samples finish at; it ends at 100% when every sample finished.
+
 A bar never costs the launch: if showing it fails (stderr a broken pipe, a
 closed file, a writer raising OSError, tqdm raising anything), the bar is
 dropped silently and the launch goes on. Silently, because the only place to
@@ -33,25 +40,35 @@ def _tqdm():
     return tqdm
 
 
-def start(progress, n, until_done):
+def start(progress, n, until_done, backend=None):
     """The bar for a launch of n replays, or None when progress is off (False, None, 0).
-    Anything but a bool, None, 0 or 1 is refused before the launch runs."""
+    Anything but a bool, None, 0 or 1 is refused before the launch runs. An until-done
+    launch's bar follows ``backend.logical_size``, the live samples."""
     if progress is not None and not isinstance(progress, (bool, int)) or progress not in (None, 0, 1):
         raise TypeError(f"progress= takes True or False, got {progress!r}")
     if not progress:
         return None
+    if until_done and backend is not None:
+        return Progress(n, "launch_until_done", live=lambda: backend.logical_size)
     return Progress(n, "launch_until_done" if until_done else "launch")
 
 
 class Progress:
-    """Called as ``bar(done)`` by the executor; ``close(done)`` after the launch."""
+    """Called as ``bar(done)`` by the executor; ``close(done)`` after the launch.
 
-    def __init__(self, total, what, delay=None, file=None):
+    ``live``: for an until-done launch, a callable giving the live samples now; the bar
+    then shows the samples finished out of those live at its start (``total`` is the
+    replay cap, reported beside them). ``clock`` gives seconds (``time.monotonic``)."""
+
+    def __init__(self, total, what, delay=None, file=None, live=None, clock=time.monotonic):
         self.total = total
         self.what = what
         self.delay = DELAY_S if delay is None else delay
         self.file = file
-        self.t0 = time.monotonic()
+        self.clock = clock
+        self.live = live
+        self.live_start = int(live()) if live is not None else None
+        self.t0 = clock()
         self.done = 0
         self._bar = None        # the tqdm bar, once shown
         self._line = False      # the plain line, once shown
@@ -75,29 +92,43 @@ class Progress:
             except Exception:
                 pass
 
+    def _count(self, done):
+        """(progress, its total, unit) for the bar: replays, or samples finished."""
+        if self.live is None:
+            return done, self.total, "replay"
+        return self.live_start - int(self.live()), self.live_start, "sample"
+
     def _show(self, done):
-        elapsed = time.monotonic() - self.t0
+        elapsed = self.clock() - self.t0
+        count, total, unit = self._count(done)
         if self._bar is None and not self._line:
             if elapsed < self.delay or (self.file or sys.stderr) is None:   # no stderr (pythonw): show nothing
                 return
             tqdm = _tqdm()
             if tqdm is not None:
-                self._bar = tqdm(total=self.total, desc=f"eagle {self.what}", unit="replay", initial=done,
+                self._bar = tqdm(total=total, desc=f"eagle {self.what}", unit=unit, initial=count,
                                  file=self.file or sys.stderr, dynamic_ncols=True)
             else:
                 self._line = True
         if self._bar is not None:
-            self._bar.update(done - self._bar.n)
+            self._bar.update(count - self._bar.n)
+            if self.live is not None:
+                self._bar.set_postfix_str(f"{done:,} replays", refresh=False)
         else:
             self._write(done, elapsed, end="")
 
     def _write(self, done, elapsed, end):
         out = self.file or sys.stderr
-        frac = done / self.total if self.total else 1.0
-        rate = done / elapsed if elapsed > 0 else 0.0
-        left = f", ~{(self.total - done) / rate:.0f} s left" if rate > 0 and done < self.total else ""
-        out.write(f"\reagle {self.what}: {done:,}/{self.total:,} replays ({100 * frac:.0f}%), "
-                  f"{elapsed:.1f} s{left}   {end}")
+        count, total, unit = self._count(done)
+        frac = count / total if total else 1.0
+        rate = count / elapsed if elapsed > 0 else 0.0
+        ended = end == "\n"   # the launch's last line: no time left to estimate
+        left = f", ~{(total - count) / rate:.0f} s left" if rate > 0 and count < total and not ended else ""
+        if self.live is None:
+            what = f"{done:,}/{total:,} replays"
+        else:
+            what = f"{count:,}/{total:,} samples finished, {done:,} replays"
+        out.write(f"\reagle {self.what}: {what} ({100 * frac:.0f}%), {elapsed:.1f} s{left}   {end}")
         out.flush()
 
     def close(self, done=None):
@@ -113,10 +144,13 @@ class Progress:
 
     def _finish(self):
         if self._bar is not None:
-            self._bar.update(self.done - self._bar.n)
+            count, _, _ = self._count(self.done)
+            self._bar.update(count - self._bar.n)
+            if self.live is not None:
+                self._bar.set_postfix_str(f"{self.done:,} replays", refresh=False)
             self._bar.close()
         elif self._line:
-            self._write(self.done, time.monotonic() - self.t0, end="\n")
+            self._write(self.done, self.clock() - self.t0, end="\n")
 
 
 def launch_in_chunks(backend, n, until_done, bar):

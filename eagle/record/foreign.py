@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from eagle._text import with_article
+
 __all__ = ["adopt", "dlpack_device", "host_view"]
 
 # DLDeviceType (dlpack.h)
@@ -144,7 +146,7 @@ class CudaView:
         return tuple(self.__cuda_array_interface__["shape"])
 
     def __repr__(self):
-        return f"<CUDA view of a {type(self.source).__name__} through DLPack, shape {self.shape}>"
+        return f"<CUDA view of {with_article(type(self.source).__name__)} through DLPack, shape {self.shape}>"
 
 
 def cuda_view(obj: Any, what: str = "the array", write: bool = False):

@@ -35,7 +35,7 @@ def array_kind(a: Any) -> str | None:
 
 
 def validate_access_dict(d: Mapping[str, Any] | None, what: str) -> dict:
-    """Check a ``reads=``/``writes=`` argument and return it as a plain ordered dict."""
+    """Check a ``reads=``/``writes=``/``updates=`` argument and return it as a plain ordered dict."""
     if d is None:
         return {}
     if not isinstance(d, Mapping):
@@ -45,7 +45,7 @@ def validate_access_dict(d: Mapping[str, Any] | None, what: str) -> dict:
         if not isinstance(name, str) or not name:
             raise TypeError(f"{what}: array names must be non-empty strings, got {name!r}")
         # DLPack and array-interface objects (PyTorch, JAX...) become the NumPy/CuPy views eagle schedules
-        view = adopt(a, f"{what}[{name!r}]", write=what == "writes")
+        view = adopt(a, f"{what}[{name!r}]", write=what in ("writes", "updates"))
         if view is None or array_kind(view) is None:
             raise TypeError(
                 f"{what}[{name!r}] must be a NumPy array, an object with "
@@ -194,6 +194,20 @@ def samples_may_overlap(a: np.ndarray) -> bool:
     if abs(a.strides[0]) >= hi - lo:
         return False   # each sample's bytes lie before the next sample's first byte
     return not _disjoint_elements(a.shape, a.strides, a.itemsize)
+
+
+def same_view(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` are one array: the same object, or views of the same bytes
+    with the same layout (a DLPack object adopted twice gives two such views)."""
+    if a is b:
+        return True
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return (data_pointer(a) == data_pointer(b) and a.shape == b.shape
+                and a.strides == b.strides and a.dtype == b.dtype)
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return False
+    ia, ib = a.__cuda_array_interface__, b.__cuda_array_interface__
+    return all(ia.get(k) == ib.get(k) for k in ("data", "shape", "strides", "typestr"))
 
 
 def leading_length(a: Any) -> int | None:

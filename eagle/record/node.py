@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 from typing import Any, Mapping
 
-from eagle.record.memory import array_family, validate_access_dict
+from eagle.record.memory import array_family, same_view, validate_access_dict
 
 
 class RunsAs(enum.Enum):
@@ -37,8 +37,11 @@ class RunsAs(enum.Enum):
 class Node:
     """Base of every node kind: the node contract.
 
-    ``reads`` and ``writes`` are ordered ``{name: array}`` dicts; a name may not
-    appear in both (bind it once, under ``writes``, if the node reads and writes it).
+    ``reads`` and ``writes`` are ordered ``{name: array}`` dicts. An array the node
+    both reads and writes (an in-place update) is declared in ``updates`` (it joins
+    ``writes``, after the other writes, and ``updated`` names it), or under one name
+    bound to the same array in both ``reads`` and ``writes``: either way staging sees a
+    read and a write, so the edge into the node carries the array's name (data flows in).
     """
 
     #: the kind's name, in ``repr`` and messages (``opaque``, ``native``, ``ufunc``...)
@@ -73,16 +76,29 @@ class Node:
     #: why a node that asked to be split runs whole (None: it was not refused)
     split_refused_reason = None
 
+    #: names in ``writes`` that the node also reads without declaring them in ``reads``
+    #: (``updates=``, a ufunc's output that is also its input): staging gives each a read too
+    updated = frozenset()
+
     def __init__(self, reads: Mapping[str, Any] | None, writes: Mapping[str, Any] | None,
-                 per_sample=True):
+                 per_sample=True, updates: Mapping[str, Any] | None = None):
         self.reads = validate_access_dict(reads, "reads")
         self.writes = validate_access_dict(writes, "writes")
-        both = set(self.reads) & set(self.writes)
-        if both:
-            name = sorted(both)[0]
-            raise ValueError(
-                f"the name {name!r} is bound in both reads and writes; a node that reads and "
-                f"writes one array declares it once, under writes")
+        for name in set(self.reads) & set(self.writes):
+            if not same_view(self.reads[name], self.writes[name]):
+                raise ValueError(
+                    f"the name {name!r} is bound to two different arrays in reads and writes; a "
+                    f"node that reads and writes one array binds it to that array in both (or "
+                    f"declares it in updates=)")
+        updates = validate_access_dict(updates, "updates")
+        for name in updates:
+            if name in self.reads or name in self.writes:
+                where = "reads" if name in self.reads else "writes"
+                raise ValueError(f"the name {name!r} is declared in both updates and {where}; "
+                                 f"updates= already means a read and a write")
+        if updates:
+            self.writes.update(updates)
+            self.updated = frozenset(updates)
         self.family = array_family(list(self.reads.values()) + list(self.writes.values()))
         #: names of the declared arrays whose axis 0 is not the sample axis (tables,
         #: parameters): they do not bound the graph's capacity
@@ -94,6 +110,24 @@ class Node:
             yield k, a, False
         for k, a in self.writes.items():
             yield k, a, True
+
+    def accesses(self):
+        """(name, array, is_write) for every access staging orders: ``arrays()``, with a
+        read before the write of each ``updated`` name (an update carries data in)."""
+        updated = self.updated
+        for name, a, is_write in self.arrays():
+            if is_write and name in updated:
+                yield name, a, False
+            yield name, a, is_write
+
+    def read_too(self, names) -> None:
+        """Mark ``names`` (of ``writes``) as read by the node too, before it is recorded
+        (a ufunc node whose output is also an input)."""
+        names = frozenset(names)
+        unknown = names - set(self.writes)
+        if unknown:
+            raise ValueError(f"{sorted(unknown)[0]!r} is not a name the node writes")
+        self.updated = self.updated | names
 
     def default_name(self) -> str:
         return self.kind
@@ -144,6 +178,24 @@ def refuse_object_arrays(node, what):
                             "opaque node)")
 
 
+def _check_callable(fn, args, what):
+    """Refuse, when the node is made, a callable that cannot take ``args`` (``opaque(lambda a:
+    None)`` would fail only at launch). Builtins and C callables without a signature pass."""
+    import inspect
+
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):   # no signature to read (some builtins, C callables)
+        return
+    try:
+        sig.bind(*args)
+    except TypeError as e:
+        name = getattr(fn, "__qualname__", None) or type(fn).__name__
+        takes = "no arguments" if not args else "two positional arguments (start, stop)"
+        raise TypeError(f"{what}: {name}{sig} cannot be called with {takes} ({e}); the node calls "
+                        f"it as fn({', '.join(('start', 'stop')[:len(args)])}) on every replay") from None
+
+
 class OpaqueNode(Node):
     """A Python callable with no arguments, run whole on every replay, under the GIL."""
 
@@ -151,12 +203,18 @@ class OpaqueNode(Node):
     runs_as = RunsAs.OPAQUE
     box = ("<", ">")
     dot_shape = "ellipse"
-
-    def __init__(self, fn, reads=None, writes=None, per_sample=True):
+    def __init__(self, fn, reads=None, writes=None, per_sample=True, updates=None):
+        what = "opaque(fn, sized=True)" if self.sized else "opaque()"
         if not callable(fn):
-            raise TypeError(f"opaque() needs a callable with no arguments, got {type(fn).__name__}")
-        super().__init__(reads, writes, per_sample)
+            raise TypeError(f"{what} needs a callable, got {type(fn).__name__}")
+        _check_callable(fn, (0, 0) if self.sized else (), what)
+        super().__init__(reads, writes, per_sample, updates)
         self.fn = fn
+
+    def callable_for(self, logical_size):
+        """The no-argument callable a cpu backend runs on each replay; ``logical_size()``
+        gives the replay's logical size (a sized node is handed it)."""
+        return self.fn
 
     def default_name(self) -> str:
         name = getattr(self.fn, "__name__", None)
@@ -165,22 +223,51 @@ class OpaqueNode(Node):
         return name
 
     def __repr__(self):
-        return f"opaque({getattr(self.fn, '__qualname__', self.fn)!r}, reads={list(self.reads)}, writes={list(self.writes)})"
+        sized = ", sized=True" if self.sized else ""
+        return (f"opaque({getattr(self.fn, '__qualname__', self.fn)!r}, reads={list(self.reads)}, "
+                f"writes={list(self.writes)}{sized})")
+
+
+class SizedOpaqueNode(OpaqueNode):
+    """An opaque node handed its samples: ``fn(start, stop)`` with [0, logical size), whole,
+    under the GIL (not split across threads: the GIL would serialize the pieces)."""
+
+    sized = True
+
+    def callable_for(self, logical_size):
+        fn = self.fn
+
+        def call():
+            fn(0, logical_size())
+
+        return call
 
 
 def opaque(fn, reads: Mapping[str, Any] | None = None, writes: Mapping[str, Any] | None = None,
-           *, per_sample=True) -> OpaqueNode:
+           *, updates: Mapping[str, Any] | None = None, per_sample=True, sized=False) -> OpaqueNode:
     """A node that calls ``fn()`` on every replay.
 
     ``reads`` and ``writes`` name the arrays ``fn`` reads and writes, e.g.
     ``opaque(step, reads={"x": x}, writes={"y": y})``; eagle orders nodes by the
     memory of these arrays (their bytes, whoever owns them), so declare every
-    array the function touches.
+    array the function touches. An array it updates in place (reads, then writes)
+    goes in ``updates={"w": w}`` (or under one name in both ``reads`` and
+    ``writes``): the edge into the node then carries it.
     On the CPU the function runs on every replay, under the GIL. On the GPU it
     runs once, while the graph is captured; replays repeat the kernels it launched.
     ``per_sample`` is as for ``native``; an opaque node's arrays bound the capacity
-    only in a graph without sized nodes.
+    only in a graph without sized nodes. ``fn`` must be callable with no arguments
+    (checked here, where its signature can be read).
+
+    ``sized=True`` makes a sized node: ``fn(start, stop)`` is called on every replay
+    with the samples to process, ``[0, g.logical_size)`` (after ``set_logical_size``,
+    or a compaction, the new size), and should touch only those samples of its
+    per-sample arrays, which bound the graph's capacity like a native node's. It
+    runs whole, under the GIL, on one thread (not split: the pieces would wait on
+    the GIL in turn). On the GPU a sized opaque node is refused at ``build()``: it
+    would run once, at capture, and its kernels would keep the size of that call.
     """
-    return OpaqueNode(fn, reads, writes, per_sample=per_sample)
-
-
+    if not isinstance(sized, bool):
+        raise TypeError(f"opaque(): sized= takes True or False, got {sized!r}")
+    kind = SizedOpaqueNode if sized else OpaqueNode
+    return kind(fn, reads, writes, per_sample=per_sample, updates=updates)

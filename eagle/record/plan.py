@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eagle._text import duration, plural
+from eagle._text import duration, monospace_html, plural
 
 __all__ = ["Plan", "StagePlan"]
 
@@ -25,7 +25,7 @@ class StagePlan:
     verdict: str = ""              # why the team is what it is (empty: nothing to say)
 
 
-@dataclass
+@dataclass(repr=False)
 class Plan:
     """How a built graph runs: per stage, the team chosen and why. ``print`` it."""
 
@@ -39,6 +39,18 @@ class Plan:
     capacity_bound_by = None
     #: (node, reason) for each native node run whole although it asked to be split
     split_refused = ()
+
+    def _header(self):
+        return (f"eagle plan · backend: {self.backend} · {plural(self.num_threads, 'thread')} · "
+                f"logical size {self.logical_size} of {self.capacity} · "
+                f"{plural(len(self.stages), 'stage')}")
+
+    def __repr__(self):
+        return f"<{self._header()}>"
+
+    def _repr_html_(self):
+        """Jupyter: the plan's table, as ``print(plan)`` shows it."""
+        return monospace_html(str(self))
 
     def __str__(self):
         lines = [f"eagle plan · backend: {self.backend} · {plural(self.num_threads, 'thread')} · "

@@ -284,7 +284,7 @@ class Stager:
 
     @staticmethod
     def accesses(node):
-        return [(name, extent_of(a), is_write) for name, a, is_write in node.arrays()]
+        return [(name, extent_of(a), is_write) for name, a, is_write in node.accesses()]
 
     def check_group(self, names, access_lists):
         """Reject a group whose members conflict, naming both nodes and the array.

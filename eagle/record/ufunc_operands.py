@@ -15,7 +15,8 @@ import numpy as np
 
 from eagle.record.memory import array_kind
 
-__all__ = ["Operand", "real_ufunc", "parse_operands", "parse_where", "declare", "weak_dtype",
+__all__ = ["Operand", "real_ufunc", "parse_operands", "parse_where", "declare", "updated_names",
+           "weak_dtype",
            "parse_signature"]
 
 
@@ -103,7 +104,8 @@ def declare(ins, outs, where=None):
     """reads, writes ({name: array}) and each operand's slot in the kernel's data[]
     (the mask's slot last, when ``where`` is an ``Operand``).
 
-    An array given twice is declared once (under writes if the node writes it);
+    An array given twice is declared once (under writes if the node writes it: see
+    ``updated_names`` for the read the node makes of it too);
     its name is the one the caller gave it, else the name of its first position.
     """
     mask = [where] if isinstance(where, Operand) else []
@@ -137,6 +139,13 @@ def declare(ins, outs, where=None):
         if op.is_array:
             op.name = names[id(op.array)]
     return reads, writes, slots
+
+
+def updated_names(ins, outs):
+    """The declared names of the outputs that are also inputs (``declare`` puts them under
+    writes only): the node reads them as well as writing them."""
+    read = {id(op.array) for op in ins if op.is_array}
+    return {o.name for o in outs if id(o.array) in read}
 
 
 NUMPY_2 = int(np.__version__.split(".")[0]) >= 2

@@ -150,6 +150,16 @@ def test_opaque_node_kernels_replay_but_python_does_not(backend_mod, fake):
     np.testing.assert_array_equal(h, 6.0)
 
 
+def test_a_sized_opaque_node_is_refused_on_cuda_by_name(backend_mod, fake):
+    """It would run once, at capture: its kernels could not follow set_logical_size."""
+    a, = dev(np.zeros(6))
+    g = eagle.Graph()
+    g.add_node(opaque(lambda start, stop: None, updates={"a": a}, sized=True), name="sized_step")
+    with pytest.raises(TypeError, match="'sized_step' is a sized opaque node .* runs once, at capture"):
+        g.build()
+    assert g.backend is None
+
+
 # ---- cuda_kernel nodes ------------------------------------------------------------------
 
 def test_kernel_nodes_replay_with_correct_results(ck, fake):

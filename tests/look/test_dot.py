@@ -160,3 +160,15 @@ def test_graphviz_puts_each_stage_on_one_rank_top_down():
         assert {y[f"n{i}"] for i in idx} == {y[f"stage_{s}_label"]}
     heights = [y[f"stage_{s}_label"] for s in range(len(g.stages))]
     assert heights == sorted(heights, reverse=True)  # dot's y grows upwards
+
+
+def test_an_in_place_update_is_a_labelled_edge_not_a_dashed_one():
+    """``w = z * vol`` then ``w += drift``: data flows from the first node into the second."""
+    z, vol, drift, w, y = np.ones(4), np.full(4, 2.0), np.ones(4), np.zeros(4), np.zeros(4)
+    g = eagle.Graph()
+    g.add_node(eagle.graph.ufunc(np.multiply, {"z": z}, vol, out={"w": w}), name="diffuse")
+    g.add_node(eagle.graph.ufunc(np.add, {"w": w}, drift, out={"w": w}), name="drift")
+    g.add_node(opaque(lambda: None, updates={"w": w}), name="clip")
+    g.add_node(opaque(lambda: None, reads={"w": w, "y": y}, writes={"w": w}), name="mix")
+    edges = dict(re.findall(r"  (n\d+ -> n\d+) \[(.*)\];", g.to_dot()))
+    assert edges == {"n0 -> n1": 'label="w"', "n1 -> n2": 'label="w"', "n2 -> n3": 'label="w"'}

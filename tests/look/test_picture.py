@@ -465,3 +465,33 @@ stage 1  ┌──┴──┐
 stage 2  ┌─────┐
          │ <f> │   <f>#2 ◀ a from <f>#0
          └─────┘"""
+
+
+def test_an_in_place_update_is_drawn_with_its_array_name():
+    """The graph's own picture: the edge into a node that updates ``w`` is solid and says ``w``."""
+    import numpy as np
+
+    import eagle
+    from eagle.graph import opaque, ufunc
+
+    z, vol, drift, w = np.ones(4), np.full(4, 2.0), np.ones(4), np.zeros(4)
+    g = eagle.Graph()
+    g.add_node(ufunc(np.multiply, {"z": z}, vol, out={"w": w}), name="diffuse")
+    g.add_node(ufunc(np.add, {"w": w}, drift, out={"w": w}), name="drift")
+    g.add_node(opaque(lambda: None, updates={"w": w}), name="clip")
+    body = str(g).splitlines()[1:]
+    assert body == [
+        "stage 0  ┌───────────┐",
+        "         │ (diffuse) │",
+        "         └─────┬─────┘",
+        "               w",
+        "               │",
+        "stage 1   ┌────┴────┐",
+        "          │ (drift) │",
+        "          └────┬────┘",
+        "               w",
+        "               │",
+        "stage 2   ┌────┴────┐",
+        "          │ <clip>  │",
+        "          └─────────┘",
+    ]

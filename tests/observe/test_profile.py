@@ -259,3 +259,17 @@ def test_a_launch_past_max_spans_does_not_call_the_untimed_calls_time_between_no
         assert {"ph", "pid", "tid", "name"} <= set(e)
         if e["ph"] == "X":
             assert e["dur"] >= 0 and "ts" in e
+
+
+def test_the_profile_repr_counts_in_english_and_jupyter_shows_the_table():
+    g, _ = two_node_graph()
+    with eagle.profile() as prof:
+        g.launch(1)
+    assert repr(prof) == "<eagle.profile: 1 launch, 1 replay>"
+    with eagle.profile() as prof:
+        g.launch(4)
+        g.launch(6)
+    assert repr(prof) == "<eagle.profile: 2 launches, 10 replays>"
+    html = prof._repr_html_()
+    assert html.startswith("<pre") and "eagle.profile: 2 launches, 10 replays" in html
+    assert "axpy" in html and "tally" in html

@@ -35,6 +35,9 @@ class FakeTqdm:
         self.n += k
         self.updates.append(self.n)
 
+    def set_postfix_str(self, s, refresh=True):
+        self.postfix = s
+
     def close(self):
         self.closed = True
 
@@ -112,7 +115,9 @@ def test_launch_until_done_shows_progress_and_stops_early(fake_tqdm):
     done = g.launch_until_done(1000, progress=True)
     assert done == n and g.logical_size == 0
     (bar,) = fake_tqdm
-    assert bar.total == 1000 and bar.n == n and bar.closed
+    # the bar counts the samples finished out of the live ones, not the replay cap
+    assert bar.total == n and bar.n == n and bar.closed and bar.kw["unit"] == "sample"
+    assert bar.updates == sorted(bar.updates) and bar.postfix == f"{n} replays"
 
 
 def test_a_short_launch_shows_nothing(capsys, monkeypatch):
@@ -355,3 +360,86 @@ def test_a_progress_launch_survives_stderr_a_broken_pipe():
     finally:
         p.kill()
     assert out.strip() == "done 2000"
+
+
+# ---- an until-done bar, line by line: a fake clock and a fake live count ----
+
+class Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+class Lines:
+    def __init__(self):
+        self.text = ""
+
+    def write(self, s):
+        self.text += s
+
+    def flush(self):
+        pass
+
+    def lines(self):
+        return [ln.rstrip() for ln in self.text.split("\r") if ln]
+
+
+def test_an_until_done_line_shows_samples_finished_and_the_time_left_from_their_rate(monkeypatch):
+    """The user's launch_until_done(100_000): 10,138 replays finished every sample in 10 s;
+    the bar said ~1021 s left and ended at 10%. Now: samples, their rate, 100% at the end."""
+    monkeypatch.setattr(_progress, "_tqdm", lambda: None)
+    clock, out, live = Clock(), Lines(), [1000]
+    bar = _progress.Progress(100_000, "launch_until_done", delay=1.0, file=out,
+                             live=lambda: live[0], clock=clock)
+    clock.t, live[0] = 0.5, 900
+    bar(100)                                 # before the delay: nothing shown
+    assert out.text == ""
+    clock.t, live[0] = 2.0, 750
+    bar(2_000)
+    clock.t, live[0] = 5.0, 100
+    bar(6_000)
+    clock.t, live[0] = 10.0, 0
+    bar.close(10_138)
+    assert out.lines() == [
+        "eagle launch_until_done: 250/1,000 samples finished, 2,000 replays (25%), 2.0 s, ~6 s left",
+        "eagle launch_until_done: 900/1,000 samples finished, 6,000 replays (90%), 5.0 s, ~1 s left",
+        "eagle launch_until_done: 1,000/1,000 samples finished, 10,138 replays (100%), 10.0 s",
+    ]
+    assert out.text.endswith("\n")
+
+
+def test_an_until_done_line_stopped_by_the_cap_says_how_many_finished(monkeypatch):
+    monkeypatch.setattr(_progress, "_tqdm", lambda: None)
+    clock, out, live = Clock(), Lines(), [40]
+    bar = _progress.Progress(50, "launch_until_done", delay=0.0, file=out, live=lambda: live[0], clock=clock)
+    clock.t, live[0] = 4.0, 30
+    bar.close(50)
+    assert out.lines() == []                 # never shown during the launch: nothing at its end
+    bar = _progress.Progress(50, "launch_until_done", delay=0.0, file=out, live=lambda: live[0], clock=clock)
+    clock.t, live[0] = 6.0, 10
+    bar(20)
+    bar.close(50)
+    assert out.lines()[-1] == "eagle launch_until_done: 20/30 samples finished, 50 replays (67%), 2.0 s"
+
+
+def test_an_until_done_launch_from_zero_live_samples_reads_100_percent(monkeypatch):
+    monkeypatch.setattr(_progress, "_tqdm", lambda: None)
+    clock, out = Clock(), Lines()
+    bar = _progress.Progress(10, "launch_until_done", delay=0.0, file=out, live=lambda: 0, clock=clock)
+    bar(0)
+    bar.close(0)
+    assert out.lines()[-1] == "eagle launch_until_done: 0/0 samples finished, 0 replays (100%), 0.0 s"
+
+
+def test_a_plain_launch_line_still_counts_replays(monkeypatch):
+    monkeypatch.setattr(_progress, "_tqdm", lambda: None)
+    clock, out = Clock(), Lines()
+    bar = _progress.Progress(400, "launch", delay=0.0, file=out, clock=clock)
+    clock.t = 1.0
+    bar(100)
+    clock.t = 4.0
+    bar.close(400)
+    assert out.lines() == ["eagle launch: 100/400 replays (25%), 1.0 s, ~3 s left",
+                           "eagle launch: 400/400 replays (100%), 4.0 s"]

@@ -86,3 +86,71 @@ def test_bad_per_sample_is_refused(per_sample, exc, match):
         native(ek.scale(2.0), reads={"x": np.zeros(3)}, writes={"y": np.zeros(3)}, per_sample=per_sample)
     with pytest.raises(exc, match=match):
         opaque(nop, reads={"x": np.zeros(3)}, per_sample=per_sample)
+
+
+# ---- a sized opaque node: fn(start, stop) over the logical size ----
+
+def test_a_sized_opaque_node_bounds_the_capacity_and_is_handed_its_range():
+    x, y, table = np.arange(10.0), np.zeros(10), np.zeros(3)
+    seen = []
+
+    def double(start, stop):
+        seen.append((start, stop))
+        y[start:stop] = 2 * x[start:stop]
+
+    g = eagle.Graph()
+    g.add_node(opaque(double, reads={"x": x, "table": table}, writes={"y": y},
+                      per_sample={"x", "y"}, sized=True), name="double")
+    assert g.capacity == 10 and g.capacity_bound_by == ("double", "x", 10)
+    assert str(g).splitlines()[0].endswith("logical size 10 of 10 (bounded by 'x' of 'double')")
+    g.build().launch(2)
+    assert seen == [(0, 10), (0, 10)]
+    g.set_logical_size(4)
+    y[:] = -1
+    g.launch(1)
+    assert seen[-1] == (0, 4)
+    np.testing.assert_array_equal(y, [0, 2, 4, 6] + [-1] * 6)
+    g.set_logical_size(0)
+    g.launch(1)
+    assert seen[-1] == (0, 0)
+    with pytest.raises(ValueError, match="0..10"):
+        g.set_logical_size(11)
+
+
+def test_a_sized_opaque_node_makes_plain_opaque_arrays_stop_bounding_it():
+    g = eagle.Graph()
+    g.add_node(opaque(nop, writes={"short": np.zeros(2)}), name="o")
+    g.add_node(opaque(lambda s, e: None, writes={"y": np.zeros(7)}, sized=True), name="s")
+    assert g.capacity == 7 and g.capacity_bound_by == ("s", "y", 7)
+
+
+def test_a_sized_opaque_node_follows_a_compaction_inside_a_launch():
+    n = 8
+    alive, left = np.ones(n, bool), np.arange(n, 0, -1).astype(np.int64)   # sample i lives n - i replays
+    sizes = []
+
+    def step(start, stop):
+        sizes.append(stop - start)
+        left[start:stop] -= 1
+        alive[start:stop] = left[start:stop] > 0
+
+    g = eagle.Graph()
+    g.add_node(opaque(step, updates={"left": left, "alive": alive}, sized=True), name="step")
+    g.add_node(compact(alive, {"left": left}, min_dead_fraction=0), name="compact")
+    # a compaction reads what it moves: its edge carries the arrays
+    assert g.dependencies == [("step", "compact", "alive"), ("step", "compact", "left")]
+    assert g.build().launch_until_done(100) == n
+    assert sizes == list(range(n, 0, -1))
+
+
+def test_a_sized_opaque_node_is_not_kept_alive_by_its_own_backend():
+    import gc
+    import weakref
+
+    g = eagle.Graph()
+    g.add_node(opaque(lambda s, e: None, writes={"y": np.zeros(3)}, sized=True), name="s")
+    g.build()
+    backend = weakref.ref(g._backend)
+    del g
+    gc.collect()
+    assert backend() is None

@@ -308,3 +308,30 @@ def test_the_split_of_a_huge_logical_size_covers_it_exactly(threads, n_threads):
     assert all(0 <= start < stop for start, stop in ranges)
     # the same cut as for any size: thread t starts at floor(n * t / nt)
     assert [s for s, _ in ranges] == [n * t // len(ranges) for t in range(len(ranges))]
+
+
+def test_a_ctypes_kernel_is_named_after_its_function_in_errors(tmp_path):
+    """CTYPES_KERNEL(("plus_c", lib)) keeps no __name__: its name comes from the library's symbol."""
+    import shutil
+    import subprocess
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    src = tmp_path / "k.c"
+    src.write_text("#include <stdint.h>\n"
+                   "void plus_c(int64_t a, int64_t b, char **d, const int64_t *s, void *u) {}\n")
+    lib_path = tmp_path / "k.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib_path), str(src)], check=True, timeout=120)
+    lib = ctypes.CDLL(str(lib_path))
+    k = en.CTYPES_KERNEL(("plus_c", lib))
+    assert en.Kernel(k).name == "plus_c"
+    with pytest.raises(TypeError, match="kernel 'plus_c' takes float32"):
+        native(k, reads={"x": np.zeros(3)}, dtypes=np.float32)
+    g = eagle.Graph()
+    g.add_node(native(k, reads={"x": np.zeros(3)}))
+    assert g.nodes == ["plus_c"]
+    by_attr = lib.plus_c                        # a ctypes function of the library: its own __name__
+    by_attr.argtypes, by_attr.restype = en.CTYPES_KERNEL._argtypes_, None
+    assert en.Kernel(by_attr).name == "plus_c"
+    assert en.Kernel(en.CTYPES_KERNEL(lambda *a: None)).name == "ctypes"   # a Python callback: no symbol

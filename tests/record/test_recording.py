@@ -56,7 +56,12 @@ def test_default_names_follow_the_function_and_stay_unique():
     (lambda a: opaque(nop, reads={"a": [1, 2, 3]}), TypeError, "NumPy array"),
     (lambda a: opaque(nop, writes={"a": 3.0}), TypeError, "NumPy array"),
     (lambda a: opaque(nop, reads={1: a}), TypeError, "names"),
-    (lambda a: opaque(nop, reads={"a": a}, writes={"a": a}), ValueError, "both reads and writes"),
+    (lambda a: opaque(nop, reads={"a": a}, writes={"a": a.copy()}), ValueError, "two different arrays"),
+    (lambda a: opaque(nop, writes={"a": a}, updates={"a": a}), ValueError, "both updates and writes"),
+    (lambda a: opaque(nop, updates={"a": 3.0}), TypeError, "NumPy array"),
+    (lambda a: opaque(lambda b: None), TypeError, "cannot be called with no arguments"),
+    (lambda a: opaque(nop, sized=True), TypeError, "two positional arguments"),
+    (lambda a: opaque(nop, sized=1), TypeError, "sized= takes True or False"),
     (lambda a: opaque(nop, reads={"a": a}, writes={"b": FakeCudaArray(3)}), TypeError, "mixes NumPy"),
 ])
 def test_bad_nodes_are_refused(make, exc, words):
@@ -284,3 +289,66 @@ def test_a_recording_taken_while_another_thread_records_is_consistent():
     t.join()
     assert not bad, f"snapshots whose capacity is not their nodes' ({len(bad)} of {snapshots}): {bad[:3]}"
     assert g.recording().capacity == 5000 - (n - 1)
+
+
+# ---- the public face: messages, reprs, dir() ----
+
+def test_add_node_of_a_non_node_lists_every_constructor_of_eagle_graph():
+    import inspect
+
+    import eagle.graph as eg
+    import eagle.nodes
+
+    g = eagle.Graph()
+    with pytest.raises(TypeError) as info:
+        g.add_node(print)
+    text = str(info.value)
+    constructors = [n for n in eagle.nodes.__all__ if inspect.isfunction(getattr(eagle.nodes, n))]
+    assert {"opaque", "native", "ufunc", "compact", "reorder", "allreduce", "cuda_kernel"} <= set(constructors)
+    for name in constructors:
+        assert f"{name}()" in text and hasattr(eg, name)
+    assert "a builtin_function_or_method" in text and "wrap a callable" in text
+    with pytest.raises(TypeError, match="got an int$"):
+        g.add_node(3)
+    assert g.nodes == []
+
+
+@pytest.mark.parametrize("word,expected", [
+    ("int8", "an int8"), ("int64", "an int64"), ("uint8", "a uint8"), ("float64", "a float64"),
+    ("object", "an object"), ("opaque", "an opaque"), ("ufunc", "a ufunc"), ("ndarray", "an ndarray"),
+    ("bool", "a bool"), (1, "a 1"), (8, "an 8"), (11, "an 11"), (18, "an 18"), (80, "an 80"), (100, "a 100"),
+])
+def test_one_helper_picks_a_or_an(word, expected):
+    from eagle._text import with_article
+    assert with_article(word) == expected
+
+
+def test_a_cast_message_reads_an_int8():
+    """A message naming a dtype picks its article: "an int8 loop", not "a int8 loop"."""
+    a = np.zeros(4, np.int8)
+    with pytest.raises(TypeError, match="give an int8 output .*pick an int64 loop") as info:
+        eagle.graph.ufunc(np.add, a, a, out=np.zeros(4, np.int64))
+    assert " a int" not in str(info.value)
+
+
+def test_dir_lists_what_eagle_offers_not_what_it_imports():
+    import eagle.graph as eg
+
+    assert "os" not in dir(eagle)
+    public = [n for n in dir(eg) if not n.startswith("_")]
+    assert public == sorted(eg.__all__)
+    for stray in ("shutil", "operator", "unicodedata", "annotations", "CpuBackend", "Stager", "GraphCore"):
+        assert stray not in dir(eg)
+    assert "__doc__" in dir(eg) and "__name__" in dir(eg)
+
+
+def test_a_plan_shows_itself_in_one_line_and_as_a_table_in_jupyter():
+    x, y = np.ones(8), np.zeros(8)
+    g = eagle.Graph()
+    g.add_node(eagle.graph.native(eagle.kernels.scale(2.0), reads={"x": x}, writes={"y": y}), name="k")
+    plan = g.build().plan()
+    text = repr(plan)
+    assert text.startswith("<eagle plan · backend: cpu · ") and text.endswith(" · logical size 8 of 8 · 1 stage>")
+    assert "\n" not in text and "StagePlan" not in text
+    html = plan._repr_html_()
+    assert html.startswith("<pre") and "stage 0" in html and "capacity 8: bounded by &#x27;x&#x27; of &#x27;k&#x27;" in html

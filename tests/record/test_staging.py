@@ -4,7 +4,7 @@ import pytest
 
 import eagle
 from eagle.record import memory as _memory
-from eagle.graph import opaque
+from eagle.graph import native, opaque
 
 
 def nop():
@@ -107,3 +107,90 @@ def test_staging_is_linear_in_nodes_and_accesses(monkeypatch):
     assert g.stages[-1] == ["n999"] and len(g.stages) == 1000
     assert calls["n"] <= 3 * accesses
     g.build()
+
+
+# ---- in-place updates: an array a node reads and writes carries data into it ----
+
+def _diffuse_then_drift():
+    """The user's step: ``w = z * vol`` then ``w += drift``, as two ufunc nodes."""
+    z, vol, drift, w = np.arange(4.0), np.full(4, 2.0), np.ones(4), np.zeros(4)
+    g = eagle.Graph()
+    g.add_node(eagle.graph.ufunc(np.multiply, {"z": z}, vol, out={"w": w}), name="diffuse")
+    g.add_node(eagle.graph.ufunc(np.add, {"w": w}, drift, out={"w": w}), name="drift")
+    return g, (z, vol, drift, w)
+
+
+def test_a_ufunc_whose_output_is_an_input_gets_a_data_edge():
+    g, (z, vol, drift, w) = _diffuse_then_drift()
+    assert g.dependencies == [("diffuse", "drift", "w")]
+    assert g.stages == [["diffuse"], ["drift"]]
+    g.build().launch(1)
+    np.testing.assert_array_equal(w, z * vol + drift)
+
+
+def test_a_bare_in_place_ufunc_operand_carries_its_default_name():
+    w = np.zeros(4)
+    g = eagle.Graph()
+    g.add_node(opaque(nop, writes={"w": w}), name="fill")
+    g.add_node(eagle.graph.ufunc(np.negative, w, out=w), name="neg")
+    assert g.dependencies == [("fill", "neg", "w")]   # the writer's name for the array
+
+
+def test_updates_is_a_read_and_a_write():
+    w, y = np.zeros(4), np.zeros(4)
+    g = eagle.Graph()
+    g.add_node(opaque(nop, writes={"w": w}), name="make")
+    g.add_node(opaque(nop, updates={"w": w}), name="bump")
+    g.add_node(opaque(nop, reads={"w": w}), name="use")
+    g.add_node(opaque(nop, updates={"w": w}), name="again")   # after a reader: still the data edge
+    assert g.dependencies == [("make", "bump", "w"), ("bump", "use", "w"), ("bump", "again", "w"),
+                              ("use", "again", None)]
+    assert g.stages == [["make"], ["bump"], ["use"], ["again"]]
+    node = opaque(nop, reads={"y": y}, updates={"w": w})
+    assert list(node.writes) == ["w"] and node.updated == {"w"}
+    assert [(n, a is w, wr) for n, a, wr in node.accesses() if n == "w"] == [("w", True, False),
+                                                                           ("w", True, True)]
+
+
+def test_one_name_in_reads_and_writes_bound_to_one_array_is_an_update():
+    w = np.zeros(4)
+    g = eagle.Graph()
+    g.add_node(opaque(nop, writes={"w": w}), name="make")
+    g.add_node(opaque(nop, reads={"w": w}, writes={"w": w}), name="bump")
+    g.add_node(opaque(nop, reads={"w": w[:]}, writes={"w": w[:]}), name="view")   # the same bytes, layout
+    assert g.dependencies == [("make", "bump", "w"), ("bump", "view", "w")]
+    with pytest.raises(ValueError, match="'w' is bound to two different arrays"):
+        opaque(nop, reads={"w": w}, writes={"w": w[::2]})
+
+
+def test_a_write_only_declaration_still_orders_only():
+    w = np.zeros(4)
+    _, g = staged(({}, {"w": w}), ({}, {"w": w}))
+    assert g.dependencies == [("n0", "n1", None)]
+
+
+def test_an_update_in_a_group_conflicts_with_a_reader_and_a_writer():
+    w = np.zeros(4)
+    for other in (opaque(nop, reads={"w": w}), opaque(nop, writes={"w": w})):
+        g = eagle.Graph()
+        with pytest.raises(eagle.graph.GroupConflict, match="'bump'"):
+            g.add_group([opaque(nop, updates={"w": w}), other], names=["bump", "other"])
+    g = eagle.Graph()   # disjoint halves of one array: independent
+    g.add_group([opaque(nop, updates={"w": w[:2]}), opaque(nop, updates={"w": w[2:]})], names=["a", "b"])
+    assert g.stages == [["a", "b"]]
+
+
+def test_a_native_update_counts_as_a_write_and_runs_in_place():
+    import eagle.kernels as ek
+    x, w = np.ones(6), np.arange(6.0)
+    g = eagle.Graph()
+    g.add_node(native(ek.scale(2.0), reads={"x": x}, writes={"w": w}), name="scale")
+    g.add_node(native(ek.axpy(3.0), reads={"x": x}, updates={"w": w}), name="axpy")   # w += 3 x
+    assert g.dependencies == [("scale", "axpy", "w")]
+    g.build().launch(1)
+    np.testing.assert_array_equal(w, 2 * x + 3 * x)
+    with pytest.raises(ValueError, match="read-only"):
+        ro = np.zeros(6)
+        ro.flags.writeable = False
+        native(ek.axpy(1.0), reads={"x": x}, updates={"w": ro})
+
