@@ -181,7 +181,7 @@ def cpu_ufunc(uf, dufunc, ins, outs, where=True) -> UfuncNode:
         raise TypeError(
             f"{uf.__name__}: {op.name!r} is {op.array.dtype}, but the loop NumPy picks for these "
             f"operands is {_loop_text(uf, loop_dtypes)}; a ufunc node casts the operands of an "
-            f"elementwise ufunc, not of a generalized one ({uf.signature}): pass a {want} array")
+            f"elementwise ufunc, not of a generalized one ({uf.signature}): pass {with_article(want)} array")
     through_iterator = bool(casts) or where is not True
     if through_iterator:
         # NumPy's iterator hands the loop its buffers or the arrays: strides known per call only
