@@ -27,7 +27,8 @@ import eagle
 from eagle.bench.cases import (BIG, TINY, big_graph, builtin_kernel_graph, chain_graph,  # noqa: F401
                                chain_nodes, diamond_graph, make_graph, numpy_horner, record,
                                seed_arrays, seed_functions, seed_graph, seed_opaque_graph,
-                               seed_ufunc_calls, seed_ufunc_graph, ufunc_chain_graph, wide_graph)
+                               seed_ufunc_calls, seed_ufunc_graph, ufunc_chain_graph, ufunc_pair_graph,
+                               wide_graph)
 
 #: minimal sizes everywhere (set by tests/test_benchmarks.py); see the module docstring
 QUICK = os.environ.get("EAGLE_ASV_QUICK", "") not in ("", "0")

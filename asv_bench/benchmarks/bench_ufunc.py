@@ -4,6 +4,10 @@
   Python loop of the seed's three functions (goal: eagle <= 0.05x the loop);
 * a multiply-add chain of four ufunc nodes over 4 million doubles beside the
   same four NumPy calls on one thread (goal: eagle on 2 threads >= 1.5x faster);
+* the pair y = 1.0000001 x, z = y + x as two ufunc nodes (two stages, each
+  team chosen on its own) over 4 million doubles beside NumPy (goal: eagle on
+  2 threads >= 1.5x faster; the team choice must not be fooled by one noisy
+  timing);
 * the built-in kernels ``scale`` and ``polynomial`` beside the same work in
   NumPy (the plain C loop they are compared with lives in ``python -m eagle.bench``,
   which compiles it at run time).
@@ -14,8 +18,8 @@ import numpy as np
 
 import eagle
 
-from . import (BIG, REPLAYS, THREADS, builtin_kernel_graph, numpy_horner, scaled, seed_graph,
-               seed_ufunc_graph, ufunc_chain_graph, use_threads)
+from . import (BIG, QUICK, REPLAYS, THREADS, builtin_kernel_graph, numpy_horner, scaled, seed_graph,
+               seed_ufunc_graph, ufunc_chain_graph, ufunc_pair_graph, use_threads)
 
 
 class SeedUfunc:
@@ -69,6 +73,35 @@ class UfuncChain:
         f2()
         f3()
         f4()
+
+
+class UfuncPair:
+    """y = 1.0000001 x, z = y + x as two ufunc nodes over 4 million doubles, and in NumPy.
+    The graph is launched for a second first, so its stages' teams are verified."""
+
+    params = [THREADS]
+    param_names = ["threads"]
+
+    def setup(self, threads):
+        import time
+
+        self.previous_threads = use_threads(threads)
+        g, _, self.calls = ufunc_pair_graph(scaled(BIG, 4096))
+        self.g = g.build()
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < (0.05 if QUICK else 1.0):
+            self.g.launch(4)
+
+    def teardown(self, threads):
+        eagle.set_num_threads(self.previous_threads)
+
+    def time_launch(self, threads):
+        self.g.launch(1)
+
+    def time_numpy(self, threads):
+        f1, f2 = self.calls
+        f1()
+        f2()
 
 
 class BuiltinKernels:

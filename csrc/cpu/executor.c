@@ -370,14 +370,8 @@ static EAGLE_ALWAYS_INLINE int run_replay_serial(eagle_plan *plan, int measure,
             } else {
                 TIMED(lane, i, 0, call_native(n, 0, plan->logical_size));
             }
-            if (measure) {
-                double c = eagle_now_ns() - t0;
-                if (eagle_node_is_sized(n))
-                    c = plan->logical_size > 0 ? c / (double)plan->logical_size : -1;
-                /* plan() may read the cost on another thread meanwhile (relaxed.h) */
-                if (c >= 0 && (fresh || n->cost_ns < 0 || c < n->cost_ns))
-                    eagle_store_f64(&n->cost_ns, c);
-            }
+            if (measure)
+                eagle_choice_node_timed(plan, n, eagle_now_ns() - t0, fresh);
         }
     }
     if (fresh)

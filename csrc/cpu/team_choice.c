@@ -10,27 +10,76 @@
  * first calls) cannot put a cheap stage on the team for good. They may be
  * spread over several launches. */
 #define MEASURED_REPLAYS 3
-/* Replays an auto stage is then timed on the team before the team is kept,
- * each after one timed on this thread (the best of each counts). */
-#define VERIFY_REPLAYS 3
+/* A verification times an auto stage on the team in VERIFY_REPLAYS replays,
+ * each just after one timed on this thread (so a neighbour that comes and goes
+ * hits both sides alike), and compares the best of each: one slow replay on
+ * either side (a transient load, a page fault) cannot decide the verdict. */
+#define VERIFY_REPLAYS 4
 /* Re-checks of the verdicts: the first this long after a verification, the
- * interval doubling while re-checks agree (up to the cap), back to the first
- * when one disagrees; never more often than every CHECK_REPLAYS_APART serial
- * replays' worth of time, so a re-check costs a few percent at most. */
-#define CHECK_FIRST_NS 0.5e9
-#define CHECK_MAX_NS 32e9
+ * interval doubling while re-checks agree, up to CHECK_MAX_NS, so a stage timed
+ * under load goes back on the team about a second after the load leaves (and
+ * one on the team beside a new neighbour comes off as soon); never more often
+ * than every CHECK_REPLAYS_APART serial replays' worth of time, so re-checks
+ * (VERIFY_REPLAYS team replays, at worst some slower than one thread) cost a
+ * few percent at most. A re-check does not measure the nodes again on their
+ * own replays: its paired serial replays do (their costs replaced). */
+#define CHECK_FIRST_NS 0.25e9
+#define CHECK_MAX_NS 1e9
 #define CHECK_REPLAYS_APART 100
 
 /* A stage cheaper than this runs on one thread whatever a barrier costs: a GIL
  * hand-off and waking the team cost microseconds. */
 #define PARALLEL_MIN_NS 20e3
-/* ... and a stage must cost this many barriers to be worth splitting. */
+/* ... and a stage must cost this many barriers to be worth splitting, ... */
 #define PARALLEL_MIN_BARRIERS 50
+/* ... but the threshold never exceeds PARALLEL_MAX_NS: a barrier timed beside a
+ * busy neighbour (a loop of barriers only, each waiting for a descheduled
+ * thread) came out 1000x its quiet cost, and trusted it kept every stage under
+ * 13 ms off the team. Above this bound the verification decides (a stage the
+ * team does not speed up is timed slower there and stays on one thread). */
+#define PARALLEL_MAX_NS 500e3
 
-/* The barrier cost behind the threshold is measured on first use, kept as the
- * lowest measurement (a busy moment cannot raise it for good) and measured
- * again, by a launching thread, when older than THRESHOLD_REFRESH_NS. */
-#define THRESHOLD_REFRESH_NS 5e9
+/* The barrier cost behind the threshold is the cheapest of BARRIER_SAMPLES
+ * measurements (load only ever makes a barrier slower), kept as the lowest
+ * measured so far, and measured again when older than THRESHOLD_REFRESH_NS if
+ * it keeps a stage of some plan off the team (eagle_plan_choice.threshold_bound). */
+#define BARRIER_SAMPLES 5
+#define THRESHOLD_REFRESH_NS 1e9
+
+/* ---- the clock and the barrier (tests may replace both) -------------------- */
+
+double eagle_choice_pinned_now_ns = -1;
+
+static inline double choice_now(void)
+{
+    return eagle_choice_pinned_now_ns >= 0 ? eagle_choice_pinned_now_ns : eagle_coarse_now_ns();
+}
+
+void eagle_choice_pin_clock_ns(double now_ns) { eagle_choice_pinned_now_ns = now_ns; }
+
+#define FED_BARRIERS_MAX 64
+static double fed_barriers[FED_BARRIERS_MAX];
+static int fed_barriers_n = 0, fed_barriers_next = 0;
+
+void eagle_choice_feed_barrier_costs(const double *ns, int n)
+{
+    if (n < 0)
+        n = 0;
+    if (n > FED_BARRIERS_MAX)
+        n = FED_BARRIERS_MAX;
+    for (int i = 0; i < n; ++i)
+        fed_barriers[i] = ns[i];
+    fed_barriers_n = n;
+    fed_barriers_next = 0;
+}
+
+/* One barrier measurement: a fed one while tests supply them, else timed. */
+static double barrier_sample(int n_threads)
+{
+    if (fed_barriers_next < fed_barriers_n)
+        return fed_barriers[fed_barriers_next++];
+    return eagle_barrier_cost_ns(n_threads);
+}
 
 /* ---- the parallel threshold (shared by all plans; callers hold the GIL) --- */
 
@@ -41,12 +90,27 @@ typedef struct {
 
 static threshold_entry threshold_cache[256];
 
+double eagle_threshold_from_barriers(const double *ns, int n)
+{
+    double best = -1;
+    for (int k = 0; k < n; ++k)
+        if (ns[k] >= 0 && (best < 0 || ns[k] < best))
+            best = ns[k];
+    double t = best < 0 ? PARALLEL_MAX_NS : best * PARALLEL_MIN_BARRIERS;
+    if (t > PARALLEL_MAX_NS)
+        t = PARALLEL_MAX_NS;
+    if (t < PARALLEL_MIN_NS)
+        t = PARALLEL_MIN_NS;
+    return t;
+}
+
 static int threshold_stale(int n_threads)
 {
     if (n_threads < 2 || n_threads >= 256)
         return 0;
     const threshold_entry *c = &threshold_cache[n_threads];
-    return c->value_ns > 0 && eagle_coarse_now_ns() - c->at_ns >= THRESHOLD_REFRESH_NS;
+    /* at the floor it cannot go lower: nothing to learn */
+    return c->value_ns > PARALLEL_MIN_NS && choice_now() - c->at_ns >= THRESHOLD_REFRESH_NS;
 }
 
 static double parallel_threshold(int n_threads, int may_refresh)
@@ -56,19 +120,14 @@ static double parallel_threshold(int n_threads, int may_refresh)
     threshold_entry *c = n_threads < 256 ? &threshold_cache[n_threads] : NULL;
     if (c && c->value_ns > 0 && !(may_refresh && threshold_stale(n_threads)))
         return c->value_ns;
-    double best = -1;
-    for (int k = 0; k < 3; ++k) {
-        double b = eagle_barrier_cost_ns(n_threads);
-        if (best < 0 || b < best)
-            best = b;
-    }
-    double t = best * PARALLEL_MIN_BARRIERS;
-    if (t < PARALLEL_MIN_NS)
-        t = PARALLEL_MIN_NS;
+    double samples[BARRIER_SAMPLES];
+    for (int k = 0; k < BARRIER_SAMPLES; ++k)
+        samples[k] = barrier_sample(n_threads);
+    const double t = eagle_threshold_from_barriers(samples, BARRIER_SAMPLES);
     if (c) {
         if (c->value_ns <= 0 || t < c->value_ns)
             c->value_ns = t;
-        c->at_ns = eagle_coarse_now_ns();
+        c->at_ns = choice_now();
         return c->value_ns;
     }
     return t;
@@ -134,15 +193,17 @@ static inline int verdict_current(const eagle_plan *plan, const eagle_stage *st,
 }
 
 /* One stage's team; *candidate: auto and the cost rule wants the team;
- * *verify: the team must be timed first (no current verdict). */
+ * *verify: the team must be timed first (no current verdict); *held: auto, the
+ * cost rule keeps it off the team by the barrier threshold alone (it costs
+ * more than PARALLEL_MIN_NS), so a lower threshold, measured again, may let it on. */
 static int stage_team(const eagle_plan *plan, const eagle_stage *st, int nt, int64_t size,
-                      int may_refresh, double *cost_out, int *candidate, int *verify)
+                      int may_refresh, double *cost_out, int *candidate, int *verify, int *held)
 {
     int parallel_ok = nt > 1 && !eagle_is_forked_child() && EAGLE_HAVE_OPENMP;
     int splittable;
     double cost = stage_cost(plan, st, size, &splittable);
     *cost_out = cost;
-    *candidate = *verify = 0;
+    *candidate = *verify = *held = 0;
     if (!parallel_ok || st->policy == EAGLE_TEAM_SERIAL)
         return 1;
     if (st->policy == EAGLE_TEAM_ALL)
@@ -150,9 +211,12 @@ static int stage_team(const eagle_plan *plan, const eagle_stage *st, int nt, int
     /* auto: only a measured stage whose cost pays for a barrier and a hand-off */
     if (!((eagle_load_i32(&plan->choice.measured_replays) >= MEASURED_REPLAYS
            || eagle_load_i32(&plan->choice.checks) > 0)
-          && (st->count > 1 || splittable)
-          && cost >= PARALLEL_MIN_NS && cost >= parallel_threshold(nt, may_refresh)))
+          && (st->count > 1 || splittable) && cost >= PARALLEL_MIN_NS))
         return 1;
+    if (cost < parallel_threshold(nt, may_refresh)) {
+        *held = 1;
+        return 1;
+    }
     *candidate = 1;
     if (verdict_current(plan, st, nt, size))
         return eagle_load_i32(&st->choice.verdict) == EAGLE_VERDICT_TEAM ? nt : 1;
@@ -169,15 +233,16 @@ static int choose_teams(eagle_plan *plan, int *any_candidate)
         *any_candidate = c->teams_candidates;
         return c->teams_verifying;
     }
-    int verifying = 0;
+    int verifying = 0, held_any = 0;
     double replay = 0;
     *any_candidate = 0;
     for (int32_t s = 0; s < plan->n_stages; ++s) {
         eagle_stage *st = &plan->stages[s];
-        int candidate, verify;
+        int candidate, verify, held;
         st->team = stage_team(plan, st, plan->num_threads, plan->logical_size, 1, &st->cost_ns,
-                              &candidate, &verify);
+                              &candidate, &verify, &held);
         verifying |= verify;
+        held_any |= held;
         *any_candidate |= candidate;
         replay = (st->cost_ns < 0 || replay < 0) ? -1 : replay + st->cost_ns;
     }
@@ -187,6 +252,7 @@ static int choose_teams(eagle_plan *plan, int *any_candidate)
     c->teams_size = plan->logical_size;
     c->teams_verifying = verifying;
     c->teams_candidates = *any_candidate;
+    c->threshold_bound = held_any;
     return verifying;
 }
 
@@ -202,8 +268,9 @@ void eagle_report_teams(const eagle_plan *plan, int num_threads, int64_t logical
     for (int32_t s = 0; s < plan->n_stages; ++s) {
         const eagle_stage *st = &plan->stages[s];
         eagle_stage_report *o = &out[s];
-        int candidate, verify;
-        o->team = stage_team(plan, st, num_threads, logical_size, 0, &o->cost_ns, &candidate, &verify);
+        int candidate, verify, held;
+        o->team = stage_team(plan, st, num_threads, logical_size, 0, &o->cost_ns, &candidate, &verify,
+                             &held);
         o->candidate = candidate;
         o->verdict = eagle_load_i32(&st->choice.verdict);
         o->team_ns = eagle_load_f64(&st->choice.team_ns);
@@ -271,14 +338,15 @@ static void finish_verification(eagle_plan *plan)
     double wait = c->check_interval_ns;
     if (wait < CHECK_REPLAYS_APART * serial_replay)
         wait = CHECK_REPLAYS_APART * serial_replay;
-    c->next_check_ns = eagle_coarse_now_ns() + wait;
+    c->next_check_ns = choice_now() + wait;
 }
 
 void eagle_choice_recheck(eagle_plan *plan)
 {
     eagle_plan_choice *c = &plan->choice;
     c->next_check_ns = 0;
-    eagle_store_i32(&c->measured_replays, 0);
+    /* the nodes are measured again by the verification's paired serial replays
+     * (the first replaces their costs): no replays of its own for that */
     c->fresh_measure = 1;
     c->verify_replays = 0;
     c->verify_serial = 0;
@@ -309,8 +377,11 @@ void eagle_choice_launch_begin(eagle_plan *plan)
     eagle_plan_choice *c = &plan->choice;
     if (plan->num_threads > 1 && eagle_choice_check_due(c))
         eagle_choice_recheck(plan);
-    if (plan->num_threads > 1 && (++c->launches & 1023) == 1 && threshold_stale(plan->num_threads))
-        c->teams_fresh = 0;   /* choose again, with the barrier cost measured again */
+    /* a stage held off the team by the barrier threshold alone: choose again once
+     * the threshold is old enough to be measured again (one int test per launch
+     * for the plans that have none, tiny graphs among them) */
+    if (c->threshold_bound && plan->num_threads > 1 && threshold_stale(plan->num_threads))
+        c->teams_fresh = 0;
 }
 
 int eagle_choice_next_segment(eagle_plan *plan, int64_t r, int64_t n_replays, int64_t *stop)
@@ -340,8 +411,23 @@ int eagle_choice_next_segment(eagle_plan *plan, int64_t r, int64_t n_replays, in
             }
         } else {
             kind = EAGLE_SEGMENT_RUN;
-            if (!any_candidate)
-                c->next_check_ns = 0;   /* nothing to re-check */
+            if (!any_candidate) {
+                /* nothing to re-check; but a launch on one thread says nothing of
+                 * the team's verdicts: their schedule stays */
+                if (plan->num_threads > 1)
+                    c->next_check_ns = 0;
+            } else if (c->next_check_ns <= 0) {
+                /* a verdict back in use (after launches on one thread, or at a size
+                 * that had no candidate): re-checked on the clock again */
+                c->next_check_ns = choice_now()
+                                   + (c->check_interval_ns > 0 ? c->check_interval_ns : CHECK_FIRST_NS);
+            }
+            if (c->threshold_bound) {
+                /* a long launch pauses (as for a re-check) to measure the threshold again */
+                const double due = choice_now() + THRESHOLD_REFRESH_NS;
+                if (c->next_check_ns <= 0 || c->next_check_ns > due)
+                    c->next_check_ns = due;
+            }
             if (c->verify_serial || c->verify_replays) {
                 /* a verification left off (the cost rule changed its mind) */
                 c->verify_serial = c->verify_replays = 0;
@@ -375,4 +461,38 @@ void eagle_choice_segment_done(eagle_plan *plan, int kind, int64_t r, int64_t st
         if (c->verify_replays >= VERIFY_REPLAYS || done < stop)
             finish_verification(plan);
     }
+}
+
+void eagle_choice_node_timed(const eagle_plan *plan, eagle_node *n, double dt, int fresh)
+{
+    if (eagle_node_is_sized(n))
+        dt = plan->logical_size > 0 ? dt / (double)plan->logical_size : -1;
+    /* plan() may read the cost on another thread meanwhile (relaxed.h) */
+    if (dt >= 0 && (fresh || n->cost_ns < 0 || dt < n->cost_ns))
+        eagle_store_f64(&n->cost_ns, dt);
+}
+
+/* ---- the choice without the executor (tests) --------------------------------- */
+
+int eagle_choice_simulate_launch(eagle_plan *plan, const double *node_ns, const double *team_ns,
+                                 double now_ns)
+{
+    eagle_choice_pin_clock_ns(now_ns);
+    eagle_choice_launch_begin(plan);
+    int64_t stop;
+    const int kind = eagle_choice_next_segment(plan, 0, 1, &stop);
+    if (kind == EAGLE_SEGMENT_MEASURE || kind == EAGLE_SEGMENT_PAIRED) {
+        const int fresh = eagle_choice_replace_costs(&plan->choice);
+        for (int32_t i = 0; i < plan->n_nodes; ++i)
+            eagle_choice_node_timed(plan, &plan->nodes[i], node_ns[i], fresh);
+        if (fresh)
+            eagle_choice_costs_replaced(&plan->choice);
+    } else if (kind == EAGLE_SEGMENT_VERIFY) {
+        for (int32_t s = 0; s < plan->n_stages; ++s)
+            if (plan->stages[s].team > 1)
+                eagle_choice_team_sample(&plan->stages[s].choice, team_ns[s], plan->logical_size);
+    }
+    plan->replays_done = 1;
+    eagle_choice_segment_done(plan, kind, 0, 1, 1, 0);
+    return kind;
 }

@@ -9,12 +9,24 @@
  *    cheap stage on the team for good;
  * 2. the cost rule: an auto stage goes on the team when its estimated cost
  *    (the nodes' costs at the logical size) pays for a barrier and a GIL
- *    hand-off (eagle_parallel_threshold_ns);
- * 3. verify: a stage the cost rule puts on the team is timed there on its
- *    first replays (each after one timed on the calling thread, so both see
- *    the same load) and stays on the team only if that was faster; the
- *    verdict is re-checked from time to time (the interval doubling while
- *    re-checks agree).
+ *    hand-off (eagle_parallel_threshold_ns: 50 barriers, the cheapest of
+ *    several timings, kept within [20 µs, 500 µs] and timed again after a
+ *    second while it keeps a stage off the team);
+ * 3. verify: a stage the cost rule puts on the team is timed there on four
+ *    replays, each after one timed on the calling thread (interleaved, so a
+ *    load that comes and goes hits both), and stays on the team only if its
+ *    best time there beat its best on one thread (one noisy timing on either
+ *    side cannot decide); the verdict is re-checked on a clock (0.25 s after
+ *    it, the interval doubling to at most 1 s while re-checks agree, never
+ *    more often than every 100 serial replays' worth of time), so a stage
+ *    demoted under load is back on the team about a second after the load
+ *    leaves.
+ *
+ * The unit a verdict is about is a stage (eagle_stage): a run loop that runs
+ * several stages as one unit (a fused run of stages, no barrier between them)
+ * must time it as one, i.e. report its team time on the run's first stage and
+ * give the other stages no sample. The decision logic runs without the executor
+ * under eagle_choice_simulate_launch (tests: synthetic timings, a pinned clock).
  *
  * The run loop (eagle_execute, executor.c) asks eagle_choice_next_segment
  * what to run next, runs it, and reports it with eagle_choice_segment_done;
@@ -83,13 +95,13 @@ typedef struct eagle_plan_choice {
     int32_t checks;                 /* re-checks done */
     double next_check_ns;           /* CLOCK_MONOTONIC time of the next re-check; 0: none due */
     double check_interval_ns;       /* grows while re-checks agree with the last verdicts */
+    int32_t threshold_bound;        /* an auto stage is kept off the team by the threshold alone */
     /* the last team choice, kept while its inputs stay the same */
     int32_t teams_fresh;            /* 0: choose again (measurements or verdicts changed) */
     int32_t teams_threads;
     int64_t teams_size;
     int32_t teams_verifying, teams_candidates;
     double replay_ns;               /* one replay on one thread, from the nodes' costs; < 0: unknown */
-    uint32_t launches;              /* counts launches, to look at the threshold's age now and then */
 } eagle_plan_choice;
 
 /* What plan() reports for a stage, computed without touching the plan. */
@@ -145,6 +157,31 @@ double eagle_parallel_threshold_ns(int n_threads);
  * Ownership and thread-safety: as eagle_parallel_threshold_ns. */
 void eagle_pin_parallel_threshold_ns(int n_threads, double ns);
 
+/* The threshold that n barrier timings (ns[], < 0: none) give: 50 times the
+ * cheapest, within [20 µs, 500 µs]. Pure. */
+double eagle_threshold_from_barriers(const double *ns, int n);
+
+/* ---- for tests: the choice fed synthetic timings ------------------------------
+ * Thread-safety: GIL held, no launch in flight anywhere (the clock and the fed
+ * barrier timings are process-wide). */
+
+/* The clock the choice schedules by (re-checks, the threshold's age): pinned to
+ * now_ns, or the real one again for now_ns < 0. */
+void eagle_choice_pin_clock_ns(double now_ns);
+extern double eagle_choice_pinned_now_ns;
+
+/* The next n barrier timings the threshold asks for are ns[] (n <= 64), then
+ * the barrier is timed again. n = 0: forget those not used. */
+void eagle_choice_feed_barrier_costs(const double *ns, int n);
+
+/* One launch(1) of the plan as the run loop drives the choice, with the clock
+ * pinned at now_ns and no node run: a measured or paired serial replay takes
+ * node i's time as node_ns[i] (the whole node at the logical size), a verifying
+ * replay stage s's team time as team_ns[s]. Returns the segment's kind
+ * (EAGLE_SEGMENT_*); the stages' teams are then what the launch would have used. */
+int eagle_choice_simulate_launch(struct eagle_plan *plan, const double *node_ns,
+                                 const double *team_ns, double now_ns);
+
 /* ---- the run loop's interface (executor.c) -------------------------------
  * Ownership: each reads and writes only the plan it is given (its choice
  * state, its stages' choice and team) and the shared threshold cache.
@@ -191,7 +228,10 @@ void eagle_choice_recheck(struct eagle_plan *plan);
  * the launching thread, GIL or not. */
 static inline int eagle_choice_check_due(const eagle_plan_choice *c)
 {
-    return c->next_check_ns > 0 && eagle_coarse_now_ns() >= c->next_check_ns;
+    if (c->next_check_ns <= 0)
+        return 0;
+    const double now = eagle_choice_pinned_now_ns >= 0 ? eagle_choice_pinned_now_ns : eagle_coarse_now_ns();
+    return now >= c->next_check_ns;
 }
 
 /* A team time dt for a stage, measured at logical size `size` by the
@@ -204,6 +244,12 @@ static inline void eagle_choice_team_sample(eagle_stage_choice *c, double dt, in
         c->window_size = size;
     }
 }
+
+/* Node n of a measured replay took dt ns (the whole node): keep it as its cost
+ * (per sample for a sized node) if fresh or the cheapest yet. Writes the node's
+ * cost_ns (relaxed); the launching thread, GIL or not. */
+struct eagle_node;
+void eagle_choice_node_timed(const struct eagle_plan *plan, struct eagle_node *n, double dt, int fresh);
 
 /* Whether the next measured replay replaces the nodes' costs (else the
  * cheapest time is kept); a measured replay that completes calls

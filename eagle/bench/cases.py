@@ -253,6 +253,17 @@ def ufunc_chain_graph(size):
     return g, (x, t, y), calls
 
 
+def ufunc_pair_graph(size):
+    """y = 1.0000001 x, z = y + x: two ufunc nodes, each its own stage, so each stage's team
+    is chosen (and verified) on its own. Returns (graph, (x, y, z), the two NumPy calls)."""
+    x, y, z = np.random.default_rng(0).random(size), np.zeros(size), np.zeros(size)
+    g = eagle.Graph()
+    g.add_node(ufunc(np.multiply, {"x": x}, 1.0000001, out={"y": y}), name="scale")
+    g.add_node(ufunc(np.add, {"y": y}, {"x": x}, out={"z": z}), name="sum")
+    calls = [lambda: np.multiply(x, 1.0000001, out=y), lambda: np.add(y, x, out=z)]
+    return g, (x, y, z), calls
+
+
 def builtin_kernel_graph(kernel, size, degree=31):
     """One built-in kernel, ``"scale"`` (y = 2x) or ``"polynomial"`` (degree 31), on random x.
     Returns (graph, x, y, coefficients)."""
@@ -418,6 +429,20 @@ def ufunc_chain_case(size):
                 dict(zip(g.nodes, calls)), big=True, peers=peers)
 
 
+def ufunc_pair_case(size):
+    """The pair of ufunc nodes the team choice was fooled on (issue 18): two stages over
+    millions of doubles, each on the team only when the team's own timing says so."""
+    g, _, calls = ufunc_pair_graph(size)
+
+    def peers(threads, tools):
+        r = python_loop_runner(calls, "NumPy, the same ufunc calls (out=)")
+        r.note = "goal: eagle on 2 threads >= 1.5x faster than this"
+        return [r]
+
+    return Case(f"ufunc pair, team chosen per stage: 2 ufunc nodes, {_amount(size)} doubles", size, g,
+                dict(zip(g.nodes, calls)), big=True, peers=peers)
+
+
 def builtin_scale_case(size):
     """eagle.kernels.scale against the plain OpenMP C loop of y = a x."""
     g, x, y, _ = builtin_kernel_graph("scale", size)
@@ -464,7 +489,7 @@ def builtin_polynomial_case(size, degree=31):
 def bench_cases(big=BIG):
     """The cases of ``python -m eagle.bench``, in the table's order."""
     return [seed_case(), diamond_case(), chain_case(10), big_case(big), big_compute_case(big // 4),
-            seed_ufunc_case(), ufunc_chain_case(big), builtin_scale_case(big),
+            seed_ufunc_case(), ufunc_chain_case(big), ufunc_pair_case(big), builtin_scale_case(big),
             builtin_polynomial_case(big // 4)]
 
 

@@ -129,6 +129,11 @@ cdef extern from "executor.h" nogil:
     double eagle_barrier_cost_ns(int n_threads)
     double eagle_parallel_threshold_ns(int n_threads)
     void eagle_pin_parallel_threshold_ns(int n_threads, double ns)
+    double eagle_threshold_from_barriers(const double *ns, int n)
+    void eagle_choice_pin_clock_ns(double now_ns)
+    void eagle_choice_feed_barrier_costs(const double *ns, int n)
+    int eagle_choice_simulate_launch(eagle_plan *plan, const double *node_ns, const double *team_ns,
+                                     double now_ns)
     void eagle_mark_forked_child()
     int eagle_is_forked_child()
 
@@ -244,8 +249,34 @@ def barrier_cost_ns(int n_threads):
 
 
 def parallel_threshold_ns(int n_threads):
-    """An auto stage cheaper than this runs on one thread (max of 20 µs and 50 barriers)."""
+    """An auto stage cheaper than this runs on one thread: 50 barriers (the cheapest
+    of several timings), within [20 µs, 500 µs]."""
     return eagle_parallel_threshold_ns(n_threads)
+
+
+def threshold_from_barriers(timings):
+    """The threshold that these barrier timings (ns) give (the rule alone, nothing measured)."""
+    cdef double buf[64]
+    timings = list(timings)[:64]
+    for i, t in enumerate(timings):
+        buf[i] = t
+    return eagle_threshold_from_barriers(buf, len(timings))
+
+
+def _pin_choice_clock(double now_ns):
+    """Tests: the team choice's schedule clock pinned at now_ns (< 0: the real clock again)."""
+    eagle_choice_pin_clock_ns(now_ns)
+
+
+def _feed_barrier_costs(timings):
+    """Tests: the next barrier timings the threshold takes (at most 64; [] forgets them)."""
+    cdef double buf[64]
+    timings = list(timings)
+    if len(timings) > 64:
+        raise ValueError(f"at most 64 barrier timings, got {len(timings)}")
+    for i, t in enumerate(timings):
+        buf[i] = t
+    eagle_choice_feed_barrier_costs(buf, len(timings))
 
 
 def _pin_parallel_threshold(int n_threads, double ns):
@@ -542,6 +573,32 @@ cdef class CpuPlan(CompiledLaunch):
             return out
         finally:
             free(rep)
+
+    def _simulate_launch(self, node_ns, team_ns, double now_ns, int n_threads=2):
+        """Tests: one launch(1) as the run loop drives the team choice, no node run,
+        the choice's clock pinned at now_ns (left pinned: unpin with _pin_choice_clock(-1)).
+        node_ns[i]: plan node i's time on one thread (the whole node), taken if the
+        replay is a measured one; team_ns[s]: stage s's time on the team, taken if
+        the replay verifies it. Returns the segment's kind ("measure", "paired",
+        "verify", "run") and the stages' teams it used."""
+        cdef int32_t s
+        cdef double *buf
+        node_ns, team_ns = list(node_ns), list(team_ns)
+        if len(node_ns) != self.plan.n_nodes or len(team_ns) != self.plan.n_stages:
+            raise ValueError(f"need {self.plan.n_nodes} node times and {self.plan.n_stages} stage "
+                             f"times, got {len(node_ns)} and {len(team_ns)}")
+        buf = <double *>calloc(max(self.plan.n_nodes + self.plan.n_stages, 1), sizeof(double))
+        if buf == NULL:
+            raise MemoryError()
+        try:
+            for s, t in enumerate(node_ns + team_ns):
+                buf[s] = t
+            self.plan.num_threads = n_threads
+            kind = eagle_choice_simulate_launch(&self.plan, buf, buf + self.plan.n_nodes, now_ns)
+            teams = [self.plan.stages[s].team for s in range(self.plan.n_stages)]
+        finally:
+            free(buf)
+        return ("measure", "paired", "verify", "run")[kind], teams
 
     @property
     def checks(self):
