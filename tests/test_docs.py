@@ -130,3 +130,17 @@ def test_the_page_runs_on_its_own_in_a_fresh_interpreter(page, tmp_path):
     work = tmp_path / "docs"
     shutil.copytree(DOCS, work, ignore=shutil.ignore_patterns("_build", "jupyter_execute"))
     run_cells(cells, work, timeout=900)
+
+
+def test_the_cells_are_read_with_their_tags_from_either_option_form():
+    from cell_runner import page_cells
+
+    page = "\n".join([
+        "# t", "```{code-cell} ipython3", ":tags: [hide-input, raises-exception]", "1/0", "```",
+        "text", "````{code-cell} ipython3", "---", "tags: [skip-execution]", "---", "x = 1",
+        "```", "still this cell", "````", "```python", "not a cell", "```",
+        "```{code-cell}", "y = 2", "```"])
+    cells = page_cells(page, "p.md")
+    assert [c["tags"] for c in cells] == [["hide-input", "raises-exception"], ["skip-execution"], []]
+    assert [c["source"] for c in cells] == ["1/0", "x = 1\n```\nstill this cell", "y = 2"]
+    assert cells[0]["where"] == "p.md:2"   # the line of its fence

@@ -49,6 +49,7 @@ def _setup(cwd: Path, *args) -> None:
     proc = subprocess.run([sys.executable, "setup.py", "-q", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, f"setup.py {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout + proc.stderr
 
 
 def _sources_on_disk():
@@ -66,12 +67,15 @@ def _sources_on_disk():
     return found
 
 
+_SDIST_LOG = []   # what `setup.py sdist` printed, for the warning test
+
+
 @pytest.fixture(scope="module")
 def sdist(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sdist")
     src = tmp / "src"
     shutil.copytree(ROOT, src, ignore=_ignore)
-    _setup(src, "sdist", "--dist-dir", str(tmp / "dist"))
+    _SDIST_LOG[:] = [_setup(src, "sdist", "--dist-dir", str(tmp / "dist"))]
     (archive,) = (tmp / "dist").glob("*.tar.gz")
     with tarfile.open(archive) as tar:
         names = tar.getnames()
@@ -107,6 +111,15 @@ def test_the_sdist_holds_the_tests_and_the_docs_sources(sdist):
                             if not f.endswith((".pyc", ".so", ".o"))]
     missing = [rel for rel in tracked if rel not in files]
     assert not missing, f"the sdist leaves out {sorted(missing)}: add them to MANIFEST.in"
+
+
+def test_the_manifest_template_warns_of_nothing(sdist):
+    # every MANIFEST.in pattern matches a file: the build printed "no files found matching
+    # '*.h' under directory 'eagle'" (and five more) on every sdist
+    (log,) = _SDIST_LOG
+    warnings = [line for line in log.splitlines() if "no files found matching" in line
+                or ("warning: no previously-included files" in line)]
+    assert not warnings, warnings
 
 
 def test_the_sdist_holds_no_generated_c_and_no_binaries(sdist):

@@ -102,3 +102,17 @@ def test_a_block_that_raises_fails_the_run(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     assert "README.md:2" in proc.stderr and "NameError" in proc.stdout + proc.stderr
+
+
+def test_the_marks_and_fences_are_read_as_written():
+    text = "\n".join([
+        "intro", "```python", "a = 1", "```",
+        "<!-- eagle-test: mpiexec -n 2 -->", "```python", "b = 2", "```",
+        "```bash", "echo not python", "```",
+        "<!-- eagle-test: gpu -->", "```python", "import cupy", "```"])
+    blocks = readme_blocks(text)
+    assert [(b["source"], b["how"]) for b in blocks] == [("a = 1", ""), ("b = 2", "mpiexec -n 2"),
+                                                          ("import cupy", "gpu")]
+    assert blocks[1]["where"] == "README.md:6"
+    with pytest.raises(AssertionError, match="unknown"):
+        launcher_for("cluster")
