@@ -4,10 +4,14 @@ It follows the documentation page "How eagle records and replays a graph":
 the seed graph of three opaque nodes drawn before and after build(),
 replayed three times, then a graph of native kernels retuned with
 set_logical_size(). Last, launch(n) is timed against a plain Python loop
-calling the seed page's three functions, twice: with the seed graph's opaque
-nodes (about the loop: each replay calls the same Python functions) and with
-the same arithmetic as native C kernels and as ufunc nodes (NumPy's own
-compiled loops run nogil: many times faster).
+calling the seed page's three functions, on the seed graph's 4 samples: with
+the seed graph's opaque nodes (about the loop: each replay calls the same
+Python functions) and with the same arithmetic as native C kernels and as ufunc
+nodes (many times faster: at 4 samples a replay is all call overhead, which
+eagle takes away). Then the same step at a real size (--size, 1,000,000
+samples by default), where the arithmetic is the cost: eagle's ufunc and native
+forms beside NumPy making the same ufunc calls (out=), about NumPy's speed on
+one thread and faster only by splitting the samples across threads.
 """
 import argparse
 import time
@@ -19,7 +23,9 @@ from eagle import kernels
 from eagle._text import plain
 # the seed graph, in all three forms, is defined once in eagle.bench.cases (shared with
 # python -m eagle.bench, the asv suite and the tests)
-from eagle.bench.cases import native_seed_graph, seed_calls, seed_graph, seed_ufunc_graph
+from eagle.bench.cases import (TINY, native_seed_graph, seed_arrays, seed_calls, seed_graph,
+                               seed_ufunc_calls, seed_ufunc_graph)
+from eagle.bench.timing import fmt_time
 from eagle.graph import native
 
 
@@ -82,14 +88,43 @@ CASES = [case_opaque, case_native, case_ufunc]
 
 def timing_table(replays, repeats, cases=None):
     """The lines the tour prints for its timing: one per case."""
-    lines = [f"launch({replays}), per replay, beside a plain Python loop calling the seed page's "
-             f"3 functions", f"(best of {repeats}, {eagle.get_num_threads()} threads):"]
+    lines = [f"launch({replays}) of the seed graph ({TINY} samples), per replay, beside a plain",
+             f"Python loop calling the seed page's 3 functions (best of {repeats}, "
+             f"{eagle.get_num_threads()} threads):"]
     for case in cases or CASES:
         what, per_eagle, per_loop = case(replays, repeats)
         ratio = per_eagle / per_loop
         speed = f"{1 / ratio:.0f}x faster than the loop" if ratio < 0.5 else "about the loop"
         lines.append(f"  {what:27} {per_eagle * 1e9:7.0f} ns (loop {per_loop * 1e9:.0f} ns)  "
                      f"ratio eagle/loop {ratio:.3g}: {speed}")
+    return lines
+
+
+#: the seed graph's forms timed at a real size, beside NumPy making the same calls
+REAL_SIZE_FORMS = [("ufunc: 3 NumPy ufunc nodes", seed_ufunc_graph),
+                   ("native: 3 nogil C kernels", native_seed_graph)]
+
+
+def real_size_table(size, repeats, replays=None):
+    """The lines of the real-size timing: the seed step over `size` samples, eagle's ufunc
+    and native forms beside a Python loop making the NumPy calls the ufunc nodes stand for
+    (out=, no temporaries), so the comparison is of the same arithmetic."""
+    # about 0.1-0.3 s per timed launch at 1e6 samples: a replay is three passes over 8 MB
+    replays = replays or max(1, min(200, 20_000_000 // max(size, 1)))
+    lines = [f"The same step over {size:,} samples, launch({replays}), per replay, beside NumPy",
+             f"making the same 3 ufunc calls (out=) (best of {repeats}, "
+             f"{eagle.get_num_threads()} threads):"]
+    for what, make in REAL_SIZE_FORMS:
+        seed = make(arrays=seed_arrays(size))
+        seed.graph.build()
+        seed.graph.launch(1)   # the first replays measure the costs that pick the stages' teams
+        per_eagle, per_numpy = time_against_loop(seed.graph, seed_ufunc_calls(seed.arrays), replays,
+                                                 repeats)
+        ratio = per_eagle / per_numpy
+        speed = (f"{1 / ratio:.1f}x faster than NumPy" if ratio < 0.8 else
+                 f"{ratio:.1f}x slower than NumPy" if ratio > 1.25 else "about NumPy")
+        lines.append(f"  {what:27} {fmt_time(per_eagle):>9} (NumPy {fmt_time(per_numpy)})  "
+                     f"ratio eagle/NumPy {ratio:.2g}: {speed}")
     return lines
 
 
@@ -100,9 +135,13 @@ def main(argv=None):
                "python -m eagle.bench.finished, and the documentation (docs/).")
     p.add_argument("--replays", type=int, default=20_000, help="replays per timed launch (default 20000)")
     p.add_argument("--repeats", type=int, default=15, help="timed launches per case; the best counts (default 15)")
+    p.add_argument("--size", type=int, default=1_000_000,
+                   help="samples of the real-size timing (default 1000000; 0 skips it)")
     args = p.parse_args(argv)
     if args.replays < 1 or args.repeats < 1:
         p.error("--replays and --repeats must be at least 1")
+    if args.size < 0:
+        p.error("--size must be at least 0")
 
     print("== 1. Record: nothing runs yet ==")
     calls = seed_calls()
@@ -144,8 +183,15 @@ def main(argv=None):
     print("\n== Timing: where the speed comes from ==")
     print("An opaque node is a Python call on every replay, so a graph of them costs about what a")
     print("Python loop calling the same functions costs; native nodes run as C, without the GIL.")
+    print(f"At {TINY} samples a replay is almost all call overhead, which is what eagle removes:")
     for line in timing_table(args.replays, args.repeats):
         print(line)
+    if args.size:
+        print()
+        print("At a real size the arithmetic is the cost: eagle runs the loops NumPy runs, faster")
+        print("only by splitting the samples across threads.")
+        for line in real_size_table(args.size, min(args.repeats, 5)):
+            print(line)
 
 
 if __name__ == "__main__":

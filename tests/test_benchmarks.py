@@ -139,3 +139,10 @@ def test_comparison_command_prints_its_table(capsys):
     else:
         assert "dask.threaded.get" in out
     assert ("C loop, same kernels" in out) or ("C loop skipped" in out)
+    # each graph says its size, the lines fit a 100-column terminal (they were 180 wide), and
+    # the polynomial row says what differs from eagle's kernel
+    assert "seed graph: 3 opaque nodes (4 samples)" in out and "(4,096 samples)" in out
+    wide = [line for line in out.splitlines() if len(line) >= 100]
+    assert not wide, wide
+    assert ("not vectorised" in out) or ("plain C loops skipped" in out)
+    assert re.search(r"\(\d+\.\d s, \d+\.\d s of CPU\)", out)

@@ -7,10 +7,16 @@ The build is the documented command (warnings are errors):
 
 here into a temporary directory. Skipped, with the reason, where the docs extra
 (``pip install ".[docs]"``: sphinx, myst-nb, matplotlib, ipykernel) is not installed.
+
+Each notebook page also runs on its own, as a reader who converted it (jupytext) or
+pasted its cells would run it: its code cells, in order, in a fresh interpreter, with
+the Colab/Kaggle first cell left as the page's placeholder comment (so every page
+imports what it uses), without building the site.
 """
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 NOTEBOOK_PAGES = ["graph", "record_replay", "cuda_graphs", "launch_geometry", "cython", "finished_samples", "scale_out"]
 ALL_PAGES = ["index", *NOTEBOOK_PAGES, "api", "cpp", "running_locally", "architecture"]
+#: every page with code cells, found by reading the pages (whatever they hold when this runs)
+CELL_PAGES = sorted(p.name for p in DOCS.glob("*.md") if "{code-cell}" in p.read_text())
 
 _missing = [m for m in ("sphinx", "myst_nb", "matplotlib", "ipykernel") if importlib.util.find_spec(m) is None]
 pytestmark = pytest.mark.skipif(
@@ -102,3 +110,37 @@ def test_every_notebook_page_can_be_downloaded_as_the_executed_notebook(site):
         assert f'href="_notebooks/{page}.ipynb"' in html and 'href="running_locally.html"' in html
     for page in ("index", "api", "cpp", "running_locally"):
         assert 'href="_notebooks/' not in (site / f"{page}.html").read_text(), page
+
+
+# ---- every page on its own ---------------------------------------------------------------
+
+def test_the_pages_with_cells_are_the_notebook_pages():
+    assert set(CELL_PAGES) >= {f"{page}.md" for page in NOTEBOOK_PAGES}
+
+
+@pytest.mark.parametrize("page", CELL_PAGES)
+def test_the_page_runs_on_its_own_in_a_fresh_interpreter(page, tmp_path):
+    from cell_runner import page_cells
+    from test_readme import run_cells
+
+    cells = page_cells((DOCS / page).read_text(), page)
+    assert cells, page
+    # the site's build runs a page in docs/ (myst-nb's default): so does this, from a copy,
+    # so that what a page writes stays out of the checkout
+    work = tmp_path / "docs"
+    shutil.copytree(DOCS, work, ignore=shutil.ignore_patterns("_build", "jupyter_execute"))
+    run_cells(cells, work, timeout=900)
+
+
+def test_the_cells_are_read_with_their_tags_from_either_option_form():
+    from cell_runner import page_cells
+
+    page = "\n".join([
+        "# t", "```{code-cell} ipython3", ":tags: [hide-input, raises-exception]", "1/0", "```",
+        "text", "````{code-cell} ipython3", "---", "tags: [skip-execution]", "---", "x = 1",
+        "```", "still this cell", "````", "```python", "not a cell", "```",
+        "```{code-cell}", "y = 2", "```"])
+    cells = page_cells(page, "p.md")
+    assert [c["tags"] for c in cells] == [["hide-input", "raises-exception"], ["skip-execution"], []]
+    assert [c["source"] for c in cells] == ["1/0", "x = 1\n```\nstill this cell", "y = 2"]
+    assert cells[0]["where"] == "p.md:2"   # the line of its fence

@@ -49,6 +49,7 @@ def _setup(cwd: Path, *args) -> None:
     proc = subprocess.run([sys.executable, "setup.py", "-q", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, f"setup.py {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout + proc.stderr
 
 
 def _sources_on_disk():
@@ -66,12 +67,15 @@ def _sources_on_disk():
     return found
 
 
+_SDIST_LOG = []   # what `setup.py sdist` printed, for the warning test
+
+
 @pytest.fixture(scope="module")
 def sdist(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sdist")
     src = tmp / "src"
     shutil.copytree(ROOT, src, ignore=_ignore)
-    _setup(src, "sdist", "--dist-dir", str(tmp / "dist"))
+    _SDIST_LOG[:] = [_setup(src, "sdist", "--dist-dir", str(tmp / "dist"))]
     (archive,) = (tmp / "dist").glob("*.tar.gz")
     with tarfile.open(archive) as tar:
         names = tar.getnames()
@@ -107,6 +111,15 @@ def test_the_sdist_holds_the_tests_and_the_docs_sources(sdist):
                             if not f.endswith((".pyc", ".so", ".o"))]
     missing = [rel for rel in tracked if rel not in files]
     assert not missing, f"the sdist leaves out {sorted(missing)}: add them to MANIFEST.in"
+
+
+def test_the_manifest_template_warns_of_nothing(sdist):
+    # every MANIFEST.in pattern matches a file: the build printed "no files found matching
+    # '*.h' under directory 'eagle'" (and five more) on every sdist
+    (log,) = _SDIST_LOG
+    warnings = [line for line in log.splitlines() if "no files found matching" in line
+                or ("warning: no previously-included files" in line)]
+    assert not warnings, warnings
 
 
 def test_the_sdist_holds_no_generated_c_and_no_binaries(sdist):
@@ -191,7 +204,63 @@ def test_the_distribution_name_is_ours_and_used_where_people_install_from():
     pyproject = (ROOT / "pyproject.toml").read_text()
     name = re.search(r'^name = "([^"]+)"', pyproject, re.M).group(1)
     assert name != "eagle"  # an unrelated project's name on the package index
+    archive = name.replace("-", "_") + "-"   # how setuptools names the source archive
     first_cell = (ROOT / "docs" / "_static" / "first_cell.py").read_text()
-    assert f'EAGLE_PIP_SOURCE = "{name}"' in first_cell
+    # not on the index yet: the Colab/Kaggle cell installs an archive or clone it is given
+    assert 'EAGLE_PIP_SOURCE = ""' in first_cell and f"{archive}*.tar.gz" in first_cell
     assert name in (ROOT / "README.md").read_text()
     assert "[tool.cibuildwheel]" in pyproject and "test-command" in pyproject
+
+
+_PIP_INSTALL = re.compile(r"pip install ([^`&;#)\n]*)")
+
+
+def _index_names(command):
+    """The requirements of a ``pip install`` command line that name eagle on the index."""
+    names = []
+    for word in command.replace('"', " ").replace("'", " ").split():
+        if word.startswith("-"):
+            continue
+        if re.fullmatch(r"eagle(-replay|_replay)?(\[[\w,-]+\])?([<>=~!].*)?", word):
+            names.append(word)
+    return names
+
+
+def test_no_instruction_installs_eagle_from_the_package_index():
+    # `pip install eagle-replay` fails (not published yet) and `pip install "eagle[mpi]"`
+    # installs an unrelated project: every instruction must install from a clone or archive,
+    # except where the text says what will apply once eagle is published
+    assert _index_names('pip install "eagle[mpi]"') == ["eagle[mpi]"]
+    assert _index_names("pip install eagle-replay jupyterlab") == ["eagle-replay"]
+    assert not _index_names('pip install ".[mpi]"') and not _index_names("pip install eagle_replay-0.1.0.tar.gz")
+    offenders = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")),
+                 *sorted((ROOT / "docs" / "_static").glob("*.py"))]:
+        lines = path.read_text().splitlines()
+        for no, line in enumerate(lines, 1):
+            if "published" in line or (no > 1 and "published" in lines[no - 2]):
+                continue
+            for command in _PIP_INSTALL.findall(line):
+                if _index_names(command):
+                    offenders.append(f"{path.relative_to(ROOT)}:{no}: {line.strip()}")
+    assert not offenders, "install from the index, which has no eagle:\n" + "\n".join(offenders)
+
+
+def test_the_extras_name_packages_that_exist_for_each_cuda_major():
+    import tomllib
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert "nvidia-nccl-cu13" in extras["nccl"] and "nvidia-nccl-cu13" in extras["nccl-cu13"]
+    assert "nvidia-nccl-cu12" in extras["nccl-cu12"]
+    # each NCCL extra goes with the CuPy of its CUDA major version
+    assert any("cupy-cuda13x" in r for r in extras["cuda"]) and any("cupy-cuda12x" in r for r in extras["cuda12"])
+    assert not any("cu12" in r for r in extras["nccl"] + extras["cuda"] + extras["cuda13"])
+
+
+def test_the_metadata_names_the_authors_classifiers_and_no_made_up_url():
+    import tomllib
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["authors"] == [{"name": "the eagle developers"}] == project["maintainers"]
+    assert "Programming Language :: Python :: 3" in project["classifiers"]
+    # core metadata 2.4: no "License ::" classifier beside an SPDX expression (setuptools refuses it)
+    assert not [c for c in project["classifiers"] if c.startswith("License ::")]
+    assert "urls" not in project   # eagle has no public URL yet: none rather than a fake one

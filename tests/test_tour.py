@@ -62,12 +62,36 @@ def test_the_timing_shows_the_native_and_ufunc_cases_beside_the_opaque_one(capsy
         assert ("faster than the loop" in row) == (ratio < 0.5)
 
 
+def test_every_timing_says_how_many_samples_it_is_on(capsys):
+    # "73x faster" without the size misled: the seed graph is 4 samples; at 1e6 the same
+    # step costs NumPy's arithmetic, and the tour shows that too
+    tour.main(["--replays", "20", "--repeats", "1", "--size", "20000"])
+    text = capsys.readouterr().out
+    assert "seed graph (4 samples)" in text and "over 20,000 samples" in text
+    rows = [line for line in text.splitlines() if "ratio eagle/NumPy" in line]
+    assert [row.split(":")[0].strip() for row in rows] == ["ufunc", "native"]
+    for row in rows:
+        ratio = float(re.search(r"ratio eagle/NumPy ([0-9.e+-]+):", row).group(1))
+        assert ratio > 0
+        assert ("faster than NumPy" in row) == (ratio < 0.8)
+        assert ("slower than NumPy" in row) == (ratio > 1.25)
+
+
+def test_the_real_size_timing_computes_the_seed_step_and_can_be_skipped(capsys):
+    lines = tour.real_size_table(1000, 1, replays=3)
+    assert "over 1,000 samples, launch(3)" in lines[0] and len(lines) == 2 + len(tour.REAL_SIZE_FORMS)
+    tour.main(["--replays", "5", "--repeats", "1", "--size", "0"])
+    assert "ratio eagle/NumPy" not in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        tour.main(["--size", "-1"])
+
+
 def test_a_case_is_one_function():
     def case_constant(replays, repeats):
         return "a constant", 1e-9, 4e-9
 
     lines = tour.timing_table(10, 1, cases=[case_constant])
-    assert len(lines) == 3
+    assert len(lines) == 3 and "(4 samples)" in lines[0]
     assert "a constant" in lines[-1] and "ratio eagle/loop 0.25: 4x faster than the loop" in lines[-1]
 
 

@@ -41,6 +41,7 @@ import os
 import platform
 import subprocess
 import sys
+import textwrap
 import time
 
 import numpy as np
@@ -56,6 +57,11 @@ from .chelpers import compile_c_loop, compile_extra, compile_plain_loops
 from .timing import WARMUP, best_per_call, fmt_time, measure, runners_for
 
 
+#: --quick: samples of the one-node graphs, nodes of the recording rows
+QUICK_BIG = BIG // 4
+QUICK_RECORDING = 1_000
+
+
 # ---- the table ------------------------------------------------------------------------
 
 def _teams(case):
@@ -65,36 +71,54 @@ def _teams(case):
         return "?"
 
 
+#: the widest line the tables print (a terminal of 100 columns shows them unwrapped)
+WIDTH = 99
+
+
+def _wrapped(text, out, indent="  "):
+    print(textwrap.fill(text, WIDTH, subsequent_indent=indent, break_on_hyphens=False), file=out)
+
+
 def print_table(results, threads, rounds, notes, out=None):
+    """One block per graph: its title and size on a line, then a row per runner; a note
+    that would pass WIDTH columns goes on its own line below its row."""
     out = out if out is not None else sys.stdout   # the stream at call time, not at import
-    head = ("graph", "samples", "runner", "threads", "per replay", "× eagle", "")
-    rows = []
+    head = ("runner", "threads", "per replay", "× eagle")
+    blocks = []
     for case, runners, teams in results:
         ref = runners[0].best
-        for i, r in enumerate(runners):
-            note = r.note
-            if r.name.startswith("eagle"):
-                note = f"stage teams {teams[r.threads]}"
-            rows.append((case.title if i == 0 else "", f"{case.samples:,}" if i == 0 else "",
-                         r.name, str(r.threads), fmt_time(r.best), f"{r.best / ref:.2f}", note))
-        rows.append(None)
-    widths = [max(len(h), *(len(row[j]) for row in rows if row)) for j, h in enumerate(head)]
-    right = {1, 3, 4, 5}
+        rows = []
+        for r in runners:
+            note = f"stage teams {teams[r.threads]}" if r.name.startswith("eagle") else r.note
+            rows.append((r.name, str(r.threads), fmt_time(r.best), f"{r.best / ref:.2f}", note))
+        blocks.append((f"{case.title} ({case.samples:,} samples)", rows))
+    widths = [max(len(h), *(len(row[j]) for _, rows in blocks for row in rows)) for j, h in enumerate(head)]
 
     def line(cells):
-        return "  ".join(c.rjust(w) if j in right else c.ljust(w) for j, (c, w) in enumerate(zip(cells, widths))).rstrip()
+        return "  " + "  ".join(c.rjust(w) if j else c.ljust(w) for j, (c, w) in enumerate(zip(cells, widths)))
 
-    print(line(head), file=out)
-    print("  ".join("-" * w for w in widths), file=out)
-    for row in rows[:-1]:
-        print(line(row) if row else "", file=out)
+    print(line(head).rstrip(), file=out)
+    print("  " + "  ".join("-" * w for w in widths), file=out)
+    for k, (title, rows) in enumerate(blocks):
+        if k:
+            print(file=out)
+        print(title, file=out)
+        for *cells, note in rows:
+            text = line(cells)
+            if note and len(text) + 2 + len(note) <= WIDTH:
+                print(f"{text}  {note}", file=out)
+            else:
+                print(text, file=out)
+                if note:
+                    print(textwrap.fill(note, WIDTH, initial_indent="      ", subsequent_indent="      "),
+                          file=out)
     print(file=out)
-    print(f"per replay: best of {rounds} interleaved timings, each of many replays; "
-          f"× eagle: time / eagle's with {threads} threads (below 1: faster than eagle)", file=out)
-    print(f"eagle rows: after build() and a warm-up launch({WARMUP}); 'stage teams' is the team "
-          "eagle chose per stage (1: run on the calling thread, no barrier)", file=out)
+    _wrapped(f"per replay: best of {rounds} interleaved timings, each of many replays; "
+             f"× eagle: time / eagle's with {threads} threads (below 1: faster than eagle)", out)
+    _wrapped(f"eagle rows: after build() and a warm-up launch({WARMUP}); 'stage teams' is the team "
+             "eagle chose per stage (1: run on the calling thread, no barrier)", out)
     for n in notes:
-        print(f"note: {n}", file=out)
+        _wrapped(f"note: {n}", out)
 
 
 # ---- the recording rows ------------------------------------------------------------
@@ -113,8 +137,8 @@ def print_recording(best, rounds, out=None):
     print("  ".join("-" * w for w in widths), file=out)
     for row in rows:
         print(line(row), file=out)
-    print(f"recording: the nodes made beforehand, best of {rounds} interleaved rounds; × separate: "
-          "time / the same number of nodes on separate arrays recorded one by one", file=out)
+    _wrapped(f"recording: the nodes made beforehand, best of {rounds} interleaved rounds; × separate: "
+             "time / the same number of nodes on separate arrays recorded one by one", out)
 
 
 # ---- fixed costs, load and interrupts (the rows below the table) -----------------------
@@ -152,7 +176,7 @@ def row_launch1(dll, rounds):
             "ctypes call of a C no-op", b - c)
 
 
-def row_busy_neighbour(rounds, samples=2_000_000):
+def row_busy_neighbour(rounds, samples=2_000_000, min_rounds=7):
     """A native stage on the whole team (auto) beside busy processes, against 1 thread."""
     from eagle.cpu._executor import usable_cpus
 
@@ -169,7 +193,7 @@ def row_busy_neighbour(rounds, samples=2_000_000):
         time.sleep(0.3)
         g.launch(WARMUP)
         auto, one = float("inf"), float("inf")
-        for _ in range(max(rounds, 7)):
+        for _ in range(max(rounds, min_rounds)):
             auto = min(auto, best_per_call(g.launch, 20, 1))
             eagle.set_num_threads(1)
             try:
@@ -225,7 +249,7 @@ def ctrl_c_latency(dll, n_threads, teams, with_gil, cheap=1_000_000):
     return float("nan")
 
 
-def print_extra_rows(rounds, out=None):
+def print_extra_rows(rounds, out=None, quick=False):
     out = out if out is not None else sys.stdout   # the stream at call time, not at import
     dll, why = compile_extra()
     print(file=out)
@@ -233,36 +257,44 @@ def print_extra_rows(rounds, out=None):
         print(f"fixed costs and Ctrl-C: skipped ({why})", file=out)
         return
     rows = [row_launch1(dll, rounds)]
-    busy = row_busy_neighbour(rounds)
+    busy = row_busy_neighbour(rounds, samples=500_000 if quick else 2_000_000, min_rounds=3 if quick else 7)
     if busy is not None:
         rows.append(busy)
-    print("case                                                      eagle      reference                    ratio",
-          file=out)
+    print(f"{'case':<42}{'eagle':>9}  {'reference':<28} {'time':>9}  ratio", file=out)
     for what, t, ref_name, ref in rows:
-        print(f"{what}\n    {fmt_time(t):>58}  {ref_name:<28} {fmt_time(ref):>9}  {t / ref:.2f}", file=out)
+        _wrapped(what, out)
+        print(f"{fmt_time(t):>51}  {ref_name:<28} {fmt_time(ref):>9}  {t / ref:.2f}", file=out)
     import signal
-    if os.name == "posix" and hasattr(signal, "SIGINT"):
+    if os.name == "posix" and signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        # a background job of a non-interactive shell starts with SIGINT ignored: the
+        # interrupt would never arrive and the launch(10**12) below would never end
+        print("Ctrl-C latency: skipped (SIGINT is ignored or handled elsewhere in this process)", file=out)
+    elif os.name == "posix" and hasattr(signal, "SIGINT"):
         cases = [(1, "serial", False, "1 thread, nogil"), (1, "serial", True, "1 thread, GIL (opaque node)")]
         if eagle.have_openmp() and eagle.get_num_threads() > 1:
             cases.append((2, "parallel", False, "2 threads, team"))
+        print("Ctrl-C latency, a kernel cheap for 1,000,000 calls, then 2 ms a call (target < 100 ms):",
+              file=out)
         for n_threads, teams, gil, label in cases:
             ms = ctrl_c_latency(dll, n_threads, teams, gil)
-            print(f"Ctrl-C latency, kernel cheap for 1,000,000 calls then 2 ms each, {label}: {ms:.1f} ms "
-                  "(target < 100 ms)", file=out)
-
+            print(f"  {label}: {ms:.1f} ms", file=out)
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m eagle.bench", description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="fewer and shorter timings (a few seconds)")
+    p.add_argument("--quick", action="store_true",
+                   help=f"fewer, shorter timings on smaller arrays (--big {QUICK_BIG:,}, recording "
+                        f"{QUICK_RECORDING:,} nodes): about 10 s of CPU")
     p.add_argument("--rounds", type=int, help="interleaved timings per runner; the best counts (default 7, quick 3)")
     p.add_argument("--target-ms", type=float, help="length of one timing (default 40 ms, quick 8 ms)")
-    p.add_argument("--big", type=int, default=BIG, help=f"samples of the one-node graph (default {BIG:,})")
+    p.add_argument("--big", type=int, help=f"samples of the one-node graph (default {BIG:,}, quick {QUICK_BIG:,})")
     p.add_argument("--threads", type=int, help="threads for 'all' (default: eagle.get_num_threads())")
     p.add_argument("--only", help="run only the graphs whose title contains this text (e.g. ufunc)")
     p.add_argument("--recording", type=int, nargs="*",
-                   help="node counts of the recording rows (default 4000 40000, quick 4000; none: skip)")
+                   help=f"node counts of the recording rows (default 4000 40000, quick {QUICK_RECORDING}; "
+                        "none: skip)")
     args = p.parse_args(argv)
+    t_start, cpu_start = time.perf_counter(), time.process_time()   # the C helpers' compiling too
     rounds = args.rounds or (3 if args.quick else 7)
     target_s = (args.target_ms or (8.0 if args.quick else 40.0)) / 1e3
     threads = args.threads or eagle.get_num_threads()
@@ -289,16 +321,15 @@ def main(argv=None):
                  if threads > 1 else "the one-node graph has no empty-function row (its cost is the kernel's)")
 
     print(f"eagle {eagle.__version__} · Python {platform.python_version()} · numpy {np.__version__} · "
-          f"dask {dask_version or 'not installed'} · {threads} threads "
+          f"dask {dask_version or 'not installed'} ·\n{threads} threads "
           f"(OpenMP {'yes' if have_openmp() else 'no'}, CPUs {os.cpu_count()}) · "
           f"{platform.machine()}")
     print(flush=True)
 
-    cases = bench_cases(args.big)
+    cases = bench_cases(args.big or (QUICK_BIG if args.quick else BIG))
     if args.only:
         cases = [c for c in cases if args.only in c.title]
     results = []
-    t_start = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(max_workers=threads) as pool:
         try:
             for case in cases:
@@ -317,13 +348,16 @@ def main(argv=None):
             eagle.set_num_threads(initial_threads)
     print_table(results, threads, rounds, notes)
     sizes = args.recording if args.recording is not None else (
-        RECORDING_SIZES[:1] if args.quick else RECORDING_SIZES)
+        (QUICK_RECORDING,) if args.quick else RECORDING_SIZES)
     if sizes:
         print()
         rec_rounds = 2 if args.quick else 3
         print_recording(measure_recording(sizes, rec_rounds), rec_rounds)
-    print_extra_rows(rounds)
-    print(f"({time.perf_counter() - t_start:.1f} s)")
+    print_extra_rows(rounds, quick=args.quick)
+    cpu = time.process_time() - cpu_start
+    # the CPU time is what the run costs on an idle machine (less, with threads); the wall
+    # time grows with whatever else the machine runs
+    print(f"({time.perf_counter() - t_start:.1f} s, {cpu:.1f} s of CPU)")
 
 
 if __name__ == "__main__":
