@@ -304,19 +304,28 @@ class Graph(GraphCore):
 
     # ---- build, launch, retune ------------------------------------------------
 
-    def build(self, *, teams="auto") -> "Graph":
+    def build(self, *, teams="auto", fuse=True) -> "Graph":
         """Make the recording launchable on the backend its arrays call for.
 
         NumPy arrays build for ``cpu``, CuPy (``__cuda_array_interface__``)
         arrays for ``cuda``. ``teams`` sets how each CPU stage's work is
         shared: ``"auto"`` (a stage runs on the whole team only when its
         measured cost pays for a barrier), ``"serial"``, ``"parallel"``, or a
-        list with one of these per stage. Returns the graph.
+        list with one of these per stage. ``fuse`` (cpu): ``True`` runs consecutive
+        stages of sample-local nodes (ufunc nodes, eagle's kernels, native kernels
+        declared ``sample_local``) that meet only through per-sample arrays tile by
+        tile, each tile sized to stay in cache; ``False`` runs every stage whole; an
+        int is the tile in samples. ``plan()`` and ``print(g)`` say which stages are
+        fused. The results are the same, bit for bit. Returns the graph.
         """
         with self._exclusive("build"):
             recording = self.recording()
             try:
                 policies = self._build_policies(teams)
+                if not (fuse is True or fuse is False
+                        or (type(fuse) is int and fuse > 0)):
+                    raise ValueError(f"fuse= is True, False or a tile size in samples (an int > 0), "
+                                     f"got {fuse!r}")
             except Exception as exc:
                 # scale-out: the other ranks wait for this one in their graph check; tell them
                 hooks.before_build(recording, exc)
@@ -331,7 +340,7 @@ class Graph(GraphCore):
                         "this graph holds CUDA arrays, and this eagle was built without the cuda "
                         f"backend ({e}); use NumPy arrays for the cpu backend") from e
             try:
-                self._backend = backend_type(recording, policies)
+                self._backend = backend_type(recording, policies, fuse)
             except BaseException as exc:
                 # opaque nodes run here on cuda (at capture): scale-out must not leave other ranks waiting
                 hooks.failed(recording, exc)

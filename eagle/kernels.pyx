@@ -165,9 +165,15 @@ cdef void _nothing(int64_t start, int64_t stop, char **data, const int64_t *stri
     pass
 
 
+cdef Kernel _local(Kernel k):
+    """Every built-in kernel touches sample i of its arrays only at sample i."""
+    k.sample_local = True
+    return k
+
+
 cdef Kernel _with_scalar(kernel_t fn, str name, double value, int n_reads, int n_writes):
     s = _Scalar(value)
-    return wrap_kernel(fn, name, &(<_Scalar>s).value, s, n_reads, n_writes, "float64")
+    return _local(wrap_kernel(fn, name, &(<_Scalar>s).value, s, n_reads, n_writes, "float64"))
 
 
 def fill(double value):
@@ -177,7 +183,7 @@ def fill(double value):
 
 def copy():
     """out[i] = x[i]. Arrays: reads={x}, writes={out}."""
-    return wrap_kernel(_copy, "copy", NULL, None, 1, 1, "float64")
+    return _local(wrap_kernel(_copy, "copy", NULL, None, 1, 1, "float64"))
 
 
 def scale(double alpha):
@@ -192,7 +198,7 @@ def axpy(double alpha):
 
 def add():
     """out[i] = a[i] + b[i]. Arrays: reads={a, b}, writes={out}."""
-    return wrap_kernel(_add, "add", NULL, None, 2, 1, "float64")
+    return _local(wrap_kernel(_add, "add", NULL, None, 2, 1, "float64"))
 
 
 def polynomial(coefficients):
@@ -206,9 +212,9 @@ def polynomial(coefficients):
     holder.poly.degree = len(cs) - 1
     for k, c in enumerate(cs):
         holder.poly.coeffs[k] = c
-    return wrap_kernel(_polynomial, "polynomial", &holder.poly, holder, 1, 1, "float64")
+    return _local(wrap_kernel(_polynomial, "polynomial", &holder.poly, holder, 1, 1, "float64"))
 
 
 def nothing():
     """Does nothing: a kernel to measure eagle's own per-node cost. Any arrays."""
-    return wrap_kernel(_nothing, "nothing", NULL, None, None, None, None)
+    return _local(wrap_kernel(_nothing, "nothing", NULL, None, None, None, None))

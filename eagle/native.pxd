@@ -42,6 +42,10 @@ cdef class Kernel:
     # so that the fields above keep their place for extensions built before
     cdef readonly object dtypes
     cdef readonly object ndim
+    # whether the kernel touches its per-sample arrays only at its own samples
+    # [start, stop) (sample i of each at data[k] + i * strides[k], nothing else
+    # written): its nodes may be fused into sample tiles (kernel.h); added last too
+    cdef public bint sample_local
 
 
 cdef Kernel wrap_kernel(kernel_t fn, str name, void *user_data=*, object owner=*,

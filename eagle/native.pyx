@@ -59,9 +59,15 @@ cdef class Kernel:
     reads then writes, ``None`` for any. ``Kernel(k_ptr, dtypes=np.float64, ndim=1)``;
     ``Kernel(k_ptr, dtypes=(np.int64, None, np.float64))``. Given with another
     ``Kernel``, they replace what it declared.
+
+    ``sample_local=True`` declares that the kernel touches its per-sample arrays
+    only at its own samples ``[start, stop)`` and writes nothing else: the cpu
+    executor may then fuse its node with its neighbours into sample tiles
+    (``Graph.build(fuse=...)``). ``None`` keeps what another ``Kernel`` declared
+    (eagle's built-in kernels declare it), else ``False``.
     """
 
-    def __init__(self, obj, user_data=None, name=None, dtypes=None, ndim=None):
+    def __init__(self, obj, user_data=None, name=None, dtypes=None, ndim=None, sample_local=None):
         cdef Kernel other
         owner = [obj]
         if isinstance(obj, Kernel):
@@ -70,6 +76,7 @@ cdef class Kernel:
             self.team_fn, self.phases = other.team_fn, other.phases
             self.n_reads, self.n_writes, self.dtype = other.n_reads, other.n_writes, other.dtype
             self.dtypes, self.ndim = other.dtypes, other.ndim
+            self.sample_local = other.sample_local
             name = name or other.name
         else:
             address, default_name = _function_address(obj)
@@ -91,6 +98,10 @@ cdef class Kernel:
             self.dtypes = _dtype_spec(dtypes)
         if ndim is not None:
             self.ndim = _ndim_spec(ndim)
+        if sample_local is not None:
+            if not isinstance(sample_local, bool):
+                raise TypeError(f"sample_local= is True or False, got {sample_local!r}")
+            self.sample_local = sample_local
 
     def check_arrays(self, named):
         """Raise ``TypeError`` unless the (name, array) pairs (reads, then writes) are what

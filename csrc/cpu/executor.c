@@ -268,9 +268,9 @@ static int64_t os_thread_id(void)
 #endif
 }
 
-static void record_span(eagle_profile_lane *lane, int32_t node, int32_t phase, int64_t t0)
+static void record_span_at(eagle_profile_lane *lane, int32_t node, int32_t phase, int64_t t0,
+                           int64_t t1)
 {
-    int64_t t1 = span_clock_ns();
     if (lane->os_thread == 0)
         lane->os_thread = os_thread_id();
     if (lane->count < lane->capacity) {
@@ -285,6 +285,11 @@ static void record_span(eagle_profile_lane *lane, int32_t node, int32_t phase, i
     }
 }
 
+static void record_span(eagle_profile_lane *lane, int32_t node, int32_t phase, int64_t t0)
+{
+    record_span_at(lane, node, phase, t0, span_clock_ns());
+}
+
 /* `call`, timed into `lane` when there is one (node i, phase p). */
 #define TIMED(lane, i, p, call)                              \
     do {                                                     \
@@ -296,6 +301,53 @@ static void record_span(eagle_profile_lane *lane, int32_t node, int32_t phase, i
             record_span((lane), (i), (p), t0_);              \
         }                                                    \
     } while (0)
+
+/* ---- fused runs (eagle_stage.tile > 0; executor.h) ----------------------- */
+
+/* Samples [lo, hi) of the fused run `st`, tile by tile: every node over one tile,
+ * in plan order, then the next tile. Each node is called at least once (an empty
+ * range too, as a stage that is not fused calls it). Untimed unless a profile lane
+ * or sum_ns (the measuring replays' per-node times, st->count of them) is given:
+ * then each node's calls are summed, and the lane gets one span per node, the sums
+ * laid end to end from the run's start. */
+static void run_tiles(const eagle_plan *plan, const eagle_stage *st, int64_t lo, int64_t hi,
+                      eagle_profile_lane *lane, double *sum_ns)
+{
+    const eagle_node *nodes = plan->nodes + st->first;
+    const int32_t count = st->count;
+    const int64_t tile = st->tile;
+    int64_t a = lo;
+    if (lane == NULL && sum_ns == NULL) {
+        do {
+            const int64_t b = hi - a > tile ? a + tile : hi;
+            for (int32_t k = 0; k < count; ++k)
+                call_native(&nodes[k], a, b);
+            a = b;
+        } while (a < hi);
+        return;
+    }
+    int64_t sums[EAGLE_FUSED_MAX_NODES] = {0};
+    const int64_t t_start = span_clock_ns();
+    int64_t t = t_start;
+    do {
+        const int64_t b = hi - a > tile ? a + tile : hi;
+        for (int32_t k = 0; k < count; ++k) {
+            call_native(&nodes[k], a, b);
+            const int64_t t1 = span_clock_ns();
+            sums[k] += t1 - t;
+            t = t1;
+        }
+        a = b;
+    } while (a < hi);
+    int64_t t0 = t_start;
+    for (int32_t k = 0; k < count; ++k) {
+        if (lane != NULL)
+            record_span_at(lane, st->first + k, 0, t0, t0 + sums[k]);
+        t0 += sums[k];
+        if (sum_ns != NULL)
+            sum_ns[k] = (double)sums[k];
+    }
+}
 
 /* At a signal check, holding the GIL: call plan->progress if one is due.
  * Returns -1 if it raised. */
@@ -344,7 +396,7 @@ static inline int end_of_replay(eagle_plan *plan, int64_t replay)
 
 /* ---- serial execution on the calling thread ------------------------------ */
 
-/* Run one replay on this thread, every node whole, timing each node when
+/* Run one replay on this thread, every node whole (a fused run tile by tile), timing each node when
  * measure is set (the cheapest time is kept; when the team choice asks for it,
  * eagle_choice_replace_costs, this replay's time replaces the old one). Opaque
  * nodes are called directly: the caller holds the GIL when the plan has any. */
@@ -354,6 +406,14 @@ static EAGLE_ALWAYS_INLINE int run_replay_serial(eagle_plan *plan, int measure,
     int fresh = measure && eagle_choice_replace_costs(&plan->choice);
     for (int32_t s = 0; s < plan->n_stages; ++s) {
         const eagle_stage *st = &plan->stages[s];
+        if (st->tile > 0) {
+            double sums[EAGLE_FUSED_MAX_NODES];
+            run_tiles(plan, st, 0, plan->logical_size, lane, measure ? sums : NULL);
+            if (measure)
+                for (int32_t k = 0; k < st->count; ++k)
+                    eagle_choice_node_timed(plan, &plan->nodes[st->first + k], sums[k], fresh);
+            continue;
+        }
         for (int32_t i = st->first; i < st->first + st->count; ++i) {
             eagle_node *n = &plan->nodes[i];
             double t0 = measure ? eagle_now_ns() : 0;
@@ -389,13 +449,23 @@ static EAGLE_ALWAYS_INLINE int serial_gil_loop(eagle_plan *plan, int64_t r0, int
 {
     const eagle_node *nodes = plan->nodes;
     const int32_t n = plan->n_nodes;
+    /* a plan with a fused run walks its stages (run_replay_serial) instead */
+    const int32_t n_walk = plan->has_fused ? 0 : n;
     signal_clock clock;
     signal_clock_init(&clock);
     for (int64_t r = r0; r < r1; ++r) {
         const int64_t size = plan->logical_size;
         if (lane != NULL)
             lane->replay = r;
-        for (int32_t i = 0; i < n; ++i) {
+        if (plan->has_fused) {
+            int32_t failed;
+            if (run_replay_serial(plan, 0, lane, &failed) < 0) {
+                failure->node = failed;
+                failure->replay = r;
+                return -1;
+            }
+        }
+        for (int32_t i = 0; i < n_walk; ++i) {
             const eagle_node *node = &nodes[i];
             if (node->kind == EAGLE_NODE_OPAQUE) {
                 int rc;
@@ -637,6 +707,10 @@ static int run_stage_share(team_state *ts, const eagle_stage *st, int32_t phase,
     eagle_plan *plan = ts->plan;
     int64_t n = plan->logical_size;
     int32_t unsplit = 0;
+    if (st->tile > 0) {
+        run_tiles(plan, st, split_bound(n, tid, nt), split_bound(n, tid + 1, nt), lane, NULL);
+        return 0;
+    }
     for (int32_t i = st->first; i < st->first + st->count; ++i) {
         const eagle_node *node = &plan->nodes[i];
         if (node->kind == EAGLE_NODE_TEAM) {
@@ -677,6 +751,10 @@ static int run_stage_alone(team_state *ts, const eagle_stage *st, int32_t phase,
                            eagle_profile_lane *lane, int32_t *failed_node)
 {
     eagle_plan *plan = ts->plan;
+    if (st->tile > 0) {
+        run_tiles(plan, st, 0, plan->logical_size, lane, NULL);
+        return 0;
+    }
     for (int32_t i = st->first; i < st->first + st->count; ++i) {
         const eagle_node *node = &plan->nodes[i];
         if (node->kind == EAGLE_NODE_TEAM) {

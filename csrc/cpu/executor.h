@@ -7,6 +7,14 @@
  * dealt out one per thread. One parallel region serves a whole launch; a
  * barrier separates two stages only when one of them uses the team.
  *
+ * A fused run (eagle_stage.tile > 0) is a stage made of several consecutive
+ * stages of split native nodes that touch per-sample arrays only at their own
+ * samples (the Python layer checks it, eagle/cpu/fusion.py): each thread runs
+ * every node of it over one tile of its share of [0, logical_size), then the
+ * next tile, so the arrays the run passes between its nodes stay in cache and
+ * no barrier separates the stages it was made of. Plan order is recording
+ * order within a tile, so every sample sees its nodes in recording order.
+ *
  * Team nodes (eagle_team_kernel) run in phases, with a barrier between
  * phases when the stage uses the team. A plan with a size source (a
  * compaction node) takes its logical size from it after every replay, and
@@ -72,13 +80,22 @@ typedef struct eagle_stage {
      * replays (the team verifies itself) and stays on the team only if that
      * was faster than the stage on one thread; re-checked from time to time. */
     eagle_stage_choice choice;  /* the team choice's verdict state (eagle_choice_init) */
+    /* > 0: a fused run: the stage's nodes (all split native, sample-local, at most
+     * EAGLE_FUSED_MAX_NODES) run over tiles of this many samples, each tile through
+     * every node before the next; the team choice sees it as the one stage it is.
+     * 0: node after node over the thread's whole share. */
+    int64_t tile;
 } eagle_stage;
+
+#define EAGLE_FUSED_MAX_NODES 64
 
 /* ---- observing a launch (eagle.profile, progress=) -------------------------
  * Both are off (NULL) unless the Python layer asks for them for one launch.
  * Profile: one lane per thread of the launch (lane 0 the calling thread, lane t
  * OpenMP thread t); every node call is timed into its thread's lane, in C, with
- * no Python call. A full lane counts what it could not keep in `dropped`. */
+ * no Python call. A full lane counts what it could not keep in `dropped`.
+ * In a fused run a node is called once per tile: its span is the sum of its
+ * calls' times, the run's nodes' spans laid end to end from the run's start. */
 typedef struct eagle_span {
     int32_t node;           /* plan node index */
     int32_t phase;          /* team nodes: the phase; 0 otherwise */
@@ -148,6 +165,7 @@ typedef struct eagle_plan {
      * launch began (set by the caller from eagle_groups_max, which also compared the counts) */
     int32_t live_anywhere;
     int32_t emptied;                /* out: the launch stopped because no sample was left */
+    int32_t has_fused;              /* a stage has tile > 0 (the serial loop then walks stages) */
 } eagle_plan;
 
 /* vals[0..count) := their maximum over every process the plan's groups join: over each

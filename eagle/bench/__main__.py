@@ -21,7 +21,9 @@ writing disjoint slices of one buffer, at 4,000 and 40,000 nodes (``--recording`
 Below the table, rows for eagle's fixed costs, load and interrupts: ``launch(1)``
 beside one ctypes call of a C no-op; a native stage under ``auto`` beside busy
 processes, against the same stage on 1 thread; and the Ctrl-C latency of a
-launch whose kernel turns from cheap (a million calls) to 2 ms a call.
+launch whose kernel turns from cheap (a million calls) to 2 ms a call; and four ufunc
+nodes over 16M doubles (4M with --quick) on one thread, fused into sample tiles and
+not, beside the same NumPy calls (``eagle.bench.tiles``).
 
 Every runner is timed best-of-k, interleaved round by round in this one
 process, each timing long enough (tens of ms) for the clock not to matter.
@@ -54,6 +56,7 @@ from eagle.native import CTYPES_KERNEL
 
 from .cases import BIG, RECORDING_SHAPES, RECORDING_SIZES, bench_cases, measure_recording
 from .chelpers import compile_c_loop, compile_extra, compile_plain_loops
+from .tiles import SAMPLES as TILE_SAMPLES, rows_fused_tiles
 from .timing import WARMUP, best_per_call, fmt_time, measure, runners_for
 
 
@@ -249,7 +252,7 @@ def ctrl_c_latency(dll, n_threads, teams, with_gil, cheap=1_000_000):
     return float("nan")
 
 
-def print_extra_rows(rounds, out=None, quick=False):
+def print_extra_rows(rounds, out=None, quick=False, tile_samples=TILE_SAMPLES):
     out = out if out is not None else sys.stdout   # the stream at call time, not at import
     dll, why = compile_extra()
     print(file=out)
@@ -260,6 +263,7 @@ def print_extra_rows(rounds, out=None, quick=False):
     busy = row_busy_neighbour(rounds, samples=500_000 if quick else 2_000_000, min_rounds=3 if quick else 7)
     if busy is not None:
         rows.append(busy)
+    rows += rows_fused_tiles(rounds, tile_samples)
     print(f"{'case':<42}{'eagle':>9}  {'reference':<28} {'time':>9}  ratio", file=out)
     for what, t, ref_name, ref in rows:
         _wrapped(what, out)
@@ -353,7 +357,8 @@ def main(argv=None):
         print()
         rec_rounds = 2 if args.quick else 3
         print_recording(measure_recording(sizes, rec_rounds), rec_rounds)
-    print_extra_rows(rounds, quick=args.quick)
+    print_extra_rows(rounds, quick=args.quick,
+                     tile_samples=TILE_SAMPLES // 4 if args.quick else TILE_SAMPLES)
     cpu = time.process_time() - cpu_start
     # the CPU time is what the run costs on an idle machine (less, with threads); the wall
     # time grows with whatever else the machine runs

@@ -47,6 +47,7 @@ cdef extern from "executor.h" nogil:
         EAGLE_VERDICT_TEAM
         EAGLE_VERDICT_SERIAL
         EAGLE_MAX_THREADS
+        EAGLE_FUSED_MAX_NODES
 
     ctypedef struct eagle_stage:
         int32_t first, count
@@ -54,6 +55,7 @@ cdef extern from "executor.h" nogil:
         int32_t team
         int32_t n_phases
         double cost_ns
+        int64_t tile
 
     ctypedef struct eagle_stage_report:
         int32_t team
@@ -109,6 +111,7 @@ cdef extern from "executor.h" nogil:
         eagle_group *groups
         int32_t n_groups
         int32_t live_anywhere
+        int32_t has_fused
 
     ctypedef struct eagle_failure:
         int32_t node
@@ -312,6 +315,10 @@ cdef class CpuPlan(CompiledLaunch):
     graph's collectives, one per communicator, in recording order): each has
     ``all_max_address`` and ``context_address`` (an ``eagle_group``) and
     ``launch_mismatch(n, until_empty, counts, modes)``, which raises.
+
+    ``tiles``: per stage, 0, or the tile (in samples) of a fused run: a stage whose
+    specs are all split native nodes that touch per-sample arrays only at their own
+    samples, run tile by tile (``eagle.cpu.fusion`` decides which; csrc/cpu/executor.h).
     """
     cdef eagle_plan plan
     cdef list keepalive
@@ -323,7 +330,7 @@ cdef class CpuPlan(CompiledLaunch):
         self.keepalive = []
 
     def __init__(self, stages, policies, int64_t logical_size, int64_t capacity=0, size_source=None,
-                 groups=()):
+                 groups=(), tiles=None):
         cdef int32_t n_nodes = sum(len(s) for s in stages)
         cdef int32_t i = 0, k, s
         cdef eagle_node *node
@@ -361,6 +368,13 @@ cdef class CpuPlan(CompiledLaunch):
             self.plan.stages[s].team = 1
             self.plan.stages[s].n_phases = 1
             self.plan.stages[s].cost_ns = -1
+            if tiles is not None and tiles[s] > 0:
+                if len(specs) > EAGLE_FUSED_MAX_NODES or any(
+                        kind != "native" or not split or (<Kernel>work).phases for _, kind, work, _, split in specs):
+                    raise ValueError(f"stage {s}: a fused run holds at most {EAGLE_FUSED_MAX_NODES} "
+                                     "split native nodes")
+                self.plan.stages[s].tile = tiles[s]
+                self.plan.has_fused = 1
             for index, kind, work, arrays, split in specs:
                 node = &self.plan.nodes[i]
                 node.cost_ns = -1

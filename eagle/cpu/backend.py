@@ -6,6 +6,7 @@ import weakref
 from eagle._errors import add_note
 from eagle._text import duration, with_article
 from eagle.cpu._executor import CpuPlan, get_num_threads, parallel_threshold_ns
+from eagle.cpu.fusion import fused_runs
 from eagle.record.backend import Backend
 from eagle.record.node import RunsAs
 from eagle.record.plan import Plan, StagePlan
@@ -21,11 +22,15 @@ class CpuBackend(Backend):
     the team is timed there on its first replays and keeps the team only if it
     was faster than the stage on one thread; the verdict is re-checked from
     time to time (a busy neighbour process can come or go).
+
+    Consecutive stages of sample-local nodes that meet only through per-sample
+    arrays run as one fused run, tile by tile (``eagle.cpu.fusion``; ``fuse=False``:
+    never; an int: the tile in samples); the team choice sees a run as one stage.
     """
 
     name = "cpu"
 
-    def __init__(self, recording, policies):
+    def __init__(self, recording, policies, fuse=True):
         super().__init__(recording)
         nodes = recording.nodes
         # a sized opaque node is handed the replay's logical size, read from the plan when
@@ -36,6 +41,8 @@ class CpuBackend(Backend):
         def logical_size():
             return me()._plan.logical_size
 
+        # consecutive stages of sample-local nodes run as one stage, tile by tile (fusion.py)
+        self._runs = fused_runs(recording, policies, fuse)
         stages = []
         for idx in recording.rows:
             specs = []
@@ -65,8 +72,11 @@ class CpuBackend(Backend):
             if n.group is not None:
                 groups.setdefault(n.group.key, n.group)   # the communicator's first collective
         groups = list(groups.values())
-        self._plan = CpuPlan(stages, policies, recording.logical_size, recording.capacity,
-                             nodes[resizer].partition if self.resizes else None, groups)
+        runs = self._runs
+        self._plan = CpuPlan([[spec for s in run.stages for spec in stages[s]] for run in runs],
+                             [policies[run.stages[0]] for run in runs], recording.logical_size,
+                             recording.capacity, nodes[resizer].partition if self.resizes else None,
+                             groups, [run.tile for run in runs])
         self.compiled = self._plan
         self.checks_launches = bool(self._partitions or self._loops)
         self.timed_nodes = tuple(self._plan.order)
@@ -132,7 +142,13 @@ class CpuBackend(Backend):
         self._plan.logical_size = n
 
     def stage_notes(self):
-        return ["work_share"] * len(self.recording.rows)
+        notes = []
+        for run in self._runs:
+            note = "work_share"
+            if run.fused:
+                note += f" fused {run.stages[0]}-{run.stages[-1]}, tile {run.tile}"
+            notes += [note] * len(run.stages)
+        return notes
 
     def plan(self):
         """Reads the executor's plan only (a launch may be in flight on another thread):
@@ -141,12 +157,19 @@ class CpuBackend(Backend):
         n_threads = get_num_threads()
         size = self.logical_size   # read once: a compaction node changes it during a launch
         stages = []
-        for s, (idx, (policy, team, cost, check)) in enumerate(zip(rec.rows, self._plan.teams(n_threads, size))):
-            sp = StagePlan(s, [rec.box(i) for i in idx], policy, team, cost)
-            if check is not None:
-                sp.team_ns, sp.serial_ns = check["team_ns"], check["serial_ns"]
-                sp.verdict = _verdict_text(check, team)
-            stages.append(sp)
+        for run, (policy, team, cost, check) in zip(self._runs, self._plan.teams(n_threads, size)):
+            # a fused run is one stage to the executor: its team and cost are the run's,
+            # given on its first stage
+            for s in run.stages:
+                first = s == run.stages[0]
+                sp = StagePlan(s, [rec.box(i) for i in rec.rows[s]], policy, team, cost if first else None)
+                if run.fused:
+                    sp.fused = (run.stages[0], run.stages[-1])
+                    sp.tile = run.tile
+                if check is not None and first:
+                    sp.team_ns, sp.serial_ns = check["team_ns"], check["serial_ns"]
+                    sp.verdict = _verdict_text(check, team)
+                stages.append(sp)
         return Plan("cpu", n_threads, size, rec.capacity,
                     parallel_threshold_ns(n_threads) if n_threads > 1 else 0.0, stages)
 

@@ -14,7 +14,7 @@ class NativeNode(Node):
     sized = True
 
     def __init__(self, kernel, reads=None, writes=None, user_data=None, split=True, per_sample=True,
-                 dtypes=None, ndim=None, updates=None):
+                 dtypes=None, ndim=None, updates=None, sample_local=None):
         from eagle.native import Kernel
 
         if isinstance(kernel, Kernel) and user_data is None and dtypes is None and ndim is None:
@@ -41,6 +41,10 @@ class NativeNode(Node):
             if is_write and not a.flags.writeable:
                 raise ValueError(f"{name!r} is written by kernel {k.name!r} but is read-only")
         self.kernel = k
+        if sample_local is not None and not isinstance(sample_local, bool):
+            raise TypeError(f"sample_local= is True, False or None (the kernel's own declaration), "
+                            f"got {sample_local!r}")
+        self.sample_local = k.sample_local if sample_local is None else sample_local
         self.split = bool(split)
         #: why eagle runs a node whole that was asked to be split (None if it was not refused)
         self.split_refused_reason = None
@@ -85,7 +89,7 @@ def self_overlap(node):
 
 
 def native(kernel, reads=None, writes=None, *, updates=None, user_data=None, split=True, per_sample=True,
-           dtypes=None, ndim=None) -> NativeNode:
+           dtypes=None, ndim=None, sample_local=None) -> NativeNode:
     """A node that runs a nogil C kernel over samples [start, stop).
 
     ``kernel`` is an ``eagle.native.Kernel`` or anything it accepts: a Cython
@@ -114,6 +118,13 @@ def native(kernel, reads=None, writes=None, *, updates=None, user_data=None, spl
     graph's capacity: ``True`` (all, the default), ``False`` (none), or the
     names of those that do; a lookup table or a parameter array is left out,
     e.g. ``native(k, reads={"x": x, "table": t}, writes={"y": y}, per_sample={"x", "y"})``.
+
+    ``sample_local=True`` declares that the kernel touches sample ``i`` of its
+    per-sample arrays only when ``i`` is in its ``[start, stop)`` and writes no other
+    array (``None``, the default: what the ``Kernel`` declares; eagle's built-in
+    kernels in ``eagle.kernels`` do). The cpu backend may then run the node in a
+    fused run of sample tiles with its neighbours (``Graph.build(fuse=...)``); a
+    kernel that reads a neighbouring sample, or sums into a total, must not declare it.
     """
     return NativeNode(kernel, reads, writes, user_data=user_data, split=split, per_sample=per_sample,
-                      dtypes=dtypes, ndim=ndim, updates=updates)
+                      dtypes=dtypes, ndim=ndim, updates=updates, sample_local=sample_local)

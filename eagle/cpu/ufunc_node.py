@@ -108,7 +108,8 @@ class UfuncNode(NativeNode):
     box = ("(", ")")
 
     def __init__(self, uf, ins, outs, reads, writes, loop_dtypes, loop, where=True):
-        super().__init__(loop.kernel(), reads, writes, split=True)
+        # a ufunc's loop touches row i of every operand (and of the mask) for sample i only
+        super().__init__(loop.kernel(), reads, writes, split=True, sample_local=True)
         self.ufunc = uf
         self.loop_dtypes = tuple(loop_dtypes)
         self.loop = loop

@@ -200,7 +200,8 @@ class CudaBackend(Backend):
 
     name = "cuda"
 
-    def __init__(self, recording, policies):
+    def __init__(self, recording, policies, fuse=True):
+        # fuse: build()'s option for the cpu executor's sample tiles; a CUDA graph has none
         super().__init__(recording)
         self.library = ensure_driver()
         self._cp = _cupy()

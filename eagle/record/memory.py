@@ -214,3 +214,9 @@ def leading_length(a: Any) -> int | None:
     """Length of the sample axis (axis 0), or None for a 0-d array."""
     shape = a.shape if isinstance(a, np.ndarray) else tuple(a.__cuda_array_interface__["shape"])
     return shape[0] if shape else None
+
+
+def sample_extent(a: np.ndarray):
+    """(lo, hi): the bytes of one sample (axis-0 index) of ``a``, from that sample's
+    first element's address (lo < 0 where an inner stride is negative)."""
+    return _span(0, a.shape[1:], a.strides[1:], a.itemsize)

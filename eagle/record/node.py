@@ -75,6 +75,10 @@ class Node:
     size_ptr = False
     #: why a node that asked to be split runs whole (None: it was not refused)
     split_refused_reason = None
+    #: whether the node touches its per-sample arrays only at its own samples [start, stop)
+    #: and writes nothing else (ufunc nodes, eagle's built-in kernels; a native kernel that
+    #: declares it): the cpu backend may run it in a fused run of sample tiles
+    sample_local = False
 
     #: names in ``writes`` that the node also reads without declaring them in ``reads``
     #: (``updates=``, a ufunc's output that is also its input): staging gives each a read too

@@ -23,6 +23,9 @@ class StagePlan:
     # auto stages on the cpu backend: the team verifies itself on its first replays
     team_ns: float | None = None   # measured time of the stage on the team, or None
     verdict: str = ""              # why the team is what it is (empty: nothing to say)
+    # cpu: (first, last) stage of the fused run the stage is in, or None; and its tile
+    fused: tuple | None = None
+    tile: int = 0
 
 
 @dataclass(repr=False)
@@ -57,8 +60,14 @@ class Plan:
                  f"logical size {self.logical_size} of {self.capacity} · "
                  f"stages under {duration(self.threshold_ns)} run on one thread"]
         for sp in self.stages:
-            cost = "cost not measured yet" if sp.cost_ns is None else duration(sp.cost_ns)
+            if sp.fused is not None and sp.stage != sp.fused[0]:
+                cost = f"fused with stage {sp.fused[0]}"   # the run's cost is on its first stage
+            else:
+                cost = "cost not measured yet" if sp.cost_ns is None else duration(sp.cost_ns)
             line = f"stage {sp.stage}  team {sp.team:<3} ({sp.policy:8}) {cost:>24}   " + " ".join(sp.nodes)
+            if sp.fused is not None and sp.stage == sp.fused[0]:
+                line += (f"   [fused run: stages {sp.fused[0]}-{sp.fused[1]} tile by tile, "
+                         f"tiles of {sp.tile} samples]")
             if sp.verdict:
                 line += f"   [{sp.verdict}]"
             lines.append(line)
@@ -68,3 +77,9 @@ class Plan:
         for node, reason in self.split_refused:
             lines.append(f"{node!r} not split: {reason}")
         return "\n".join(lines)
+
+    @property
+    def fused_runs(self):
+        """((first stage, last stage), tile) of every fused run, in order."""
+        return [(sp.fused, sp.tile) for sp in self.stages
+                if sp.fused is not None and sp.stage == sp.fused[0]]

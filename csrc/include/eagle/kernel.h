@@ -11,6 +11,15 @@
  * once, on disjoint [start, stop) ranges of the same replay; a kernel must
  * only touch samples in its range (or be made with split=False). It runs
  * without the GIL and must not call into Python.
+ *
+ * Sample-local kernels: a kernel that touches sample i of its per-sample arrays
+ * only when i is in [start, stop), and writes no other memory, may be declared
+ * so (eagle.native.Kernel(k, sample_local=True), or native(..., sample_local=True)
+ * in Python; eagle's built-in kernels are). The CPU executor may then call it in a
+ * fused run: over consecutive tiles [a, b) of a thread's range, each tile through
+ * several nodes in turn, so its ranges are smaller than a thread's share and it
+ * runs interleaved with its neighbours. A kernel that reads another sample (a
+ * stencil) or accumulates into a total must not declare it.
  * Ownership: eagle owns data and strides; they stay valid for the call only.
  */
 #ifndef EAGLE_KERNEL_H

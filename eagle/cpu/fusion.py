@@ -1,0 +1,174 @@
+"""Fused sample tiles: which consecutive stages of a cpu plan run tile by tile.
+
+A *fused run* is two or more consecutive stages that the executor runs as one
+(csrc/cpu/executor.h, ``eagle_stage.tile``): each thread takes its share of
+[0, logical_size) and runs every node of the run over one tile of it, in
+recording order, before the next tile, with no barrier between those stages.
+The arrays the run passes from node to node then stay in cache between one
+node and the next instead of going through memory once per node.
+
+That is the sequential oracle's result, bit for bit, when the work a node of
+the run does at sample i depends only on what earlier nodes of the run did at
+sample i. So a stage joins the run only if
+
+- every node of it is *fusable*: a split native node (ufunc, native kernel; not a
+  team kernel: no compaction, reorder or collective) that declares
+  ``sample_local`` (``eagle.record.node.Node``) and writes only per-sample arrays
+  whose samples do not share bytes (no 0-d or zero-stride output, no array marked
+  not per-sample); and the same team policy as the run;
+- every pair of its accesses and the run's earlier accesses that meet in memory
+  (a dependency of staging, ``Recording.edges``) maps samples to memory the same
+  way: the same data pointer and the same axis-0 stride, each sample's bytes
+  inside its own stride (``x`` and ``x[:]`` fuse, ``x[1:]`` and ``x[:-1]`` or
+  ``x`` and ``x[::-1]`` do not: they meet at other samples). Staging's dependencies
+  are all the overlapping pairs up to a write that covers a view whole, and
+  "maps samples alike" is transitive, so checking the edges into the stage suffices.
+
+Anything else ends the run: the stage starts the next candidate run, or runs
+alone. A run holds at most ``MAX_NODES`` nodes.
+
+The tile: ``TILE_BUDGET_FRACTION`` of the per-core L2 cache (``os.sysconf``,
+else /sys, else 1 MiB) divided by the bytes per sample the run touches (each
+distinct per-sample view once: its axis-0 stride, at most its row rounded up to a
+cache line), rounded down to a multiple of 64 samples, at least 256.
+"""
+from __future__ import annotations
+
+import os
+
+from eagle.record.memory import data_pointer, overlap, sample_extent
+from eagle.record.node import RunsAs
+
+__all__ = ["FusedRun", "fused_runs", "l2_cache_bytes"]
+
+#: most nodes in one fused run (EAGLE_FUSED_MAX_NODES in csrc/cpu/executor.h)
+MAX_NODES = 64
+#: share of the per-core L2 cache a tile's working set may fill
+TILE_BUDGET_FRACTION = 0.5
+_CACHE_LINE = 64
+_MIN_TILE = 256
+
+
+class FusedRun:
+    """Recording stages ``stages`` (consecutive), run tile by tile in tiles of ``tile``
+    samples (``tile`` 0: one stage, not fused)."""
+
+    __slots__ = ("stages", "tile")
+
+    def __init__(self, stages, tile):
+        self.stages, self.tile = tuple(stages), tile
+
+    @property
+    def fused(self) -> bool:
+        return self.tile > 0
+
+    def __repr__(self):
+        return f"FusedRun(stages={list(self.stages)}, tile={self.tile})"
+
+
+def l2_cache_bytes() -> int:
+    """The per-core L2 cache size in bytes (1 MiB when the system does not say)."""
+    try:
+        n = os.sysconf("SC_LEVEL2_CACHE_SIZE")
+        if n > 0:
+            return n
+    except (ValueError, OSError, AttributeError):
+        pass
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cache/index2/size") as f:
+            text = f.read().strip().upper()
+        scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
+        return int(text.rstrip("KM")) * scale
+    except (OSError, ValueError):
+        return 1 << 20
+
+
+def _sample_slot(node, name, a):
+    """(data pointer, axis-0 stride) when sample i of ``a`` lies inside
+    [ptr + i * stride, ptr + i * stride + |stride|) for every i (so different samples
+    never share a byte), or None (0-d, zero stride, not per-sample, overlapping rows)."""
+    if name in node.not_per_sample or a.ndim == 0:
+        return None
+    s0 = a.strides[0]
+    if s0 == 0:
+        return None
+    lo, hi = sample_extent(a)
+    if lo < 0 or hi > abs(s0):
+        return None
+    return data_pointer(a), s0
+
+
+def _fusable(node) -> bool:
+    if not (node.sample_local and node.sized and node.runs_as is RunsAs.NATIVE and node.split
+            and node.kernel.phases == 0 and node.partition is None and not node.resizes
+            and not node.permutes_samples and node.collective is None and node.group is None):
+        return False
+    return all(_sample_slot(node, name, a) is not None for name, a, w in node.arrays() if w)
+
+
+def _meets_alike(src, dst) -> bool:
+    """Whether every pair of accesses of nodes ``src`` and ``dst`` that meets in memory
+    (one of them a write) maps each sample to the same bytes."""
+    for na, a, wa in src.arrays():
+        for nb, b, wb in dst.arrays():
+            if not (wa or wb) or not overlap(a, b):
+                continue
+            sa = _sample_slot(src, na, a)
+            if sa is None or sa != _sample_slot(dst, nb, b):
+                return False
+    return True
+
+
+def _tile(nodes, budget) -> int:
+    per_sample = {}
+    for node in nodes:
+        for name, a, _ in node.arrays():
+            slot = _sample_slot(node, name, a)
+            if slot is None:
+                continue   # a 0-d or broadcast operand: read, a few bytes for every tile
+            _, hi = sample_extent(a)
+            row = -(-max(hi, 1) // _CACHE_LINE) * _CACHE_LINE
+            per_sample[slot] = max(per_sample.get(slot, 0), min(abs(slot[1]), row))
+    bytes_per_sample = max(sum(per_sample.values()), 1)
+    tile = int(budget // bytes_per_sample) // 64 * 64
+    return max(tile, _MIN_TILE)
+
+
+def fused_runs(recording, policies, fuse=True) -> list:
+    """The recording's stages cut into ``FusedRun`` s, in order, covering every stage
+    once. ``fuse``: True (tiles sized from the cache), False (no run is fused), or a
+    tile size in samples."""
+    rows = recording.rows
+    if fuse is False:
+        return [FusedRun([s], 0) for s in range(len(rows))]
+    nodes, stage_of = recording.nodes, recording.stage_of
+    into = [[] for _ in rows]            # stage -> edges into it
+    for d in recording.edges:
+        into[stage_of[d.dst]].append(d)
+    stage_ok = [all(_fusable(nodes[i]) for i in row) for row in rows]
+    budget = l2_cache_bytes() * TILE_BUDGET_FRACTION
+    runs, current = [], []
+
+    def close():
+        if len(current) >= 2:
+            members = [nodes[i] for s in current for i in rows[s]]
+            runs.append(FusedRun(current, fuse if fuse is not True else _tile(members, budget)))
+        else:
+            runs.extend(FusedRun([s], 0) for s in current)
+
+    count = 0
+    for s, row in enumerate(rows):
+        joins = (bool(current) and stage_ok[s] and policies[s] == policies[current[0]]
+                 and count + len(row) <= MAX_NODES
+                 and all(stage_of[d.src] < current[0] or _meets_alike(nodes[d.src], nodes[d.dst])
+                         for d in into[s]))
+        if joins:
+            current.append(s)
+            count += len(row)
+            continue
+        close()
+        current, count = ([s], len(row)) if stage_ok[s] and len(row) <= MAX_NODES else ([], 0)
+        if not current:
+            runs.append(FusedRun([s], 0))
+    close()
+    return runs
