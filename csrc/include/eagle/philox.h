@@ -1,0 +1,225 @@
+/* Philox4x32-10 and the transforms of eagle's random nodes, shared by the CPU
+ * kernels (csrc/cpu/random_kernels.c), the CUDA kernel (eagle/cuda/kernels/
+ * random.cu, compiled by NVRTC) and the tests' CUDA C emulator: one source, so
+ * CPU and GPU give the same bits.
+ *
+ * Philox4x32-10 (Salmon et al., SC'11; Random123's philox4x32, cuRAND's
+ * Philox4_32_10): a pure function of a 128-bit counter and a 64-bit key.
+ * eagle's counter of sample i at replay r is (id & 0xffffffff, id >> 32,
+ * r & 0xffffffff, r >> 32), id = i or ids[i]; the key words are
+ * (key & 0xffffffff, key >> 32).
+ *
+ * Transforms of the four output words w0..w3 of a sample:
+ *   uniform float64: u = ((w1 << 32 | w0) >> 11) * 2**-53, in [0, 1);
+ *   uniform float32: u = (w0 >> 8) * 2**-24;
+ *     scaled as low + (high - low) * u in the output's type, and a result that
+ *     rounds up to high is replaced by the largest value below high;
+ *   normal: Box-Muller, z = sqrt(-2 log u1) cos(2 pi u2) with
+ *     u1 = (((w1 << 32 | w0) >> 11) + 1) * 2**-53 in (0, 1] and
+ *     u2 = ((w3 << 32 | w2) >> 11) * 2**-53 in [0, 1), computed in double with
+ *     the polynomial log and cos below; out = loc + scale * z in double, then
+ *     rounded once to the output's type (float32 or float64).
+ * The log and cos are fdlibm's (musl's) kernels written with explicit fma():
+ * within 1-2 ulp of the correctly rounded values, and the same bits wherever
+ * fma, sqrt and IEEE double arithmetic are exact (every CPU and GPU eagle
+ * runs on); the file must be compiled without FP contraction
+ * (-ffp-contract=off on the host; the device path uses __dmul_rn/__dadd_rn).
+ */
+#ifndef EAGLE_PHILOX_H
+#define EAGLE_PHILOX_H
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define EAGLE_RNG_DEVICE 1
+#define EAGLE_RNG_FN static __host__ __device__ __forceinline__
+#elif defined(EAGLE_EMULATION)
+#define EAGLE_RNG_FN static inline
+#else
+#define EAGLE_RNG_FN static inline __attribute__((always_inline))
+#endif
+
+#ifndef EAGLE_RNG_DEVICE
+#include <math.h>
+#include <string.h>
+#endif
+
+typedef unsigned int eagle_u32;
+typedef unsigned long long eagle_u64;
+typedef long long eagle_i64;
+
+#define EAGLE_PHILOX_M0 0xD2511F53u
+#define EAGLE_PHILOX_M1 0xCD9E8D57u
+#define EAGLE_PHILOX_W0 0x9E3779B9u
+#define EAGLE_PHILOX_W1 0xBB67AE85u
+
+/* the four output words of one Philox call */
+typedef struct eagle_philox_words {
+    eagle_u32 w0, w1, w2, w3;
+} eagle_philox_words;
+
+/* one round: (c0, c1, c2, c3) with key (k0, k1) */
+#define EAGLE_PHILOX_ROUND(c0, c1, c2, c3, k0, k1)                     \
+    do {                                                               \
+        const eagle_u64 p0_ = (eagle_u64)EAGLE_PHILOX_M0 * (c0);       \
+        const eagle_u64 p1_ = (eagle_u64)EAGLE_PHILOX_M1 * (c2);       \
+        (c0) = (eagle_u32)(p1_ >> 32) ^ (c1) ^ (k0);                   \
+        (c1) = (eagle_u32)p1_;                                         \
+        (c2) = (eagle_u32)(p0_ >> 32) ^ (c3) ^ (k1);                   \
+        (c3) = (eagle_u32)p0_;                                         \
+    } while (0)
+
+#define EAGLE_PHILOX_BUMPED_ROUND(c0, c1, c2, c3, k0, k1)             \
+    do {                                                               \
+        (k0) += EAGLE_PHILOX_W0;                                       \
+        (k1) += EAGLE_PHILOX_W1;                                       \
+        EAGLE_PHILOX_ROUND(c0, c1, c2, c3, k0, k1);                    \
+    } while (0)
+
+/* philox4x32_10(counter (c0, c1, c2, c3), key (k0, k1)); the ten rounds are written
+ * out (no loop: a loop in the body of a sample loop stops the vectoriser) */
+EAGLE_RNG_FN eagle_philox_words eagle_philox4x32_10(eagle_u32 c0, eagle_u32 c1, eagle_u32 c2,
+                                                    eagle_u32 c3, eagle_u32 k0, eagle_u32 k1)
+{
+    EAGLE_PHILOX_ROUND(c0, c1, c2, c3, k0, k1);
+    EAGLE_PHILOX_BUMPED_ROUND(c0, c1, c2, c3, k0, k1);
+    EAGLE_PHILOX_BUMPED_ROUND(c0, c1, c2, c3, k0, k1);
+    EAGLE_PHILOX_BUMPED_ROUND(c0, c1, c2, c3, k0, k1);
+    EAGLE_PHILOX_BUMPED_ROUND(c0, c1, c2, c3, k0, k1);
+    EAGLE_PHILOX_BUMPED_ROUND(c0, c1, c2, c3, k0, k1);
+    EAGLE_PHILOX_BUMPED_ROUND(c0, c1, c2, c3, k0, k1);
+    EAGLE_PHILOX_BUMPED_ROUND(c0, c1, c2, c3, k0, k1);
+    EAGLE_PHILOX_BUMPED_ROUND(c0, c1, c2, c3, k0, k1);
+    EAGLE_PHILOX_BUMPED_ROUND(c0, c1, c2, c3, k0, k1);
+    eagle_philox_words w = {c0, c1, c2, c3};
+    return w;
+}
+
+#ifdef EAGLE_RNG_DEVICE
+#define EAGLE_MUL(a, b) __dmul_rn((a), (b))
+#define EAGLE_ADD(a, b) __dadd_rn((a), (b))
+#define EAGLE_SUB(a, b) __dsub_rn((a), (b))
+EAGLE_RNG_FN double eagle_bits_double(eagle_u64 b) { return __longlong_as_double((long long)b); }
+EAGLE_RNG_FN eagle_u64 eagle_double_bits(double d) { return (eagle_u64)__double_as_longlong(d); }
+#else
+#define EAGLE_MUL(a, b) ((a) * (b))
+#define EAGLE_ADD(a, b) ((a) + (b))
+#define EAGLE_SUB(a, b) ((a) - (b))
+EAGLE_RNG_FN double eagle_bits_double(eagle_u64 b) { double d; memcpy(&d, &b, sizeof d); return d; }
+EAGLE_RNG_FN eagle_u64 eagle_double_bits(double d) { eagle_u64 b; memcpy(&b, &d, sizeof b); return b; }
+#endif
+
+/* A 32-bit word or any integer below 2**52 as a double, exactly. The host writes it
+ * with integer operations (x86 before AVX-512DQ has no vector conversion from
+ * 64-bit integers); the device converts: the same value. */
+#ifdef EAGLE_RNG_DEVICE
+EAGLE_RNG_FN double eagle_small_to_double(eagle_u64 x) { return (double)x; }
+#else
+EAGLE_RNG_FN double eagle_small_to_double(eagle_u64 x)
+{
+    return eagle_bits_double(x | 0x4330000000000000ULL) - 0x1p52;
+}
+#endif
+
+/* (hi << 32 | lo) >> 11, the 53 top bits, as a double (exact) */
+EAGLE_RNG_FN double eagle_top53(eagle_u32 lo, eagle_u32 hi)
+{
+    return EAGLE_ADD(EAGLE_MUL(eagle_small_to_double(hi), 0x1p21), eagle_small_to_double(lo >> 11));
+}
+
+/* [0, 1) from 53 bits of (hi << 32 | lo) */
+EAGLE_RNG_FN double eagle_u01_53(eagle_u32 lo, eagle_u32 hi)
+{
+    return EAGLE_MUL(eagle_top53(lo, hi), 0x1p-53);
+}
+
+/* [0, 1) from 24 bits of w */
+EAGLE_RNG_FN float eagle_u01_24(eagle_u32 w)
+{
+    return (float)(w >> 8) * 0x1p-24f;
+}
+
+/* log(x) for x in [2**-53, 1] (no zero, negative, subnormal, inf or nan): musl's
+ * log (fdlibm), branch-free, with fma() in the polynomial. */
+EAGLE_RNG_FN double eagle_log_01(double x)
+{
+    const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
+    const double Lg1 = 6.666666666666735130e-01, Lg2 = 3.999999999940941908e-01,
+                 Lg3 = 2.857142874366239149e-01, Lg4 = 2.222219843214978396e-01,
+                 Lg5 = 1.818357216161805012e-01, Lg6 = 1.531383769920937332e-01,
+                 Lg7 = 1.479819860511658591e-01;
+    /* x = 2**k m with m in [sqrt(2)/2, sqrt(2)) */
+    eagle_u64 ix = eagle_double_bits(x) + (0x3ff0000000000000ULL - 0x3fe6a09e667f3bcdULL);
+    const double k = EAGLE_SUB(eagle_small_to_double(ix >> 52), 1023.0);   /* the exponent */
+    ix = (ix & 0x000fffffffffffffULL) + 0x3fe6a09e667f3bcdULL;
+    const double f = EAGLE_SUB(eagle_bits_double(ix), 1.0);
+    const double hfsq = EAGLE_MUL(EAGLE_MUL(0.5, f), f);
+    const double s = f / EAGLE_ADD(2.0, f);
+    const double z = EAGLE_MUL(s, s);
+    const double w = EAGLE_MUL(z, z);
+    const double t1 = EAGLE_MUL(w, fma(w, fma(w, Lg6, Lg4), Lg2));
+    const double t2 = EAGLE_MUL(z, fma(w, fma(w, fma(w, Lg7, Lg5), Lg3), Lg1));
+    const double R = EAGLE_ADD(t2, t1);
+    /* k ln2_hi - ((hfsq - (s (hfsq + R) + k ln2_lo)) - f) */
+    const double inner = EAGLE_ADD(EAGLE_MUL(s, EAGLE_ADD(hfsq, R)), EAGLE_MUL(k, ln2_lo));
+    return EAGLE_SUB(EAGLE_MUL(k, ln2_hi), EAGLE_SUB(EAGLE_SUB(hfsq, inner), f));
+}
+
+/* cos(2 pi t) for t in [0, 1) a multiple of 2**-53: reduced exactly in turns to
+ * x = 2 pi (t - q/4), |x| <= pi/4, then musl's __sin / __cos kernels. */
+EAGLE_RNG_FN double eagle_cos_2pi(double t)
+{
+    const double S1 = -1.66666666666666324348e-01, S2 = 8.33333333332248946124e-03,
+                 S3 = -1.98412698298579493134e-04, S4 = 2.75573137070700676789e-06,
+                 S5 = -2.50507602534068634195e-08, S6 = 1.58969099521155010221e-10;
+    const double C1 = 4.16666666666666019037e-02, C2 = -1.38888888888741095749e-03,
+                 C3 = 2.48015872894767294178e-05, C4 = -2.75573143513906633035e-07,
+                 C5 = 2.08757232129817482790e-09, C6 = -1.13596475577881948265e-11;
+    const double two_pi_hi = 6.28318530717958623200e+00, two_pi_lo = 2.44929359829470635446e-16;
+    const int q = (int)EAGLE_ADD(EAGLE_MUL(t, 4.0), 0.5);   /* 0 .. 4 */
+    const double r = EAGLE_SUB(t, EAGLE_MUL((double)q, 0.25));         /* exact, |r| <= 1/8 */
+    const double x = fma(r, two_pi_hi, EAGLE_MUL(r, two_pi_lo));
+    const double z = EAGLE_MUL(x, x);
+    /* sin x = x + x z (S1 + z (S2 + ... S6)) */
+    const double sp = fma(z, fma(z, fma(z, fma(z, fma(z, S6, S5), S4), S3), S2), S1);
+    const double sn = fma(EAGLE_MUL(x, z), sp, x);
+    /* cos x = w + (((1 - w) - hz) + z z r), w = 1 - z/2 */
+    const double cr = EAGLE_MUL(z, fma(z, fma(z, fma(z, fma(z, fma(z, C6, C5), C4), C3), C2), C1));
+    const double hz = EAGLE_MUL(0.5, z);
+    const double w = EAGLE_SUB(1.0, hz);
+    const double cs = EAGLE_ADD(w, EAGLE_ADD(EAGLE_SUB(EAGLE_SUB(1.0, w), hz), EAGLE_MUL(z, cr)));
+    /* cos(x + q pi/2): q = 0, 4: cos x; 1: -sin x; 2: -cos x; 3: sin x */
+    const int quad = q & 3;
+    const double v = (quad & 1) ? sn : cs;
+    const double sign = ((quad + 1) & 2) ? -1.0 : 1.0;
+    return EAGLE_MUL(sign, v);
+}
+
+/* One standard normal from a sample's four words (see the file's comment). */
+EAGLE_RNG_FN double eagle_normal_from_words(eagle_philox_words w)
+{
+    const double u1 = EAGLE_MUL(EAGLE_ADD(eagle_top53(w.w0, w.w1), 1.0), 0x1p-53);
+    const double u2 = eagle_u01_53(w.w2, w.w3);
+    return EAGLE_MUL(sqrt(EAGLE_MUL(-2.0, eagle_log_01(u1))), eagle_cos_2pi(u2));
+}
+
+/* low + (high - low) u in double, below high */
+EAGLE_RNG_FN double eagle_scale_uniform(double u, double low, double span, double below_high)
+{
+    const double v = EAGLE_ADD(low, EAGLE_MUL(span, u));
+    return v > below_high ? below_high : v;
+}
+
+#ifndef EAGLE_RNG_DEVICE
+EAGLE_RNG_FN float eagle_scale_uniform_f(float u, float low, float span, float below_high)
+{
+    const float v = low + span * u;
+    return v > below_high ? below_high : v;
+}
+#else
+EAGLE_RNG_FN float eagle_scale_uniform_f(float u, float low, float span, float below_high)
+{
+    const float v = __fadd_rn(low, __fmul_rn(span, u));
+    return v > below_high ? below_high : v;
+}
+#endif
+
+#endif
