@@ -359,3 +359,11 @@ def test_a_launch_from_inside_a_node_keeps_the_outer_replay():
     g.launch(1)
     np.testing.assert_array_equal(out, philox_np(np.arange(n), 5, 3))
     assert inner.replays == 1001
+
+
+def test_cuda_arrays_are_refused_clearly():
+    class DeviceArray:
+        __cuda_array_interface__ = {"shape": (4,), "typestr": "<f8", "data": (0, False), "version": 3}
+
+    with pytest.raises(NotImplementedError, match="not built yet"):
+        normal(DeviceArray(), key=1)
