@@ -105,9 +105,8 @@ def reorder(key, state, *, n_keys, ids=None, every=1) -> Node:
 
 def _random_node(spec) -> Node:
     if _on_cuda(spec.out):
-        raise NotImplementedError(
-            f"{spec.kind}(): random nodes take NumPy arrays (the cpu backend) in this eagle; the "
-            "cuda kernel (the same Philox4x32-10 of csrc/include/eagle/philox.h) is not built yet")
+        from eagle.cuda.random_node import CudaRandomNode
+        return CudaRandomNode(spec)
     from eagle.cpu.random_node import RandomNode
     return RandomNode(spec)
 

@@ -361,9 +361,13 @@ def test_a_launch_from_inside_a_node_keeps_the_outer_replay():
     assert inner.replays == 1001
 
 
-def test_cuda_arrays_are_refused_clearly():
+def test_cuda_arrays_make_a_cuda_node_without_a_driver():
+    """A CUDA array makes the cuda node (eagle.cuda.random_node; tests/cuda runs it on the
+    driver stand-in) at record time, with no driver needed; ids on another device are refused."""
     class DeviceArray:
-        __cuda_array_interface__ = {"shape": (4,), "typestr": "<f8", "data": (0, False), "version": 3}
+        __cuda_array_interface__ = {"shape": (4,), "typestr": "<f8", "data": (1 << 20, False), "version": 3}
 
-    with pytest.raises(NotImplementedError, match="not built yet"):
-        normal(DeviceArray(), key=1)
+    node = normal(DeviceArray(), key=1)
+    assert type(node).__name__ == "CudaRandomNode" and node.sized
+    with pytest.raises(TypeError, match="one device"):
+        normal(DeviceArray(), key=1, ids={"id": np.zeros(4, dtype=np.int64)})
