@@ -4,8 +4,10 @@
  * from start) into a small buffer, one vectorised loop draws the block (the
  * compiler vectorises Philox, the log and the cos over samples: #pragma omp
  * simd, everything inlined), and a block of a strided output goes through a
- * buffer. On x86-64 ELF the block loops are built for AVX-512, AVX2 and the
- * baseline, picked at load time (target_clones), so the wheel runs on any x86-64.
+ * buffer. On x86-64 ELF with GCC 11+ the block loops are built for x86-64-v4
+ * (AVX-512), v3 (AVX2 + FMA) and the baseline, picked at load time (target_clones),
+ * so the wheel runs on any x86-64; v4 and v3 vectorise every loop (the baseline's
+ * normal loops call libm's fma() and stay scalar).
  * Compiled with -ffp-contract=off: only the explicit fma() calls fuse, so the
  * results are those of philox.h on every machine and on the GPU.
  */
@@ -17,8 +19,13 @@
 
 #define BLOCK 512
 
-#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(EAGLE_NO_CLONES)
-#define EAGLE_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2,fma", "default")))
+/* One clone per x86-64 level: a target_clones string is one ISA per comma ("avx2,fma"
+ * would be two clones, an AVX2 one without FMA whose fma() calls stop the vectoriser),
+ * so the levels are named as arch= (GCC 11+; v4: AVX-512F/BW/DQ/VL, v3: AVX2 + FMA). */
+#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(__clang__) && \
+    __GNUC__ >= 11 && !defined(EAGLE_NO_CLONES)
+#define EAGLE_SIMD_CLONES \
+    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define EAGLE_SIMD_CLONES
 #endif

@@ -56,15 +56,20 @@ typedef struct eagle_philox_words {
     eagle_u32 w0, w1, w2, w3;
 } eagle_philox_words;
 
-/* one round: (c0, c1, c2, c3) with key (k0, k1) */
+/* One round on words held in 64-bit variables: only the low 32 bits of c0..c3 and
+ * k0, k1 count (the upper bits may hold garbage; each multiply takes the low 32
+ * bits, the outputs are truncated at the end). On the host this keeps every word
+ * of a sample in one 64-bit vector lane, so the vectoriser multiplies with
+ * vpmuludq (32 x 32 -> 64 bits, the upper half of the lane ignored) and needs no
+ * shuffles between 32- and 64-bit lanes; on the GPU it is mul.wide.u32. */
 #define EAGLE_PHILOX_ROUND(c0, c1, c2, c3, k0, k1)                     \
     do {                                                               \
-        const eagle_u64 p0_ = (eagle_u64)EAGLE_PHILOX_M0 * (c0);       \
-        const eagle_u64 p1_ = (eagle_u64)EAGLE_PHILOX_M1 * (c2);       \
-        (c0) = (eagle_u32)(p1_ >> 32) ^ (c1) ^ (k0);                   \
-        (c1) = (eagle_u32)p1_;                                         \
-        (c2) = (eagle_u32)(p0_ >> 32) ^ (c3) ^ (k1);                   \
-        (c3) = (eagle_u32)p0_;                                         \
+        const eagle_u64 p0_ = ((c0) & 0xffffffffULL) * EAGLE_PHILOX_M0; \
+        const eagle_u64 p1_ = ((c2) & 0xffffffffULL) * EAGLE_PHILOX_M1; \
+        (c0) = (p1_ >> 32) ^ (c1) ^ (k0);                              \
+        (c1) = p1_;                                                    \
+        (c2) = (p0_ >> 32) ^ (c3) ^ (k1);                              \
+        (c3) = p0_;                                                    \
     } while (0)
 
 #define EAGLE_PHILOX_BUMPED_ROUND(c0, c1, c2, c3, k0, k1)             \
@@ -76,9 +81,10 @@ typedef struct eagle_philox_words {
 
 /* philox4x32_10(counter (c0, c1, c2, c3), key (k0, k1)); the ten rounds are written
  * out (no loop: a loop in the body of a sample loop stops the vectoriser) */
-EAGLE_RNG_FN eagle_philox_words eagle_philox4x32_10(eagle_u32 c0, eagle_u32 c1, eagle_u32 c2,
-                                                    eagle_u32 c3, eagle_u32 k0, eagle_u32 k1)
+EAGLE_RNG_FN eagle_philox_words eagle_philox4x32_10(eagle_u32 w0, eagle_u32 w1, eagle_u32 w2,
+                                                    eagle_u32 w3, eagle_u32 key0, eagle_u32 key1)
 {
+    eagle_u64 c0 = w0, c1 = w1, c2 = w2, c3 = w3, k0 = key0, k1 = key1;
     EAGLE_PHILOX_ROUND(c0, c1, c2, c3, k0, k1);
     EAGLE_PHILOX_BUMPED_ROUND(c0, c1, c2, c3, k0, k1);
     EAGLE_PHILOX_BUMPED_ROUND(c0, c1, c2, c3, k0, k1);
@@ -89,7 +95,7 @@ EAGLE_RNG_FN eagle_philox_words eagle_philox4x32_10(eagle_u32 c0, eagle_u32 c1, 
     EAGLE_PHILOX_BUMPED_ROUND(c0, c1, c2, c3, k0, k1);
     EAGLE_PHILOX_BUMPED_ROUND(c0, c1, c2, c3, k0, k1);
     EAGLE_PHILOX_BUMPED_ROUND(c0, c1, c2, c3, k0, k1);
-    eagle_philox_words w = {c0, c1, c2, c3};
+    eagle_philox_words w = {(eagle_u32)c0, (eagle_u32)c1, (eagle_u32)c2, (eagle_u32)c3};
     return w;
 }
 
@@ -163,9 +169,13 @@ EAGLE_RNG_FN double eagle_log_01(double x)
     return EAGLE_SUB(EAGLE_MUL(k, ln2_hi), EAGLE_SUB(EAGLE_SUB(hfsq, inner), f));
 }
 
-/* cos(2 pi t) for t in [0, 1) a multiple of 2**-53: reduced exactly in turns to
- * x = 2 pi (t - q/4), |x| <= pi/4, then musl's __sin / __cos kernels. */
-EAGLE_RNG_FN double eagle_cos_2pi(double t)
+/* cos(2 pi t) for t = m 2**-53, m the 53 top bits of (w3 << 32 | w2): reduced exactly
+ * in integers to x = 2 pi (t - q/4), q = floor(4 t + 1/2) in 0..4, |x| <= pi/4
+ * (64-bit integer lanes, no conversion to 32-bit ints: the vectoriser keeps one lane
+ * width), then one of musl's __sin / __cos kernels: both are a degree-6 polynomial
+ * in z = x**2 evaluated the same way, so the lane picks its coefficients first
+ * (sin for odd q, cos for even q) and evaluates one polynomial. */
+EAGLE_RNG_FN double eagle_cos_2pi_top53(eagle_u64 m)
 {
     const double S1 = -1.66666666666666324348e-01, S2 = 8.33333333332248946124e-03,
                  S3 = -1.98412698298579493134e-04, S4 = 2.75573137070700676789e-06,
@@ -174,22 +184,25 @@ EAGLE_RNG_FN double eagle_cos_2pi(double t)
                  C3 = 2.48015872894767294178e-05, C4 = -2.75573143513906633035e-07,
                  C5 = 2.08757232129817482790e-09, C6 = -1.13596475577881948265e-11;
     const double two_pi_hi = 6.28318530717958623200e+00, two_pi_lo = 2.44929359829470635446e-16;
-    const int q = (int)EAGLE_ADD(EAGLE_MUL(t, 4.0), 0.5);   /* 0 .. 4 */
-    const double r = EAGLE_SUB(t, EAGLE_MUL((double)q, 0.25));         /* exact, |r| <= 1/8 */
+    const eagle_u64 q = (m + (1ULL << 50)) >> 51;                      /* 0 .. 4 */
+    /* t - q/4 = (m - q 2**51) 2**-53, |m - q 2**51| <= 2**50: exact as a double */
+    const double r = EAGLE_MUL(EAGLE_SUB(eagle_small_to_double(m + (1ULL << 51) - (q << 51)), 0x1p51),
+                               0x1p-53);
     const double x = fma(r, two_pi_hi, EAGLE_MUL(r, two_pi_lo));
     const double z = EAGLE_MUL(x, x);
-    /* sin x = x + x z (S1 + z (S2 + ... S6)) */
-    const double sp = fma(z, fma(z, fma(z, fma(z, fma(z, S6, S5), S4), S3), S2), S1);
-    const double sn = fma(EAGLE_MUL(x, z), sp, x);
-    /* cos x = w + (((1 - w) - hz) + z z r), w = 1 - z/2 */
-    const double cr = EAGLE_MUL(z, fma(z, fma(z, fma(z, fma(z, fma(z, C6, C5), C4), C3), C2), C1));
+    /* cos(x + q pi/2): q = 0, 4: cos x; 1: -sin x; 2: -cos x; 3: sin x */
+    const int odd = (int)(q & 1);
+    const double K1 = odd ? S1 : C1, K2 = odd ? S2 : C2, K3 = odd ? S3 : C3,
+                 K4 = odd ? S4 : C4, K5 = odd ? S5 : C5, K6 = odd ? S6 : C6;
+    const double P = fma(z, fma(z, fma(z, fma(z, fma(z, K6, K5), K4), K3), K2), K1);
+    /* sin x = x + x z P_S(z) */
+    const double sn = fma(EAGLE_MUL(x, z), P, x);
+    /* cos x = w + (((1 - w) - hz) + z (z P_C(z))), w = 1 - z/2 */
     const double hz = EAGLE_MUL(0.5, z);
     const double w = EAGLE_SUB(1.0, hz);
-    const double cs = EAGLE_ADD(w, EAGLE_ADD(EAGLE_SUB(EAGLE_SUB(1.0, w), hz), EAGLE_MUL(z, cr)));
-    /* cos(x + q pi/2): q = 0, 4: cos x; 1: -sin x; 2: -cos x; 3: sin x */
-    const int quad = q & 3;
-    const double v = (quad & 1) ? sn : cs;
-    const double sign = ((quad + 1) & 2) ? -1.0 : 1.0;
+    const double cs = EAGLE_ADD(w, EAGLE_ADD(EAGLE_SUB(EAGLE_SUB(1.0, w), hz), EAGLE_MUL(z, EAGLE_MUL(z, P))));
+    const double v = odd ? sn : cs;
+    const double sign = ((q + 1) & 2) ? -1.0 : 1.0;
     return EAGLE_MUL(sign, v);
 }
 
@@ -197,8 +210,8 @@ EAGLE_RNG_FN double eagle_cos_2pi(double t)
 EAGLE_RNG_FN double eagle_normal_from_words(eagle_philox_words w)
 {
     const double u1 = EAGLE_MUL(EAGLE_ADD(eagle_top53(w.w0, w.w1), 1.0), 0x1p-53);
-    const double u2 = eagle_u01_53(w.w2, w.w3);
-    return EAGLE_MUL(sqrt(EAGLE_MUL(-2.0, eagle_log_01(u1))), eagle_cos_2pi(u2));
+    const eagle_u64 m2 = ((eagle_u64)w.w3 << 21) | (w.w2 >> 11);
+    return EAGLE_MUL(sqrt(EAGLE_MUL(-2.0, eagle_log_01(u1))), eagle_cos_2pi_top53(m2));
 }
 
 /* low + (high - low) u in double, below high */
