@@ -61,11 +61,19 @@ typedef struct eagle_philox_words {
  * bits, the outputs are truncated at the end). On the host this keeps every word
  * of a sample in one 64-bit vector lane, so the vectoriser multiplies with
  * vpmuludq (32 x 32 -> 64 bits, the upper half of the lane ignored) and needs no
- * shuffles between 32- and 64-bit lanes; on the GPU it is mul.wide.u32. */
+ * shuffles between 32- and 64-bit lanes (the cast to 32 bits, not a mask, is what
+ * lets GCC drop the masking); on the GPU the product is __umulhi and a 32-bit
+ * multiply. */
+#ifdef EAGLE_RNG_DEVICE
+#define EAGLE_WIDE_MUL(a, m) \
+    (((eagle_u64)__umulhi((eagle_u32)(a), (m)) << 32) | (eagle_u32)((eagle_u32)(a) * (m)))
+#else
+#define EAGLE_WIDE_MUL(a, m) ((eagle_u64)(eagle_u32)(a) * (m))
+#endif
 #define EAGLE_PHILOX_ROUND(c0, c1, c2, c3, k0, k1)                     \
     do {                                                               \
-        const eagle_u64 p0_ = ((c0) & 0xffffffffULL) * EAGLE_PHILOX_M0; \
-        const eagle_u64 p1_ = ((c2) & 0xffffffffULL) * EAGLE_PHILOX_M1; \
+        const eagle_u64 p0_ = EAGLE_WIDE_MUL(c0, EAGLE_PHILOX_M0);     \
+        const eagle_u64 p1_ = EAGLE_WIDE_MUL(c2, EAGLE_PHILOX_M1);     \
         (c0) = (p1_ >> 32) ^ (c1) ^ (k0);                              \
         (c1) = p1_;                                                    \
         (c2) = (p0_ >> 32) ^ (c3) ^ (k1);                              \
