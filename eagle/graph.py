@@ -43,7 +43,8 @@ from eagle.cpu.backend import CpuBackend
 from eagle.look import dot
 from eagle.look.picture import render
 from eagle.nodes import (SIZE, SIZE_PTR, CudaKernelNode, NativeNode, Node, OpaqueNode, UfuncNode, allgather,
-                         allreduce, bcast, compact, cuda_kernel, native, opaque, reorder, sendrecv, ufunc)
+                         allreduce, bcast, compact, cuda_kernel, native, normal, opaque, random_bits, reorder,
+                         sendrecv, ufunc, uniform)
 from eagle.record import hooks
 from eagle.record.memory import leading_length
 from eagle.record.plan import Plan, StagePlan
@@ -51,7 +52,7 @@ from eagle.record.recording import Recording
 from eagle.record.staging import GroupConflict, Stager
 
 __all__ = ["Graph", "Node", "opaque", "native", "ufunc", "cuda_kernel", "SIZE", "SIZE_PTR", "compact", "reorder",
-           "NotBuiltError", "GroupConflict", "Plan", "StagePlan", "Recording", "allreduce", "allgather", "bcast",
+           "random_bits", "uniform", "normal", "NotBuiltError", "GroupConflict", "Plan", "StagePlan", "Recording", "allreduce", "allgather", "bcast",
            "sendrecv"]
 
 
@@ -112,6 +113,7 @@ class Graph(GraphCore):
         self._stager = Stager()
         self._family: str | None = None
         self._backend = None
+        self._replays = 0           # g.replays while no backend holds the count
         self._logical_size = None   # None: follow the capacity
         self._ever_built = False
         # shortest axis 0 among the arrays of sized nodes / of all nodes (None: no such array)
@@ -175,6 +177,8 @@ class Graph(GraphCore):
             # validated: from here on nothing can fail. A reader on another thread sees
             # the first len(self._names) nodes (see recording()): stages and edges are
             # published before the nodes, each node before its name
+            if self._backend is not None:
+                self._replays = self._backend.replays
             self._backend = None
             first = len(self._nodes)
             self._stager.add(first, accesses)
@@ -302,6 +306,32 @@ class Graph(GraphCore):
     def logical_size(self, n):
         self.set_logical_size(n)
 
+    @property
+    def replays(self) -> int:
+        """The replays this graph has run over all its launches (``launch``,
+        ``launch_until_done``, and the replays a failed launch completed before it
+        failed), on either backend. The random nodes draw replay ``r`` when
+        ``g.replays == r``: assign it to rewind (``g.replays = 0`` draws the same
+        numbers again) or skip ahead; an integer in [0, 2**64). It survives
+        re-recording and ``build()``."""
+        backend = self._backend
+        return backend.replays if backend is not None else self._replays
+
+    @replays.setter
+    def replays(self, r):
+        if isinstance(r, bool):
+            raise TypeError("g.replays is an integer in [0, 2**64), got a bool")
+        try:
+            r = operator.index(r)
+        except TypeError:
+            raise TypeError(f"g.replays is an integer in [0, 2**64), got {type(r).__name__}") from None
+        if not 0 <= r < 1 << 64:
+            raise ValueError(f"g.replays is an integer in [0, 2**64), got {r}")
+        with self._exclusive("set replays of"):
+            if self._backend is not None:
+                self._backend.replays = r
+            self._replays = r
+
     # ---- build, launch, retune ------------------------------------------------
 
     def build(self, *, teams="auto", fuse=True) -> "Graph":
@@ -339,8 +369,12 @@ class Graph(GraphCore):
                     raise NotImplementedError(
                         "this graph holds CUDA arrays, and this eagle was built without the cuda "
                         f"backend ({e}); use NumPy arrays for the cpu backend") from e
+            if self._backend is not None:
+                self._replays = self._backend.replays
             try:
-                self._backend = backend_type(recording, policies, fuse)
+                backend = backend_type(recording, policies, fuse)
+                backend.replays = self._replays
+                self._backend = backend
             except BaseException as exc:
                 # opaque nodes run here on cuda (at capture): scale-out must not leave other ranks waiting
                 hooks.failed(recording, exc)

@@ -17,11 +17,12 @@ from eagle.cuda.kernel_nodes import SIZE, SIZE_PTR, CudaKernelNode, cuda_kernel
 from eagle.mpi import allgather, allreduce, bcast, sendrecv  # collective nodes (mpi4py on first use)
 from eagle.record.memory import array_kind
 from eagle.record.node import Node, OpaqueNode, opaque
+from eagle.record.random import BITS, NORMAL, UNIFORM, random_spec
 from eagle.record.ufunc_operands import parse_operands, parse_where, real_ufunc, updated_names
 
 __all__ = ["Node", "OpaqueNode", "NativeNode", "UfuncNode", "PartitionNode", "CudaKernelNode",
            "opaque", "native", "ufunc", "cuda_kernel", "SIZE", "SIZE_PTR", "compact", "reorder",
-           "allreduce", "allgather", "bcast", "sendrecv"]
+           "random_bits", "uniform", "normal", "allreduce", "allgather", "bcast", "sendrecv"]
 
 
 def _on_cuda(a) -> bool:
@@ -115,3 +116,52 @@ def reorder(key, state, *, n_keys, ids=None, every=1) -> Node:
         from eagle.cuda.finished import reorder_cuda
         return reorder_cuda(key, state, n_keys=n_keys, ids=ids, every=every)
     return reorder_cpu(key, state, n_keys=n_keys, ids=ids, every=every)
+
+
+def _random_node(spec) -> Node:
+    if _on_cuda(spec.out):
+        from eagle.cuda.random_node import CudaRandomNode
+        return CudaRandomNode(spec)
+    from eagle.cpu.random_node import RandomNode
+    return RandomNode(spec)
+
+
+def random_bits(out, *, key, ids=None) -> Node:
+    """A node that writes Philox4x32-10's four 32-bit words of every sample to ``out``.
+
+    ``out`` is a uint32 array of shape ``(n, 4)`` (or a one-entry dict naming it).
+    Sample ``i`` at replay ``r`` gets ``philox4x32_10(counter, key)`` with the counter
+    ``(id & 0xffffffff, id >> 32, r & 0xffffffff, r >> 32)`` and the key words
+    ``(key & 0xffffffff, key >> 32)``; ``id`` is ``i``, or ``ids[i]`` when ``ids``
+    (``{"id": ids}``, an int64 per-sample array: the ids compaction carries) is given,
+    and ``r`` is ``g.replays`` when the replay starts. ``key`` is an integer in
+    [0, 2**64). A sized node: it draws samples [0, logical size), split across the
+    team; its numbers do not depend on threads, tiles, launch grouping, logical size
+    or backend (the same bits on CPU and GPU). Drawn ``~random_bits~``.
+    """
+    return _random_node(random_spec(BITS, out, key, ids))
+
+
+def uniform(out, *, key, low=0.0, high=1.0, ids=None) -> Node:
+    """A node that draws uniform numbers in ``[low, high)`` into a float32 or float64 ``out``.
+
+    From the words of ``random_bits`` (same counter, key and ids): float64 uses
+    ``u = ((w1 << 32 | w0) >> 11) * 2**-53``, float32 ``u = (w0 >> 8) * 2**-24``;
+    the value is ``low + (high - low) * u`` in the output's type (a value that rounds
+    up to ``high`` becomes the largest one below it). ``out`` is 1-d, one number per
+    sample. ``low < high`` (finite) or ``ValueError``.
+    """
+    return _random_node(random_spec(UNIFORM, out, key, ids, low, high))
+
+
+def normal(out, *, key, loc=0.0, scale=1.0, ids=None) -> Node:
+    """A node that draws normal numbers (mean ``loc``, standard deviation ``scale``).
+
+    Box-Muller on the words of ``random_bits`` (same counter, key and ids):
+    ``z = sqrt(-2 log u1) cos(2 pi u2)`` with ``u1 = ((w1 << 32 | w0) >> 11) + 1) * 2**-53``
+    in (0, 1] and ``u2 = ((w3 << 32 | w2) >> 11) * 2**-53``, computed in double with
+    eagle's own polynomial log and cos (csrc/include/eagle/philox.h: within ~2 ulp, the
+    same on CPU and GPU), then ``loc + scale * z`` in double rounded once to ``out``'s
+    type (float32 or float64, 1-d). One normal per sample per replay. ``scale >= 0``.
+    """
+    return _random_node(random_spec(NORMAL, out, key, ids, loc, scale))

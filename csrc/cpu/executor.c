@@ -198,6 +198,22 @@ static inline int check_due(const eagle_plan *plan)
     return eagle_choice_check_due(&plan->choice);
 }
 
+/* ---- the replay index of random nodes ------------------------------------ */
+
+/* The replay each thread is running, counted over the graph's launches
+ * (plan->replay_base + the launch's replay index): set on every thread before it
+ * runs a replay's nodes, read by the random nodes' kernels through
+ * eagle_thread_replay(). Per thread, so team stages of consecutive replays that
+ * overlap on different threads each see their own. */
+static _Thread_local uint64_t thread_replay;
+
+uint64_t eagle_thread_replay(void) { return thread_replay; }
+
+static inline void set_thread_replay(const eagle_plan *plan, int64_t r)
+{
+    thread_replay = plan->replay_base + (uint64_t)r;
+}
+
 /* ---- running one node ------------------------------------------------- */
 
 /* Call an opaque node; the caller holds the GIL. */
@@ -455,6 +471,7 @@ static EAGLE_ALWAYS_INLINE int serial_gil_loop(eagle_plan *plan, int64_t r0, int
     signal_clock_init(&clock);
     for (int64_t r = r0; r < r1; ++r) {
         const int64_t size = plan->logical_size;
+        set_thread_replay(plan, r);
         if (lane != NULL)
             lane->replay = r;
         if (plan->has_fused) {
@@ -514,6 +531,7 @@ static int replay_serial_gil(eagle_plan *plan, int64_t r0, int64_t r1, int measu
     eagle_profile_lane *lane = profile_lane(plan, 0);
     if (measure) {
         for (int64_t r = r0; r < r1; ++r) {
+            set_thread_replay(plan, r);
             if (lane != NULL)
                 lane->replay = r;
             if (run_replay_serial(plan, 1, lane, &failure->node) < 0) {
@@ -546,6 +564,7 @@ static EAGLE_ALWAYS_INLINE int serial_nogil_loop(eagle_plan *plan, int64_t r0, i
     int rc = 0;
     PyThreadState *save = PyEval_SaveThread();
     for (int64_t r = r0; r < r1; ++r) {
+        set_thread_replay(plan, r);
         if (lane != NULL)
             lane->replay = r;
         run_replay_serial(plan, measure, lane, &unused);
@@ -840,6 +859,7 @@ static int replay_parallel(eagle_plan *plan, int64_t r0, int64_t r1, int timing,
         eagle_profile_lane *lane = profile_lane(plan, tid);
 
         for (int64_t r = r0; r < r1; ++r) {
+            set_thread_replay(plan, r);
             if (lane != NULL)
                 lane->replay = r;
             for (int32_t s = 0; s < ns; ++s) {
@@ -998,11 +1018,22 @@ static int run_segment(eagle_plan *plan, int64_t r0, int64_t r1, int kind,
                             : replay_serial_nogil(plan, r0, r1, 0, failure);
 }
 
+static int execute_replays(eagle_plan *plan, int64_t n_replays, eagle_failure *failure);
+
 int eagle_execute(eagle_plan *plan, int64_t n_replays, eagle_failure *failure)
 {
     failure->node = -1;
     failure->replay = -1;
     plan->replays_done = 0;
+    const uint64_t outer_replay = thread_replay;   /* a launch from inside a node of another */
+    int rc = execute_replays(plan, n_replays, failure);
+    plan->replay_base += (uint64_t)plan->replays_done;   /* replays completed, also on failure */
+    thread_replay = outer_replay;
+    return rc;
+}
+
+static int execute_replays(eagle_plan *plan, int64_t n_replays, eagle_failure *failure)
+{
     plan->paused = 0;
     plan->emptied = 0;
     if (n_replays <= 0 || plan->n_stages == 0

@@ -166,7 +166,15 @@ typedef struct eagle_plan {
     int32_t live_anywhere;
     int32_t emptied;                /* out: the launch stopped because no sample was left */
     int32_t has_fused;              /* a stage has tile > 0 (the serial loop then walks stages) */
+    /* the graph's replays before this launch (g.replays); eagle_execute adds the
+     * replays it completed. Random nodes draw replay replay_base + r at replay r. */
+    uint64_t replay_base;
 } eagle_plan;
+
+/* The replay (counted as replay_base) the calling thread is running in eagle_execute,
+ * or the last one it ran; what a random node's kernel draws for. Thread-safety: each
+ * thread reads its own. */
+uint64_t eagle_thread_replay(void);
 
 /* vals[0..count) := their maximum over every process the plan's groups join: over each
  * group in turn, n_groups rounds (one round for one group: the common case), so that a

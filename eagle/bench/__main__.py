@@ -252,10 +252,39 @@ def ctrl_c_latency(dll, n_threads, teams, with_gil, cheap=1_000_000):
     return float("nan")
 
 
+def rows_normal(rounds, samples=1_000_000):
+    """A ``normal`` node on 1 thread and on all, against NumPy's
+    ``default_rng().standard_normal(out=)`` on the same array, interleaved."""
+    from .cases import normal_graph
+
+    g, z = normal_graph(samples)
+    g.build(teams="serial")
+    gp, _ = normal_graph(samples)
+    gp.build()
+    rng = np.random.default_rng()
+    g.launch(3)
+    gp.launch(3)
+    threads = eagle.get_num_threads()
+    runners = {"serial": lambda n: g.launch(n), "team": lambda n: gp.launch(n),
+               "numpy": lambda n: [rng.standard_normal(out=z) for _ in range(n)]}
+    best = {k: float("inf") for k in runners}
+    for _ in range(rounds):
+        for k, fn in runners.items():
+            best[k] = min(best[k], best_per_call(fn, 5, 1))
+    return [(f"normal node, {samples:,} float64, 1 thread", best["serial"],
+             "NumPy standard_normal(out=)", best["numpy"]),
+            (f"normal node, {samples:,} float64, {threads} threads (auto)", best["team"],
+             "NumPy standard_normal(out=)", best["numpy"])]
+
+
 def print_extra_rows(rounds, out=None, quick=False, tile_samples=TILE_SAMPLES):
     out = out if out is not None else sys.stdout   # the stream at call time, not at import
     dll, why = compile_extra()
     print(file=out)
+    print(f"{'random numbers':<42}{'eagle':>9}  {'reference':<28} {'time':>9}  ratio", file=out)
+    for what, t, ref_name, ref in rows_normal(rounds, samples=250_000 if quick else 1_000_000):
+        _wrapped(what, out)
+        print(f"{fmt_time(t):>51}  {ref_name:<28} {fmt_time(ref):>9}  {t / ref:.2f}", file=out)
     if dll is None:
         print(f"fixed costs and Ctrl-C: skipped ({why})", file=out)
         return

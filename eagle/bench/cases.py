@@ -513,3 +513,14 @@ def measure_recording(sizes=None, rounds=3):
                     gc.enable()
                 best[shape, n] = min(best.get((shape, n), dt), dt)
     return best
+
+
+def normal_graph(size, key=2024):
+    """One ``normal`` node over ``size`` doubles (Philox4x32-10 + Box-Muller), and its
+    output; the reference is NumPy's ``default_rng().standard_normal(out=)``."""
+    from eagle.graph import normal
+
+    z = np.empty(size)
+    g = eagle.Graph()
+    g.add_node(normal({"z": z}, key=key), name="normal")
+    return g, z

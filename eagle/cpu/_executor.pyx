@@ -5,7 +5,7 @@ import operator
 import os
 
 from cpython.ref cimport PyObject
-from libc.stdint cimport int32_t, int64_t, uintptr_t
+from libc.stdint cimport int32_t, int64_t, uint64_t, uintptr_t
 from libc.stdlib cimport calloc, free
 from libc.string cimport memset
 
@@ -112,6 +112,7 @@ cdef extern from "executor.h" nogil:
         int32_t n_groups
         int32_t live_anywhere
         int32_t has_fused
+        uint64_t replay_base
 
     ctypedef struct eagle_failure:
         int32_t node
@@ -144,6 +145,7 @@ cdef extern from "executor.h":
     # called with the GIL; releases it inside where it can
     # -1 with the exception set and *failure saying where
     int eagle_execute(eagle_plan *plan, int64_t n_replays, eagle_failure *failure)
+    uint64_t eagle_thread_replay()
     int eagle_execute_raising "eagle_execute"(eagle_plan *plan, int64_t n_replays,
                                               eagle_failure *failure) except -1
 
@@ -543,6 +545,15 @@ cdef class CpuPlan(CompiledLaunch):
         self.last_failure = None
 
     @property
+    def replays(self):
+        """The replays this plan ran over all its launches (``g.replays``; set between launches)."""
+        return self.plan.replay_base
+
+    @replays.setter
+    def replays(self, uint64_t r):
+        self.plan.replay_base = r
+
+    @property
     def logical_size(self):
         """The logical size (a compaction node changes it during a launch: this may be read then)."""
         return eagle_load_i64(&self.plan.logical_size)
@@ -623,3 +634,11 @@ cdef class CpuPlan(CompiledLaunch):
         """Measured cost per plan node in ns (per sample for split native nodes), None if unknown."""
         costs = [eagle_load_f64(&self.plan.nodes[i].cost_ns) for i in range(self.plan.n_nodes)]
         return [c if c >= 0 else None for c in costs]
+
+
+cdef extern from "Python.h":
+    object PyCapsule_New(void *pointer, const char *name, void *destructor)
+
+#: ``uint64_t eagle_thread_replay(void)``: the replay the calling thread runs (random nodes'
+#: kernels read it, eagle/cpu/_random.pyx)
+THREAD_REPLAY = PyCapsule_New(<void *>eagle_thread_replay, "eagle.cpu.thread_replay", NULL)

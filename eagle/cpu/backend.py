@@ -135,6 +135,15 @@ class CpuBackend(Backend):
         raise err
 
     @property
+    def replays(self) -> int:
+        """Replays run over all launches (the executor counts them: ``g.replays``)."""
+        return self._plan.replays
+
+    @replays.setter
+    def replays(self, r: int) -> None:
+        self._plan.replays = r
+
+    @property
     def logical_size(self) -> int:
         return self._plan.logical_size
 

@@ -194,8 +194,8 @@ class CudaBackend(Backend):
     Attributes for the curious: ``stream`` (eagle's stream, an
     ``eagle.cuda._shim.Stream``), ``exec`` (the ``eagle.cuda._shim.GraphExec``),
     ``graph_nodes`` (nodes in the captured CUDA graph), ``sized_kernels``
-    (kernel nodes ``set_logical_size`` patches), ``replays`` (graph launches
-    issued so far), ``library`` (the path of the CUDA driver library in use).
+    (kernel nodes ``set_logical_size`` patches), ``replays`` (the replays run, as
+    ``g.replays``), ``library`` (the path of the CUDA driver library in use).
     """
 
     name = "cuda"
@@ -210,8 +210,8 @@ class CudaBackend(Backend):
         for i, node in enumerate(nodes):
             if node.runs_as not in _RUNS:
                 raise TypeError(f"node {recording.names[i]!r} is {with_article(node.kind)} node, which runs on the CPU; "
-                                "a graph of CUDA arrays takes opaque(), cuda_kernel(), compact() and "
-                                "reorder() nodes")
+                                "a graph of CUDA arrays takes opaque(), cuda_kernel(), ufunc(), "
+                                "compact(), reorder() and random nodes")
             if node.runs_as is RunsAs.OPAQUE and node.sized:
                 raise TypeError(f"node {recording.names[i]!r} is a sized opaque node (opaque(fn, "
                                 "sized=True)): on cuda an opaque node runs once, at capture, and the "
@@ -240,7 +240,8 @@ class CudaBackend(Backend):
         #: arrays that order themselves on eagle's stream through ``__dlpack__(stream=...)``
         self._dlpack = dlpack_producers(self._arrays)
         self.last_failure = None
-        self.replays = 0
+        self._host_replays = 0
+        self._replay_buf = None   # the device replay counter (graphs with random nodes)
 
         size = recording.logical_size
         # the device logical size: for compaction / reorder nodes and SIZE_PTR kernels
@@ -253,6 +254,8 @@ class CudaBackend(Backend):
         self._kernels = None
         if self._device_size:
             self._setup_device_size(size, partitions)
+        if any(n.runs_as is RunsAs.CUDA_RANDOM for n in nodes):
+            self._setup_replay_counter()
         owners = _cuda.NodeOwners(self.stream)
         sized = []
         try:  # the capture reads what the producers wrote (CuPy arrays, torch, numba ...)
@@ -361,6 +364,12 @@ class CudaBackend(Backend):
                                     node.launch(stream, size)
                                     sized.append((i, stream.last_node(), node.nargs, node.size_arg,
                                                   node.size_type, node.block, node.arg_sizes()))
+                            elif node.runs_as is RunsAs.CUDA_RANDOM:
+                                drawn = []
+                                node.capture(self._kernels, stream, size, self.size_ptr,
+                                             self._replay_buf.ptr, drawn)
+                                sized += [(i, h, nargs, k, "int64", per, None)
+                                          for h, nargs, k, per in drawn]
                             elif node.runs_as is RunsAs.CUDA_PARTITION:
                                 grid_only = []
                                 node.capture(self._kernels, stream, size, self.size_ptr, grid_only)
@@ -389,6 +398,8 @@ class CudaBackend(Backend):
                     self._kernels.launch("eagle_commit", s0, 1, 1, [("i", self.size_ptr)])
                     owners.mark(i)
                     where = None
+                if self._replay_buf is not None:
+                    self._capture_replay_step(s0, owners)
             except BaseException as exc:
                 self._abandon(events)
                 if where is not None:
@@ -468,6 +479,44 @@ class CudaBackend(Backend):
             self._free_buffers()
             raise
 
+    # -- the replay counter (random nodes) ----------------------------------------------
+
+    def _setup_replay_counter(self):
+        """The device uint64 the random kernels read as the replay (``g.replays``)."""
+        from eagle.cuda import finished as fc
+
+        if self._kernels is None:
+            self._kernels = fc.kernel_provider()
+        try:
+            self._replay_buf = _cuda.DeviceBuffer(8)
+            self._buffers.append(self._replay_buf)
+            self._replay_buf.write(np.zeros(1, dtype=np.uint64), self.stream)
+        except BaseException:
+            self._free_buffers()
+            raise
+
+    def _capture_replay_step(self, s0, owners):
+        """The replay's last node: the counter goes to r + 1 (inside the graph, so every
+        replay of a launch, and of a WHILE node's body, draws its own numbers)."""
+        self._kernels.launch("eagle_replay_step", s0, 1, 1, [("i", self._replay_buf.ptr)])
+        owners.mark(len(self.recording.nodes) - 1)
+
+    @property
+    def replays(self) -> int:
+        """The replays run over all launches (``g.replays``): with random nodes the device
+        counter they read (copied back: synchronizes eagle's stream), else the host's count."""
+        if self._replay_buf is None:
+            return self._host_replays
+        host = np.zeros(1, dtype=np.uint64)
+        self._replay_buf.read_into(host, self.stream)
+        return int(host[0])
+
+    @replays.setter
+    def replays(self, r: int) -> None:
+        self._host_replays = int(r)
+        if self._replay_buf is not None:
+            self._replay_buf.write(np.array([r], dtype=np.uint64), self.stream)
+
     @property
     def size_ptr(self) -> int:
         """Device address of the graph's logical size (int64), 0 if it keeps none."""
@@ -479,6 +528,7 @@ class CudaBackend(Backend):
                 b.close()
         self._buffers = []
         self._gblock = None
+        self._replay_buf = None
 
     def _read_back(self):
         """Copy the device block to the host (synchronizes eagle's stream); take the
@@ -567,7 +617,7 @@ class CudaBackend(Backend):
             self._settle()
             raise
         finally:
-            self.replays += done
+            self._host_replays += done
         if self._gblock is None or not self._has_partitions:  # the size changes on the host only
             self.stream.synchronize()
             return n
@@ -628,7 +678,7 @@ class CudaBackend(Backend):
             self._settle()
             raise
         finally:
-            self.replays += int(self._host_g[fc.G_LIVE_REPLAYS]) - live_before
+            self._host_replays += int(self._host_g[fc.G_LIVE_REPLAYS]) - live_before
         return int(self._host_g[fc.G_LIVE_REPLAYS]) - live_before
 
     def _while_exec(self):
@@ -741,4 +791,4 @@ _LIBRARY_KERNEL = re.compile(r"gemm|gemv|cublas|cutlass|xmma|fft|cusolver|cuspar
 
 
 #: how the nodes of a cuda graph may run
-_RUNS = (RunsAs.OPAQUE, RunsAs.CUDA_KERNEL, RunsAs.CUDA_PARTITION)
+_RUNS = (RunsAs.OPAQUE, RunsAs.CUDA_KERNEL, RunsAs.CUDA_PARTITION, RunsAs.CUDA_RANDOM)

@@ -85,6 +85,8 @@ KERNELS = {"eagle_part_count": 8, "eagle_part_scan": 11, "eagle_part_scatter": 1
            "eagle_part_copyback": 4, "eagle_commit": 1}
 #: the kernels of eagle/cuda/kernels/until_done.cu (a module of its own, see there)
 UNTIL_DONE_KERNELS = {"eagle_until_done_condition": 2}
+#: the kernels of eagle/cuda/kernels/random.cu (the random nodes, eagle/cuda/random_node.py)
+RANDOM_KERNELS = {"eagle_random": 13, "eagle_replay_step": 1}
 
 #: the device block of a graph (int64 each): logical size, next size, live replays, bad keys,
 #: the live-replay count at which launch_until_done stops
@@ -112,9 +114,12 @@ class _CupyKernels:
         fn = self._fn.get(name)
         if fn is None and name in UNTIL_DONE_KERNELS:
             fn = self._fn[name] = _cupy_module(self._cp, "until_done").get_function(name)
+        elif fn is None and name in RANDOM_KERNELS:
+            fn = self._fn[name] = _cupy_module(self._cp, "random").get_function(name)
         return int(fn.ptr)
 
     def launch(self, name, stream, grid, block, args):
+        self.function(name)
         conv = tuple(np.float64(v) if t == "d" else np.int64(v) for t, v in args)
         self._fn[name]((grid,), (block,), conv, stream=stream)
 
@@ -129,8 +134,26 @@ def _cupy_module(cp, name="partition"):
         mod = _modules.get((dev, name))
         if mod is None:
             code = CUDA_SOURCE if name == "partition" else kernel_source(name)
-            mod = _modules[(dev, name)] = cp.RawModule(code=code, options=("--std=c++11",))
+            options = ("--std=c++11",)
+            if name == "random":
+                # philox.h from eagle's headers; no contraction, so the bits are the CPU's
+                options += ("-I" + philox_include_dir(), "--fmad=false")
+            mod = _modules[(dev, name)] = cp.RawModule(code=code, options=options)
         return mod
+
+
+def philox_include_dir() -> str:
+    """The directory holding eagle/philox.h: eagle's installed headers
+    (``eagle.get_include()``), else the source tree's csrc/include (an in-place build)."""
+    import os
+
+    import eagle
+
+    for d in (eagle.get_include(),
+              os.path.join(os.path.dirname(os.path.dirname(eagle.__file__)), "csrc", "include")):
+        if os.path.isfile(os.path.join(d, "eagle", "philox.h")):
+            return d
+    raise FileNotFoundError("eagle/philox.h is in neither eagle.get_include() nor csrc/include")
 
 
 _provider = [None]

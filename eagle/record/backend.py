@@ -32,6 +32,11 @@ class Backend:
     #: for the profile: the graph index of each node whose calls the backend times, in
     #: the order its spans number them (empty: it times whole launches only)
     timed_nodes = ()
+    #: the replays run over all launches, failed ones' completed replays included
+    #: (``g.replays``; the random nodes draw replay ``r`` when it is ``r``); assignable
+    #: between launches. Each backend counts its own (cpu: the executor; cuda: the host
+    #: and a device counter the graph advances)
+    replays = 0
 
     def __init__(self, recording):
         #: the ``Recording`` the backend was built from (the profile and scale-out read it)

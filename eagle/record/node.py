@@ -32,6 +32,9 @@ class RunsAs(enum.Enum):
     CUDA_KERNEL = "cuda_kernel"
     #: a compaction or reorder captured as GPU kernels (``eagle.cuda.finished``)
     CUDA_PARTITION = "cuda_partition"
+    #: a random node on CUDA arrays, captured as a generated kernel reading the graph's
+    #: device replay counter (``eagle.cuda.random_node``)
+    CUDA_RANDOM = "cuda_random"
 
 
 class Node:

@@ -26,6 +26,7 @@ DOUBLES = Path(__file__).resolve().parent
 ROOT = DOUBLES.parents[1]
 FAKE_LIBCUDA_SRC = DOUBLES / "fake_libcuda.c"
 KERNELS_DIR = ROOT / "eagle" / "cuda" / "kernels"
+PUBLIC_HEADERS = ROOT / "csrc" / "include"   # random.cu includes eagle/philox.h
 DOUBLES_CFLAGS = shlex.split(os.environ.get("EAGLE_DOUBLES_CFLAGS", ""))
 
 
@@ -52,10 +53,10 @@ def build_emulated_module(out_dir, sources=None, kernels=None):
     if cxx is None:
         pytest.skip("no C++ compiler for the CUDA C emulator")
     if sources is None:
-        sources = [KERNELS_DIR / "partition.cu", KERNELS_DIR / "until_done.cu"]
+        sources = [KERNELS_DIR / "partition.cu", KERNELS_DIR / "until_done.cu", KERNELS_DIR / "random.cu"]
     if kernels is None:
-        from eagle.cuda.finished import KERNELS, UNTIL_DONE_KERNELS
-        kernels = list(KERNELS) + list(UNTIL_DONE_KERNELS)
+        from eagle.cuda.finished import KERNELS, RANDOM_KERNELS, UNTIL_DONE_KERNELS
+        kernels = list(KERNELS) + list(UNTIL_DONE_KERNELS) + list(RANDOM_KERNELS)
     unit = Path(out_dir) / "kernels_emulated.cpp"
     # each .cu in a namespace of its own would hide extern "C" names; they share one unit
     unit.write_text('#include "cuda_emulation.h"\n' + "".join(f'#include "{s}"\n' for s in sources)
@@ -63,10 +64,12 @@ def build_emulated_module(out_dir, sources=None, kernels=None):
     out = Path(out_dir) / "kernels_emulated.so"
     # -fno-gnu-unique (g++): the emulator's function-local statics (its thread pool) would
     # otherwise be one per process (STB_GNU_UNIQUE, even under RTLD_LOCAL), and a second
-    # module loaded would run its kernels on the first one's pool, with the first's threadIdx
+    # module loaded would run its kernels on the first one's pool, with the first's threadIdx;
+    # -ffp-contract=off: philox.h's host path, as the CPU kernels are built (the same bits)
     unique = ["-fno-gnu-unique"] if "clang" not in Path(cxx).name else []
-    subprocess.run([cxx, "-std=c++17", "-O1", "-shared", "-fPIC", *unique, *DOUBLES_CFLAGS, "-I", str(DOUBLES),
-                    str(unit), "-o", str(out), "-lpthread"], check=True)
+    subprocess.run([cxx, "-std=c++17", "-O1", "-ffp-contract=off", "-shared", "-fPIC", *unique, *DOUBLES_CFLAGS,
+                    "-I", str(DOUBLES), "-I", str(PUBLIC_HEADERS), str(unit),
+                    "-o", str(out), "-lpthread"], check=True)
     return str(out)
 
 
@@ -118,5 +121,5 @@ class EmulatedKernels:
         from eagle.cuda import _shim as _cuda
 
         conv = [ctypes.c_double(v) if t == "d" else ctypes.c_int64(v) for t, v in args]
-        _cuda.launch_kernel(self._addr[name], grid, block, conv, 0, stream)
+        _cuda.launch_kernel(self.function(name), grid, block, conv, 0, stream)
 

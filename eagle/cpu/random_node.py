@@ -1,0 +1,42 @@
+"""Random nodes on the CPU: Philox4x32-10 drawn over samples [start, stop), nogil, split
+across the team (the kernel: csrc/cpu/random_kernels.c; the arguments:
+``eagle.record.random``). A sample's numbers depend only on the key, its id and the
+replay, never on the thread, split, tile or launch grouping."""
+from __future__ import annotations
+
+import numpy as np
+
+from eagle.cpu.native_node import NativeNode
+from eagle.record.memory import overlap
+from eagle.record.random import RandomSpec
+
+
+class RandomNode(NativeNode):
+    """A random-number node (``random_bits``, ``uniform``, ``normal``); drawn ``~name~``."""
+
+    kind = "random"
+    box = ("~", "~")
+    dot_shape = "parallelogram"
+    sample_local = True
+
+    def __init__(self, spec: RandomSpec):
+        from eagle.cpu._random import random_kernel
+
+        out = spec.out
+        if not isinstance(out, np.ndarray) or (spec.ids is not None and not isinstance(spec.ids, np.ndarray)):
+            raise TypeError(f"{spec.kind}(): a cpu random node takes NumPy arrays")
+        reads = {spec.ids_name: spec.ids} if spec.ids is not None else None
+        if spec.ids is not None and overlap(spec.ids, out):
+            raise ValueError(f"{spec.kind}(): ids {spec.ids_name!r} shares memory with out {spec.out_name!r}")
+        kernel = random_kernel(spec.kind, spec.what, spec.key, spec.f32, spec.ids is not None,
+                               spec.a, spec.b, spec.below)
+        super().__init__(kernel, reads, {spec.out_name: out}, split=True)
+        self.spec = spec
+
+    def default_name(self) -> str:
+        return self.spec.kind
+
+    def __repr__(self):
+        s = self.spec
+        ids = f", ids={s.ids_name!r}" if s.ids is not None else ""
+        return f"{s.kind}(out={s.out_name!r}, key={s.key}{ids})"

@@ -1,0 +1,57 @@
+/* The kernels of eagle's random nodes on CUDA arrays (eagle/cuda/random_node.py):
+ * Philox4x32-10 and the transforms of csrc/include/eagle/philox.h, the header the
+ * CPU kernels (csrc/cpu/random_kernels.c) are built from, so both give the same
+ * bits. Compiled by CuPy (NVRTC, -I eagle's include directory, --fmad=false) on a
+ * GPU and by the tests' CUDA C emulator on the CPU (tests/doubles/cuda_emulation.h:
+ * there the header takes its host path, the CPU's own code).
+ * Every parameter is 8 bytes (pointer, long long, double).
+ */
+#include "eagle/philox.h"
+
+typedef long long i64;
+
+/* One thread per sample i < n (n: patched by set_logical_size; size, when not NULL:
+ * the graph's device logical size, set by a compaction). replay: the graph's device
+ * replay counter (g.replays), which eagle_replay_step advances at the end of every
+ * replay. what: 0 random_bits (uint32 x 4 per sample), 1 uniform (a: low, b: high -
+ * low, below: the largest value below high), 2 normal (a: loc, b: scale); f32: a
+ * float32 output. ids: NULL (id = i) or int64 ids, istride bytes apart; ostride: the
+ * bytes between two samples of out. */
+extern "C" __global__ void eagle_random(char *out, i64 ostride, const char *ids, i64 istride,
+                                        i64 what, i64 f32, i64 key, double a, double b,
+                                        double below, const unsigned long long *replay,
+                                        const i64 *size, i64 n) {
+    const i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x;
+    if (i >= n || (size && i >= *size)) return;
+    const eagle_u64 r = *replay;
+    const eagle_u64 id = ids ? (eagle_u64)*(const i64 *)(ids + i * istride) : (eagle_u64)i;
+    const eagle_u64 k = (eagle_u64)key;
+    const eagle_philox_words w = eagle_philox4x32_10((eagle_u32)id, (eagle_u32)(id >> 32),
+                                                     (eagle_u32)r, (eagle_u32)(r >> 32),
+                                                     (eagle_u32)k, (eagle_u32)(k >> 32));
+    char *o = out + i * ostride;
+    if (what == 0) {
+        eagle_u32 *q = (eagle_u32 *)o;
+        q[0] = w.w0;
+        q[1] = w.w1;
+        q[2] = w.w2;
+        q[3] = w.w3;
+    } else if (what == 1) {
+        if (f32)
+            *(float *)o = eagle_scale_uniform_f(eagle_u01_24(w.w0), (float)a, (float)b, (float)below);
+        else
+            *(double *)o = eagle_scale_uniform(eagle_u01_53(w.w0, w.w1), a, b, below);
+    } else {
+        const double z = EAGLE_ADD(a, EAGLE_MUL(b, eagle_normal_from_words(w)));
+        if (f32)
+            *(float *)o = (float)z;
+        else
+            *(double *)o = z;
+    }
+}
+
+/* The last node of every replay of a graph with random nodes: the next replay draws
+ * replay r + 1. One thread. */
+extern "C" __global__ void eagle_replay_step(unsigned long long *replay) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) *replay += 1;
+}

@@ -1,0 +1,105 @@
+"""Random nodes on CUDA arrays: ``eagle.graph.random_bits`` / ``uniform`` / ``normal``
+given CuPy (or any ``__cuda_array_interface__``) arrays.
+
+Each node is captured as one kernel node of the CUDA graph, ``eagle_random`` of
+eagle/cuda/kernels/random.cu, a kernel built from csrc/include/eagle/philox.h, the
+header the CPU kernels are built from: the same ``random_bits`` and ``uniform`` bits
+as the CPU, and the same ``normal`` values (the header's log and cos use explicit
+fma and no contraction on either side; NVRTC compiles with ``--fmad=false``). The
+node is sized: one thread per sample of [0, logical size), its grid and size
+argument patched by ``set_logical_size`` like any sized kernel, and with a
+compaction it also stops at the device logical size.
+
+**The replay counter.** A graph with random nodes keeps ``g.replays`` in device
+memory (a uint64 the kernels read), and a one-thread ``eagle_replay_step`` kernel,
+the last node of the captured replay, adds one: so the replays inside one
+``cuGraphLaunch`` of a ``launch_until_done`` WHILE node each draw their own
+numbers, and ``launch(3)`` draws what three ``launch(1)`` draw. Reading
+``g.replays`` copies the counter back (it synchronizes eagle's stream); assigning
+it writes it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from eagle.record.memory import array_kind, overlap
+from eagle.record.node import Node, RunsAs
+from eagle.record.random import RandomSpec
+
+__all__ = ["CudaRandomNode", "BLOCK"]
+
+#: threads per block of eagle_random
+BLOCK = 256
+#: the index of eagle_random's size parameter (n, the last of 13)
+SIZE_INDEX = 12
+
+
+def _pointer_and_stride(a, name, what, writable):
+    cai = a.__cuda_array_interface__
+    ptr, readonly = cai["data"]
+    if writable and readonly:
+        raise ValueError(f"{what}(): out {name!r} is read-only")
+    shape = tuple(cai["shape"])
+    itemsize = np.dtype(cai["typestr"]).itemsize
+    strides = cai.get("strides")
+    if strides is None:
+        c = itemsize
+        for d in reversed(shape[1:]):
+            c *= d
+        return int(ptr), int(c)
+    strides = tuple(strides)
+    if len(shape) == 2 and shape[0] > 0 and strides[1] != itemsize:
+        raise ValueError(f"random_bits(): the rows of out {name!r} must be contiguous (the "
+                         f"four words of a sample side by side), strides {strides}")
+    return int(ptr), int(strides[0])
+
+
+class CudaRandomNode(Node):
+    """A random-number node on CUDA arrays; drawn ``~name~`` (see the module doc)."""
+
+    kind = "random"
+    runs_as = RunsAs.CUDA_RANDOM
+    box = ("~", "~")
+    dot_shape = "parallelogram"
+    sized = True
+    sample_local = True
+
+    def __init__(self, spec: RandomSpec):
+        out, ids = spec.out, spec.ids
+        if array_kind(out) != "cuda" or (ids is not None and array_kind(ids) != "cuda"):
+            raise TypeError(f"{spec.kind}(): a cuda random node takes CUDA arrays")
+        if ids is not None and overlap(ids, out):
+            raise ValueError(f"{spec.kind}(): ids {spec.ids_name!r} shares memory with out "
+                             f"{spec.out_name!r}")
+        reads = {spec.ids_name: ids} if ids is not None else None
+        super().__init__(reads, {spec.out_name: out})
+        self.spec = spec
+        self.out_ptr, self.out_stride = _pointer_and_stride(out, spec.out_name, spec.kind, True)
+        self.ids_ptr, self.ids_stride = (0, 0) if ids is None else \
+            _pointer_and_stride(ids, spec.ids_name, spec.kind, False)
+
+    def kernel_args(self, size, size_ptr, replay_ptr):
+        """eagle_random's 13 arguments as ("i", int) / ("d", float) pairs (random.cu)."""
+        s = self.spec
+        key = s.key - (1 << 64) if s.key >= 1 << 63 else s.key   # the same 64 bits, as an int64
+        i = lambda v: ("i", int(v))  # noqa: E731
+        d = lambda v: ("d", float(v))  # noqa: E731
+        return [i(self.out_ptr), i(self.out_stride), i(self.ids_ptr), i(self.ids_stride),
+                i(s.what), i(s.f32), i(key), d(s.a), d(s.b), d(s.below), i(replay_ptr),
+                i(size_ptr), i(size)]
+
+    def capture(self, kernels, stream, size, size_ptr, replay_ptr, sized):
+        """Launch eagle_random on ``stream`` (capturing) for ``size`` samples; append
+        (graph node, nargs, size index, per block) to ``sized``."""
+        kernels.launch("eagle_random", stream, max(1, -(-size // BLOCK)), BLOCK,
+                       self.kernel_args(size, size_ptr, replay_ptr))
+        sized.append((stream.last_node(), SIZE_INDEX + 1, SIZE_INDEX, BLOCK))
+
+    def default_name(self) -> str:
+        return self.spec.kind
+
+    def __repr__(self):
+        s = self.spec
+        ids = f", ids={s.ids_name!r}" if s.ids is not None else ""
+        return f"{s.kind}(out={s.out_name!r}, key={s.key}{ids}, cuda)"
+

@@ -1,0 +1,142 @@
+"""What the random nodes of both backends share (``eagle.graph.random_bits``, ``uniform``,
+``normal``): the checks of their arguments and the numbers their kernels take.
+
+The generator is Philox4x32-10 (csrc/include/eagle/philox.h, one source for the CPU and
+the GPU kernels). Sample ``i`` at replay ``r`` draws the four words of the counter
+``(id & 0xffffffff, id >> 32, r & 0xffffffff, r >> 32)`` under the key
+``(key & 0xffffffff, key >> 32)``, with ``id = i`` or ``ids[i]``; ``r`` is
+``g.replays`` when the replay starts. The transforms are documented in philox.h.
+The cpu nodes are in ``eagle.cpu.random_node``, the cuda nodes in ``eagle.cuda.random_node``.
+"""
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+
+import numpy as np
+
+from eagle.record.memory import array_kind
+
+#: what a random node draws (the numbers csrc/cpu/random_kernels.h and random.cu take)
+BITS, UNIFORM, NORMAL = 0, 1, 2
+KIND_NAMES = {BITS: "random_bits", UNIFORM: "uniform", NORMAL: "normal"}
+
+
+@dataclass
+class RandomSpec:
+    """A random node's checked arguments."""
+
+    what: int
+    out_name: str
+    out: object
+    ids: object            # the ids array, or None (id = sample index)
+    key: int
+    f32: bool              # float32 output (uniform, normal)
+    a: float               # uniform: low; normal: loc
+    b: float               # uniform: high - low (in the output's type); normal: scale
+    below: float           # uniform: the largest output value below high
+    ids_name: str | None = None
+
+    @property
+    def kind(self) -> str:
+        return KIND_NAMES[self.what]
+
+
+def _shape_dtype(a):
+    if isinstance(a, np.ndarray):
+        return a.shape, a.dtype
+    cai = a.__cuda_array_interface__
+    return tuple(cai["shape"]), np.dtype(cai["typestr"])
+
+
+def _one_array(what, arg, default_name, role):
+    """(name, array) of ``out=``/``ids=``: an array or a one-entry dict naming it."""
+    if isinstance(arg, dict):
+        if len(arg) != 1:
+            raise TypeError(f"{what}(): {role}= is an array or a one-entry dict {{name: array}}, "
+                            f"got a dict of {len(arg)} entries")
+        (name, a), = arg.items()
+        if not isinstance(name, str):
+            raise TypeError(f"{what}(): the name of {role}= must be a str, got {type(name).__name__}")
+    else:
+        name, a = default_name, arg
+    if array_kind(a) is None:
+        raise TypeError(f"{what}(): {role}= must be a NumPy or CUDA array, got {type(a).__name__}")
+    return name, a
+
+
+def _key(what, key):
+    if isinstance(key, bool):
+        raise TypeError(f"{what}(): key= must be an integer in [0, 2**64), got a bool")
+    try:
+        key = operator.index(key)
+    except TypeError:
+        raise TypeError(f"{what}(): key= must be an integer in [0, 2**64), got {type(key).__name__}") from None
+    if not 0 <= key < 1 << 64:
+        raise ValueError(f"{what}(): key= must be in [0, 2**64), got {key}")
+    return key
+
+
+def _real(what, name, v):
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{what}(): {name}= must be a real number, got {type(v).__name__}")
+    v = float(v)
+    if not math.isfinite(v):
+        raise ValueError(f"{what}(): {name}= must be finite, got {v}")
+    return v
+
+
+def random_spec(what, out, key, ids=None, a=None, b=None) -> RandomSpec:
+    """Check a random node's arguments (``a, b``: low, high or loc, scale) and return its
+    spec; every error names the node and the argument."""
+    name = KIND_NAMES[what]
+    out_name, out = _one_array(name, out, "out", "out")
+    shape, dtype = _shape_dtype(out)
+    if what == BITS:
+        if dtype != np.uint32 or len(shape) != 2 or shape[1] != 4:
+            raise TypeError(f"random_bits(): out {out_name!r} must be a uint32 array of shape (n, 4), "
+                            f"got {dtype} {shape}")
+        if isinstance(out, np.ndarray) and shape[0] > 0 and out.strides[1] != 4:
+            raise ValueError(f"random_bits(): the rows of out {out_name!r} must be contiguous (the "
+                             f"four words of a sample side by side), strides {out.strides}")
+    else:
+        if dtype not in (np.float32, np.float64):
+            raise TypeError(f"{name}(): out {out_name!r} must be a float32 or float64 array, got {dtype}")
+        if len(shape) != 1:
+            raise ValueError(f"{name}(): out {out_name!r} must be 1-d, one number per sample, got "
+                             f"shape {shape}")
+    key = _key(name, key)
+    ids_name = None
+    if ids is not None:
+        ids_name, ids = _one_array(name, ids, "id", "ids")
+        ishape, idt = _shape_dtype(ids)
+        if idt != np.int64:
+            raise TypeError(f"{name}(): ids {ids_name!r} must be int64, got {idt}")
+        if len(ishape) != 1 or ishape[0] != shape[0]:
+            raise ValueError(f"{name}(): ids {ids_name!r} must be per-sample: 1-d with one id per sample "
+                             f"of out ({shape[0]}), got shape {ishape}")
+        if array_kind(ids) != array_kind(out):
+            raise TypeError(f"{name}(): ids {ids_name!r} and out {out_name!r} must be on one device")
+    f32 = dtype == np.float32
+    below = 0.0
+    if what == UNIFORM:
+        low, high = _real(name, "low", a), _real(name, "high", b)
+        if not low < high:
+            raise ValueError(f"{name}(): low must be below high, got low={low}, high={high}")
+        t = np.float32 if f32 else np.float64
+        lo, hi = t(low), t(high)
+        if not lo < hi:
+            raise ValueError(f"{name}(): low={low} and high={high} are the same {dtype} value")
+        with np.errstate(over="ignore"):
+            span = t(hi - lo)
+        if not np.isfinite(span):
+            raise ValueError(f"{name}(): high - low overflows {dtype}")
+        a, b, below = float(lo), float(span), float(np.nextafter(hi, t(-np.inf)))
+    elif what == NORMAL:
+        a, b = _real(name, "loc", a), _real(name, "scale", b)
+        if b < 0:
+            raise ValueError(f"{name}(): scale must be >= 0, got {b}")
+    else:
+        a = b = 0.0
+    return RandomSpec(what, out_name, out, ids, key, bool(f32), float(a), float(b), below, ids_name)
