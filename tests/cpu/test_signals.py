@@ -241,10 +241,10 @@ try:
 except KeyboardInterrupt:
     out = {"interrupted": True, "busy_still": busy.is_alive()}
 busy.join(60)
-before = state[1]
-g.launch(2)                      # the lock works for this thread and another
+before = y[0]                    # replays (each adds 1 to every sample), not kernel calls: the
+g.launch(2)                      # new thread runs with OpenMP's default team, which may split
 t = threading.Thread(target=g.launch, args=(2,)); t.start(); t.join(20)
-out["after"] = int(state[1] - before)
+out["after"] = int(y[0] - before)   # the lock works for this thread and another
 out["holder"] = g._holder
 print(json.dumps(out), flush=True)
 """
