@@ -12,7 +12,9 @@ converts it to the loop's C type, converts the result to the output's dtype,
 and with a mask returns early for a sample whose mask is false (the output
 keeps its value). The opaque fallback computes CuPy's ufunc into a scratch
 array of the loop's result dtype (allocated when the node is made) and copies
-it into ``out`` where the mask is set (``cupy.copyto``, casting 'same_kind').
+it into ``out`` where the mask is set (``cupy.copyto``, casting 'same_kind'). A generated kernel's
+output may be one of its inputs exactly (in place) but not overlap one otherwise:
+its threads and blocks run at once, so that is refused with ``ValueError``.
 """
 from __future__ import annotations
 
@@ -113,6 +115,37 @@ def _cuda_strides(a):
     return strides[0] if strides else itemsize
 
 
+def _check_overlap(uf, ins, outs):
+    """Refuse an output that overlaps an operand other than element for element.
+
+    The generated kernel's threads, in blocks the GPU runs in any order and at once,
+    each read their inputs and write their output element: exact in-place (the same
+    pointer, shape, strides and dtype) is safe, any other overlap is a race between
+    threads and blocks (NumPy would buffer it). As the CPU ufunc node refuses it."""
+    from eagle.record.memory import overlap
+
+    def layout(a):
+        cai = a.__cuda_array_interface__
+        return cai["data"][0], tuple(cai["shape"]), _cuda_strides(a), cai["typestr"]
+
+    for o in outs:
+        if 0 in o.array.__cuda_array_interface__["shape"]:
+            continue
+        if _cuda_strides(o.array) == 0 and o.array.__cuda_array_interface__["shape"][0] > 1:
+            raise ValueError(f"{uf.__name__}: elements of output {o.name!r} share memory (stride 0); "
+                             "a ufunc node's threads would race writing them (give an output whose "
+                             "elements are distinct)")
+        for op in ins + outs:
+            if op is o or not op.is_array or 0 in op.array.__cuda_array_interface__["shape"]:
+                continue
+            if layout(op.array) == layout(o.array) and any(op is x for x in ins):
+                continue   # exact in-place: thread i reads and writes element i
+            if overlap(o.array, op.array):
+                raise ValueError(f"{uf.__name__}: output {o.name!r} overlaps {op.name!r} other than "
+                                 "element for element; the GPU's threads and blocks would race (NumPy "
+                                 "would buffer it, a ufunc node does not: give a separate output array)")
+
+
 def _cuda_dtype(a):
     return np.dtype(a.__cuda_array_interface__["typestr"])
 
@@ -152,6 +185,7 @@ def cuda_ufunc(uf, ins, outs, where=True):
         made = cuda_source(uf.__name__, loop_dtypes, [not op.is_array for op in ins], arrays,
                            "array" if mask is not None else where)
     if made is not None:
+        _check_overlap(uf, ins + ([mask] if mask is not None else []), outs)   # the mask is read too
         import cupy
 
         src, kname = made

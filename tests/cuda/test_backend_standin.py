@@ -919,3 +919,45 @@ def test_a_failed_end_of_capture_still_ends_every_capture(ck, fake, cuda_mod):
     assert fake.fake_cuda_live(b"stream") == base
     g.build().launch(1)
     assert [a.host.tolist() for a in arrays] == [[1.0] * 4] * 2
+
+
+def test_launch_through_a_full_launch_queue_neither_drops_nor_reorders(fake, ck):
+    """eagle's replay loop issues faster than the device drains: with the device held
+    (a gated kernel) and a queue of 2 launches, g.launch(12) waits in cuGraphLaunch
+    (without the GIL: this thread polls meanwhile) instead of failing; once the device
+    goes on, every replay ran, in order (x -> 2 (x + 1), twelve times, from 0)."""
+    import time
+    cuda_kernel, SIZE = ck
+    fake.fake_cuda_set_queue_depth.argtypes = [ctypes.c_long]
+    fake.fake_cuda_set_gate.argtypes = [ctypes.c_int]
+    fake.fake_cuda_launch_queue_max.restype = ctypes.c_long
+    x = dev(np.zeros(4))[0]
+    g = eagle.Graph()
+    g.add_node(cuda_kernel(kernel(fake, "gated_add_one"), (x, SIZE), writes={"x": x}, block=4), name="inc")
+    g.add_node(cuda_kernel(kernel(fake, "scale"), (x, x, 2.0, SIZE), writes={"x": x}, block=4), name="dbl")
+    g.build()
+    x.host[:] = 0
+    fake.fake_cuda_set_queue_depth(2)
+    fake.fake_cuda_set_gate(1)
+    errors = []
+
+    def run():
+        try:
+            g.launch(12)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    t = threading.Thread(target=run)
+    t.start()
+    deadline = time.monotonic() + 30
+    while fake.fake_cuda_counter(b"launch_queue_full") == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    full = fake.fake_cuda_counter(b"launch_queue_full")
+    alive = t.is_alive()
+    fake.fake_cuda_set_gate(0)
+    t.join(timeout=60)
+    assert full >= 1 and alive, "g.launch never waited for the launch queue"
+    assert not t.is_alive() and not errors
+    # launch() returned after its synchronize: every replay had run
+    assert x.host.tolist() == [2.0 ** 13 - 2] * 4
+    assert fake.fake_cuda_launch_queue_max() <= 2

@@ -921,3 +921,138 @@ def test_memcpy_and_memset_nodes_replay(cuda_mod, fake, fake_libcuda_path):
     g.instantiate().launch(s, 1)
     s.synchronize()
     assert dst.host.tolist() == [0, 1, 2, 3, 4, 5, 255, 255]
+
+
+# ---- the stand-in's execution model: concurrent blocks, __shared__, atomics, limits, queue ----
+
+BLOCKS_CU = r"""
+/* every block arrives, then waits (bounded) until all gridDim.x blocks arrived: only
+ * blocks in flight together see them all (on a GPU: a grid that fits the SMs) */
+extern "C" __global__ void standin_handshake(int *arrived, int *saw, int *seen, long long spins) {
+    __shared__ int mine;
+    if (threadIdx.x == 0) {
+        mine = blockIdx.x + 1;
+        atomicAdd(arrived, 1);
+        for (long long k = 0; atomicAdd(arrived, 0) < (int)gridDim.x && k < spins; ++k) __nanosleep(1000);
+        saw[blockIdx.x] = atomicAdd(arrived, 0);
+    }
+    __syncthreads();
+    /* every block's `mine` was written before any block left the handshake: a
+     * __shared__ shared between blocks would hold the last writer's value for all */
+    seen[blockIdx.x * blockDim.x + threadIdx.x] = mine;
+}
+
+extern "C" __global__ void standin_atomics(unsigned long long *c, double *d, int *mx, long long reps) {
+    int id = blockIdx.x * blockDim.x + threadIdx.x;
+    for (long long r = 0; r < reps; ++r) {
+        atomicAdd(c, 1ull);
+        atomicAdd(d, 0.5);
+    }
+    atomicMax(mx, id);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def standin_blocks_module(cuda_mod, fake_libcuda_path, tmp_path_factory):
+    from fake_cuda_build import bind_fake_libcuda, build_emulated_module
+    d = tmp_path_factory.mktemp("standin_blocks")
+    (d / "blocks.cu").write_text(BLOCKS_CU)
+    so = build_emulated_module(d, sources=[d / "blocks.cu"], kernels=["standin_handshake", "standin_atomics"])
+    lib = bind_fake_libcuda(ctypes.CDLL(fake_libcuda_path))
+    assert lib.fake_cuda_load_module(so.encode()) == 0
+    return lib
+
+
+def test_blocks_of_a_launch_run_concurrently_each_with_its_own_shared(cuda_mod, fake, standin_blocks_module):
+    """A grid of 4 blocks that wait for one another completes with every block having
+    seen all 4 arrive (blocks in flight together, as on a GPU; blocks run one after
+    another would see 1, 2, 3, 4), and each block reads back its own __shared__ value."""
+    c = cuda_mod
+    fn = fake.fake_cuda_module_function(b"standin_handshake")
+    arrived = DeviceArray(np.zeros(1, dtype=np.int32))
+    saw = DeviceArray(np.zeros(4, dtype=np.int32))
+    seen = DeviceArray(np.zeros(4 * 32, dtype=np.int32))
+    s = c.Stream()
+    c.launch_kernel(fn, 4, 32, [p(arrived), p(saw), p(seen), ctypes.c_int64(100000)], stream=s)
+    s.synchronize()
+    assert saw.host.tolist() == [4, 4, 4, 4]
+    np.testing.assert_array_equal(seen.host.reshape(4, 32), np.repeat(np.arange(1, 5), 32).reshape(4, 32))
+
+
+def test_atomics_are_atomic_across_blocks_and_threads(cuda_mod, fake, standin_blocks_module):
+    c = cuda_mod
+    fn = fake.fake_cuda_module_function(b"standin_atomics")
+    cnt = DeviceArray(np.zeros(1, dtype=np.uint64))
+    d = DeviceArray(np.zeros(1))
+    mx = DeviceArray(np.full(1, -1, dtype=np.int32))
+    s = c.Stream()
+    c.launch_kernel(fn, 4, 128, [p(cnt), p(d), p(mx), ctypes.c_int64(200)], stream=s)
+    s.synchronize()
+    assert int(cnt.host[0]) == 4 * 128 * 200
+    assert d.host[0] == 0.5 * 4 * 128 * 200
+    assert mx.host[0] == 4 * 128 - 1
+
+
+@pytest.mark.parametrize("name,block,shmem,err", [
+    ("add_one_128regs", 512, 0, None),
+    ("add_one_128regs", 513, 0, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"),
+    ("add_one_40k_static", 32, 8 * 1024, None),
+    ("add_one_40k_static", 32, 8 * 1024 + 1, "CUDA_ERROR_INVALID_VALUE"),
+    ("add_one", 1025, 0, "CUDA_ERROR_INVALID_VALUE"),
+])
+def test_a_launch_past_a_blocks_resources_fails_as_the_driver_does(cuda_mod, fake, name, block, shmem, err):
+    """Registers (128 a thread: 64 K an SM holds 512 threads' worth) and static plus
+    dynamic shared memory (48 KiB) are a block's resources; past them a launch fails."""
+    c = cuda_mod
+    a = DeviceArray(np.zeros(4))
+    s = c.Stream()
+    args = [p(a), ctypes.c_int64(4)]
+    if err is None:
+        c.launch_kernel(kernel(fake, name), 1, block, args, shmem, s)
+        s.synchronize()
+        assert a.host.tolist() == [1.0] * 4
+    else:
+        with pytest.raises(Exception, match=err):
+            c.launch_kernel(kernel(fake, name), 1, block, args, shmem, s)
+
+
+def _bind_queue(fake):
+    fake.fake_cuda_set_queue_depth.argtypes = [ctypes.c_long]
+    fake.fake_cuda_launch_queue_max.restype = ctypes.c_long
+    fake.fake_cuda_set_gate.argtypes = [ctypes.c_int]
+
+
+def test_a_full_launch_queue_blocks_the_host_and_loses_nothing(cuda_mod, fake):
+    """With the device held (a gated kernel) and a queue of 3, the fourth launch waits
+    in cuLaunchKernel (the host thread is stuck, the call has not failed); once the
+    device drains, every launch ran, in order, and synchronize waited for all."""
+    c = cuda_mod
+    _bind_queue(fake)
+    fake.fake_cuda_set_queue_depth(3)
+    fake.fake_cuda_set_gate(1)
+    a = DeviceArray(np.zeros(4))
+    s = c.Stream()
+    errors = []
+
+    def issue():
+        try:
+            for _ in range(10):
+                c.launch_kernel(kernel(fake, "gated_add_one"), 1, 4, [p(a), ctypes.c_int64(4)], 0, s)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    t = threading.Thread(target=issue)
+    t.start()
+    import time
+    deadline = time.monotonic() + 30
+    while fake.fake_cuda_counter(b"launch_queue_full") == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert fake.fake_cuda_counter(b"launch_queue_full") >= 1, "the host never waited for the queue"
+    assert t.is_alive() and a.host.tolist() == [0.0] * 4  # blocked, nothing ran yet
+    fake.fake_cuda_set_gate(0)
+    t.join(timeout=60)
+    assert not t.is_alive() and not errors
+    s.synchronize()
+    assert a.host.tolist() == [10.0] * 4
+    assert fake.fake_cuda_launch_queue_max() == 3

@@ -10,23 +10,38 @@
 //
 // and build a shared object (c++ -std=c++17 -shared -fPIC ... -lpthread) that
 // fake_libcuda's fake_cuda_load_module() loads. Semantics:
-// - a launch runs its blocks one after another; each block runs blockDim
-//   host threads at once (one per CUDA thread, from a pool reused across
-//   blocks), each with its own threadIdx, blockIdx, blockDim, gridDim;
+// - the blocks of a launch run concurrently, as on a GPU: the stand-in loads
+//   the module once per concurrent block slot (FAKE_CUDA_CONCURRENT_BLOCKS
+//   copies, default 4, each a dlopen of a file of its own, so each has its own
+//   statics) and runs block b (linear index) in slot b % slots, each slot on a
+//   host thread of its own; a kernel that assumes blocks run one after
+//   another, or in order, races here as on hardware. A copy runs one block at
+//   a time (a lock per copy), so a slot's statics are its running block's;
+// - each block runs blockDim host threads at once (one per CUDA thread, from a
+//   pool of its copy, reused across blocks), each with its own threadIdx,
+//   blockIdx, blockDim, gridDim;
 // - __syncthreads() is a barrier of the block's threads;
-// - __shared__ variables are shared by the threads of the running block (one
-//   block of one emulated kernel runs at a time in the process: a module-wide
-//   lock, so blocks of concurrent graph branches do not share them);
+// - __shared__ variables are per block: statics of the slot's copy, shared by
+//   the threads of the block it runs and by no other running block (declare
+//   them in the __global__ function, as eagle's kernels do: a static of an
+//   inline function is a GNU unique symbol, one in the whole process);
+// - atomicAdd/Sub/Exch/Min/Max/CAS/And/Or/Xor are atomic (sequentially
+//   consistent) across every host thread, __threadfence() is a full fence and
+//   __nanosleep() sleeps;
 // - parameters are read from the argument array with the kernel's own types
 //   (their sizes are what cuFuncGetParamInfo reports);
+// - EAGLE_EMU_KERNEL_USING(k, static_shared_bytes, registers) declares what a
+//   GPU compiler reports for k (ptxas --resource-usage), so the stand-in
+//   checks a launch against the device's limits as the driver does;
 // - cudaGraphSetConditional calls back into the stand-in driver.
-// Not emulated: warps (no warp-synchronous code), atomics, dynamic shared
-// memory, cooperative groups.
+// Not emulated: warps (no warp-synchronous code), dynamic shared memory
+// (extern __shared__), cooperative groups.
 #ifndef EAGLE_CUDA_EMULATION_H
 #define EAGLE_CUDA_EMULATION_H
 
 #include <pthread.h>
 #include <semaphore.h>
+#include <time.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -51,6 +66,69 @@ static thread_local eagle_emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
 static thread_local pthread_barrier_t *eagle_emu_barrier;
 
 static inline void __syncthreads() { pthread_barrier_wait(eagle_emu_barrier); }
+
+// ---- atomics: genuinely atomic across the host threads that run CUDA threads
+static inline void __nanosleep(unsigned ns) {
+    struct timespec t = {0, static_cast<long>(ns)};
+    nanosleep(&t, nullptr);
+}
+static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+namespace eagle_emu {
+// a floating-point read-modify-write: compare-and-swap of the value's bits
+template <class T, class F>
+T atomic_rmw_float(T *p, F f) {
+    using U = typename std::conditional<sizeof(T) == 8, unsigned long long, unsigned int>::type;
+    U *u = reinterpret_cast<U *>(p);
+    U old = __atomic_load_n(u, __ATOMIC_SEQ_CST), want;
+    T o;
+    do {
+        std::memcpy(&o, &old, sizeof o);
+        const T n = f(o);
+        std::memcpy(&want, &n, sizeof want);
+    } while (!__atomic_compare_exchange_n(u, &old, want, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
+    return o;
+}
+template <class T>
+T atomic_minmax(T *p, T v, bool max) {
+    T old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
+    while ((max ? v > old : v < old) &&
+           !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+    }
+    return old;
+}
+}  // namespace eagle_emu
+template <class T>
+static inline T atomicAdd(T *p, T v) {
+    if constexpr (std::is_floating_point<T>::value)
+        return eagle_emu::atomic_rmw_float(p, [v](T o) { return o + v; });
+    else
+        return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+template <class T>
+static inline T atomicSub(T *p, T v) { return __atomic_fetch_sub(p, v, __ATOMIC_SEQ_CST); }
+template <class T>
+static inline T atomicExch(T *p, T v) {
+    if constexpr (std::is_floating_point<T>::value)
+        return eagle_emu::atomic_rmw_float(p, [v](T) { return v; });
+    else
+        return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST);
+}
+template <class T>
+static inline T atomicMax(T *p, T v) { return eagle_emu::atomic_minmax(p, v, true); }
+template <class T>
+static inline T atomicMin(T *p, T v) { return eagle_emu::atomic_minmax(p, v, false); }
+template <class T>
+static inline T atomicCAS(T *p, T compare, T v) {
+    __atomic_compare_exchange_n(p, &compare, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return compare;  // the old value, swapped or not
+}
+template <class T>
+static inline T atomicAnd(T *p, T v) { return __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST); }
+template <class T>
+static inline T atomicOr(T *p, T v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
+template <class T>
+static inline T atomicXor(T *p, T v) { return __atomic_fetch_xor(p, v, __ATOMIC_SEQ_CST); }
 
 typedef unsigned long long cudaGraphConditionalHandle;
 extern "C" {
@@ -83,7 +161,9 @@ struct Pool {
     Pool() { sem_init(&done, 0, 0); }
 };
 
-inline Pool &pool() {
+// static, not inline: an inline function's static is a GNU unique symbol, one for the
+// whole process, and each block slot's copy of the module needs a pool and lock of its own
+static Pool &pool() {
     static Pool p;
     return p;
 }
@@ -108,13 +188,16 @@ inline void *pool_thread(void *arg) {
     return nullptr;
 }
 
-inline pthread_mutex_t &module_lock() {
+static pthread_mutex_t &module_lock() {
     static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
     return m;
 }
 
-// blocks in order; the threads of a block at once
-inline void run(void (*call)(void **), void **args, eagle_emu_dim3 grid, eagle_emu_dim3 block) {
+// One block (block_idx) of a launch: its threads at once, on this copy's pool. The
+// stand-in calls it from one host thread per concurrent block slot; a copy runs one
+// block at a time, so its __shared__ statics belong to that block.
+inline void run_block(void (*call)(void **), void **args, eagle_emu_dim3 grid, eagle_emu_dim3 block,
+                      eagle_emu_dim3 block_idx) {
     const unsigned nthreads = block.x * block.y * block.z;
     Pool &p = pool();
     pthread_mutex_lock(&module_lock());
@@ -133,17 +216,20 @@ inline void run(void (*call)(void **), void **args, eagle_emu_dim3 grid, eagle_e
     }
     pthread_barrier_t barrier;
     pthread_barrier_init(&barrier, nullptr, nthreads);
-    for (unsigned bz = 0; bz < grid.z; ++bz)
-        for (unsigned by = 0; by < grid.y; ++by)
-            for (unsigned bx = 0; bx < grid.x; ++bx) {
-                p.job = Launch{args, grid, block, {bx, by, bz}, {0, 0, 0}, &barrier, call};
-                for (unsigned t = 0; t < nthreads; ++t) sem_post(p.go[t]);
-                for (unsigned t = 0; t < nthreads; ++t)
-                    while (sem_wait(&p.done) != 0) {
-                    }
-            }
+    p.job = Launch{args, grid, block, block_idx, {0, 0, 0}, &barrier, call};
+    for (unsigned t = 0; t < nthreads; ++t) sem_post(p.go[t]);
+    for (unsigned t = 0; t < nthreads; ++t)
+        while (sem_wait(&p.done) != 0) {
+        }
     pthread_barrier_destroy(&barrier);
     pthread_mutex_unlock(&module_lock());
+}
+
+// the whole grid, blocks in order (what the stand-in runs with one slot)
+inline void run(void (*call)(void **), void **args, eagle_emu_dim3 grid, eagle_emu_dim3 block) {
+    for (unsigned bz = 0; bz < grid.z; ++bz)
+        for (unsigned by = 0; by < grid.y; ++by)
+            for (unsigned bx = 0; bx < grid.x; ++bx) run_block(call, args, grid, block, {bx, by, bz});
 }
 
 template <class... A, std::size_t... I>
@@ -178,26 +264,34 @@ struct Entry {
     const unsigned *sizes;
     unsigned pointer_mask;
     void (*entry)(void **, eagle_emu_dim3, eagle_emu_dim3, unsigned);
+    void (*block_entry)(void **, eagle_emu_dim3, eagle_emu_dim3, eagle_emu_dim3);
+    unsigned static_shared;  // bytes of __shared__ a GPU compiler reports (0: not declared)
+    unsigned registers;      // registers a thread (0: not declared)
 };
 
 }  // namespace eagle_emu
 
-#define EAGLE_EMU_KERNEL(k)                                                                  \
+#define EAGLE_EMU_CALL(k)                                                                    \
+    [](void **a) {                                                                           \
+        eagle_emu::call_with(                                                                \
+            &k, a, std::make_index_sequence<decltype(eagle_emu::signature_of(&k))::count>()); \
+    }
+
+#define EAGLE_EMU_KERNEL_USING(k, static_shared_bytes, regs)                                 \
     eagle_emu::Entry {                                                                       \
         #k, decltype(eagle_emu::signature_of(&k))::count,                                    \
             decltype(eagle_emu::signature_of(&k))::sizes(),                                  \
             decltype(eagle_emu::signature_of(&k))::pointer_mask(),                           \
             [](void **args, eagle_emu_dim3 grid, eagle_emu_dim3 block, unsigned) {           \
-                eagle_emu::run(                                                              \
-                    [](void **a) {                                                           \
-                        eagle_emu::call_with(                                                \
-                            &k, a,                                                           \
-                            std::make_index_sequence<decltype(eagle_emu::signature_of(       \
-                                &k))::count>());                                             \
-                    },                                                                       \
-                    args, grid, block);                                                      \
-            }                                                                                \
+                eagle_emu::run(EAGLE_EMU_CALL(k), args, grid, block);                        \
+            },                                                                               \
+            [](void **args, eagle_emu_dim3 grid, eagle_emu_dim3 block, eagle_emu_dim3 b) {   \
+                eagle_emu::run_block(EAGLE_EMU_CALL(k), args, grid, block, b);               \
+            },                                                                               \
+            static_shared_bytes, regs                                                        \
     }
+
+#define EAGLE_EMU_KERNEL(k) EAGLE_EMU_KERNEL_USING(k, 0u, 0u)
 
 #define EAGLE_EMU_MODULE(...)                                                                \
     extern "C" __attribute__((visibility("default"))) const eagle_emu::Entry *               \

@@ -56,6 +56,14 @@
  * fake_cuda_load_module(path); fake_cuda_module_function(name) returns the
  * CUfunction.
  *
+ * Concurrency and limits, as on a GPU: the blocks of an emulated kernel's launch run
+ * concurrently (FAKE_CUDA_CONCURRENT_BLOCKS slots, default 4; "concurrent blocks"
+ * below), each with its own __shared__; a launch past a block's resources (1024
+ * threads, 48 KiB of static + dynamic shared memory, 64 K registers) fails with
+ * CUDA_ERROR_INVALID_VALUE / LAUNCH_OUT_OF_RESOURCES; a stream's launch queue has a
+ * depth (FAKE_CUDA_QUEUE_DEPTH, default 2048; "the launch queue" below) and a launch
+ * onto a full one waits for the device instead of failing.
+ *
  * Failure injection: fake_cuda_fail_next(api, nth, err) (the nth next call of
  * `api`, e.g. "cuGraphLaunch", returns err), fake_cuda_fail_instantiate_at_node(k)
  * (instantiating a graph of more than k nodes fails naming its k-th node),
@@ -82,11 +90,13 @@
 
 typedef struct { unsigned int x, y, z; } fake_dim3;
 typedef void (*fake_entry)(void **args, fake_dim3 grid, fake_dim3 block, unsigned shmem);
+/* one block of an emulated kernel (cuda_emulation.h's run_block) */
+typedef void (*fake_block_entry)(void **args, fake_dim3 grid, fake_dim3 block, fake_dim3 block_idx);
 
 enum {
     OK = 0, E_INVALID_VALUE = 1, E_OUT_OF_MEMORY = 2, E_NOT_INITIALIZED = 3,
     E_NO_DEVICE = 100, E_INVALID_CONTEXT = 201, E_INVALID_HANDLE = 400, E_NOT_FOUND = 500,
-    E_NOT_READY = 600, E_ILLEGAL_ADDRESS = 700, E_LAUNCH_FAILED = 719, E_NOT_SUPPORTED = 801,
+    E_NOT_READY = 600, E_ILLEGAL_ADDRESS = 700, E_LAUNCH_OUT_OF_RESOURCES = 701, E_LAUNCH_FAILED = 719, E_NOT_SUPPORTED = 801,
     E_CAPTURE_UNSUPPORTED = 900, E_CAPTURE_INVALIDATED = 901, E_CAPTURE_MERGE = 902,
     E_CAPTURE_UNMATCHED = 903, E_CAPTURE_UNJOINED = 904, E_CAPTURE_ISOLATION = 905,
     E_CAPTURE_IMPLICIT = 906, E_CAPTURE_WRONG_THREAD = 908, E_GRAPH_EXEC_UPDATE = 910,
@@ -104,6 +114,7 @@ static const struct { int code; const char *name, *text; } err_table[] = {
     {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {600, "CUDA_ERROR_NOT_READY", "device not ready"},
     {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+    {701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
     {719, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
     {801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
     {900, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
@@ -320,6 +331,12 @@ typedef struct fake_kernel {
     unsigned sizes[MAXARGS];
     unsigned pointer_mask; /* bit i: parameter i is a pointer */
     fake_entry entry;
+    /* what a GPU compiler reports (0: not declared): checked at launch (klaunch_set) */
+    unsigned static_shared, registers;
+    /* emulated CUDA C: one block entry per concurrent block slot (nslots copies of
+     * the module, see "concurrent blocks" below); 0 slots: entry runs the grid */
+    unsigned nslots;
+    fake_block_entry slot_entry[16];
 } fake_kernel;
 
 static unsigned grid_threads(fake_dim3 g, fake_dim3 b) {
@@ -410,7 +427,8 @@ static void k_life_step_n(void **args, fake_dim3 g, fake_dim3 b, unsigned sh) {
 }
 
 /* built-in test kernels: name, parameters ('p' pointer, 'l' int64, 'i' int32, 'd' double) */
-static struct { const char *name, *sig; fake_entry entry; fake_kernel k; } builtins[] = {
+static void k_gated_add_one(void **args, fake_dim3 g, fake_dim3 b, unsigned sh);
+static struct { const char *name, *sig; fake_entry entry; fake_kernel k; unsigned static_shared, registers; } builtins[] = {
     {"add_one", "pl", k_add_one, {0}},
     {"add_one_i32", "pi", k_add_one_i32, {0}},
     {"scale", "ppdl", k_scale, {0}},
@@ -422,6 +440,13 @@ static struct { const char *name, *sig; fake_entry entry; fake_kernel k; } built
     /* named like a cuBLAS kernel: what eagle's library detection looks for */
     {"sgemm_like", "pl", k_add_one, {0}},
     {"life_step_n", "pppl", k_life_step_n, {0}},
+    /* add_one as compiled with heavy resource use: 128 registers a thread (more than
+     * 512 threads a block exceed the 64 K registers of an SM: LAUNCH_OUT_OF_RESOURCES),
+     * and 40 KiB of static __shared__ (with more than 8 KiB dynamic: past 48 KiB) */
+    {"add_one_128regs", "pl", k_add_one, {0}, 0, 128},
+    {"add_one_40k_static", "pl", k_add_one, {0}, 40 * 1024, 0},
+    /* add_one once the launch queue's test gate opens (fake_cuda_set_gate) */
+    {"gated_add_one", "pl", k_gated_add_one, {0}, 0, 0},
 };
 
 static void kernel_from_sig(fake_kernel *k, const char *name, const char *sig, fake_entry e) {
@@ -441,8 +466,12 @@ EXPORT void *fake_cuda_kernel(const char *name) {
     for (size_t i = 0; i < sizeof builtins / sizeof *builtins; ++i)
         if (!strcmp(builtins[i].name, name)) {
             if (!builtins[i].k.magic)
+            {
                 kernel_from_sig(&builtins[i].k, builtins[i].name, builtins[i].sig,
                                 builtins[i].entry);
+                builtins[i].k.static_shared = builtins[i].static_shared;
+                builtins[i].k.registers = builtins[i].registers;
+            }
             return &builtins[i].k;
         }
     return NULL;
@@ -451,12 +480,16 @@ EXPORT void *fake_cuda_kernel(const char *name) {
 /* Modules of emulated CUDA C kernels (built with cuda_emulation.h): each exports
  * fake_cuda_module_table(&n) -> array of {name, nparams, sizes*, pointer_mask, entry}. */
 typedef struct { const char *name; unsigned nparams; const unsigned *sizes; unsigned pointer_mask;
-                 fake_entry entry; } fake_module_entry;
+                 fake_entry entry; fake_block_entry block_entry; unsigned static_shared, registers;
+} fake_module_entry;
 #define NMODK 64
 static fake_kernel module_kernels[NMODK];
 static int n_module_kernels;
 /* the device-side conditional setter emulated kernels call */
 EXPORT void fake_cuda_set_conditional(unsigned long long handle, unsigned value);
+
+static int concurrent_block_slots(void);
+static int load_module_slots(const char *path, int first, int n);
 
 EXPORT int fake_cuda_load_module(const char *path) {
     void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -472,6 +505,7 @@ EXPORT int fake_cuda_load_module(const char *path) {
     if (setter) *setter = fake_cuda_set_conditional;
     int n = 0;
     const fake_module_entry *e = table(&n);
+    int first = n_module_kernels;
     for (int i = 0; i < n && n_module_kernels < NMODK; ++i) {
         /* a launch copies the arguments into klaunch.bytes/argv: refuse what would not fit */
         size_t need = 0;
@@ -488,9 +522,13 @@ EXPORT int fake_cuda_load_module(const char *path) {
         for (unsigned j = 0; j < e[i].nparams && j < MAXARGS; ++j) k->sizes[j] = e[i].sizes[j];
         k->pointer_mask = e[i].pointer_mask;
         k->entry = e[i].entry;
+        k->static_shared = e[i].static_shared;
+        k->registers = e[i].registers;
+        k->nslots = 0;
+        k->slot_entry[0] = e[i].block_entry;
         handle_add(k, KERNEL_MAGIC);
     }
-    return 0;
+    return load_module_slots(path, first, n_module_kernels - first);
 }
 EXPORT void *fake_cuda_module_function(const char *name) {
     for (int i = n_module_kernels - 1; i >= 0; --i)
@@ -558,6 +596,22 @@ typedef struct klaunch {
 } klaunch;
 
 static fake_kernel *libkernel_function(const void *h);
+
+/* A device's per-block resources (compute capability 7.0-9.0 without opt-in): static
+ * plus dynamic shared memory at most 48 KiB (past it: CUDA_ERROR_INVALID_VALUE, as the
+ * dynamic size alone above); registers: a block's threads x the kernel's registers a
+ * thread (rounded up to 8, a warp's allocation granularity) at most 64 K, the registers
+ * of an SM, else CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES ("too many resources requested
+ * for launch"), the error a real launch of a register-heavy kernel with large blocks
+ * gets. A kernel that declares nothing (0) is not checked. */
+static int launch_resources_check(const fake_kernel *k, fake_dim3 block, unsigned shmem) {
+    unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
+    if ((unsigned long long)k->static_shared + shmem > 48 * 1024) return E_INVALID_VALUE;
+    unsigned long long warps = (threads + 31) / 32;
+    if (k->registers && warps * 32 * ((k->registers + 7) / 8 * 8) > 65536) return E_LAUNCH_OUT_OF_RESOURCES;
+    return 0;
+}
+
 static int klaunch_set(klaunch *l, void *func, fake_dim3 grid, fake_dim3 block, unsigned shmem,
                        void **params) {
     l->kern = NULL;
@@ -574,6 +628,8 @@ static int klaunch_set(klaunch *l, void *func, fake_dim3 grid, fake_dim3 block, 
         (unsigned long long)block.x * block.y * block.z > 1024 || shmem > 48 * 1024)
         return E_INVALID_VALUE;
     fake_kernel *k = (fake_kernel *)func;
+    int rc = launch_resources_check(k, block, shmem);
+    if (rc) return rc;
     if (k->nparams && !params) return E_INVALID_VALUE;
     l->k = k;
     l->grid = grid;
@@ -596,6 +652,93 @@ static void klaunch_copy(klaunch *dst, const klaunch *src) {
     }
 }
 
+/* ---- concurrent blocks ----------------------------------------------------------------
+ * The blocks of a launch of emulated CUDA C run at once, as on a GPU. A module's
+ * __shared__ variables are statics of its shared object, so each concurrent block
+ * slot gets a copy of its own: fake_cuda_load_module loads the module once per slot
+ * (FAKE_CUDA_CONCURRENT_BLOCKS, default 4, at most 16; 1: blocks one after another,
+ * in order), slot s from a copy of the file (dlopen of one path twice would share
+ * the statics). A launch of g blocks runs block b (linear, x fastest) in slot b % s,
+ * each slot on a host thread of its own, so up to s blocks are in flight together
+ * and a kernel whose blocks wait for one another (a handshake) completes when its
+ * grid fits the slots, as when a grid fits the SMs of a GPU. */
+static int concurrent_block_slots(void) {
+    const char *e = getenv("FAKE_CUDA_CONCURRENT_BLOCKS");
+    int n = e && *e ? atoi(e) : 4;
+    return n < 1 ? 1 : n > 16 ? 16 : n;
+}
+
+static int load_module_slots(const char *path, int first, int n) {
+    int slots = concurrent_block_slots();
+    for (int s = 1; s < slots; ++s) {
+        char copy[4096];
+        snprintf(copy, sizeof copy, "%s.block-slot-%d.so", path, s);
+        FILE *in = fopen(path, "rb"), *out = fopen(copy, "wb");
+        if (!in || !out) {
+            if (in) fclose(in);
+            if (out) fclose(out);
+            fprintf(stderr, "fake_cuda_load_module: cannot copy %s to %s\n", path, copy);
+            return E_NOT_FOUND;
+        }
+        char buf[65536];
+        size_t got;
+        while ((got = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, got, out);
+        fclose(in);
+        fclose(out);
+        void *dl = dlopen(copy, RTLD_NOW | RTLD_LOCAL);
+        if (!dl) {
+            fprintf(stderr, "fake_cuda_load_module: %s\n", dlerror());
+            return E_NOT_FOUND;
+        }
+        void (**setter)(unsigned long long, unsigned) =
+            (void (**)(unsigned long long, unsigned))dlsym(dl, "fake_cuda_emulation_set_conditional");
+        if (setter) *setter = fake_cuda_set_conditional;
+        const fake_module_entry *(*table)(int *) =
+            (const fake_module_entry *(*)(int *))dlsym(dl, "fake_cuda_module_table");
+        int m = 0;
+        const fake_module_entry *e = table ? table(&m) : NULL;
+        for (int i = 0; i < n; ++i) {
+            fake_kernel *k = &module_kernels[first + i];
+            for (int j = 0; j < m; ++j)
+                if (!strcmp(e[j].name, k->name)) k->slot_entry[s] = e[j].block_entry;
+        }
+    }
+    for (int i = 0; i < n; ++i) module_kernels[first + i].nslots = (unsigned)slots;
+    return 0;
+}
+
+typedef struct {
+    const klaunch *l;
+    unsigned slot;
+    pthread_t t;
+} block_slot_run;
+
+static void *block_slot_thread(void *p) {
+    block_slot_run *r = (block_slot_run *)p;
+    const klaunch *l = r->l;
+    const fake_kernel *k = l->k;
+    unsigned long long nblocks = (unsigned long long)l->grid.x * l->grid.y * l->grid.z;
+    for (unsigned long long b = r->slot; b < nblocks; b += k->nslots) {
+        fake_dim3 idx = {(unsigned)(b % l->grid.x), (unsigned)(b / l->grid.x % l->grid.y),
+                         (unsigned)(b / ((unsigned long long)l->grid.x * l->grid.y))};
+        k->slot_entry[r->slot]((void **)l->argv, l->grid, l->block, idx);
+    }
+    return NULL;
+}
+
+static void run_blocks_concurrently(const klaunch *l) {
+    unsigned long long nblocks = (unsigned long long)l->grid.x * l->grid.y * l->grid.z;
+    unsigned n = nblocks < l->k->nslots ? (unsigned)nblocks : l->k->nslots;
+    block_slot_run runs[16];
+    for (unsigned s = 0; s < n; ++s) {
+        runs[s].l = l;
+        runs[s].slot = s;
+        if (s) pthread_create(&runs[s].t, NULL, block_slot_thread, &runs[s]);
+    }
+    block_slot_thread(&runs[0]); /* slot 0 on the calling (stream or node) thread */
+    for (unsigned s = 1; s < n; ++s) pthread_join(runs[s].t, NULL);
+}
+
 /* Run a kernel (on a worker thread). A pointer argument outside device memory faults. */
 static void klaunch_run(const klaunch *l) {
     for (unsigned i = 0; i < l->k->nparams; ++i) {
@@ -613,7 +756,8 @@ static void klaunch_run(const klaunch *l) {
     }
     count("kernel_runs");
     last_grid_x = l->grid.x;
-    l->k->entry((void **)l->argv, l->grid, l->block, l->shmem);
+    if (l->k->nslots > 1) run_blocks_concurrently(l);
+    else l->k->entry((void **)l->argv, l->grid, l->block, l->shmem);
 }
 
 /* ---- events ------------------------------------------------------------------- */
@@ -898,6 +1042,7 @@ typedef struct fstream {
     pthread_cond_t c;
     op *head, *tail;
     int busy, quit;
+    long npending; /* ops pushed and not yet finished (the launch queue, below) */
     fcapture *cap;
     fnode **deps;
     size_t ndeps;
@@ -942,6 +1087,7 @@ static void *stream_worker(void *p) {
         s->head = o->next;
         if (!s->head) s->tail = NULL;
         s->busy = 0;
+        s->npending--;
         free(o);
         pthread_cond_broadcast(&s->c);
     }
@@ -960,8 +1106,10 @@ static fstream *stream_new(unsigned flags, int legacy) {
     pthread_create(&s->thread, NULL, stream_worker, s);
     return s;
 }
+static void launch_queue_note(long pending);
 static void stream_push(fstream *s, op *o) {
     pthread_mutex_lock(&s->m);
+    launch_queue_note(++s->npending);
     if (s->tail) s->tail->next = o;
     else s->head = o;
     s->tail = o;
@@ -972,6 +1120,66 @@ static void stream_drain(fstream *s) {
     pthread_mutex_lock(&s->m);
     while (s->head || s->busy) pthread_cond_wait(&s->c, &s->m);
     pthread_mutex_unlock(&s->m);
+}
+
+/* ---- the launch queue ---------------------------------------------------------------------
+ * A GPU takes launches into a queue of fixed depth (a few thousand); a host that issues
+ * faster than the device drains waits in cuLaunchKernel / cuGraphLaunch for a slot (it
+ * does not fail). Here each stream's pending work is its queue: a kernel or graph launch
+ * onto a stream with FAKE_CUDA_QUEUE_DEPTH (default 2048; fake_cuda_set_queue_depth)
+ * ops pending blocks, without the API lock, until its worker finishes one. Observed:
+ * counter "launch_queue_full" (launches that waited), fake_cuda_launch_queue_max() (the
+ * most ops pending on one stream since the depth was last set). Test kernel
+ * gated_add_one waits while fake_cuda_set_gate(1) holds the gate closed (at most 30 s),
+ * so a test fills the queue by construction. */
+static long queue_depth_set; /* 0: FAKE_CUDA_QUEUE_DEPTH or 2048 */
+static long queue_max_pending;
+static volatile int gate_closed;
+
+static long launch_queue_depth(void) {
+    long d = __atomic_load_n(&queue_depth_set, __ATOMIC_RELAXED);
+    if (d > 0) return d;
+    const char *e = getenv("FAKE_CUDA_QUEUE_DEPTH");
+    d = e && *e ? atol(e) : 2048;
+    return d > 0 ? d : 2048;
+}
+static void launch_queue_note(long pending) {
+    long m = __atomic_load_n(&queue_max_pending, __ATOMIC_RELAXED);
+    while (pending > m && !__atomic_compare_exchange_n(&queue_max_pending, &m, pending, 0,
+                                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+/* Called with G held, before a launch pushes onto s: waits (G released, so other
+ * streams and threads go on) while s's queue is full. A pusher checks and pushes under
+ * G, so no two fill the last slot. */
+static void launch_queue_wait_room(fstream *s) {
+    long depth = launch_queue_depth();
+    pthread_mutex_lock(&s->m);
+    if (s->npending < depth) {
+        pthread_mutex_unlock(&s->m);
+        return;
+    }
+    count("launch_queue_full");
+    pthread_mutex_unlock(&G);
+    for (;;) {
+        while (s->npending >= depth) pthread_cond_wait(&s->c, &s->m);
+        pthread_mutex_unlock(&s->m);
+        pthread_mutex_lock(&G);
+        pthread_mutex_lock(&s->m);
+        if (s->npending < depth) break;
+        pthread_mutex_unlock(&G);
+    }
+    pthread_mutex_unlock(&s->m);
+}
+EXPORT void fake_cuda_set_queue_depth(long depth) {
+    __atomic_store_n(&queue_depth_set, depth, __ATOMIC_RELAXED);
+    __atomic_store_n(&queue_max_pending, 0, __ATOMIC_RELAXED);
+}
+EXPORT long fake_cuda_launch_queue_max(void) { return __atomic_load_n(&queue_max_pending, __ATOMIC_RELAXED); }
+EXPORT void fake_cuda_set_gate(int closed) { __atomic_store_n(&gate_closed, closed, __ATOMIC_SEQ_CST); }
+static void k_gated_add_one(void **args, fake_dim3 g, fake_dim3 b, unsigned sh) {
+    for (int i = 0; i < 150000 && __atomic_load_n(&gate_closed, __ATOMIC_SEQ_CST); ++i) usleep(200);
+    k_add_one(args, g, b, sh);
 }
 
 #define NSTREAMS 512
@@ -1677,6 +1885,8 @@ static int graph_launch(void *h, void *sh) {
         capture_invalidate(s->cap);
         LEAVE(E_CAPTURE_UNSUPPORTED);
     }
+    launch_queue_wait_room(s); /* G was released: check again what it guarded */
+    if (!valid_exec(h) || (!s->legacy && !valid_stream(s))) LEAVE(E_INVALID_HANDLE);
     fexec *e = (fexec *)h;
     op *o = (op *)calloc(1, sizeof *o);
     o->type = OP_GRAPH;
@@ -1786,6 +1996,8 @@ static int launch_kernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigne
         klaunch_copy(&n->kl, &l);
         LEAVE(0);
     }
+    launch_queue_wait_room(s);
+    if (!s->legacy && !valid_stream(s)) LEAVE(E_INVALID_HANDLE);
     op *o = (op *)calloc(1, sizeof *o);
     o->type = OP_KERNEL;
     klaunch_copy(&o->kl, &l);
@@ -2079,6 +2291,8 @@ EXPORT void fake_cuda_reset(void) {
     pthread_mutex_unlock(&count_lock);
     memset(fails, 0, sizeof fails);
     fail_instantiate_at = -1;
+    fake_cuda_set_queue_depth(0);
+    fake_cuda_set_gate(0);
     sticky = 0;
     launches = 0;
     last_grid_x = 0;

@@ -770,6 +770,25 @@ def test_cuda_arrays_make_a_sized_generated_kernel_node(fake_cupy):
     assert node.size_arg == 5
 
 
+def test_cuda_ufunc_refuses_an_output_overlapping_an_input_but_not_exact_in_place(fake_cupy):
+    """The generated kernel's threads and blocks run at once on a GPU: out=x[1:] for
+    an input x[:-1] races (thread i writes what thread i+1 reads; NumPy buffers it)."""
+    h = np.arange(9.0)
+    whole = HostCudaArray(h)
+    node = ufunc(np.multiply, {"x": whole}, 2.0, out={"x": whole})   # exact in place: fine
+    assert node.kind == "cuda_kernel"
+    with pytest.raises(ValueError, match="output 'y' overlaps 'x' other than element for element"):
+        ufunc(np.multiply, {"x": HostCudaArray(h[:-1])}, 2.0, out={"y": HostCudaArray(h[1:])})
+    with pytest.raises(ValueError, match="overlaps"):
+        ufunc(np.add, {"x": HostCudaArray(h[::2])}, {"z": HostCudaArray(h[1::2])},
+              out={"y": HostCudaArray(h[:5])})
+    stride0 = np.lib.stride_tricks.as_strided(np.zeros(1), shape=(4,), strides=(0,))
+    with pytest.raises(ValueError, match="share memory"):
+        ufunc(np.negative, {"x": HostCudaArray(np.ones(4))}, out={"y": HostCudaArray(stride0)})
+    # disjoint halves of one buffer are fine
+    ufunc(np.add, {"x": HostCudaArray(h[:4])}, 1.0, out={"y": HostCudaArray(h[4:8])})
+
+
 def test_cuda_ufunc_without_a_generated_kernel_is_opaque(fake_cupy):
     a, b, out = (HostCudaArray(np.ones(4)) for _ in range(3))
     node = ufunc(np.arctan2, {"a": a}, {"b": b}, out={"out": out})
