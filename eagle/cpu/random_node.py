@@ -17,7 +17,6 @@ class RandomNode(NativeNode):
     kind = "random"
     box = ("~", "~")
     dot_shape = "parallelogram"
-    sample_local = True
 
     def __init__(self, spec: RandomSpec):
         from eagle.cpu._random import random_kernel
@@ -30,7 +29,9 @@ class RandomNode(NativeNode):
             raise ValueError(f"{spec.kind}(): ids {spec.ids_name!r} shares memory with out {spec.out_name!r}")
         kernel = random_kernel(spec.kind, spec.what, spec.key, spec.f32, spec.ids is not None,
                                spec.a, spec.b, spec.below)
-        super().__init__(kernel, reads, {spec.out_name: out}, split=True)
+        # sample i's numbers are drawn from its own counter into its own row: sample-local,
+        # so the node fuses into a run of sample tiles
+        super().__init__(kernel, reads, {spec.out_name: out}, split=True, sample_local=True)
         self.spec = spec
 
     def default_name(self) -> str:

@@ -214,6 +214,38 @@ def test_a_sample_keeps_its_stream_through_compaction_with_ids():
     np.testing.assert_array_equal(z[:live], full[kept])
 
 
+@pytest.mark.parametrize("n_threads", [1, 2])
+@pytest.mark.parametrize("with_ids", [False, True])
+def test_fused_with_a_ufunc_chain_gives_the_unfused_numbers(threads, n_threads, with_ids):
+    """A random node is sample-local: it joins the fused run of the ufunc chain after it
+    (the plan says so), and fused and unfused replays give the same bits, which are the
+    NumPy reference's."""
+    eagle.set_num_threads(n_threads)
+    n = 50_001                                     # not a multiple of any tile
+    ids = np.arange(n, dtype=np.int64)[::-1].copy() if with_ids else None
+
+    def gbm(fuse, tile=None):
+        z, w, S = np.empty(n), np.empty(n), np.full(n, 100.0)
+        g = eagle.Graph()
+        g.add_node(normal({"z": z}, key=7, ids={"id": ids} if with_ids else None), name="draw")
+        g.add_node(eagle.graph.ufunc(np.multiply, {"z": z}, 0.02, out={"w": w}), name="diffuse")
+        g.add_node(eagle.graph.ufunc(np.exp, {"w": w}, out={"w": w}), name="grow")
+        g.add_node(eagle.graph.ufunc(np.multiply, {"S": S}, {"w": w}, out={"S": S}), name="step")
+        g.build(fuse=tile if (fuse and tile) else fuse)
+        g.replays = 2**32 - 2                      # the replay word crosses 2**32 in the launch
+        g.launch(3)
+        return g, S, z
+
+    gf, Sf, zf = gbm(True, 1000)
+    gu, Su, zu = gbm(False)
+    run = gf.plan().fused_runs
+    assert run and run[0] == ((0, 3), 1000), gf.plan()   # the draw and the whole chain, one run
+    assert not gu.plan().fused_runs
+    assert np.array_equal(Sf, Su) and np.array_equal(zf, zu)
+    ref = normal_np(philox_np(ids if with_ids else np.arange(n), 2**32, 7), 0.0, 1.0, np.float64)
+    assert np.all(np.abs(zf - ref) <= 4 * np.spacing(np.abs(ref)))   # the last replay's draw
+
+
 def test_replays_counts_launches_until_done_and_failed_launches():
     x = np.zeros(4)
     calls = []
