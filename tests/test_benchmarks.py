@@ -125,7 +125,8 @@ def test_comparison_command_prints_its_table(capsys):
     from eagle import bench
 
     threads = eagle.get_num_threads()
-    bench.main(["--quick", "--rounds", "1", "--target-ms", "1", "--big", "4096"])
+    bench.main(["--quick", "--rounds", "1", "--target-ms", "1", "--big", "4096", "--paths", "4096",
+                "--steps", "2"])
     assert eagle.get_num_threads() == threads
     out = capsys.readouterr().out
     for title in ("seed graph: 3 opaque nodes", "native diamond: 3 nodes", "native chain: 10 nodes",
@@ -146,3 +147,8 @@ def test_comparison_command_prints_its_table(capsys):
     assert not wide, wide
     assert ("not vectorised" in out) or ("plain C loops skipped" in out)
     assert re.search(r"\(\d+\.\d s, \d+\.\d s of CPU\)", out)
+    # the user's step at real size (here tiny): every way, each with its price
+    assert "Monte Carlo call (GBM), 4,096 paths × 2 steps" in out
+    for way in ("numpy loop", "numexpr", "numba prange", "eagle, opaque draw", "eagle, normal node",
+                "eagle, fused"):
+        assert re.search(rf"^{way} .* \d+\.\d{{3}} ± \d+\.\d{{3}}", out, re.M), way

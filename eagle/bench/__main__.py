@@ -54,6 +54,7 @@ from eagle.cpu._executor import have_openmp
 from eagle.graph import native, opaque
 from eagle.native import CTYPES_KERNEL
 
+from . import monte_carlo
 from .cases import BIG, RECORDING_SHAPES, RECORDING_SIZES, bench_cases, measure_recording
 from .chelpers import compile_c_loop, compile_extra, compile_plain_loops
 from .tiles import SAMPLES as TILE_SAMPLES, rows_fused_tiles
@@ -323,6 +324,9 @@ def main(argv=None):
     p.add_argument("--big", type=int, help=f"samples of the one-node graph (default {BIG:,}, quick {QUICK_BIG:,})")
     p.add_argument("--threads", type=int, help="threads for 'all' (default: eagle.get_num_threads())")
     p.add_argument("--only", help="run only the graphs whose title contains this text (e.g. ufunc)")
+    p.add_argument("--paths", type=int,
+                   help="paths of the Monte Carlo step (default 1,000,000, quick 250,000; 0: skip it)")
+    p.add_argument("--steps", type=int, help="time steps of the Monte Carlo step (default 100, quick 10)")
     p.add_argument("--recording", type=int, nargs="*",
                    help=f"node counts of the recording rows (default 4000 40000, quick {QUICK_RECORDING}; "
                         "none: skip)")
@@ -388,6 +392,11 @@ def main(argv=None):
         print_recording(measure_recording(sizes, rec_rounds), rec_rounds)
     print_extra_rows(rounds, quick=args.quick,
                      tile_samples=TILE_SAMPLES // 4 if args.quick else TILE_SAMPLES)
+    paths = args.paths if args.paths is not None else (250_000 if args.quick else 1_000_000)
+    if paths > 0:
+        print()
+        monte_carlo.print_table(paths, args.steps or (10 if args.quick else 100),
+                                rounds=2 if args.quick else 3, threads=threads)
     cpu = time.process_time() - cpu_start
     # the CPU time is what the run costs on an idle machine (less, with threads); the wall
     # time grows with whatever else the machine runs

@@ -273,7 +273,7 @@ def print_table(paths, steps, rounds, threads, out=None):
         eagle.set_num_threads(before)
     exact = black_scholes_call(opt)
     ref = best[NumpyLoop.name]
-    print(f"Monte Carlo European call (GBM): {paths:,} paths × {steps} steps, {threads} threads; "
+    print(f"Monte Carlo call (GBM), {paths:,} paths × {steps} steps, {threads} threads: "
           f"Black–Scholes {exact:.4f}", file=out)
     head = ("way", "time", "per step", "× numpy", "price ± s.e.", "")
     rows = [(w.name, fmt_time(best[w.name]), fmt_time(best[w.name] / steps),
@@ -284,7 +284,7 @@ def print_table(paths, steps, rounds, threads, out=None):
         print("  ".join(c.rjust(wd) if j in (1, 2, 3) else c.ljust(wd)
                         for j, (c, wd) in enumerate(zip(cells, widths))).rstrip(), file=out)
     print(f"best of {rounds} interleaved runs; × numpy: the NumPy loop's time / this way's "
-          "(above 1: faster than NumPy)", file=out)
+          "(> 1: faster)", file=out)
     for n in notes:
         print(f"note: {n}", file=out)
     return best, prices
