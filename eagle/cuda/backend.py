@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import weakref
 
 import numpy as np
 import sys
@@ -80,6 +81,27 @@ __all__ = ["CudaBackend", "CudaPlan", "capture_stream", "dlpack_producers", "ens
 _CHUNK = 4096
 
 _tls = threading.local()
+
+#: the backends not yet closed or collected, for ``close_all`` at exit
+_live = weakref.WeakSet()
+
+
+def close_all(which=None) -> list:
+    """Close every live cuda backend (``which(backend)`` true, if given): their CUDA
+    graphs, executables and streams are destroyed now, whoever still refers to them.
+    eagle.mpi calls it at exit for the graphs that captured NCCL collectives, before it
+    destroys the communicators (NCCL 2.14+ waits in ``ncclCommDestroy`` until every graph
+    that captured the communicator is destroyed: it would wait forever). Returns the
+    errors met (each backend is closed as far as it can be)."""
+    errors = []
+    for b in list(_live):
+        if which is not None and not which(b):
+            continue
+        try:
+            b.close()
+        except Exception as e:   # a sticky error: the others are still closed
+            errors.append(e)
+    return errors
 
 
 def capture_stream():
@@ -297,6 +319,8 @@ class CudaBackend(Backend):
         self.graph_nodes = len(captured.nodes())
         self.sized_kernels = len(sized)
         self._logical_size = size
+        self.closed = False
+        _live.add(self)
 
     # -- capture ------------------------------------------------------------------------
 
@@ -700,6 +724,8 @@ class CudaBackend(Backend):
         """Release the CUDA objects now (collection does it too). Destroys every
         object it can, also after a failure (e.g. a sticky error), then raises
         the first error met."""
+        _live.discard(self)
+        self.closed = True
         first = None
 
         def attempt(fn):

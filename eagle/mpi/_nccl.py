@@ -15,7 +15,10 @@ else the ``nvidia-nccl-cu12``/``-cu13`` wheel's, else the system's. At
 communicator (rank 0's ``ncclGetUniqueId`` broadcast over MPI,
 ``ncclCommInitRank`` on every rank) and runs a warm-up collective on scratch
 memory, as NCCL asks before a capture. The communicators live until the
-process ends (``ncclCommDestroy`` at exit).
+process ends: at exit eagle first closes its graphs that captured collectives
+(NCCL 2.14+ ``ncclCommDestroy`` waits for every graph that captured the
+communicator to be destroyed), then calls ``ncclCommDestroy``. A graph used after
+that raises.
 """
 from __future__ import annotations
 
@@ -136,7 +139,17 @@ def communicator(comm):
 
 @atexit.register
 def _destroy_all():
+    """At exit: close eagle's live graphs that captured collectives, then destroy the
+    communicators. NCCL 2.14+ ``ncclCommDestroy`` waits until every CUDA graph that
+    captured the communicator is destroyed, so destroying first would never return.
+    If such a graph cannot be closed (a sticky CUDA error), the communicators are left
+    to the end of the process rather than waited on."""
     lib = _lib.get("lib")
+    backend = sys.modules.get("eagle.cuda.backend")
+    if backend is not None and _comms:
+        if backend.close_all(lambda b: b.recording.has_collectives):
+            _comms.clear()
+            return
     for handle, _ in _comms.values():
         if lib is not None:
             lib.ncclCommDestroy(handle)

@@ -601,7 +601,48 @@ typedef struct fgraph {
     fnode **nodes;
     size_t n, cap;
     struct fgraph *cond_parent;    /* a conditional body: its node's graph */
+    struct uref *urefs;            /* user objects the graph holds references to */
+    size_t nurefs;
 } fgraph;
+
+/* ---- user objects (cuUserObjectCreate, cuGraphRetainUserObject) -------------------
+ * What NCCL hangs its captured work's lifetime on: a graph holds references to user
+ * objects; clones (an instantiated exec, a child graph node) hold their own; the
+ * destructor runs when the last reference goes, i.e. when every graph and exec made
+ * from the capture is destroyed. (CUDA runs it on an internal thread later; here it
+ * runs in the releasing call, with no driver lock held by the destructor's code.) */
+#define USEROBJ_MAGIC 0x55534f42
+typedef struct fuserobj {
+    int magic;
+    void *ptr;
+    void (*destroy)(void *);
+    long refs;                     /* atomic */
+} fuserobj;
+struct uref { fuserobj *o; unsigned n; };
+static void userobj_release(fuserobj *o, unsigned n) {
+    if (__atomic_sub_fetch(&o->refs, (long)n, __ATOMIC_ACQ_REL) == 0) {
+        o->magic = DEAD_MAGIC;     /* a dead shell: later handles to it are invalid */
+        if (o->destroy) o->destroy(o->ptr);
+    }
+}
+static void graph_urefs_add(struct fgraph *g, fuserobj *o, unsigned n) {
+    for (size_t i = 0; i < g->nurefs; ++i)
+        if (g->urefs[i].o == o) { g->urefs[i].n += n; return; }
+    g->urefs = (struct uref *)realloc(g->urefs, (g->nurefs + 1) * sizeof *g->urefs);
+    g->urefs[g->nurefs++] = (struct uref){o, n};
+}
+static void graph_urefs_release(struct fgraph *g) {
+    for (size_t i = 0; i < g->nurefs; ++i) userobj_release(g->urefs[i].o, g->urefs[i].n);
+    free(g->urefs);
+    g->urefs = NULL;
+    g->nurefs = 0;
+}
+static void graph_urefs_copy(struct fgraph *dst, const struct fgraph *src) {
+    for (size_t i = 0; i < src->nurefs; ++i) {
+        __atomic_add_fetch(&src->urefs[i].o->refs, (long)src->urefs[i].n, __ATOMIC_ACQ_REL);
+        graph_urefs_add(dst, src->urefs[i].o, src->urefs[i].n);
+    }
+}
 
 static int valid_graph(const void *g) {
     return handle_is(g, GRAPH_MAGIC) && ((const fgraph *)g)->magic == GRAPH_MAGIC;
@@ -633,6 +674,7 @@ static void graph_free(fgraph *g) {
     free(g->nodes);
     g->nodes = NULL;
     g->magic = DEAD_MAGIC;
+    graph_urefs_release(g);
 }
 static void node_add_dep(fnode *n, fnode *d) {
     for (size_t i = 0; i < n->ndeps; ++i)
@@ -677,6 +719,7 @@ static fgraph *graph_clone(const fgraph *src) {
         for (size_t j = 0; j < src->nodes[i]->ndeps; ++j)
             node_add_dep(n, g->nodes[node_index(src, src->nodes[i]->deps[j])]);
     }
+    graph_urefs_copy(g, src);
     return g;
 }
 /* 1 if b is reachable from a (a == b counts) */
@@ -1798,6 +1841,42 @@ static int memset_d8_async(unsigned long long dst, unsigned char v, size_t n, vo
     LEAVE(0);
 }
 
+/* ---- user objects: the API (see the user objects section above) ---------------------- */
+
+static int valid_userobj(const void *o) {
+    return handle_is(o, USEROBJ_MAGIC) && ((const fuserobj *)o)->magic == USEROBJ_MAGIC;
+}
+/* CUresult cuUserObjectCreate(CUuserObject *, void *ptr, CUhostFn destroy, unsigned
+ * initialRefcount, unsigned flags): flags must be CU_USER_OBJECT_NO_DESTRUCTOR_SYNC (1) */
+static int userobj_create(void **out, void *ptr, void (*destroy)(void *), unsigned refs, unsigned flags) {
+    ENTER("cuUserObjectCreate");
+    if (!out || !destroy || !refs || flags != 1) LEAVE(E_INVALID_VALUE);
+    fuserobj *o = (fuserobj *)calloc(1, sizeof *o);
+    o->magic = USEROBJ_MAGIC;
+    handle_add(o, USEROBJ_MAGIC);
+    o->ptr = ptr;
+    o->destroy = destroy;
+    o->refs = refs;
+    *out = o;
+    LEAVE(0);
+}
+static int userobj_release_api(void *o, unsigned n) {
+    ENTER("cuUserObjectRelease");
+    if (!valid_userobj(o) || !n || (long)n > ((fuserobj *)o)->refs) LEAVE(E_INVALID_VALUE);
+    pthread_mutex_unlock(&G);
+    userobj_release((fuserobj *)o, n);
+    return 0;
+}
+/* cuGraphRetainUserObject(CUgraph, CUuserObject, unsigned count, unsigned flags): flags
+ * CU_GRAPH_USER_OBJECT_MOVE (1) moves the caller's references to the graph */
+static int graph_retain_userobj(void *g, void *o, unsigned n, unsigned flags) {
+    ENTER("cuGraphRetainUserObject");
+    if (!valid_graph(g) || !valid_userobj(o) || !n || flags > 1) LEAVE(E_INVALID_VALUE);
+    if (!flags) __atomic_add_fetch(&((fuserobj *)o)->refs, (long)n, __ATOMIC_ACQ_REL);
+    graph_urefs_add((fgraph *)g, (fuserobj *)o, n);
+    LEAVE(0);
+}
+
 /* ---- cuGetProcAddress ------------------------------------------------------------------- */
 
 typedef struct { const char *name; int since; int until; void *fn; } proc;
@@ -1856,6 +1935,10 @@ static const proc procs[] = {
     {"cuMemFree", 3020, 0, (void *)mem_free},
     {"cuMemcpyAsync", 4000, 0, (void *)memcpy_async},
     {"cuMemsetD8Async", 3020, 0, (void *)memset_d8_async},
+    /* user objects (what NCCL ties captured collectives' lifetime to) */
+    {"cuUserObjectCreate", 11030, 0, (void *)userobj_create},
+    {"cuUserObjectRelease", 11030, 0, (void *)userobj_release_api},
+    {"cuGraphRetainUserObject", 11030, 0, (void *)graph_retain_userobj},
 };
 
 /* CUdriverProcAddressQueryResult */

@@ -18,12 +18,16 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define EXPORT __attribute__((visibility("default")))
 #define ID_BYTES 128
 
 typedef struct { char internal[ID_BYTES]; } ncclUniqueId;
-typedef struct fake_comm { int nranks, rank, live; } fake_comm;
+typedef struct fake_comm {
+    int nranks, rank, live;
+    long graph_refs;   /* graphs (and execs made from them) that captured this communicator; atomic */
+} fake_comm;
 
 enum { ncclSuccess = 0, ncclUnhandledCudaError = 1, ncclInvalidArgument = 4, ncclInvalidUsage = 5 };
 
@@ -40,11 +44,19 @@ static int fail_status;
 static struct { const void *send; void *recv; size_t count; int dtype, op, root, peer; void *comm, *stream; } last;
 /* a pending send and receive inside a group (one rank: to and from itself) */
 static const void *pend_send; static void *pend_recv; static size_t pend_send_n, pend_recv_n; static int pend_dt;
-static void *pend_stream;
+static void *pend_stream, *pend_comm;
 
 /* the driver's cuMemcpyAsync when FAKE_NCCL_LIBCUDA names one (resolved on first use) */
 typedef int (*memcpy_async_fn)(unsigned long long dst, unsigned long long src, size_t n, void *stream);
 static memcpy_async_fn drv_memcpy;
+typedef int (*capture_info_fn)(void *stream, int *status, unsigned long long *id, void **graph,
+                               const void *const **deps, const void **edges, size_t *n);
+typedef int (*userobj_create_fn)(void **obj, void *ptr, void (*destroy)(void *), unsigned refs,
+                                 unsigned flags);
+typedef int (*graph_retain_fn)(void *graph, void *obj, unsigned count, unsigned flags);
+static capture_info_fn drv_capture_info;
+static userobj_create_fn drv_userobj_create;
+static graph_retain_fn drv_graph_retain;
 static int drv_tried, last_cuda_error;
 
 static memcpy_async_fn driver(void) {
@@ -60,7 +72,37 @@ static memcpy_async_fn driver(void) {
     int status = -1;
     if (gpa && gpa("cuMemcpyAsync", &fn, 12000, 0, &status) == 0 && status == 0)
         drv_memcpy = (memcpy_async_fn)fn;
+    if (gpa && gpa("cuStreamGetCaptureInfo", &fn, 12030, 0, &status) == 0 && status == 0)
+        drv_capture_info = (capture_info_fn)fn;
+    if (gpa && gpa("cuUserObjectCreate", &fn, 12000, 0, &status) == 0 && status == 0)
+        drv_userobj_create = (userobj_create_fn)fn;
+    if (gpa && gpa("cuGraphRetainUserObject", &fn, 12000, 0, &status) == 0 && status == 0)
+        drv_graph_retain = (graph_retain_fn)fn;
     return drv_memcpy;
+}
+
+/* ---- captured collectives keep the communicator busy ----------------------------------
+ * As NCCL (src/enqueue.cc, ncclCudaGraphAddDestructor) does for work enqueued on a
+ * capturing stream: a CUDA user object whose destructor drops the communicator's count of
+ * graphs referencing it, its reference moved to the capture's graph. ncclCommDestroy
+ * (src/init.cc, commDestroySync: "keep polling until all graphs referencing us die")
+ * then waits until every graph and exec made from that capture is destroyed. */
+
+static void persistent_destructor(void *comm) {
+    __atomic_sub_fetch(&((fake_comm *)comm)->graph_refs, 1, __ATOMIC_ACQ_REL);
+}
+
+static int note_capture(void *comm, void *stream) {
+    if (!drv_capture_info || !drv_userobj_create || !drv_graph_retain) return ncclSuccess;
+    int status = 0;
+    void *graph = NULL, *obj = NULL;
+    if (drv_capture_info(stream, &status, NULL, &graph, NULL, NULL, NULL) || status != 1 || !graph)
+        return ncclSuccess;   /* not capturing: the collective runs now */
+    if (drv_userobj_create(&obj, comm, persistent_destructor, 1, 1 /* NO_DESTRUCTOR_SYNC */))
+        return ncclUnhandledCudaError;
+    __atomic_add_fetch(&((fake_comm *)comm)->graph_refs, 1, __ATOMIC_ACQ_REL);
+    if (drv_graph_retain(graph, obj, 1, 1 /* cudaGraphUserObjectMove */)) return ncclUnhandledCudaError;
+    return ncclSuccess;
 }
 
 /* what one rank's collective does with the data: copy n bytes, now or on the stream */
@@ -121,7 +163,7 @@ EXPORT int ncclCommInitRank(void **comm, int nranks, ncclUniqueId id, int rank) 
     if (f) return f;
     if (nranks != 1 || rank != 0 || memcmp(id.internal, "fake-nccl-id", 12) != 0 || n_comms == 16)
         return ncclInvalidArgument;   /* one rank only, and an id this library made */
-    comms[n_comms] = (fake_comm){nranks, rank, 1};
+    comms[n_comms] = (fake_comm){nranks, rank, 1, 0};
     *comm = &comms[n_comms++];
     return ncclSuccess;
 }
@@ -130,6 +172,11 @@ EXPORT int ncclCommDestroy(void *comm) {
     int f = enter("ncclCommDestroy");
     if (f) return f;
     if (!valid(comm)) return ncclInvalidArgument;
+    /* NCCL 2.14+: wait, forever, for the graphs that captured this communicator to die */
+    while (__atomic_load_n(&((fake_comm *)comm)->graph_refs, __ATOMIC_ACQUIRE) > 0) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
     ((fake_comm *)comm)->live = 0;
     return ncclSuccess;
 }
@@ -144,6 +191,7 @@ EXPORT int ncclAllReduce(const void *s, void *r, size_t n, int dt, int op, void 
     if (f) return f;
     if (!valid(comm) || !dtype_size(dt) || op < 0 || op > 4) return ncclInvalidArgument;
     remember(s, r, n, dt, op, -1, -1, comm, stream);
+    if (getenv("FAKE_NCCL_LIBCUDA") && driver() && (f = note_capture(comm, stream)) != 0) return f;
     return move(r, s, n * dtype_size(dt), stream);   /* the reduction over one rank */
 }
 
@@ -151,6 +199,7 @@ EXPORT int ncclAllGather(const void *s, void *r, size_t n, int dt, void *comm, v
     int f = enter("ncclAllGather");
     if (f) return f;
     if (!valid(comm) || !dtype_size(dt)) return ncclInvalidArgument;
+    if (getenv("FAKE_NCCL_LIBCUDA") && driver() && (f = note_capture(comm, stream)) != 0) return f;
     remember(s, r, n, dt, -1, -1, -1, comm, stream);
     return move(r, s, n * dtype_size(dt), stream);
 }
@@ -159,6 +208,7 @@ EXPORT int ncclBroadcast(const void *s, void *r, size_t n, int dt, int root, voi
     int f = enter("ncclBroadcast");
     if (f) return f;
     if (!valid(comm) || !dtype_size(dt) || root != 0) return ncclInvalidArgument;
+    if (getenv("FAKE_NCCL_LIBCUDA") && driver() && (f = note_capture(comm, stream)) != 0) return f;
     remember(s, r, n, dt, -1, root, -1, comm, stream);
     return move(r, s, n * dtype_size(dt), stream);
 }
@@ -170,7 +220,7 @@ EXPORT int ncclSend(const void *s, size_t n, int dt, int peer, void *comm, void 
     if (f) return f;
     if (!valid(comm) || peer != 0 || !dtype_size(dt)) return ncclInvalidArgument;
     if (!group_depth) return ncclInvalidUsage;   /* eagle pairs them in a group */
-    pend_send = s; pend_send_n = n; pend_dt = dt; pend_stream = stream;
+    pend_send = s; pend_send_n = n; pend_dt = dt; pend_stream = stream; pend_comm = comm;
     remember(s, NULL, n, dt, -1, -1, peer, comm, stream);
     return ncclSuccess;
 }
@@ -192,6 +242,8 @@ EXPORT int ncclGroupEnd(void) {
     if (--group_depth == 0) {
         if (pend_send && pend_recv) {
             if (pend_send_n > pend_recv_n) return ncclInvalidArgument;   /* the message would not fit */
+            if (getenv("FAKE_NCCL_LIBCUDA") && driver() && (f = note_capture(pend_comm, pend_stream)) != 0)
+                return f;
             int rc = move(pend_recv, pend_send, pend_send_n * dtype_size(pend_dt), pend_stream);
             pend_send = NULL; pend_recv = NULL;
             if (rc) return rc;
@@ -231,6 +283,11 @@ EXPORT const void *fake_nccl_last_send(void) { return last.send; }
 EXPORT void *fake_nccl_last_recv(void) { return last.recv; }
 EXPORT void *fake_nccl_last_stream(void) { return last.stream; }
 EXPORT int fake_nccl_last_cuda_error(void) { return last_cuda_error; }
+EXPORT long fake_nccl_graph_refs(void) {   /* graphs referencing any communicator */
+    long k = 0;
+    for (int i = 0; i < n_comms; ++i) k += __atomic_load_n(&comms[i].graph_refs, __ATOMIC_ACQUIRE);
+    return k;
+}
 EXPORT int fake_nccl_live_comms(void) {
     int k = 0;
     for (int i = 0; i < n_comms; ++i) k += comms[i].live;
@@ -241,6 +298,6 @@ EXPORT void fake_nccl_reset(void) {
     memset(&last, 0, sizeof last);
     fail_name[0] = 0;
     group_depth = 0;
-    pend_send = NULL; pend_recv = NULL; pend_stream = NULL;
+    pend_send = NULL; pend_recv = NULL; pend_stream = NULL; pend_comm = NULL;
     last_cuda_error = 0;
 }

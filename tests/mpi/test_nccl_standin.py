@@ -347,3 +347,67 @@ def test_a_failure_on_one_rank_of_an_nccl_graph_aborts_the_job(fake_path, fake_l
         assert "while build() captured the CUDA graph" in proc.stderr
     else:
         assert "eagle: rank 0 of 1: CudaError: cuGraphLaunch (replay 0 of 2)" in proc.stderr, proc.stderr
+
+
+# Exit with graphs that captured NCCL collectives still alive (NCCL 2.14+: ncclCommDestroy waits
+# until every graph that captured the communicator is destroyed; the stand-in NCCL models that
+# with a CUDA user object per capture, as NCCL does). The first atexit handler registered runs
+# last: it reports whether the communicators were destroyed.
+EXIT = r"""
+import atexit, ctypes, gc, os, sys
+nccl = ctypes.CDLL(os.environ["EAGLE_NCCL_LIBRARY"])
+nccl.fake_nccl_graph_refs.restype = ctypes.c_long
+atexit.register(lambda: print("AT EXIT live comms", nccl.fake_nccl_live_comms(), "graph refs",
+                              nccl.fake_nccl_graph_refs(), flush=True))
+import numpy as np
+import eagle
+from eagle.cuda import backend
+from eagle.graph import SIZE, allreduce, cuda_kernel, opaque, sendrecv
+from fake_cuda import DeviceArray, kernel
+
+backend.ensure_driver()
+fake = ctypes.CDLL(os.environ["EAGLE_LIBCUDA"])
+fake.fake_cuda_kernel.argtypes, fake.fake_cuda_kernel.restype = [ctypes.c_char_p], ctypes.c_void_p
+how = sys.argv[1]
+if how == "cycle":
+    gc.disable()
+x, y, h = (DeviceArray(np.zeros(4)) for _ in range(3))
+graphs = []
+for k in range(2):
+    g = eagle.Graph()
+    g.add_node(cuda_kernel((kernel(fake, "add_one"), 2), (x, SIZE), writes={"x": x}, block=4), name="step")
+    g.add_node(allreduce(x, y), name="tally")
+    g.add_node(sendrecv(y, h, dest=0, source=0), name="halo")
+    if how == "cycle":   # the graph reachable from its own node: freed by the cyclic collector only
+        g.add_node(opaque(lambda g=g: None, writes={"h": h}), name="look")
+    g.build()
+    g.launch(2)
+    graphs.append(g)
+if how == "until_done":
+    graphs[0].launch(1)
+print("graph refs", nccl.fake_nccl_graph_refs(), flush=True)
+if how == "cycle":
+    del g, graphs
+print("LEAVING", flush=True)
+"""
+
+
+@pytest.mark.parametrize("how", ["kept", "cycle"])
+def test_a_program_with_nccl_graphs_exits(fake_path, fake_libcuda_path, how):
+    """eagle closes its live graphs that captured collectives before it destroys the
+    communicators at exit; destroying them first waits forever (a subprocess timeout here)."""
+    env = dict(os.environ, EAGLE_LIBCUDA=fake_libcuda_path, FAKE_NCCL_LIBCUDA=fake_libcuda_path,
+               EAGLE_NCCL_LIBRARY=fake_path,
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(DOUBLES)]
+                                          + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    try:
+        proc = subprocess.run([sys.executable, "-c", EXIT, how], capture_output=True, text=True, env=env,
+                              timeout=30, cwd=str(ROOT))
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        pytest.fail(f"the program hung at exit (30 s): {out}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # the stand-in saw the captures (two graphs, a collective and a send/recv each)
+    assert "graph refs 4" in proc.stdout, proc.stdout
+    assert "LEAVING" in proc.stdout
+    assert "AT EXIT live comms 0 graph refs 0" in proc.stdout, proc.stdout + proc.stderr
