@@ -8,8 +8,10 @@ arrays or any object with ``__cuda_array_interface__``). It
    is too old (before CUDA 12.0), or no GPU is usable; orders itself after the
    streams the arrays name (``__cuda_array_interface__['stream']``) and CuPy's
    current stream;
-2. captures the whole graph in **one** stream capture on eagle's own stream,
-   in relaxed capture mode, stage by stage in recording order. A stage with
+2. captures the whole graph in **one** stream capture on eagle's own stream
+   (a blocking stream: legacy-default-stream work inside a node then fails the
+   capture, ``CUDA_ERROR_STREAM_CAPTURE_IMPLICIT``, naming the node), in relaxed
+   capture mode, stage by stage in recording order. A stage with
    several nodes is captured as side-by-side branches: an event recorded on
    eagle's stream forks the side streams, each node is captured on its own
    stream, and events join them back before the next stage. One capture with
@@ -238,7 +240,11 @@ class CudaBackend(Backend):
         self._branches = [len(idx) > 1 and policies[s] != "serial" for s, idx in enumerate(stages)]
         width = max([len(idx) for s, idx in enumerate(stages) if self._branches[s]] or [1])
 
-        self.stream = _cuda.Stream()
+        # blocking (not CU_STREAM_NON_BLOCKING): the legacy default stream synchronizes with
+        # it, so a node's work on the legacy stream (PyTorch's default stream,
+        # cupy.cuda.Stream.null) fails the capture with CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
+        # instead of running once, eagerly, and missing from every replay
+        self.stream = _cuda.Stream(non_blocking=False)
         self._sides = [_cuda.Stream() for _ in range(width - 1)]
         self._cupy_streams = {}
         # temporaries allocated while capturing live in this pool, as long as the graph

@@ -339,6 +339,43 @@ def test_node_that_invalidates_the_capture_is_named(backend_mod, fake, created_s
         assert not s.is_capturing()
 
 
+def test_a_node_working_on_the_legacy_stream_fails_the_capture_naming_it(backend_mod, fake,
+                                                                        created_streams, cuda_mod):
+    """PyTorch's default stream and ``cupy.cuda.Stream.null`` are the legacy stream. eagle
+    captures from a blocking stream, so legacy-stream work inside a node makes the driver
+    answer CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (were the capture stream non-blocking, the
+    kernel would run once, eagerly, and be absent from every replay)."""
+    a = DeviceArray(np.zeros(4))
+
+    def on_legacy():
+        cuda_mod.launch_kernel(kernel(fake, "add_one"), 1, 4, [_p(a), ctypes.c_int64(4)], stream=None)
+
+    g = eagle.Graph()
+    g.add_node(opaque(lambda: None, writes={"a": a}), name="fine")
+    g.add_node(opaque(on_legacy, writes={"a": a}), name="eager")
+    with pytest.raises(eagle.CudaError) as info:
+        g.build()
+    e = info.value
+    assert e.name == "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT", e
+    assert e.node_name == "eager" and e.node_index == 1
+    assert any("node 'eager' (stage 1)" in n for n in e.__notes__)
+    for s in created_streams:
+        assert not s.is_capturing()
+        s.synchronize()
+    # the per-thread default stream (CU_STREAM_PER_THREAD) is not the legacy stream: work
+    # there is simply not captured (it runs now), as on a GPU
+    s = cuda_mod.Stream(non_blocking=False)
+    s.begin_capture(cuda_mod.CAPTURE_MODE_RELAXED)
+    before = a.host.copy()
+    cuda_mod.launch_kernel(kernel(fake, "add_one"), 1, 4, [_p(a), ctypes.c_int64(4)],
+                           stream=cuda_mod.Stream.from_ptr(2))
+    cuda_mod.Stream.from_ptr(2).synchronize()
+    assert (a.host == before + 1).all()
+    assert s.capture_status() == cuda_mod.CAPTURE_STATUS_ACTIVE
+    s.end_capture().close()
+    s.close()
+
+
 def test_failed_launch_raises_and_graph_stays_usable(ck, fake):
     g, (hx, hl, hr, ho) = kernel_graph(fake, ck)
     g.build()

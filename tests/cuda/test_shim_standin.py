@@ -238,7 +238,8 @@ def test_legacy_stream_work_while_a_blocking_stream_captures(cuda_mod, fake):
         c.launch_kernel(kernel(fake, "add_one"), 1, 4, [p(a), ctypes.c_int64(4)], stream=None)
     with pytest.raises(c.CudaError, match="INVALIDATED"):
         s.end_capture()
-    # eagle's streams are non-blocking: the legacy stream does not touch their capture
+    # a non-blocking stream's capture is not touched by the legacy stream (the work runs
+    # eagerly, uncaptured: why eagle captures from a blocking stream)
     s2 = c.Stream()
     s2.begin_capture(c.CAPTURE_MODE_RELAXED)
     c.launch_kernel(kernel(fake, "add_one"), 1, 4, [p(a), ctypes.c_int64(4)], stream=None)

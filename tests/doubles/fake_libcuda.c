@@ -960,11 +960,26 @@ static int valid_stream(const void *s) {
     return handle_is(s, STREAM_MAGIC) && ((const fstream *)s)->magic == STREAM_MAGIC;
 }
 
-/* the stream for a handle: NULL, CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD (2)
- * are the legacy stream here */
+/* ---- the per-thread default stream ---------------------------------------------------
+ * CU_STREAM_PER_THREAD (2): each host thread's own default stream, an ordinary blocking
+ * stream (flags 0; it synchronizes with the legacy stream, and legacy work does not make
+ * it capture), created on first use, never destroyed. Kept in streams[] (not counted as
+ * a live stream) so draining and the capture checks see it. */
+static __thread fstream *tls_per_thread_stream;
+static fstream *per_thread_stream(int *err) {
+    if (tls_per_thread_stream) return tls_per_thread_stream;
+    int i = 0;
+    while (i < NSTREAMS && streams[i]) ++i;
+    if (i == NSTREAMS) { *err = E_OUT_OF_MEMORY; return NULL; }
+    return tls_per_thread_stream = streams[i] = stream_new(0, 0);
+}
+
+/* the stream for a handle: NULL and CU_STREAM_LEGACY (1) are the legacy stream,
+ * CU_STREAM_PER_THREAD (2) the calling thread's default stream */
 static fstream *as_stream(void *h, int *err) {
     *err = 0;
-    if (h == NULL || h == (void *)1 || h == (void *)2) {
+    if (h == (void *)2) return per_thread_stream(err);
+    if (h == NULL || h == (void *)1) {
         if (!legacy_stream) legacy_stream = stream_new(0, 1);
         return legacy_stream;
     }
