@@ -270,6 +270,11 @@ cdef class Stream:
     def ptr(self):
         return <uintptr_t>self.handle
 
+    def __cuda_stream__(self):
+        """The CUDA stream protocol (cuda.core; CuPy 14's ``Stream.from_external``):
+        ``(0, handle)``."""
+        return (0, <uintptr_t>self.handle)
+
     def synchronize(self):
         cdef int st
         with nogil:

@@ -17,7 +17,8 @@ arrays or any object with ``__cuda_array_interface__``). It
    stream, and events join them back before the next stage. One capture with
    fork/join keeps every kernel node at the top level of the CUDA graph, where
    ``set_logical_size`` can patch it. With CuPy imported, the stream a node is
-   captured on is made CuPy's current stream (``cupy.cuda.ExternalStream``)
+   captured on is made CuPy's current stream (``cupy.cuda.Stream.from_external``
+   on CuPy 14, through eagle's ``Stream.__cuda_stream__``; ``ExternalStream`` before)
    and CuPy allocates from a memory pool that belongs to this graph, so the
    temporaries a node allocates while it is captured (``2 * x`` makes a new
    array) are baked into the graph and never handed to other allocations
@@ -122,6 +123,16 @@ def _cupy():
     return sys.modules.get("cupy")
 
 
+def cupy_stream(cp, stream):
+    """``stream`` (an ``eagle.cuda._shim.Stream``) as a CuPy stream: through the CUDA
+    stream protocol (``Stream.from_external``, CuPy 14, where ``ExternalStream`` is
+    deprecated and warns) or ``ExternalStream`` before."""
+    from_external = getattr(cp.cuda.Stream, "from_external", None)
+    if from_external is not None:
+        return from_external(stream)
+    return cp.cuda.ExternalStream(stream.ptr)
+
+
 # ---- the driver ---------------------------------------------------------------------
 
 def ensure_driver() -> str:
@@ -171,9 +182,17 @@ def producer_streams(arrays):
     """The CUDA streams the graph's arrays say their producers used: the ``stream``
     entry of ``__cuda_array_interface__`` (v3: an int handle; 1 = legacy, 2 =
     per-thread default), or for DLPack-only arrays none (DLPack's stream is the
-    consumer's to name). Returns the distinct handles other than None/0."""
+    consumer's to name). Returns the distinct handles other than None/0.
+
+    Read afresh at every ``build()`` and ``launch``: the entry is what the array says
+    *now* (a stream named at build may be destroyed since). CuPy arrays are skipped:
+    theirs is CuPy's current stream at the moment of reading, which eagle waits for
+    anyway (``_order_after_producers``)."""
     out = []
+    cp = sys.modules.get("cupy")
     for a in arrays:
+        if cp is not None and isinstance(a, cp.ndarray):
+            continue
         try:
             cai = a.__cuda_array_interface__
         except AttributeError:
@@ -255,9 +274,10 @@ class CudaBackend(Backend):
         self._library_kernels = {}
         #: {stage: {node name: [kernel names]}} captured serially for library calls
         self.library_serial_stages = {}
-        self._arrays = [a for n in nodes for _, a, _ in n.arrays()]
-        #: streams the arrays' producers used (``__cuda_array_interface__['stream']``)
-        self._producers = producer_streams(self._arrays)
+        self._arrays = []
+        for a in (a for n in nodes for _, a, _ in n.arrays()):
+            if not any(a is b for b in self._arrays):
+                self._arrays.append(a)
         #: arrays that order themselves on eagle's stream through ``__dlpack__(stream=...)``
         self._dlpack = dlpack_producers(self._arrays)
         self.last_failure = None
@@ -341,7 +361,7 @@ class CudaBackend(Backend):
             else:
                 ext = self._cupy_streams.get(stream.ptr)
                 if ext is None:
-                    ext = self._cupy_streams[stream.ptr] = self._cp.cuda.ExternalStream(stream.ptr)
+                    ext = self._cupy_streams[stream.ptr] = cupy_stream(self._cp, stream)
                 with ext:
                     yield
         finally:
@@ -528,7 +548,7 @@ class CudaBackend(Backend):
     def _order_after_producers(self):
         """Make eagle's stream wait for the work queued on the streams the arrays name
         (``__cuda_array_interface__['stream']``) and on CuPy's current stream."""
-        streams = list(self._producers)
+        streams = producer_streams(self._arrays)
         cp = self._cp
         if cp is not None:
             cur = cp.cuda.get_current_stream().ptr

@@ -294,7 +294,12 @@ class _Scratch:
         """Wait for the warm-up on ``stream``, then free the scratch."""
         cp = sys.modules.get("cupy")
         if cp is not None:
-            cp.cuda.ExternalStream(stream).synchronize() if stream else cp.cuda.Device().synchronize()
+            if stream:
+                from eagle.cuda import _shim
+                from eagle.cuda.backend import cupy_stream
+                cupy_stream(cp, _shim.Stream.from_ptr(stream)).synchronize()
+            else:
+                cp.cuda.Device().synchronize()
         elif self._owner is not None:
             from eagle.cuda import _shim
             _shim.Stream.from_ptr(stream).synchronize()

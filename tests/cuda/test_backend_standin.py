@@ -604,6 +604,7 @@ def make_fake_cupy():
             st.allocator = prev
 
     cuda.ExternalStream = external
+    cuda.Stream = _FakeStream   # CuPy 13's: no Stream.from_external
     cuda.MemoryPool = memory_pool
     cuda.using_allocator = using_allocator
     cuda.get_current_stream = lambda: st.stack[-1] if st.stack else _FakeStream(0)
@@ -682,6 +683,72 @@ def test_cupy_current_stream_and_graph_pool_during_capture(backend_mod, fake, fa
     assert pool.freed_all
 
 
+@pytest.fixture
+def cupy14(monkeypatch):
+    """tests/doubles/fake_cupy.py: CuPy 14's streams and array interface (a test double)."""
+    import fake_cupy
+    cp = fake_cupy.make(14)
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    return cp
+
+
+def test_cupy14_gets_eagles_stream_through_the_stream_protocol(backend_mod, fake, cupy14, cuda_mod):
+    """CuPy 14 deprecates ExternalStream (a DeprecationWarning each time): under -W error
+    build() would fail mid-capture. eagle hands its stream over by ``__cuda_stream__``."""
+    import warnings
+    a = DeviceArray(np.zeros(4))
+    seen = []
+    g = eagle.Graph()
+    g.add_node(opaque(lambda: seen.append(cupy14.cuda.get_current_stream().ptr), writes={"a": a}),
+               name="look")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        g.build()
+        g.launch(1)
+    assert seen == [g._backend.stream.ptr] and cupy14.state.ext == []
+    assert cuda_mod.Stream().__cuda_stream__()[0] == 0
+
+
+def test_cupy13_still_gets_an_external_stream(backend_mod, fake, monkeypatch):
+    import fake_cupy
+    cp = fake_cupy.make(13)
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    a = DeviceArray(np.zeros(4))
+    seen = []
+    g = eagle.Graph()
+    g.add_node(opaque(lambda: seen.append(cp.cuda.get_current_stream().ptr), writes={"a": a}), name="look")
+    g.build()
+    assert seen == [g._backend.stream.ptr] and cp.state.ext == [g._backend.stream.ptr]
+
+
+def test_a_cupy_arrays_stream_is_not_kept_from_build(backend_mod, fake, cupy14, cuda_mod):
+    """A CuPy array's __cuda_array_interface__ names CuPy's *current* stream when it is read.
+    Built under a stream since destroyed, launches must not record on that dead handle."""
+    x = cupy14.ndarray(DeviceArray(np.zeros(4)))
+    producer = cuda_mod.Stream()
+    g = eagle.Graph()
+    g.add_node(opaque(lambda: None, writes={"x": x}), name="touch")
+    with pytest.warns(DeprecationWarning):
+        current = cupy14.cuda.ExternalStream(producer.ptr)   # the user's code, on CuPy 14
+    with current:
+        assert x.__cuda_array_interface__["stream"] == producer.ptr
+        g.build()
+    producer.close()
+    g.launch(2)     # recorded an event on the destroyed stream before: CUDA_ERROR_INVALID_HANDLE
+    assert g._backend.replays == 2
+    # a non-CuPy array's stream is read again at each launch, too
+    y = DeviceArray(np.zeros(4))
+    s1, s2 = cuda_mod.Stream(), cuda_mod.Stream()
+    y.stream = s1.ptr
+    g2 = eagle.Graph()
+    g2.add_node(opaque(lambda: None, writes={"y": y}), name="touch")
+    g2.build()
+    y.stream = s2.ptr
+    s1.close()
+    g2.launch(1)
+    s2.close()
+
+
 def test_rawkernel_path_of_cuda_kernel(ck, fake, fake_cupy):
     cuda_kernel, SIZE = ck
     seen = []
@@ -712,7 +779,7 @@ def _p(a):
     return ctypes.c_uint64(a.__cuda_array_interface__["data"][0])
 
 
-def test_launch_waits_for_the_stream_the_arrays_name(ck, fake, cuda_mod):
+def test_launch_waits_for_the_stream_the_arrays_name(ck, fake, cuda_mod, backend_mod):
     """``__cuda_array_interface__['stream']``: eagle orders its replays after the work
     queued there (an event on that stream, waited on by eagle's stream). The stand-in
     runs streams asynchronously, so without that wait the graph reads stale x."""
@@ -724,7 +791,7 @@ def test_launch_waits_for_the_stream_the_arrays_name(ck, fake, cuda_mod):
     g.add_node(cuda_kernel((kernel(fake, "scale"), 4), (y, x, 2.0, SIZE), reads={"x": x},
                            writes={"y": y}, block=4), name="scale")
     g.build()
-    assert g._backend._producers == [producer.ptr]
+    assert backend_mod.producer_streams(g._backend._arrays) == [producer.ptr]  # read at each launch
     cuda_mod.launch_kernel(kernel(fake, "slow_fill"), 1, 4,
                            [_p(x), ctypes.c_double(5.0), ctypes.c_int64(4), ctypes.c_int64(50000)],
                            stream=producer)
