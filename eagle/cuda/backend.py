@@ -113,7 +113,10 @@ def capture_stream():
     Inside an opaque node during ``build()`` on the cuda backend this is the
     stream its GPU work must go to (CuPy code needs nothing: the stream is
     CuPy's current stream then). Other libraries can wrap its ``.ptr``, e.g.
-    ``torch.cuda.ExternalStream(eagle.cuda.backend.capture_stream().ptr)``.
+    ``torch.cuda.ExternalStream(eagle.cuda.backend.capture_stream().ptr)``; torch's
+    allocations then come from a pool the graph owns (torch 2.5+,
+    ``torch.cuda.use_mem_pool``; with older torch allocate before ``build()``).
+    numba cannot allocate while a stream captures: allocate before ``build()``.
     """
     return getattr(_tls, "stream", None)
 
@@ -121,6 +124,28 @@ def capture_stream():
 def _cupy():
     """CuPy if the program imported it (eagle never imports it itself)."""
     return sys.modules.get("cupy")
+
+
+def _torch():
+    """PyTorch if the program imported it and it has set up CUDA (eagle never imports it)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    try:
+        return torch if torch.cuda.is_initialized() else None
+    except Exception:   # a torch build without CUDA
+        return None
+
+
+def _torch_current_stream():
+    torch = _torch()
+    return int(torch.cuda.current_stream().cuda_stream) if torch is not None else None
+
+
+def _torch_pool_scope(torch, pool):
+    """Route torch's caching allocator to ``pool`` while a node is captured (torch 2.5+:
+    ``torch.cuda.use_mem_pool``), so its temporaries stay the graph's."""
+    return torch.cuda.use_mem_pool(pool)
 
 
 def cupy_stream(cp, stream):
@@ -195,7 +220,7 @@ def producer_streams(arrays):
             continue
         try:
             cai = a.__cuda_array_interface__
-        except AttributeError:
+        except Exception:   # AttributeError; torch's RuntimeError for a tensor that requires grad
             continue
         st = cai.get("stream")
         if st is None or isinstance(st, bool) or not isinstance(st, int):
@@ -268,6 +293,10 @@ class CudaBackend(Backend):
         self._cupy_streams = {}
         # temporaries allocated while capturing live in this pool, as long as the graph
         self._pool = self._cp.cuda.MemoryPool() if self._cp is not None else None
+        # and torch's (its caching allocator would hand them out again after capture)
+        torch = _torch()
+        self._torch = torch if torch is not None and hasattr(torch.cuda, "use_mem_pool") else None
+        self._torch_pool = self._torch.cuda.MemPool() if self._torch is not None else None
         self._in_event = _cuda.Event()
         self._while = None
         #: per branch stage: {eagle node index: library kernel names its capture added}
@@ -382,6 +411,8 @@ class CudaBackend(Backend):
         with contextlib.ExitStack() as scope:
             if self._pool is not None:
                 scope.enter_context(self._cp.cuda.using_allocator(self._pool.malloc))
+            if self._torch_pool is not None:
+                scope.enter_context(_torch_pool_scope(self._torch, self._torch_pool))
             s0.begin_capture(_cuda.CAPTURE_MODE_RELAXED)
             try:
                 for s, idx in enumerate(stages):
@@ -554,6 +585,11 @@ class CudaBackend(Backend):
             cur = cp.cuda.get_current_stream().ptr
             if cur not in streams:
                 streams.append(cur)
+        cur = _torch_current_stream()
+        if cur is not None and cur not in streams:
+            # torch's array interface (v2) names no stream, and __dlpack__ refuses tensors
+            # that require grad before it orders anything: wait for torch's current stream
+            streams.append(cur)
         for st in streams:
             if st != self.stream.ptr:
                 self._in_event.record(st)
@@ -772,6 +808,7 @@ class CudaBackend(Backend):
         attempt(self._free_buffers)
         if self._pool is not None:
             attempt(self._pool.free_all_blocks)
+        self._torch_pool = None
         if first is not None:
             raise first
 

@@ -749,6 +749,50 @@ def test_a_cupy_arrays_stream_is_not_kept_from_build(backend_mod, fake, cupy14, 
     s2.close()
 
 
+@pytest.fixture
+def fake_torch_mod(monkeypatch):
+    """tests/doubles/fake_torch.py: torch's streams, tensors and memory pools (a test double)."""
+    import fake_torch
+    torch = fake_torch.make()
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    return torch
+
+
+def test_launch_waits_for_torchs_current_stream(ck, fake, cuda_mod, backend_mod, fake_torch_mod):
+    """A torch tensor names no stream (array interface v2), and one that requires grad
+    refuses __dlpack__ before ordering anything: eagle waits for torch's current stream.
+    The producer fills x slowly on torch's stream; without the wait the replay reads 1s."""
+    cuda_kernel, SIZE = ck
+    torch = fake_torch_mod
+    x = DeviceArray(np.ones(4))
+    y = DeviceArray(np.zeros(4))
+    t = torch.Tensor(x)
+    g = eagle.Graph()
+    g.add_node(cuda_kernel((kernel(fake, "scale"), 4), (y, t, 2.0, SIZE), reads={"x": t},
+                           writes={"y": y}, block=4), name="scale")
+    g.build()
+    t.requires_grad = True        # a leaf of an autograd graph: __dlpack__ raises BufferError
+    producer = cuda_mod.Stream()
+    with torch.cuda.stream(torch.cuda.ExternalStream(producer.ptr)):
+        cuda_mod.launch_kernel(kernel(fake, "slow_fill"), 1, 4,
+                               [_p(x), ctypes.c_double(5.0), ctypes.c_int64(4), ctypes.c_int64(50000)],
+                               stream=producer)
+        g.launch(1)
+    assert y.host.tolist() == [10.0] * 4
+    producer.close()
+
+
+def test_torch_allocations_during_capture_go_to_a_pool_of_the_graph(backend_mod, fake, fake_torch_mod):
+    torch = fake_torch_mod
+    a = DeviceArray(np.zeros(4))
+    seen = []
+    g = eagle.Graph()
+    g.add_node(opaque(lambda: seen.append(torch.state.pool), writes={"a": a}), name="temps")
+    g.build()
+    assert seen == [g._backend._torch_pool] and seen[0] is not None
+    assert torch.state.pool is None   # restored after the capture
+
+
 def test_rawkernel_path_of_cuda_kernel(ck, fake, fake_cupy):
     cuda_kernel, SIZE = ck
     seen = []
