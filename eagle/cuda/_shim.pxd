@@ -186,7 +186,7 @@ ctypedef struct eagle_sized_kernel:
 cdef class GraphExec:
     cdef eagle_cudaGraphExec_t handle
     cdef readonly Graph graph      # the graph instantiated from (its node handles name nodes)
-    cdef readonly list updated_from  # graphs update() took arguments from (kept alive)
+    cdef readonly list updated_from  # the last graph update() took arguments from (kept alive)
     cdef eagle_sized_kernel *sized
     cdef Py_ssize_t n_sized
     cdef Py_ssize_t cap_sized

@@ -685,8 +685,8 @@ _SIZE_KINDS = {"int32": (0, 4), "int64": (1, 8), "uint32": (2, 4), "uint64": (3,
 
 cdef class GraphExec:
     """An instantiated graph. Keeps the :class:`Graph` it was instantiated
-    from alive (its node handles name the nodes to patch), and every graph
-    ``update()`` took arguments from. ``launch``, ``set_logical_size``,
+    from alive (its node handles name the nodes to patch), and the last graph
+    ``update()`` took arguments from (``updated_from``, one at most). ``launch``, ``set_logical_size``,
     ``update`` and ``close`` are serialized by a lock."""
 
     def __cinit__(self):
@@ -765,7 +765,9 @@ cdef class GraphExec:
                     st = eagle_cuda_sized_refresh(&self.sized[i].k,
                                                   <eagle_cudaGraphNode_t><uintptr_t>new[k])
                     check(st, f"reading the arguments of sized kernel node {i} after update")
-            self.updated_from.append(graph)
+            # the sized kernels took their copy of the arguments above: only the latest
+            # graph is kept (a list growing with every update() held every graph)
+            self.updated_from = [graph]
 
     # -- retune --------------------------------------------------------------
 
@@ -912,6 +914,7 @@ cdef class GraphExec:
             e = self.handle
             self.handle = NULL
             self._free_sized()
+            self.updated_from = []
             if e != NULL:
                 with nogil:
                     st = eagle_cuda_graph_exec_destroy(e)

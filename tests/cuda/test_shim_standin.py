@@ -311,6 +311,28 @@ def test_update_keeps_its_graphs_and_retune_keeps_the_new_arguments(cuda_mod, fa
     e.close()
 
 
+def test_repeated_updates_keep_one_graph_alive(cuda_mod, fake):
+    c = cuda_mod
+    a = DeviceArray(np.zeros(8))
+    s = c.Stream()
+    g1, node = capture_add_one(c, fake, s, a)
+    e = g1.instantiate()
+    e.add_sized_kernel(node, 2, 1, "int64", per_block=4)
+    live = fake.fake_cuda_live(b"graph")
+    for _ in range(20):
+        g2, _ = capture_add_one(c, fake, s, a)
+        e.update(g2)
+        del g2
+    gc.collect()
+    assert len(e.updated_from) == 1
+    assert fake.fake_cuda_live(b"graph") == live + 1, "every updated-from graph was kept"
+    e.set_logical_size(2)
+    e.launch(s, 1)
+    s.synchronize()
+    assert a.host.tolist() == [1.0] * 2 + [0.0] * 6
+    e.close()
+
+
 def test_sized_kernel_parameters_are_checked_against_the_kernel(cuda_mod, fake):
     c = cuda_mod
     a = DeviceArray(np.zeros(8))
