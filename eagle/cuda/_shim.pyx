@@ -458,32 +458,54 @@ def join(Stream origin not None, sides, events):
 cdef class NodeOwners:
     """Which eagle node added which graph node during one capture.
 
-    Call ``mark(index)`` after capturing eagle node ``index`` (on any stream of
-    the capture): every graph node not seen before is attributed to it.
-    ``owner(handle)`` gives the index (or None). Linear in the graph's node
-    count per mark.
+    Call ``mark(index, stream)`` after capturing eagle node ``index`` on
+    ``stream``: every graph node not seen before is attributed to it.
+    ``owner(handle)`` gives the index (or None).
     """
     cdef Stream stream
     cdef dict owners
+    cdef size_t seen
 
     def __init__(self, Stream stream not None):
         self.stream = stream
         self.owners = {}
+        self.seen = 0
 
-    def mark(self, index):
+    def mark(self, index, Stream stream=None):
+        """Attribute the graph nodes added since the last mark to eagle node ``index``,
+        captured on ``stream`` (default: the origin stream); returns them. Linear in
+        the nodes added: the node count tells whether any were added, and when the
+        leaves of ``stream``'s capture are all of them (a kernel, a copy, a chain's
+        last node alone) no listing is needed; otherwise the graph is listed."""
         cdef int cs = 0
         cdef eagle_cudaGraph_t g = NULL
+        cdef const eagle_cudaGraphNode_t *deps = NULL
+        cdef size_t n = 0, ndeps = 0, i
         cdef int st
+        cdef Stream on = stream if stream is not None else self.stream
         with nogil:
             st = eagle_cuda_stream_capture_info(self.stream.handle, &cs, NULL, &g, NULL, NULL)
         check(st, "cuStreamGetCaptureInfo")
         if cs != EAGLE_CUDA_CAPTURE_STATUS_ACTIVE or g == NULL:
             return []
+        with nogil:
+            st = eagle_cuda_graph_get_nodes(g, NULL, &n)
+        check(st, "cuGraphGetNodes")
+        if n == self.seen:
+            return []
         added = []
-        for h in _graph_nodes(g):
-            if h not in self.owners:
-                self.owners[h] = index
+        with nogil:
+            st = eagle_cuda_stream_capture_info(on.handle, &cs, NULL, NULL, &deps, &ndeps)
+        check(st, "cuStreamGetCaptureInfo")
+        for i in range(ndeps):
+            h = <uintptr_t>deps[i]
+            if h not in self.owners and h not in added:
                 added.append(h)
+        if len(added) != n - self.seen:   # more than the leaves were added: list the graph
+            added = [h for h in _graph_nodes(g) if h not in self.owners]
+        for h in added:
+            self.owners[h] = index
+        self.seen = n
         return added
 
     def owner(self, handle):

@@ -448,7 +448,7 @@ class CudaBackend(Backend):
                                             f"node {rec.names[i]!r} invalidated the CUDA graph capture "
                                             "(a GPU call inside it failed or is not allowed while "
                                             "capturing)", node_index=i, node_name=rec.names[i])
-                        added = owners.mark(i)
+                        added = owners.mark(i, stream)
                         if sides and node.runs_as is RunsAs.OPAQUE:
                             self._note_library_kernels(s, i, added)
                     where = None

@@ -376,6 +376,31 @@ def test_a_node_working_on_the_legacy_stream_fails_the_capture_naming_it(backend
     s.close()
 
 
+def test_build_lists_the_capture_graph_a_bounded_number_of_times(ck, fake, cuda_mod, backend_mod):
+    """Attributing graph nodes to eagle nodes costs a few driver calls per node, not a
+    listing of the whole capture graph after each (quadratic in the nodes)."""
+    cuda_kernel, SIZE = ck
+
+    def listed(n):
+        x = DeviceArray(np.zeros(4))
+        g = eagle.Graph()
+        for k in range(n):
+            if k % 2:
+                g.add_node(cuda_kernel((kernel(fake, "add_one"), 2), (x, SIZE), writes={"x": x}, block=4),
+                           name=f"k{k}")
+            else:   # an opaque node launching a kernel itself, on the capture stream
+                g.add_node(opaque(lambda: cuda_mod.launch_kernel(
+                    kernel(fake, "add_one"), 1, 4, [_p(x), ctypes.c_int64(4)],
+                    stream=backend_mod.capture_stream()), writes={"x": x}), name=f"o{k}")
+        before = fake.fake_cuda_nodes_listed()
+        g.build()
+        assert g._backend.graph_nodes == n
+        return fake.fake_cuda_nodes_listed() - before
+
+    small, big = listed(40), listed(160)
+    assert big <= 4 * small + 8 and big <= 3 * 160, (small, big)
+
+
 def test_failed_launch_raises_and_graph_stays_usable(ck, fake):
     g, (hx, hl, hr, ho) = kernel_graph(fake, ck)
     g.build()

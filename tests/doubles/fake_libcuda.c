@@ -577,6 +577,8 @@ static void event_wait_gen(fevent *e, long gen) {
 
 /* ---- graphs --------------------------------------------------------------------- */
 
+static long nodes_listed;   /* fake_cuda_nodes_listed */
+
 enum { N_KERNEL = 0, N_MEMCPY = 1, N_MEMSET = 2, N_CHILD = 4, N_EMPTY = 5, N_WAIT = 6,
        N_RECORD = 7, N_COND = 13 };
 
@@ -1433,7 +1435,7 @@ static int graph_get_nodes(void *g, void **nodes, size_t *n) {
     if (!valid_graph(g) || !n) LEAVE(E_INVALID_VALUE);
     fgraph *fg = (fgraph *)g;
     if (nodes)
-        for (size_t i = 0; i < fg->n && i < *n; ++i) nodes[i] = fg->nodes[i];
+        for (size_t i = 0; i < fg->n && i < *n; ++i) nodes[i] = fg->nodes[i], nodes_listed++;
     *n = fg->n;
     LEAVE(0);
 }
@@ -1986,6 +1988,9 @@ EXPORT int cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version,
 }
 
 /* ---- observation and injection (test-only exports) ---------------------------------- */
+
+/* node handles cuGraphGetNodes has written out, in all (a cost: listing a graph is linear) */
+EXPORT long fake_cuda_nodes_listed(void) { return nodes_listed; }
 
 EXPORT long fake_cuda_counter(const char *name) {
     long v = 0;
