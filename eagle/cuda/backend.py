@@ -280,6 +280,9 @@ class CudaBackend(Backend):
                                 "reorder() nodes")
         #: whether a compaction node sets the next replay's logical size (on the device)
         self.resizes = recording.index_of_resizer() is not None
+        self._until_done_refused = None
+        #: the communicator launch_until_done agrees over (collectives over several ranks)
+        self._ranks = self._ranks_of(recording)
         # a stage of several nodes is captured as branches, unless its policy is "serial"
         self._branches = [len(idx) > 1 and policies[s] != "serial" for s, idx in enumerate(stages)]
         width = max([len(idx) for s, idx in enumerate(stages) if self._branches[s]] or [1])
@@ -623,7 +626,9 @@ class CudaBackend(Backend):
 
     def _launch_body(self, n: int, until_done: bool) -> int:
         self.last_failure = None
-        if n == 0 or (until_done and self._logical_size == 0):
+        # with collectives over several ranks a rank with no live sample left still takes
+        # part: the ranks decide together (_launch_until_done_ranks)
+        if n == 0 or (until_done and self._logical_size == 0 and self._ranks is None):
             return 0
         self._order_after_producers()
         if until_done:
@@ -660,16 +665,64 @@ class CudaBackend(Backend):
     until_done_chunk = 4096
 
     def until_done_path(self) -> str:
+        if self._ranks is not None:
+            return "ranks"
         mode = self.until_done_mode
         if mode is None:
             mode = "device" if _cuda.has("conditional") else "host"
         return mode
 
+    def _ranks_of(self, recording):
+        """The MPI communicator of the graph's collectives over several ranks, or None.
+        ``launch_until_done`` then decides on every rank together: a rank whose samples
+        finish first must keep replaying (its collectives pair with the others'), or
+        the others' next collective would wait forever."""
+        comms = []
+        for i, node in enumerate(recording.nodes):
+            c = node.ranks
+            if c is not None and not any(c is d or c == d for d in comms):
+                comms.append(c)
+        if len(comms) > 1:
+            self._until_done_refused = ("launch_until_done: this graph's collectives use "
+                                        f"{len(comms)} communicators; eagle agrees on the stop "
+                                        "over one only (use launch(n))")
+        return comms[0] if comms else None
+
+    def _launch_until_done_ranks(self, n):
+        """Replay by replay; after each, the ranks agree (MPI allreduce, max of the live
+        counts) on whether any sample is live anywhere. A rank with none left replays on
+        at logical size 0 (its kernels do nothing, its collectives pair with the others')."""
+        from eagle.cuda import finished as fc
+
+        mpi = sys.modules["mpi4py.MPI"]
+        done = 0
+        live_anywhere = self._ranks.allreduce(int(self._logical_size), op=mpi.MAX)
+        while done < n and live_anywhere > 0:
+            self.exec.launch(self.stream, 1)
+            done += 1
+            local = int(self._read_back()[fc.G_SIZE])
+            live_anywhere = self._ranks.allreduce(local, op=mpi.MAX)
+
     def _launch_until_done(self, n):
         from eagle.cuda import finished as fc
 
+        if self._until_done_refused:
+            raise ValueError(self._until_done_refused)
         live_before = int(self._host_g[fc.G_LIVE_REPLAYS])
         done = 0
+        if self._ranks is not None:
+            try:
+                self._launch_until_done_ranks(n)
+            except KeyboardInterrupt:
+                self.last_failure = (-1, 0)
+                self._settle()
+                raise
+            except CudaError:
+                self._settle()
+                raise
+            finally:
+                self.replays += int(self._host_g[fc.G_LIVE_REPLAYS]) - live_before
+            return int(self._host_g[fc.G_LIVE_REPLAYS]) - live_before
         try:
             exec_ = None
             if self.until_done_path() == "device":

@@ -234,6 +234,11 @@ class NcclNode(OpaqueNode):
         self.warmed_up = False
         self.graph_name = what
 
+    @property
+    def ranks(self):
+        """The MPI communicator when the collective spans several ranks (see ``Node.ranks``)."""
+        return self.comm if self.comm_size > 1 else None
+
     def default_name(self) -> str:
         return self.collective
 

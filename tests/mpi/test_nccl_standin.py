@@ -411,3 +411,76 @@ def test_a_program_with_nccl_graphs_exits(fake_path, fake_libcuda_path, how):
     assert "graph refs 4" in proc.stdout, proc.stdout
     assert "LEAVING" in proc.stdout
     assert "AT EXIT live comms 0 graph refs 0" in proc.stdout, proc.stdout + proc.stderr
+
+
+# launch_until_done on ranks whose samples finish at different replays, with an NCCL collective
+# in the graph: the stand-in NCCL in its ranks mode (FAKE_NCCL_RANKS_DIR) makes every captured
+# collective meet the other ranks at each replay, so a rank that stops replaying first leaves
+# the others waiting in their next collective forever, as on NCCL.
+DIVERGE = r"""
+import ctypes, os, sys
+import numpy as np
+from mpi4py import MPI
+import eagle
+from eagle.cuda import backend
+from eagle.cuda.finished import set_kernel_provider
+from eagle.cuda.kernel_nodes import SIZE_PTR, cuda_kernel
+from eagle.graph import allreduce, compact
+from fake_cuda import DeviceArray, kernel
+from fake_cuda_build import EmulatedKernels, bind_fake_libcuda
+
+backend.ensure_driver()
+lib = bind_fake_libcuda(ctypes.CDLL(os.environ["EAGLE_LIBCUDA"]))
+assert lib.fake_cuda_load_module(os.environ["EMULATED_KERNELS"].encode()) == 0
+set_kernel_provider(lambda: EmulatedKernels(lib))
+rank = MPI.COMM_WORLD.Get_rank()
+n = 8
+life = np.full(n, 2 if rank == 0 else 6, dtype=np.int64)     # rank 0's samples finish first
+da, dl, dx = DeviceArray(np.ones(n, dtype=np.bool_)), DeviceArray(life), DeviceArray(np.zeros(n))
+di, dc = DeviceArray(np.arange(n, dtype=np.int64)), DeviceArray(np.zeros(1, dtype=np.int64))
+s, r = DeviceArray(np.ones(2)), DeviceArray(np.zeros(2))
+g = eagle.Graph()
+g.add_node(cuda_kernel((kernel(lib, "life_step"), 4), (da, dl, dx, SIZE_PTR),
+                       writes={"alive": da, "life": dl, "x": dx}, block=4), name="step")
+g.add_node(compact(da, {"life": dl, "x": dx}, ids=di, count=dc, min_dead_fraction=0.0), name="compact")
+g.add_node(allreduce(s, r), name="tally")
+g.build()
+print("PATH", rank, g._backend.until_done_path(), flush=True)
+done = g.launch_until_done(20)
+print(f"OK rank {rank} live replays {done} graph launches {lib.fake_cuda_launch_count()} size {g.logical_size}",
+      flush=True)
+"""
+
+
+def test_launch_until_done_with_collectives_stops_on_every_rank_together(fake_path, fake_libcuda_path,
+                                                                          tmp_path):
+    from fake_cuda_build import build_emulated_module
+    pytest.importorskip("mpi4py")
+    import signal
+    sys.path.insert(0, str(HERE))
+    from conftest import find_mpiexec
+    launcher = find_mpiexec()
+    if launcher is None:
+        pytest.skip("no mpiexec")
+    so = build_emulated_module(tmp_path)
+    rdv = tmp_path / "rendezvous"
+    rdv.mkdir()
+    env = dict(os.environ, EAGLE_LIBCUDA=fake_libcuda_path, FAKE_NCCL_LIBCUDA=fake_libcuda_path,
+               EAGLE_NCCL_LIBRARY=fake_path, FAKE_NCCL_RANKS_DIR=str(rdv), EMULATED_KERNELS=so,
+               OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(DOUBLES)]
+                                          + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    proc = subprocess.Popen([launcher, "-n", "2", sys.executable, "-c", DIVERGE], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=str(ROOT), start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)   # mpiexec and both ranks
+        out, err = proc.communicate()
+        pytest.fail(f"the ranks hung (90 s): one stopped replaying, the other waits in its collective\n{out}")
+    assert proc.returncode == 0, out + err
+    lines = sorted(l for l in out.splitlines() if l.startswith("OK rank"))
+    # both replayed until the slower rank's samples finished: 6 replays each (rank 0's last 4
+    # at logical size 0: its collective pairs with rank 1's)
+    assert lines == ["OK rank 0 live replays 2 graph launches 6 size 0",
+                     "OK rank 1 live replays 6 graph launches 6 size 0"], out + err
