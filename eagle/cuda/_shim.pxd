@@ -73,6 +73,8 @@ cdef extern from "eagle/cuda_shim.h" nogil:
     int eagle_cuda_get_device_count(int *count)
     int eagle_cuda_get_device(int *device)
     int eagle_cuda_set_device(int device)
+    int eagle_cuda_ctx_get_current(void **ctx)
+    int eagle_cuda_ctx_set_current(void *ctx)
     int eagle_cuda_device_synchronize()
 
     int eagle_cuda_stream_create(eagle_cudaStream_t *stream, unsigned int flags)

@@ -181,6 +181,44 @@ def device_count():
     return n
 
 
+def current_device():
+    """The device of this thread's current context (cuCtxGetDevice; with no current
+    context eagle makes its default device's primary context current first)."""
+    cdef int d = 0
+    cdef int st
+    with nogil:
+        st = eagle_cuda_get_device(&d)
+    check(st, "cuCtxGetDevice")
+    return d
+
+
+def current_context():
+    """This thread's current CUDA context (a handle; 0 if none)."""
+    cdef void *ctx = NULL
+    cdef int st
+    with nogil:
+        st = eagle_cuda_ctx_get_current(&ctx)
+    check(st, "cuCtxGetCurrent")
+    return <uintptr_t>ctx
+
+
+def set_current_context(uintptr_t ctx):
+    """Make ``ctx`` (from ``current_context()``) current on this thread (cuCtxSetCurrent);
+    eagle's default device is left as it is."""
+    cdef int st
+    with nogil:
+        st = eagle_cuda_ctx_set_current(<void *>ctx)
+    check(st, "cuCtxSetCurrent")
+
+
+def set_device(int device):
+    """Make ``device``'s primary context current on this thread (cuCtxSetCurrent)."""
+    cdef int st
+    with nogil:
+        st = eagle_cuda_set_device(device)
+    check(st, f"making device {device}'s primary context current")
+
+
 def device_name(int device=0):
     cdef char buf[256]
     cdef int st

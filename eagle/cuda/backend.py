@@ -270,6 +270,11 @@ class CudaBackend(Backend):
     def __init__(self, recording, policies):
         super().__init__(recording)
         self.library = ensure_driver()
+        #: the device whose context eagle's streams, events and graph belong to (the one
+        #: current at build()); that context is made current around every later call
+        #: (see ``_on_device``)
+        self.device = _cuda.current_device()
+        self._context = _cuda.current_context()
         self._cp = _cupy()
         nodes = recording.nodes
         stages = recording.rows
@@ -610,6 +615,21 @@ class CudaBackend(Backend):
         from eagle.observe.progress import launch_in_chunks
         return launch_in_chunks(self, n, until_empty, progress)
 
+    @contextlib.contextmanager
+    def _on_device(self):
+        """Make the build's device current for eagle's calls, and restore the caller's:
+        a stream and its events belong to the context they were made in, and work on
+        them while another device is current fails (or records across contexts)."""
+        cur = _cuda.current_context()
+        if cur == self._context:
+            yield
+            return
+        _cuda.set_current_context(self._context)
+        try:
+            yield
+        finally:
+            _cuda.set_current_context(cur)
+
     def launch(self, n: int, until_done: bool = False) -> int:
         """``n`` graph launches on eagle's stream, then wait for them (synchronize).
 
@@ -620,7 +640,8 @@ class CudaBackend(Backend):
         samples (until_done) or ``n``. Inside an NVTX range ``eagle launch(n)``."""
         _nvtx.push(f"eagle launch_until_done({n})" if until_done else f"eagle launch({n})")
         try:
-            return self._launch_body(n, until_done)
+            with self._on_device():
+                return self._launch_body(n, until_done)
         finally:
             _nvtx.pop()
 
@@ -810,6 +831,10 @@ class CudaBackend(Backend):
 
     def set_logical_size(self, n: int) -> None:
         """Patch grid and size argument of every ``cuda_kernel`` node in the instantiated graph."""
+        with self._on_device():
+            self._set_logical_size(n)
+
+    def _set_logical_size(self, n: int) -> None:
         self.exec.set_logical_size(n)
         if self._gblock is not None:
             import numpy as np
@@ -841,6 +866,10 @@ class CudaBackend(Backend):
         the first error met."""
         _live.discard(self)
         self.closed = True
+        with self._on_device():
+            self._close()
+
+    def _close(self) -> None:
         first = None
 
         def attempt(fn):

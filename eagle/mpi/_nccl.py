@@ -13,7 +13,9 @@ NCCL is ``libnccl.so.2``, opened at run time: ``EAGLE_NCCL_LIBRARY`` if set,
 else the ``nvidia-nccl-cu12``/``-cu13`` wheel's, else the system's. At
 ``build()``, before the capture, eagle creates one NCCL communicator per MPI
 communicator (rank 0's ``ncclGetUniqueId`` broadcast over MPI,
-``ncclCommInitRank`` on every rank) and runs a warm-up collective on scratch
+``ncclCommInitRank`` on every rank, each on its current device: the ranks of
+one node must each have made a different GPU current, else ``ValueError`` on
+every rank) and runs a warm-up collective on scratch
 memory, as NCCL asks before a capture. The communicators live until the
 process ends: at exit eagle first closes its graphs that captured collectives
 (NCCL 2.14+ ``ncclCommDestroy`` waits for every graph that captured the
@@ -123,6 +125,7 @@ def communicator(comm):
     if got is not None:
         return got[0]
     lib = library()
+    _check_devices(comm)
     uid = _UniqueId()
     buf = np.zeros(UNIQUE_ID_BYTES, dtype=np.uint8)
     if comm.Get_rank() == 0:
@@ -135,6 +138,31 @@ def communicator(comm):
           f"ncclCommInitRank (rank {comm.Get_rank()} of {comm.Get_size()})")
     _comms[key] = (handle, comm)
     return handle
+
+
+def _check_devices(comm):
+    """NCCL puts each rank on the device current when its communicator is made: the
+    ranks of one node must each have their own, or NCCL refuses ("Duplicate GPU
+    detected"). Raises on every rank (they all see the same devices) naming them."""
+    try:
+        from eagle.cuda import _shim
+        device = _shim.current_device()
+    except (ImportError, CudaError):   # no cuda backend or no driver: nothing to check here
+        return
+    MPI = _runtime.mpi()
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        devices = node.allgather(device)
+    finally:
+        node.Free()
+    shared = sorted({d for d in devices if devices.count(d) > 1})
+    if shared:
+        d = shared[0]
+        local = [r for r, x in enumerate(devices) if x == d]
+        raise ValueError(f"NCCL needs one GPU per rank: local ranks {', '.join(map(str, local))} "
+                         f"on this node all use GPU {d}. Pick the device by local rank before making "
+                         "any CUDA array, e.g. local = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_rank(); "
+                         "cupy.cuda.Device(local % cupy.cuda.runtime.getDeviceCount()).use()")
 
 
 @atexit.register

@@ -401,6 +401,29 @@ def test_build_lists_the_capture_graph_a_bounded_number_of_times(ck, fake, cuda_
     assert big <= 4 * small + 8 and big <= 3 * 160, (small, big)
 
 
+def test_a_graph_runs_on_its_builds_device_whatever_device_is_current(ck, fake, monkeypatch):
+    """Two devices. Built while device 0 is current, the graph's streams and events are
+    device 0's; a launch, a retune and close() made while device 1 is current (the
+    program moved on to it) run on device 0 and leave device 1 current."""
+    monkeypatch.setenv("FAKE_CUDA_DEVICES", "2")
+    g, (hx, hl, hr, ho) = kernel_graph(fake, ck)
+    g.build()
+    assert fake.fake_cuda_use_device(1) == 0
+    try:
+        g.launch(1)     # before: cuEventRecord on device 0's stream: CUDA_ERROR_INVALID_CONTEXT
+        assert fake.fake_cuda_current_device() == 1
+        np.testing.assert_array_equal(ho, 5 * hx)
+        g.set_logical_size(2)
+        ho[:] = 0
+        g.launch(1)
+        np.testing.assert_array_equal(ho, np.where(np.arange(4) < 2, 5 * hx, 0))
+        assert fake.fake_cuda_current_device() == 1
+        g._backend.close()
+        assert fake.fake_cuda_current_device() == 1
+    finally:
+        fake.fake_cuda_use_device(0)
+
+
 def test_failed_launch_raises_and_graph_stays_usable(ck, fake):
     g, (hx, hl, hr, ho) = kernel_graph(fake, ck)
     g.build()

@@ -126,6 +126,26 @@ static __thread int tls_capture_mode = 0; /* cuThreadExchangeStreamCaptureMode *
 static int primary_ctx_marker;
 #define PRIMARY_CTX ((void *)&primary_ctx_marker)
 
+/* ---- devices and their primary contexts -------------------------------------------
+ * FAKE_CUDA_DEVICES=N devices (default 1), each with its own primary context (device 0's
+ * is PRIMARY_CTX). Streams and events belong to the context current when they were made;
+ * as on CUDA, work on a stream needs that stream's context current, and an event is
+ * recorded only on a stream of its own context (else CUDA_ERROR_INVALID_CONTEXT /
+ * CUDA_ERROR_INVALID_HANDLE). Waiting on an event of another context is allowed. */
+#define NDEV 16
+static int ctx_markers[NDEV];
+static int n_devices(void) {
+    const char *d = getenv("FAKE_CUDA_DEVICES");
+    int n = d && *d ? atoi(d) : 1;
+    return n < 0 ? 0 : n > NDEV ? NDEV : n;
+}
+static void *ctx_of_device(int dev) { return dev == 0 ? PRIMARY_CTX : (void *)&ctx_markers[dev]; }
+static int device_of_ctx(const void *ctx) {
+    for (int d = 0; d < NDEV; ++d)
+        if (ctx == ctx_of_device(d)) return d;
+    return -1;
+}
+
 #define NCOUNTERS 96
 static struct { char name[64]; long value; } counters[NCOUNTERS];
 static long live_stream, live_event, live_graph, live_exec, live_devmem, launches;
@@ -557,6 +577,7 @@ typedef struct fevent {
     struct fcapture *cap;      /* recorded during this capture (else NULL) */
     struct fnode **cdeps;      /* the capturing stream's dependencies then */
     size_t ncdeps;
+    void *ctx;                 /* the context current at creation */
 } fevent;
 
 static int valid_event(const void *e) {
@@ -875,6 +896,7 @@ typedef struct fstream {
     fcapture *cap;
     fnode **deps;
     size_t ndeps;
+    void *ctx;                     /* the context current at creation */
 } fstream;
 
 typedef struct fexec {
@@ -929,6 +951,7 @@ static fstream *stream_new(unsigned flags, int legacy) {
     handle_add(s, STREAM_MAGIC);
     s->flags = flags;
     s->legacy = legacy;
+    s->ctx = tls_ctx;
     pthread_mutex_init(&s->m, NULL);
     pthread_cond_init(&s->c, NULL);
     pthread_create(&s->thread, NULL, stream_worker, s);
@@ -1041,6 +1064,12 @@ static int capture_add(fstream *s, int type, fnode **out) {
 static fstream *submit(void *h, int *err) {
     fstream *s = as_stream(h, err);
     if (!s) return NULL;
+    /* a stream of another context than the current one (the legacy and per-thread
+     * streams are every context's) */
+    if (!s->legacy && s != tls_per_thread_stream && s->ctx && s->ctx != tls_ctx) {
+        *err = E_INVALID_CONTEXT;
+        return NULL;
+    }
     if (s->legacy && (*err = legacy_check()) != 0) return NULL;
     return s;
 }
@@ -1099,9 +1128,9 @@ static int device_get_name(char *buf, int len, int dev) {
 }
 static int primary_retain(void **ctx, int dev) {
     if (!initialized) return E_NOT_INITIALIZED;
-    if (!ctx || dev != 0) return E_INVALID_VALUE;
+    if (!ctx || dev < 0 || dev >= n_devices()) return E_INVALID_VALUE;
     count("cuDevicePrimaryCtxRetain");
-    *ctx = PRIMARY_CTX;
+    *ctx = ctx_of_device(dev);
     return 0;
 }
 static int ctx_get_current(void **ctx) {
@@ -1112,7 +1141,7 @@ static int ctx_get_current(void **ctx) {
 }
 static int ctx_set_current(void *ctx) {
     if (!initialized) return E_NOT_INITIALIZED;
-    if (ctx && ctx != PRIMARY_CTX) return E_INVALID_CONTEXT;
+    if (ctx && (device_of_ctx(ctx) < 0 || device_of_ctx(ctx) >= n_devices())) return E_INVALID_CONTEXT;
     count("cuCtxSetCurrent");
     tls_ctx = ctx;
     return 0;
@@ -1120,7 +1149,7 @@ static int ctx_set_current(void *ctx) {
 static int ctx_get_device(int *dev) {
     ENTER("cuCtxGetDevice");
     if (!dev) LEAVE(E_INVALID_VALUE);
-    *dev = 0;
+    *dev = device_of_ctx(tls_ctx);
     LEAVE(0);
 }
 static int ctx_synchronize(void) {
@@ -1184,6 +1213,7 @@ static int event_create(void **out, unsigned flags) {
     fevent *e = (fevent *)calloc(1, sizeof *e);
     e->magic = EVENT_MAGIC;
     handle_add(e, EVENT_MAGIC);
+    e->ctx = tls_ctx;
     pthread_mutex_init(&e->m, NULL);
     pthread_cond_init(&e->c, NULL);
     *out = e;
@@ -1207,6 +1237,7 @@ static int event_record(void *h, void *sh) {
     int err;
     fstream *s = submit(sh, &err);
     if (!s) LEAVE(err);
+    if (e->ctx && e->ctx != tls_ctx) LEAVE(E_INVALID_HANDLE);   /* an event of another context */
     if (s->cap) {
         if (s->cap->invalidated) LEAVE(E_CAPTURE_INVALIDATED);
         e->cap = s->cap;
@@ -1988,6 +2019,15 @@ EXPORT int cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version,
 }
 
 /* ---- observation and injection (test-only exports) ---------------------------------- */
+
+/* make device dev's primary context current on this thread, as a library the test
+ * stands for would (cupy.cuda.Device(dev).use()); -1 on a device that is not there */
+EXPORT int fake_cuda_use_device(int dev) {
+    if (dev < 0 || dev >= n_devices()) return -1;
+    tls_ctx = ctx_of_device(dev);
+    return 0;
+}
+EXPORT int fake_cuda_current_device(void) { return device_of_ctx(tls_ctx); }
 
 /* node handles cuGraphGetNodes has written out, in all (a cost: listing a graph is linear) */
 EXPORT long fake_cuda_nodes_listed(void) { return nodes_listed; }

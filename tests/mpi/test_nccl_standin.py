@@ -434,6 +434,8 @@ lib = bind_fake_libcuda(ctypes.CDLL(os.environ["EAGLE_LIBCUDA"]))
 assert lib.fake_cuda_load_module(os.environ["EMULATED_KERNELS"].encode()) == 0
 set_kernel_provider(lambda: EmulatedKernels(lib))
 rank = MPI.COMM_WORLD.Get_rank()
+lib.fake_cuda_use_device.argtypes = [ctypes.c_int]
+assert lib.fake_cuda_use_device(rank) == 0   # one GPU per rank (NCCL needs it)
 n = 8
 life = np.full(n, 2 if rank == 0 else 6, dtype=np.int64)     # rank 0's samples finish first
 da, dl, dx = DeviceArray(np.ones(n, dtype=np.bool_)), DeviceArray(life), DeviceArray(np.zeros(n))
@@ -467,7 +469,7 @@ def test_launch_until_done_with_collectives_stops_on_every_rank_together(fake_pa
     rdv.mkdir()
     env = dict(os.environ, EAGLE_LIBCUDA=fake_libcuda_path, FAKE_NCCL_LIBCUDA=fake_libcuda_path,
                EAGLE_NCCL_LIBRARY=fake_path, FAKE_NCCL_RANKS_DIR=str(rdv), EMULATED_KERNELS=so,
-               OMP_NUM_THREADS="1",
+               FAKE_CUDA_DEVICES="2", OMP_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join([str(ROOT), str(DOUBLES)]
                                           + [p for p in [os.environ.get("PYTHONPATH")] if p]))
     proc = subprocess.Popen([launcher, "-n", "2", sys.executable, "-c", DIVERGE], stdout=subprocess.PIPE,
@@ -479,8 +481,73 @@ def test_launch_until_done_with_collectives_stops_on_every_rank_together(fake_pa
         out, err = proc.communicate()
         pytest.fail(f"the ranks hung (90 s): one stopped replaying, the other waits in its collective\n{out}")
     assert proc.returncode == 0, out + err
-    lines = sorted(l for l in out.splitlines() if l.startswith("OK rank"))
+    import re   # the ranks' lines may come interleaved through mpiexec
+    got = sorted(re.findall(r"OK rank (\d) live replays (\d+) graph launches (\d+) size (\d+)", out))
     # both replayed until the slower rank's samples finished: 6 replays each (rank 0's last 4
     # at logical size 0: its collective pairs with rank 1's)
-    assert lines == ["OK rank 0 live replays 2 graph launches 6 size 0",
-                     "OK rank 1 live replays 6 graph launches 6 size 0"], out + err
+    assert got == [("0", "2", "6", "0"), ("1", "6", "6", "0")], out + err
+
+
+# Two ranks on one node with two GPUs (the driver stand-in's FAKE_CUDA_DEVICES=2): NCCL takes
+# each rank's current device, so both on device 0 is refused with a clear message on every rank;
+# each on its local rank's device builds and replays.
+DEVICES = r"""
+import ctypes, os, sys
+import numpy as np
+from mpi4py import MPI
+import eagle
+from eagle.cuda import backend
+from eagle.graph import allreduce
+from fake_cuda import DeviceArray
+from fake_cuda_build import bind_fake_libcuda
+
+backend.ensure_driver()
+lib = bind_fake_libcuda(ctypes.CDLL(os.environ["EAGLE_LIBCUDA"]))
+lib.fake_cuda_use_device.argtypes = [ctypes.c_int]
+local = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED).Get_rank()
+if sys.argv[1] == "local":
+    assert lib.fake_cuda_use_device(local) == 0
+s, r = DeviceArray(np.ones(2)), DeviceArray(np.zeros(2))
+g = eagle.Graph()
+g.add_node(allreduce(s, r), name="tally")
+try:
+    g.build()
+except ValueError as e:
+    print(f"REFUSED rank {local}: {e}", flush=True)
+else:
+    g.launch(2)
+    print(f"OK rank {local} on device {lib.fake_cuda_current_device()}", flush=True)
+"""
+
+
+@pytest.mark.parametrize("how", ["same", "local"])
+def test_ranks_of_one_node_each_need_their_own_gpu(fake_path, fake_libcuda_path, tmp_path, how):
+    import signal
+    sys.path.insert(0, str(HERE))
+    from conftest import find_mpiexec
+    launcher = find_mpiexec()
+    if launcher is None:
+        pytest.skip("no mpiexec")
+    rdv = tmp_path / "rendezvous"
+    rdv.mkdir()
+    env = dict(os.environ, EAGLE_LIBCUDA=fake_libcuda_path, FAKE_NCCL_LIBCUDA=fake_libcuda_path,
+               EAGLE_NCCL_LIBRARY=fake_path, FAKE_NCCL_RANKS_DIR=str(rdv), FAKE_CUDA_DEVICES="2",
+               OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(DOUBLES)]
+                                          + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    proc = subprocess.Popen([launcher, "-n", "2", sys.executable, "-c", DEVICES, how], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=str(ROOT), start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"the ranks hung (90 s)\n{out}")
+    assert proc.returncode == 0, out + err
+    if how == "same":
+        import re
+        assert sorted(re.findall(r"REFUSED rank (\d)", out)) == ["0", "1"], out + err
+        assert out.count("local ranks 0, 1 on this node all use GPU 0") == 2, out
+    else:
+        import re
+        assert sorted(re.findall(r"OK rank (\d) on device (\d)", out)) == [("0", "0"), ("1", "1")], out + err
