@@ -476,7 +476,7 @@ int eagle_cuda_ctx_set_current(void *ctx) {
     int st;
     if (!eagle_cuda_T.loaded && (st = eagle_cuda_load(NULL, 0)) != 0) return st;
     st = eagle_cuda_T.CtxSetCurrent(ctx);
-    if (!st && ctx) eagle_cuda_ctx_ok = 1;
+    if (!st) eagle_cuda_ctx_ok = ctx != NULL;   /* none current: the next call makes one again */
     return st;
 }
 int eagle_cuda_device_synchronize(void) { EAGLE_CUDA_CALL(CtxSynchronize); }
