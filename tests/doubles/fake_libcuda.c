@@ -59,7 +59,7 @@
  * Failure injection: fake_cuda_fail_next(api, nth, err) (the nth next call of
  * `api`, e.g. "cuGraphLaunch", returns err), fake_cuda_fail_instantiate_at_node(k)
  * (instantiating a graph of more than k nodes fails naming its k-th node),
- * env FAKE_CUDA_DEVICES=0 (no device), FAKE_CUDA_VERSION, FAKE_CUDA_NO_INIT=1
+ * env FAKE_CUDA_DEVICES=N (0: no device; N > 1: N devices, each its own context), FAKE_CUDA_VERSION, FAKE_CUDA_NO_INIT=1
  * (cuInit fails with CUDA_ERROR_NO_DEVICE).
  * Observation: fake_cuda_counter(api or "kernel_runs"), fake_cuda_live(kind:
  * stream event graph exec devmem), fake_cuda_launch_count(), fake_cuda_last_grid_x(),

@@ -455,15 +455,10 @@ print(f"OK rank {rank} live replays {done} graph launches {lib.fake_cuda_launch_
 
 
 def test_launch_until_done_with_collectives_stops_on_every_rank_together(fake_path, fake_libcuda_path,
-                                                                          tmp_path):
+                                                                          tmp_path, mpirun):
     from fake_cuda_build import build_emulated_module
-    pytest.importorskip("mpi4py")
     import signal
-    sys.path.insert(0, str(HERE))
-    from conftest import find_mpiexec
-    launcher = find_mpiexec()
-    if launcher is None:
-        pytest.skip("no mpiexec")
+    launcher = mpirun.launcher
     so = build_emulated_module(tmp_path)
     rdv = tmp_path / "rendezvous"
     rdv.mkdir()
@@ -521,13 +516,9 @@ else:
 
 
 @pytest.mark.parametrize("how", ["same", "local"])
-def test_ranks_of_one_node_each_need_their_own_gpu(fake_path, fake_libcuda_path, tmp_path, how):
+def test_ranks_of_one_node_each_need_their_own_gpu(fake_path, fake_libcuda_path, tmp_path, how, mpirun):
     import signal
-    sys.path.insert(0, str(HERE))
-    from conftest import find_mpiexec
-    launcher = find_mpiexec()
-    if launcher is None:
-        pytest.skip("no mpiexec")
+    launcher = mpirun.launcher
     rdv = tmp_path / "rendezvous"
     rdv.mkdir()
     env = dict(os.environ, EAGLE_LIBCUDA=fake_libcuda_path, FAKE_NCCL_LIBCUDA=fake_libcuda_path,
