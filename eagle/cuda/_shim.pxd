@@ -73,6 +73,8 @@ cdef extern from "eagle/cuda_shim.h" nogil:
     int eagle_cuda_get_device_count(int *count)
     int eagle_cuda_get_device(int *device)
     int eagle_cuda_set_device(int device)
+    int eagle_cuda_ctx_get_current(void **ctx)
+    int eagle_cuda_ctx_set_current(void *ctx)
     int eagle_cuda_device_synchronize()
 
     int eagle_cuda_stream_create(eagle_cudaStream_t *stream, unsigned int flags)
@@ -186,7 +188,7 @@ ctypedef struct eagle_sized_kernel:
 cdef class GraphExec:
     cdef eagle_cudaGraphExec_t handle
     cdef readonly Graph graph      # the graph instantiated from (its node handles name nodes)
-    cdef readonly list updated_from  # graphs update() took arguments from (kept alive)
+    cdef readonly list updated_from  # the last graph update() took arguments from (kept alive)
     cdef eagle_sized_kernel *sized
     cdef Py_ssize_t n_sized
     cdef Py_ssize_t cap_sized

@@ -181,6 +181,44 @@ def device_count():
     return n
 
 
+def current_device():
+    """The device of this thread's current context (cuCtxGetDevice; with no current
+    context eagle makes its default device's primary context current first)."""
+    cdef int d = 0
+    cdef int st
+    with nogil:
+        st = eagle_cuda_get_device(&d)
+    check(st, "cuCtxGetDevice")
+    return d
+
+
+def current_context():
+    """This thread's current CUDA context (a handle; 0 if none)."""
+    cdef void *ctx = NULL
+    cdef int st
+    with nogil:
+        st = eagle_cuda_ctx_get_current(&ctx)
+    check(st, "cuCtxGetCurrent")
+    return <uintptr_t>ctx
+
+
+def set_current_context(uintptr_t ctx):
+    """Make ``ctx`` (from ``current_context()``) current on this thread (cuCtxSetCurrent);
+    eagle's default device is left as it is."""
+    cdef int st
+    with nogil:
+        st = eagle_cuda_ctx_set_current(<void *>ctx)
+    check(st, "cuCtxSetCurrent")
+
+
+def set_device(int device):
+    """Make ``device``'s primary context current on this thread (cuCtxSetCurrent)."""
+    cdef int st
+    with nogil:
+        st = eagle_cuda_set_device(device)
+    check(st, f"making device {device}'s primary context current")
+
+
 def device_name(int device=0):
     cdef char buf[256]
     cdef int st
@@ -269,6 +307,11 @@ cdef class Stream:
     @property
     def ptr(self):
         return <uintptr_t>self.handle
+
+    def __cuda_stream__(self):
+        """The CUDA stream protocol (cuda.core; CuPy 14's ``Stream.from_external``):
+        ``(0, handle)``."""
+        return (0, <uintptr_t>self.handle)
 
     def synchronize(self):
         cdef int st
@@ -453,32 +496,54 @@ def join(Stream origin not None, sides, events):
 cdef class NodeOwners:
     """Which eagle node added which graph node during one capture.
 
-    Call ``mark(index)`` after capturing eagle node ``index`` (on any stream of
-    the capture): every graph node not seen before is attributed to it.
-    ``owner(handle)`` gives the index (or None). Linear in the graph's node
-    count per mark.
+    Call ``mark(index, stream)`` after capturing eagle node ``index`` on
+    ``stream``: every graph node not seen before is attributed to it.
+    ``owner(handle)`` gives the index (or None).
     """
     cdef Stream stream
     cdef dict owners
+    cdef size_t seen
 
     def __init__(self, Stream stream not None):
         self.stream = stream
         self.owners = {}
+        self.seen = 0
 
-    def mark(self, index):
+    def mark(self, index, Stream stream=None):
+        """Attribute the graph nodes added since the last mark to eagle node ``index``,
+        captured on ``stream`` (default: the origin stream); returns them. Linear in
+        the nodes added: the node count tells whether any were added, and when the
+        leaves of ``stream``'s capture are all of them (a kernel, a copy, a chain's
+        last node alone) no listing is needed; otherwise the graph is listed."""
         cdef int cs = 0
         cdef eagle_cudaGraph_t g = NULL
+        cdef const eagle_cudaGraphNode_t *deps = NULL
+        cdef size_t n = 0, ndeps = 0, i
         cdef int st
+        cdef Stream on = stream if stream is not None else self.stream
         with nogil:
             st = eagle_cuda_stream_capture_info(self.stream.handle, &cs, NULL, &g, NULL, NULL)
         check(st, "cuStreamGetCaptureInfo")
         if cs != EAGLE_CUDA_CAPTURE_STATUS_ACTIVE or g == NULL:
             return []
+        with nogil:
+            st = eagle_cuda_graph_get_nodes(g, NULL, &n)
+        check(st, "cuGraphGetNodes")
+        if n == self.seen:
+            return []
         added = []
-        for h in _graph_nodes(g):
-            if h not in self.owners:
-                self.owners[h] = index
+        with nogil:
+            st = eagle_cuda_stream_capture_info(on.handle, &cs, NULL, NULL, &deps, &ndeps)
+        check(st, "cuStreamGetCaptureInfo")
+        for i in range(ndeps):
+            h = <uintptr_t>deps[i]
+            if h not in self.owners and h not in added:
                 added.append(h)
+        if len(added) != n - self.seen:   # more than the leaves were added: list the graph
+            added = [h for h in _graph_nodes(g) if h not in self.owners]
+        for h in added:
+            self.owners[h] = index
+        self.seen = n
         return added
 
     def owner(self, handle):
@@ -680,8 +745,8 @@ _SIZE_KINDS = {"int32": (0, 4), "int64": (1, 8), "uint32": (2, 4), "uint64": (3,
 
 cdef class GraphExec:
     """An instantiated graph. Keeps the :class:`Graph` it was instantiated
-    from alive (its node handles name the nodes to patch), and every graph
-    ``update()`` took arguments from. ``launch``, ``set_logical_size``,
+    from alive (its node handles name the nodes to patch), and the last graph
+    ``update()`` took arguments from (``updated_from``, one at most). ``launch``, ``set_logical_size``,
     ``update`` and ``close`` are serialized by a lock."""
 
     def __cinit__(self):
@@ -760,7 +825,9 @@ cdef class GraphExec:
                     st = eagle_cuda_sized_refresh(&self.sized[i].k,
                                                   <eagle_cudaGraphNode_t><uintptr_t>new[k])
                     check(st, f"reading the arguments of sized kernel node {i} after update")
-            self.updated_from.append(graph)
+            # the sized kernels took their copy of the arguments above: only the latest
+            # graph is kept (a list growing with every update() held every graph)
+            self.updated_from = [graph]
 
     # -- retune --------------------------------------------------------------
 
@@ -909,6 +976,7 @@ cdef class GraphExec:
             e = self.handle
             self.handle = NULL
             self._free_sized()
+            self.updated_from = []
             if e != NULL:
                 with nogil:
                     st = eagle_cuda_graph_exec_destroy(e)

@@ -8,14 +8,17 @@ arrays or any object with ``__cuda_array_interface__``). It
    is too old (before CUDA 12.0), or no GPU is usable; orders itself after the
    streams the arrays name (``__cuda_array_interface__['stream']``) and CuPy's
    current stream;
-2. captures the whole graph in **one** stream capture on eagle's own stream,
-   in relaxed capture mode, stage by stage in recording order. A stage with
+2. captures the whole graph in **one** stream capture on eagle's own stream
+   (a blocking stream: legacy-default-stream work inside a node then fails the
+   capture, ``CUDA_ERROR_STREAM_CAPTURE_IMPLICIT``, naming the node), in relaxed
+   capture mode, stage by stage in recording order. A stage with
    several nodes is captured as side-by-side branches: an event recorded on
    eagle's stream forks the side streams, each node is captured on its own
    stream, and events join them back before the next stage. One capture with
    fork/join keeps every kernel node at the top level of the CUDA graph, where
    ``set_logical_size`` can patch it. With CuPy imported, the stream a node is
-   captured on is made CuPy's current stream (``cupy.cuda.ExternalStream``)
+   captured on is made CuPy's current stream (``cupy.cuda.Stream.from_external``
+   on CuPy 14, through eagle's ``Stream.__cuda_stream__``; ``ExternalStream`` before)
    and CuPy allocates from a memory pool that belongs to this graph, so the
    temporaries a node allocates while it is captured (``2 * x`` makes a new
    array) are baked into the graph and never handed to other allocations
@@ -60,6 +63,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import weakref
 
 import numpy as np
 import sys
@@ -82,6 +86,27 @@ _CHUNK = 4096
 
 _tls = threading.local()
 
+#: the backends not yet closed or collected, for ``close_all`` at exit
+_live = weakref.WeakSet()
+
+
+def close_all(which=None) -> list:
+    """Close every live cuda backend (``which(backend)`` true, if given): their CUDA
+    graphs, executables and streams are destroyed now, whoever still refers to them.
+    eagle.mpi calls it at exit for the graphs that captured NCCL collectives, before it
+    destroys the communicators (NCCL 2.14+ waits in ``ncclCommDestroy`` until every graph
+    that captured the communicator is destroyed: it would wait forever). Returns the
+    errors met (each backend is closed as far as it can be)."""
+    errors = []
+    for b in list(_live):
+        if which is not None and not which(b):
+            continue
+        try:
+            b.close()
+        except Exception as e:   # a sticky error: the others are still closed
+            errors.append(e)
+    return errors
+
 
 def capture_stream():
     """The ``eagle.cuda._shim.Stream`` the current node is being captured on, or None.
@@ -89,7 +114,10 @@ def capture_stream():
     Inside an opaque node during ``build()`` on the cuda backend this is the
     stream its GPU work must go to (CuPy code needs nothing: the stream is
     CuPy's current stream then). Other libraries can wrap its ``.ptr``, e.g.
-    ``torch.cuda.ExternalStream(eagle.cuda.backend.capture_stream().ptr)``.
+    ``torch.cuda.ExternalStream(eagle.cuda.backend.capture_stream().ptr)``; torch's
+    allocations then come from a pool the graph owns (torch 2.5+,
+    ``torch.cuda.use_mem_pool``; with older torch allocate before ``build()``).
+    numba cannot allocate while a stream captures: allocate before ``build()``.
     """
     return getattr(_tls, "stream", None)
 
@@ -97,6 +125,38 @@ def capture_stream():
 def _cupy():
     """CuPy if the program imported it (eagle never imports it itself)."""
     return sys.modules.get("cupy")
+
+
+def _torch():
+    """PyTorch if the program imported it and it has set up CUDA (eagle never imports it)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    try:
+        return torch if torch.cuda.is_initialized() else None
+    except Exception:   # a torch build without CUDA
+        return None
+
+
+def _torch_current_stream():
+    torch = _torch()
+    return int(torch.cuda.current_stream().cuda_stream) if torch is not None else None
+
+
+def _torch_pool_scope(torch, pool):
+    """Route torch's caching allocator to ``pool`` while a node is captured (torch 2.5+:
+    ``torch.cuda.use_mem_pool``), so its temporaries stay the graph's."""
+    return torch.cuda.use_mem_pool(pool)
+
+
+def cupy_stream(cp, stream):
+    """``stream`` (an ``eagle.cuda._shim.Stream``) as a CuPy stream: through the CUDA
+    stream protocol (``Stream.from_external``, CuPy 14, where ``ExternalStream`` is
+    deprecated and warns) or ``ExternalStream`` before."""
+    from_external = getattr(cp.cuda.Stream, "from_external", None)
+    if from_external is not None:
+        return from_external(stream)
+    return cp.cuda.ExternalStream(stream.ptr)
 
 
 # ---- the driver ---------------------------------------------------------------------
@@ -148,12 +208,20 @@ def producer_streams(arrays):
     """The CUDA streams the graph's arrays say their producers used: the ``stream``
     entry of ``__cuda_array_interface__`` (v3: an int handle; 1 = legacy, 2 =
     per-thread default), or for DLPack-only arrays none (DLPack's stream is the
-    consumer's to name). Returns the distinct handles other than None/0."""
+    consumer's to name). Returns the distinct handles other than None/0.
+
+    Read afresh at every ``build()`` and ``launch``: the entry is what the array says
+    *now* (a stream named at build may be destroyed since). CuPy arrays are skipped:
+    theirs is CuPy's current stream at the moment of reading, which eagle waits for
+    anyway (``_order_after_producers``)."""
     out = []
+    cp = sys.modules.get("cupy")
     for a in arrays:
+        if cp is not None and isinstance(a, cp.ndarray):
+            continue
         try:
             cai = a.__cuda_array_interface__
-        except AttributeError:
+        except Exception:   # AttributeError; torch's RuntimeError for a tensor that requires grad
             continue
         st = cai.get("stream")
         if st is None or isinstance(st, bool) or not isinstance(st, int):
@@ -204,6 +272,11 @@ class CudaBackend(Backend):
         # fuse: build()'s option for the cpu executor's sample tiles; a CUDA graph has none
         super().__init__(recording)
         self.library = ensure_driver()
+        #: the device whose context eagle's streams, events and graph belong to (the one
+        #: current at build()); that context is made current around every later call
+        #: (see ``_on_device``)
+        self.device = _cuda.current_device()
+        self._context = _cuda.current_context()
         self._cp = _cupy()
         nodes = recording.nodes
         stages = recording.rows
@@ -219,24 +292,36 @@ class CudaBackend(Backend):
                                 "set_logical_size(); use cuda_kernel() with SIZE, or a plain opaque node")
         #: whether a compaction node sets the next replay's logical size (on the device)
         self.resizes = recording.index_of_resizer() is not None
+        self._until_done_refused = None
+        #: the communicator launch_until_done agrees over (collectives over several ranks)
+        self._ranks = self._ranks_of(recording)
         # a stage of several nodes is captured as branches, unless its policy is "serial"
         self._branches = [len(idx) > 1 and policies[s] != "serial" for s, idx in enumerate(stages)]
         width = max([len(idx) for s, idx in enumerate(stages) if self._branches[s]] or [1])
 
-        self.stream = _cuda.Stream()
+        # blocking (not CU_STREAM_NON_BLOCKING): the legacy default stream synchronizes with
+        # it, so a node's work on the legacy stream (PyTorch's default stream,
+        # cupy.cuda.Stream.null) fails the capture with CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
+        # instead of running once, eagerly, and missing from every replay
+        self.stream = _cuda.Stream(non_blocking=False)
         self._sides = [_cuda.Stream() for _ in range(width - 1)]
         self._cupy_streams = {}
         # temporaries allocated while capturing live in this pool, as long as the graph
         self._pool = self._cp.cuda.MemoryPool() if self._cp is not None else None
+        # and torch's (its caching allocator would hand them out again after capture)
+        torch = _torch()
+        self._torch = torch if torch is not None and hasattr(torch.cuda, "use_mem_pool") else None
+        self._torch_pool = self._torch.cuda.MemPool() if self._torch is not None else None
         self._in_event = _cuda.Event()
         self._while = None
         #: per branch stage: {eagle node index: library kernel names its capture added}
         self._library_kernels = {}
         #: {stage: {node name: [kernel names]}} captured serially for library calls
         self.library_serial_stages = {}
-        self._arrays = [a for n in nodes for _, a, _ in n.arrays()]
-        #: streams the arrays' producers used (``__cuda_array_interface__['stream']``)
-        self._producers = producer_streams(self._arrays)
+        self._arrays = []
+        for a in (a for n in nodes for _, a, _ in n.arrays()):
+            if not any(a is b for b in self._arrays):
+                self._arrays.append(a)
         #: arrays that order themselves on eagle's stream through ``__dlpack__(stream=...)``
         self._dlpack = dlpack_producers(self._arrays)
         self.last_failure = None
@@ -307,6 +392,8 @@ class CudaBackend(Backend):
         self.graph_nodes = len(captured.nodes())
         self.sized_kernels = len(sized)
         self._logical_size = size
+        self.closed = False
+        _live.add(self)
 
     # -- capture ------------------------------------------------------------------------
 
@@ -321,7 +408,7 @@ class CudaBackend(Backend):
             else:
                 ext = self._cupy_streams.get(stream.ptr)
                 if ext is None:
-                    ext = self._cupy_streams[stream.ptr] = self._cp.cuda.ExternalStream(stream.ptr)
+                    ext = self._cupy_streams[stream.ptr] = cupy_stream(self._cp, stream)
                 with ext:
                     yield
         finally:
@@ -342,6 +429,8 @@ class CudaBackend(Backend):
         with contextlib.ExitStack() as scope:
             if self._pool is not None:
                 scope.enter_context(self._cp.cuda.using_allocator(self._pool.malloc))
+            if self._torch_pool is not None:
+                scope.enter_context(_torch_pool_scope(self._torch, self._torch_pool))
             s0.begin_capture(_cuda.CAPTURE_MODE_RELAXED)
             try:
                 for s, idx in enumerate(stages):
@@ -383,7 +472,7 @@ class CudaBackend(Backend):
                                             f"node {rec.names[i]!r} invalidated the CUDA graph capture "
                                             "(a GPU call inside it failed or is not allowed while "
                                             "capturing)", node_index=i, node_name=rec.names[i])
-                        added = owners.mark(i)
+                        added = owners.mark(i, stream)
                         if sides and node.runs_as is RunsAs.OPAQUE:
                             self._note_library_kernels(s, i, added)
                     where = None
@@ -557,12 +646,17 @@ class CudaBackend(Backend):
     def _order_after_producers(self):
         """Make eagle's stream wait for the work queued on the streams the arrays name
         (``__cuda_array_interface__['stream']``) and on CuPy's current stream."""
-        streams = list(self._producers)
+        streams = producer_streams(self._arrays)
         cp = self._cp
         if cp is not None:
             cur = cp.cuda.get_current_stream().ptr
             if cur not in streams:
                 streams.append(cur)
+        cur = _torch_current_stream()
+        if cur is not None and cur not in streams:
+            # torch's array interface (v2) names no stream, and __dlpack__ refuses tensors
+            # that require grad before it orders anything: wait for torch's current stream
+            streams.append(cur)
         for st in streams:
             if st != self.stream.ptr:
                 self._in_event.record(st)
@@ -580,6 +674,21 @@ class CudaBackend(Backend):
         from eagle.observe.progress import launch_in_chunks
         return launch_in_chunks(self, n, until_empty, progress)
 
+    @contextlib.contextmanager
+    def _on_device(self):
+        """Make the build's device current for eagle's calls, and restore the caller's:
+        a stream and its events belong to the context they were made in, and work on
+        them while another device is current fails (or records across contexts)."""
+        cur = _cuda.current_context()
+        if cur == self._context:
+            yield
+            return
+        _cuda.set_current_context(self._context)
+        try:
+            yield
+        finally:
+            _cuda.set_current_context(cur)
+
     def launch(self, n: int, until_done: bool = False) -> int:
         """``n`` graph launches on eagle's stream, then wait for them (synchronize).
 
@@ -590,13 +699,16 @@ class CudaBackend(Backend):
         samples (until_done) or ``n``. Inside an NVTX range ``eagle launch(n)``."""
         _nvtx.push(f"eagle launch_until_done({n})" if until_done else f"eagle launch({n})")
         try:
-            return self._launch_body(n, until_done)
+            with self._on_device():
+                return self._launch_body(n, until_done)
         finally:
             _nvtx.pop()
 
     def _launch_body(self, n: int, until_done: bool) -> int:
         self.last_failure = None
-        if n == 0 or (until_done and self._logical_size == 0):
+        # with collectives over several ranks a rank with no live sample left still takes
+        # part: the ranks decide together (_launch_until_done_ranks)
+        if n == 0 or (until_done and self._logical_size == 0 and self._ranks is None):
             return 0
         self._order_after_producers()
         if until_done:
@@ -633,16 +745,64 @@ class CudaBackend(Backend):
     until_done_chunk = 4096
 
     def until_done_path(self) -> str:
+        if self._ranks is not None:
+            return "ranks"
         mode = self.until_done_mode
         if mode is None:
             mode = "device" if _cuda.has("conditional") else "host"
         return mode
 
+    def _ranks_of(self, recording):
+        """The MPI communicator of the graph's collectives over several ranks, or None.
+        ``launch_until_done`` then decides on every rank together: a rank whose samples
+        finish first must keep replaying (its collectives pair with the others'), or
+        the others' next collective would wait forever."""
+        comms = []
+        for i, node in enumerate(recording.nodes):
+            c = node.ranks
+            if c is not None and not any(c is d or c == d for d in comms):
+                comms.append(c)
+        if len(comms) > 1:
+            self._until_done_refused = ("launch_until_done: this graph's collectives use "
+                                        f"{len(comms)} communicators; eagle agrees on the stop "
+                                        "over one only (use launch(n))")
+        return comms[0] if comms else None
+
+    def _launch_until_done_ranks(self, n):
+        """Replay by replay; after each, the ranks agree (MPI allreduce, max of the live
+        counts) on whether any sample is live anywhere. A rank with none left replays on
+        at logical size 0 (its kernels do nothing, its collectives pair with the others')."""
+        from eagle.cuda import finished as fc
+
+        mpi = sys.modules["mpi4py.MPI"]
+        done = 0
+        live_anywhere = self._ranks.allreduce(int(self._logical_size), op=mpi.MAX)
+        while done < n and live_anywhere > 0:
+            self.exec.launch(self.stream, 1)
+            done += 1
+            local = int(self._read_back()[fc.G_SIZE])
+            live_anywhere = self._ranks.allreduce(local, op=mpi.MAX)
+
     def _launch_until_done(self, n):
         from eagle.cuda import finished as fc
 
+        if self._until_done_refused:
+            raise ValueError(self._until_done_refused)
         live_before = int(self._host_g[fc.G_LIVE_REPLAYS])
         done = 0
+        if self._ranks is not None:
+            try:
+                self._launch_until_done_ranks(n)
+            except KeyboardInterrupt:
+                self.last_failure = (-1, 0)
+                self._settle()
+                raise
+            except CudaError:
+                self._settle()
+                raise
+            finally:
+                self.replays += int(self._host_g[fc.G_LIVE_REPLAYS]) - live_before
+            return int(self._host_g[fc.G_LIVE_REPLAYS]) - live_before
         try:
             exec_ = None
             if self.until_done_path() == "device":
@@ -730,6 +890,10 @@ class CudaBackend(Backend):
 
     def set_logical_size(self, n: int) -> None:
         """Patch grid and size argument of every ``cuda_kernel`` node in the instantiated graph."""
+        with self._on_device():
+            self._set_logical_size(n)
+
+    def _set_logical_size(self, n: int) -> None:
         self.exec.set_logical_size(n)
         if self._gblock is not None:
             import numpy as np
@@ -759,6 +923,12 @@ class CudaBackend(Backend):
         """Release the CUDA objects now (collection does it too). Destroys every
         object it can, also after a failure (e.g. a sticky error), then raises
         the first error met."""
+        _live.discard(self)
+        self.closed = True
+        with self._on_device():
+            self._close()
+
+    def _close(self) -> None:
         first = None
 
         def attempt(fn):
@@ -779,6 +949,7 @@ class CudaBackend(Backend):
         attempt(self._free_buffers)
         if self._pool is not None:
             attempt(self._pool.free_all_blocks)
+        self._torch_pool = None
         if first is not None:
             raise first
 

@@ -13,9 +13,14 @@ NCCL is ``libnccl.so.2``, opened at run time: ``EAGLE_NCCL_LIBRARY`` if set,
 else the ``nvidia-nccl-cu12``/``-cu13`` wheel's, else the system's. At
 ``build()``, before the capture, eagle creates one NCCL communicator per MPI
 communicator (rank 0's ``ncclGetUniqueId`` broadcast over MPI,
-``ncclCommInitRank`` on every rank) and runs a warm-up collective on scratch
+``ncclCommInitRank`` on every rank, each on its current device: the ranks of
+one node must each have made a different GPU current, else ``ValueError`` on
+every rank) and runs a warm-up collective on scratch
 memory, as NCCL asks before a capture. The communicators live until the
-process ends (``ncclCommDestroy`` at exit).
+process ends: at exit eagle first closes its graphs that captured collectives
+(NCCL 2.14+ ``ncclCommDestroy`` waits for every graph that captured the
+communicator to be destroyed), then calls ``ncclCommDestroy``. A graph used after
+that raises.
 """
 from __future__ import annotations
 
@@ -120,6 +125,7 @@ def communicator(comm):
     if got is not None:
         return got[0]
     lib = library()
+    _check_devices(comm)
     uid = _UniqueId()
     buf = np.zeros(UNIQUE_ID_BYTES, dtype=np.uint8)
     if comm.Get_rank() == 0:
@@ -134,9 +140,44 @@ def communicator(comm):
     return handle
 
 
+def _check_devices(comm):
+    """NCCL puts each rank on the device current when its communicator is made: the
+    ranks of one node must each have their own, or NCCL refuses ("Duplicate GPU
+    detected"). Raises on every rank (they all see the same devices) naming them."""
+    try:
+        from eagle.cuda import _shim
+        device = _shim.current_device()
+    except (ImportError, CudaError):   # no cuda backend or no driver: nothing to check here
+        return
+    MPI = _runtime.mpi()
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        devices = node.allgather(device)
+    finally:
+        node.Free()
+    shared = sorted({d for d in devices if devices.count(d) > 1})
+    if shared:
+        d = shared[0]
+        local = [r for r, x in enumerate(devices) if x == d]
+        raise ValueError(f"NCCL needs one GPU per rank: local ranks {', '.join(map(str, local))} "
+                         f"on this node all use GPU {d}. Pick the device by local rank before making "
+                         "any CUDA array, e.g. local = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_rank(); "
+                         "cupy.cuda.Device(local % cupy.cuda.runtime.getDeviceCount()).use()")
+
+
 @atexit.register
 def _destroy_all():
+    """At exit: close eagle's live graphs that captured collectives, then destroy the
+    communicators. NCCL 2.14+ ``ncclCommDestroy`` waits until every CUDA graph that
+    captured the communicator is destroyed, so destroying first would never return.
+    If such a graph cannot be closed (a sticky CUDA error), the communicators are left
+    to the end of the process rather than waited on."""
     lib = _lib.get("lib")
+    backend = sys.modules.get("eagle.cuda.backend")
+    if backend is not None and _comms:
+        if backend.close_all(lambda b: b.recording.has_collectives):
+            _comms.clear()
+            return
     for handle, _ in _comms.values():
         if lib is not None:
             lib.ncclCommDestroy(handle)
@@ -221,6 +262,11 @@ class NcclNode(OpaqueNode):
         self.warmed_up = False
         self.graph_name = what
 
+    @property
+    def ranks(self):
+        """The MPI communicator when the collective spans several ranks (see ``Node.ranks``)."""
+        return self.comm if self.comm_size > 1 else None
+
     def default_name(self) -> str:
         return self.collective
 
@@ -281,7 +327,12 @@ class _Scratch:
         """Wait for the warm-up on ``stream``, then free the scratch."""
         cp = sys.modules.get("cupy")
         if cp is not None:
-            cp.cuda.ExternalStream(stream).synchronize() if stream else cp.cuda.Device().synchronize()
+            if stream:
+                from eagle.cuda import _shim
+                from eagle.cuda.backend import cupy_stream
+                cupy_stream(cp, _shim.Stream.from_ptr(stream)).synchronize()
+            else:
+                cp.cuda.Device().synchronize()
         elif self._owner is not None:
             from eagle.cuda import _shim
             _shim.Stream.from_ptr(stream).synchronize()

@@ -349,6 +349,91 @@ def test_node_that_invalidates_the_capture_is_named(backend_mod, fake, created_s
         assert not s.is_capturing()
 
 
+def test_a_node_working_on_the_legacy_stream_fails_the_capture_naming_it(backend_mod, fake,
+                                                                        created_streams, cuda_mod):
+    """PyTorch's default stream and ``cupy.cuda.Stream.null`` are the legacy stream. eagle
+    captures from a blocking stream, so legacy-stream work inside a node makes the driver
+    answer CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (were the capture stream non-blocking, the
+    kernel would run once, eagerly, and be absent from every replay)."""
+    a = DeviceArray(np.zeros(4))
+
+    def on_legacy():
+        cuda_mod.launch_kernel(kernel(fake, "add_one"), 1, 4, [_p(a), ctypes.c_int64(4)], stream=None)
+
+    g = eagle.Graph()
+    g.add_node(opaque(lambda: None, writes={"a": a}), name="fine")
+    g.add_node(opaque(on_legacy, writes={"a": a}), name="eager")
+    with pytest.raises(eagle.CudaError) as info:
+        g.build()
+    e = info.value
+    assert e.name == "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT", e
+    assert e.node_name == "eager" and e.node_index == 1
+    assert any("node 'eager' (stage 1)" in n for n in e.__notes__)
+    for s in created_streams:
+        assert not s.is_capturing()
+        s.synchronize()
+    # the per-thread default stream (CU_STREAM_PER_THREAD) is not the legacy stream: work
+    # there is simply not captured (it runs now), as on a GPU
+    s = cuda_mod.Stream(non_blocking=False)
+    s.begin_capture(cuda_mod.CAPTURE_MODE_RELAXED)
+    before = a.host.copy()
+    cuda_mod.launch_kernel(kernel(fake, "add_one"), 1, 4, [_p(a), ctypes.c_int64(4)],
+                           stream=cuda_mod.Stream.from_ptr(2))
+    cuda_mod.Stream.from_ptr(2).synchronize()
+    assert (a.host == before + 1).all()
+    assert s.capture_status() == cuda_mod.CAPTURE_STATUS_ACTIVE
+    s.end_capture().close()
+    s.close()
+
+
+def test_build_lists_the_capture_graph_a_bounded_number_of_times(ck, fake, cuda_mod, backend_mod):
+    """Attributing graph nodes to eagle nodes costs a few driver calls per node, not a
+    listing of the whole capture graph after each (quadratic in the nodes)."""
+    cuda_kernel, SIZE = ck
+
+    def listed(n):
+        x = DeviceArray(np.zeros(4))
+        g = eagle.Graph()
+        for k in range(n):
+            if k % 2:
+                g.add_node(cuda_kernel((kernel(fake, "add_one"), 2), (x, SIZE), writes={"x": x}, block=4),
+                           name=f"k{k}")
+            else:   # an opaque node launching a kernel itself, on the capture stream
+                g.add_node(opaque(lambda: cuda_mod.launch_kernel(
+                    kernel(fake, "add_one"), 1, 4, [_p(x), ctypes.c_int64(4)],
+                    stream=backend_mod.capture_stream()), writes={"x": x}), name=f"o{k}")
+        before = fake.fake_cuda_nodes_listed()
+        g.build()
+        assert g._backend.graph_nodes == n
+        return fake.fake_cuda_nodes_listed() - before
+
+    small, big = listed(40), listed(160)
+    assert big <= 4 * small + 8 and big <= 3 * 160, (small, big)
+
+
+def test_a_graph_runs_on_its_builds_device_whatever_device_is_current(ck, fake, monkeypatch):
+    """Two devices. Built while device 0 is current, the graph's streams and events are
+    device 0's; a launch, a retune and close() made while device 1 is current (the
+    program moved on to it) run on device 0 and leave device 1 current."""
+    monkeypatch.setenv("FAKE_CUDA_DEVICES", "2")
+    g, (hx, hl, hr, ho) = kernel_graph(fake, ck)
+    g.build()
+    assert fake.fake_cuda_use_device(1) == 0
+    try:
+        g.launch(1)     # before: cuEventRecord on device 0's stream: CUDA_ERROR_INVALID_CONTEXT
+        assert fake.fake_cuda_current_device() == 1
+        np.testing.assert_array_equal(ho, 5 * hx)
+        g.set_logical_size(2)
+        ho[:] = 0
+        g.launch(1)
+        np.testing.assert_array_equal(ho, np.where(np.arange(4) < 2, 5 * hx, 0))
+        assert fake.fake_cuda_current_device() == 1
+        g._backend.close()
+        assert fake.fake_cuda_current_device() == 1
+    finally:
+        fake.fake_cuda_use_device(0)
+
+
 def test_failed_launch_raises_and_graph_stays_usable(ck, fake):
     g, (hx, hl, hr, ho) = kernel_graph(fake, ck)
     g.build()
@@ -577,6 +662,7 @@ def make_fake_cupy():
             st.allocator = prev
 
     cuda.ExternalStream = external
+    cuda.Stream = _FakeStream   # CuPy 13's: no Stream.from_external
     cuda.MemoryPool = memory_pool
     cuda.using_allocator = using_allocator
     cuda.get_current_stream = lambda: st.stack[-1] if st.stack else _FakeStream(0)
@@ -655,6 +741,116 @@ def test_cupy_current_stream_and_graph_pool_during_capture(backend_mod, fake, fa
     assert pool.freed_all
 
 
+@pytest.fixture
+def cupy14(monkeypatch):
+    """tests/doubles/fake_cupy.py: CuPy 14's streams and array interface (a test double)."""
+    import fake_cupy
+    cp = fake_cupy.make(14)
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    return cp
+
+
+def test_cupy14_gets_eagles_stream_through_the_stream_protocol(backend_mod, fake, cupy14, cuda_mod):
+    """CuPy 14 deprecates ExternalStream (a DeprecationWarning each time): under -W error
+    build() would fail mid-capture. eagle hands its stream over by ``__cuda_stream__``."""
+    import warnings
+    a = DeviceArray(np.zeros(4))
+    seen = []
+    g = eagle.Graph()
+    g.add_node(opaque(lambda: seen.append(cupy14.cuda.get_current_stream().ptr), writes={"a": a}),
+               name="look")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        g.build()
+        g.launch(1)
+    assert seen == [g._backend.stream.ptr] and cupy14.state.ext == []
+    assert cuda_mod.Stream().__cuda_stream__()[0] == 0
+
+
+def test_cupy13_still_gets_an_external_stream(backend_mod, fake, monkeypatch):
+    import fake_cupy
+    cp = fake_cupy.make(13)
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    a = DeviceArray(np.zeros(4))
+    seen = []
+    g = eagle.Graph()
+    g.add_node(opaque(lambda: seen.append(cp.cuda.get_current_stream().ptr), writes={"a": a}), name="look")
+    g.build()
+    assert seen == [g._backend.stream.ptr] and cp.state.ext == [g._backend.stream.ptr]
+
+
+def test_a_cupy_arrays_stream_is_not_kept_from_build(backend_mod, fake, cupy14, cuda_mod):
+    """A CuPy array's __cuda_array_interface__ names CuPy's *current* stream when it is read.
+    Built under a stream since destroyed, launches must not record on that dead handle."""
+    x = cupy14.ndarray(DeviceArray(np.zeros(4)))
+    producer = cuda_mod.Stream()
+    g = eagle.Graph()
+    g.add_node(opaque(lambda: None, writes={"x": x}), name="touch")
+    with pytest.warns(DeprecationWarning):
+        current = cupy14.cuda.ExternalStream(producer.ptr)   # the user's code, on CuPy 14
+    with current:
+        assert x.__cuda_array_interface__["stream"] == producer.ptr
+        g.build()
+    producer.close()
+    g.launch(2)     # recorded an event on the destroyed stream before: CUDA_ERROR_INVALID_HANDLE
+    assert g._backend.replays == 2
+    # a non-CuPy array's stream is read again at each launch, too
+    y = DeviceArray(np.zeros(4))
+    s1, s2 = cuda_mod.Stream(), cuda_mod.Stream()
+    y.stream = s1.ptr
+    g2 = eagle.Graph()
+    g2.add_node(opaque(lambda: None, writes={"y": y}), name="touch")
+    g2.build()
+    y.stream = s2.ptr
+    s1.close()
+    g2.launch(1)
+    s2.close()
+
+
+@pytest.fixture
+def fake_torch_mod(monkeypatch):
+    """tests/doubles/fake_torch.py: torch's streams, tensors and memory pools (a test double)."""
+    import fake_torch
+    torch = fake_torch.make()
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    return torch
+
+
+def test_launch_waits_for_torchs_current_stream(ck, fake, cuda_mod, backend_mod, fake_torch_mod):
+    """A torch tensor names no stream (array interface v2), and one that requires grad
+    refuses __dlpack__ before ordering anything: eagle waits for torch's current stream.
+    The producer fills x slowly on torch's stream; without the wait the replay reads 1s."""
+    cuda_kernel, SIZE = ck
+    torch = fake_torch_mod
+    x = DeviceArray(np.ones(4))
+    y = DeviceArray(np.zeros(4))
+    t = torch.Tensor(x)
+    g = eagle.Graph()
+    g.add_node(cuda_kernel((kernel(fake, "scale"), 4), (y, t, 2.0, SIZE), reads={"x": t},
+                           writes={"y": y}, block=4), name="scale")
+    g.build()
+    t.requires_grad = True        # a leaf of an autograd graph: __dlpack__ raises BufferError
+    producer = cuda_mod.Stream()
+    with torch.cuda.stream(torch.cuda.ExternalStream(producer.ptr)):
+        cuda_mod.launch_kernel(kernel(fake, "slow_fill"), 1, 4,
+                               [_p(x), ctypes.c_double(5.0), ctypes.c_int64(4), ctypes.c_int64(50000)],
+                               stream=producer)
+        g.launch(1)
+    assert y.host.tolist() == [10.0] * 4
+    producer.close()
+
+
+def test_torch_allocations_during_capture_go_to_a_pool_of_the_graph(backend_mod, fake, fake_torch_mod):
+    torch = fake_torch_mod
+    a = DeviceArray(np.zeros(4))
+    seen = []
+    g = eagle.Graph()
+    g.add_node(opaque(lambda: seen.append(torch.state.pool), writes={"a": a}), name="temps")
+    g.build()
+    assert seen == [g._backend._torch_pool] and seen[0] is not None
+    assert torch.state.pool is None   # restored after the capture
+
+
 def test_rawkernel_path_of_cuda_kernel(ck, fake, fake_cupy):
     cuda_kernel, SIZE = ck
     seen = []
@@ -685,7 +881,7 @@ def _p(a):
     return ctypes.c_uint64(a.__cuda_array_interface__["data"][0])
 
 
-def test_launch_waits_for_the_stream_the_arrays_name(ck, fake, cuda_mod):
+def test_launch_waits_for_the_stream_the_arrays_name(ck, fake, cuda_mod, backend_mod):
     """``__cuda_array_interface__['stream']``: eagle orders its replays after the work
     queued there (an event on that stream, waited on by eagle's stream). The stand-in
     runs streams asynchronously, so without that wait the graph reads stale x."""
@@ -697,7 +893,7 @@ def test_launch_waits_for_the_stream_the_arrays_name(ck, fake, cuda_mod):
     g.add_node(cuda_kernel((kernel(fake, "scale"), 4), (y, x, 2.0, SIZE), reads={"x": x},
                            writes={"y": y}, block=4), name="scale")
     g.build()
-    assert g._backend._producers == [producer.ptr]
+    assert backend_mod.producer_streams(g._backend._arrays) == [producer.ptr]  # read at each launch
     cuda_mod.launch_kernel(kernel(fake, "slow_fill"), 1, 4,
                            [_p(x), ctypes.c_double(5.0), ctypes.c_int64(4), ctypes.c_int64(50000)],
                            stream=producer)

@@ -469,3 +469,28 @@ def test_device_memory_is_released(fake, ck):
     gc.collect()
     now = {k: fake.fake_cuda_live(k.encode()) for k in base}
     assert {k: now[k] for k in ("exec", "graph", "stream")} == {k: base[k] for k in ("exec", "graph", "stream")}
+
+
+@pytest.mark.parametrize("mode", ["device", "host"])
+def test_a_dropped_graph_frees_its_gpu_objects_without_the_cyclic_collector(fake, ck, mode):
+    """Nothing refers back from the backend to its graph (no graph <-> backend cycle): with
+    the cyclic collector off, dropping the last reference to a built graph, launched with
+    launch_until_done (its WHILE node too), destroys its streams, graphs, execs and buffers."""
+    gc.collect()
+    kinds = ("devmem", "exec", "graph", "stream", "event")
+    alive, life, x = initial_state(16, 3)
+    gg, ids, count = gpu_graph(fake, ck, alive, life, x)
+    gg._backend.until_done_mode = mode
+    gg.launch(1)
+    gg.launch_until_done(5)
+    arrays = [a for n in gg._nodes for _, a, _ in n.arrays()]   # the test's own device arrays stay
+    gc.disable()
+    try:
+        with_graph = {k: fake.fake_cuda_live(k.encode()) for k in kinds}
+        del gg
+        now = {k: fake.fake_cuda_live(k.encode()) for k in kinds}
+    finally:
+        gc.enable()
+    assert now["exec"] < with_graph["exec"] and now["stream"] < with_graph["stream"], (with_graph, now)
+    assert now["graph"] < with_graph["graph"] and now["devmem"] < with_graph["devmem"], (with_graph, now)
+    del arrays

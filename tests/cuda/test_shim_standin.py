@@ -406,7 +406,8 @@ def test_legacy_stream_work_while_a_blocking_stream_captures(cuda_mod, fake):
         c.launch_kernel(kernel(fake, "add_one"), 1, 4, [p(a), ctypes.c_int64(4)], stream=None)
     with pytest.raises(c.CudaError, match="INVALIDATED"):
         s.end_capture()
-    # eagle's streams are non-blocking: the legacy stream does not touch their capture
+    # a non-blocking stream's capture is not touched by the legacy stream (the work runs
+    # eagerly, uncaptured: why eagle captures from a blocking stream)
     s2 = c.Stream()
     s2.begin_capture(c.CAPTURE_MODE_RELAXED)
     c.launch_kernel(kernel(fake, "add_one"), 1, 4, [p(a), ctypes.c_int64(4)], stream=None)
@@ -475,6 +476,28 @@ def test_update_keeps_its_graphs_and_retune_keeps_the_new_arguments(cuda_mod, fa
     s.synchronize()
     assert a.host.tolist() == [0.0] * 8, "retune brought the pre-update arguments back"
     assert b.host.tolist() == [1.0] * 3 + [0.0] * 5
+    e.close()
+
+
+def test_repeated_updates_keep_one_graph_alive(cuda_mod, fake):
+    c = cuda_mod
+    a = DeviceArray(np.zeros(8))
+    s = c.Stream()
+    g1, node = capture_add_one(c, fake, s, a)
+    e = g1.instantiate()
+    e.add_sized_kernel(node, 2, 1, "int64", per_block=4)
+    live = fake.fake_cuda_live(b"graph")
+    for _ in range(20):
+        g2, _ = capture_add_one(c, fake, s, a)
+        e.update(g2)
+        del g2
+    gc.collect()
+    assert len(e.updated_from) == 1
+    assert fake.fake_cuda_live(b"graph") == live + 1, "every updated-from graph was kept"
+    e.set_logical_size(2)
+    e.launch(s, 1)
+    s.synchronize()
+    assert a.host.tolist() == [1.0] * 2 + [0.0] * 6
     e.close()
 
 

@@ -79,6 +79,7 @@ def bind_fake_libcuda(lib):
     lib.fake_cuda_live.argtypes = [ctypes.c_char_p]
     lib.fake_cuda_live.restype = ctypes.c_long
     lib.fake_cuda_launch_count.restype = ctypes.c_long
+    lib.fake_cuda_nodes_listed.restype = ctypes.c_long
     lib.fake_cuda_last_grid_x.restype = ctypes.c_uint
     lib.fake_cuda_fail_next.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
     lib.fake_cuda_fail_instantiate_at_node.argtypes = [ctypes.c_long]

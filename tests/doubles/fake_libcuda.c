@@ -67,9 +67,9 @@
  * Failure injection: fake_cuda_fail_next(api, nth, err) (the nth next call of
  * `api`, e.g. "cuGraphLaunch", returns err), fake_cuda_fail_instantiate_at_node(k)
  * (instantiating a graph of more than k nodes fails naming its k-th node),
- * env FAKE_CUDA_DEVICES=0 (no device), FAKE_CUDA_VERSION, FAKE_CUDA_NO_INIT=1
- * (cuInit fails with CUDA_ERROR_NO_DEVICE), FAKE_CUDA_ARENA_ANYWHERE=1 (device memory
- * wherever mmap puts it, not at its fixed address: for ThreadSanitizer).
+ * env FAKE_CUDA_DEVICES=N (0: no device; N > 1: N devices, each its own context), FAKE_CUDA_VERSION,
+ * FAKE_CUDA_NO_INIT=1 (cuInit fails with CUDA_ERROR_NO_DEVICE), FAKE_CUDA_ARENA_ANYWHERE=1 (device
+ * memory wherever mmap puts it, not at its fixed address: for ThreadSanitizer).
  * Observation: fake_cuda_counter(api or "kernel_runs"), fake_cuda_live(kind:
  * stream event graph exec devmem), fake_cuda_launch_count(), fake_cuda_last_grid_x(),
  * fake_cuda_sticky(), fake_cuda_reset() (waits for all work, clears counters,
@@ -137,6 +137,26 @@ static __thread void *tls_ctx;
 static __thread int tls_capture_mode = 0; /* cuThreadExchangeStreamCaptureMode */
 static int primary_ctx_marker;
 #define PRIMARY_CTX ((void *)&primary_ctx_marker)
+
+/* ---- devices and their primary contexts -------------------------------------------
+ * FAKE_CUDA_DEVICES=N devices (default 1), each with its own primary context (device 0's
+ * is PRIMARY_CTX). Streams and events belong to the context current when they were made;
+ * as on CUDA, work on a stream needs that stream's context current, and an event is
+ * recorded only on a stream of its own context (else CUDA_ERROR_INVALID_CONTEXT /
+ * CUDA_ERROR_INVALID_HANDLE). Waiting on an event of another context is allowed. */
+#define NDEV 16
+static int ctx_markers[NDEV];
+static int n_devices(void) {
+    const char *d = getenv("FAKE_CUDA_DEVICES");
+    int n = d && *d ? atoi(d) : 1;
+    return n < 0 ? 0 : n > NDEV ? NDEV : n;
+}
+static void *ctx_of_device(int dev) { return dev == 0 ? PRIMARY_CTX : (void *)&ctx_markers[dev]; }
+static int device_of_ctx(const void *ctx) {
+    for (int d = 0; d < NDEV; ++d)
+        if (ctx == ctx_of_device(d)) return d;
+    return -1;
+}
 
 #define NCOUNTERS 96
 static struct { char name[64]; long value; } counters[NCOUNTERS];
@@ -772,6 +792,7 @@ typedef struct fevent {
     struct fcapture *cap;      /* recorded during this capture (else NULL) */
     struct fnode **cdeps;      /* the capturing stream's dependencies then */
     size_t ncdeps;
+    void *ctx;                 /* the context current at creation */
 } fevent;
 
 static int valid_event(const void *e) {
@@ -791,6 +812,8 @@ static void event_wait_gen(fevent *e, long gen) {
 }
 
 /* ---- graphs --------------------------------------------------------------------- */
+
+static long nodes_listed;   /* fake_cuda_nodes_listed */
 
 enum { N_KERNEL = 0, N_MEMCPY = 1, N_MEMSET = 2, N_CHILD = 4, N_EMPTY = 5, N_WAIT = 6,
        N_RECORD = 7, N_COND = 13 };
@@ -816,7 +839,48 @@ typedef struct fgraph {
     fnode **nodes;
     size_t n, cap;
     struct fgraph *cond_parent;    /* a conditional body: its node's graph */
+    struct uref *urefs;            /* user objects the graph holds references to */
+    size_t nurefs;
 } fgraph;
+
+/* ---- user objects (cuUserObjectCreate, cuGraphRetainUserObject) -------------------
+ * What NCCL hangs its captured work's lifetime on: a graph holds references to user
+ * objects; clones (an instantiated exec, a child graph node) hold their own; the
+ * destructor runs when the last reference goes, i.e. when every graph and exec made
+ * from the capture is destroyed. (CUDA runs it on an internal thread later; here it
+ * runs in the releasing call, with no driver lock held by the destructor's code.) */
+#define USEROBJ_MAGIC 0x55534f42
+typedef struct fuserobj {
+    int magic;
+    void *ptr;
+    void (*destroy)(void *);
+    long refs;                     /* atomic */
+} fuserobj;
+struct uref { fuserobj *o; unsigned n; };
+static void userobj_release(fuserobj *o, unsigned n) {
+    if (__atomic_sub_fetch(&o->refs, (long)n, __ATOMIC_ACQ_REL) == 0) {
+        o->magic = DEAD_MAGIC;     /* a dead shell: later handles to it are invalid */
+        if (o->destroy) o->destroy(o->ptr);
+    }
+}
+static void graph_urefs_add(struct fgraph *g, fuserobj *o, unsigned n) {
+    for (size_t i = 0; i < g->nurefs; ++i)
+        if (g->urefs[i].o == o) { g->urefs[i].n += n; return; }
+    g->urefs = (struct uref *)realloc(g->urefs, (g->nurefs + 1) * sizeof *g->urefs);
+    g->urefs[g->nurefs++] = (struct uref){o, n};
+}
+static void graph_urefs_release(struct fgraph *g) {
+    for (size_t i = 0; i < g->nurefs; ++i) userobj_release(g->urefs[i].o, g->urefs[i].n);
+    free(g->urefs);
+    g->urefs = NULL;
+    g->nurefs = 0;
+}
+static void graph_urefs_copy(struct fgraph *dst, const struct fgraph *src) {
+    for (size_t i = 0; i < src->nurefs; ++i) {
+        __atomic_add_fetch(&src->urefs[i].o->refs, (long)src->urefs[i].n, __ATOMIC_ACQ_REL);
+        graph_urefs_add(dst, src->urefs[i].o, src->urefs[i].n);
+    }
+}
 
 static int valid_graph(const void *g) {
     return handle_is(g, GRAPH_MAGIC) && is_alive(g, GRAPH_MAGIC, ((const fgraph *)g)->magic);
@@ -848,6 +912,7 @@ static void graph_free(fgraph *g) {
     free(g->nodes);
     g->nodes = NULL;
     g->magic = DEAD_MAGIC;
+    graph_urefs_release(g);
 }
 static void node_add_dep(fnode *n, fnode *d) {
     for (size_t i = 0; i < n->ndeps; ++i)
@@ -892,6 +957,7 @@ static fgraph *graph_clone(const fgraph *src) {
         for (size_t j = 0; j < src->nodes[i]->ndeps; ++j)
             node_add_dep(n, g->nodes[node_index(src, src->nodes[i]->deps[j])]);
     }
+    graph_urefs_copy(g, src);
     return g;
 }
 /* 1 if b is reachable from a (a == b counts) */
@@ -1046,6 +1112,7 @@ typedef struct fstream {
     fcapture *cap;
     fnode **deps;
     size_t ndeps;
+    void *ctx;                     /* the context current at creation */
 } fstream;
 
 typedef struct fexec {
@@ -1101,6 +1168,7 @@ static fstream *stream_new(unsigned flags, int legacy) {
     handle_add(s, STREAM_MAGIC);
     s->flags = flags;
     s->legacy = legacy;
+    s->ctx = tls_ctx;
     pthread_mutex_init(&s->m, NULL);
     pthread_cond_init(&s->c, NULL);
     pthread_create(&s->thread, NULL, stream_worker, s);
@@ -1196,11 +1264,26 @@ static int valid_stream(const void *s) {
     return handle_is(s, STREAM_MAGIC) && is_alive(s, STREAM_MAGIC, ((const fstream *)s)->magic);
 }
 
-/* the stream for a handle: NULL, CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD (2)
- * are the legacy stream here */
+/* ---- the per-thread default stream ---------------------------------------------------
+ * CU_STREAM_PER_THREAD (2): each host thread's own default stream, an ordinary blocking
+ * stream (flags 0; it synchronizes with the legacy stream, and legacy work does not make
+ * it capture), created on first use, never destroyed. Kept in streams[] (not counted as
+ * a live stream) so draining and the capture checks see it. */
+static __thread fstream *tls_per_thread_stream;
+static fstream *per_thread_stream(int *err) {
+    if (tls_per_thread_stream) return tls_per_thread_stream;
+    int i = 0;
+    while (i < NSTREAMS && streams[i]) ++i;
+    if (i == NSTREAMS) { *err = E_OUT_OF_MEMORY; return NULL; }
+    return tls_per_thread_stream = streams[i] = stream_new(0, 0);
+}
+
+/* the stream for a handle: NULL and CU_STREAM_LEGACY (1) are the legacy stream,
+ * CU_STREAM_PER_THREAD (2) the calling thread's default stream */
 static fstream *as_stream(void *h, int *err) {
     *err = 0;
-    if (h == NULL || h == (void *)1 || h == (void *)2) {
+    if (h == (void *)2) return per_thread_stream(err);
+    if (h == NULL || h == (void *)1) {
         if (!legacy_stream) legacy_stream = stream_new(0, 1);
         return legacy_stream;
     }
@@ -1260,6 +1343,12 @@ static int capture_add(fstream *s, int type, fnode **out) {
 static fstream *submit(void *h, int *err) {
     fstream *s = as_stream(h, err);
     if (!s) return NULL;
+    /* a stream of another context than the current one (the legacy and per-thread
+     * streams are every context's) */
+    if (!s->legacy && s != tls_per_thread_stream && s->ctx && s->ctx != tls_ctx) {
+        *err = E_INVALID_CONTEXT;
+        return NULL;
+    }
     if (s->legacy && (*err = legacy_check()) != 0) return NULL;
     return s;
 }
@@ -1318,9 +1407,9 @@ static int device_get_name(char *buf, int len, int dev) {
 }
 static int primary_retain(void **ctx, int dev) {
     if (!initialized) return E_NOT_INITIALIZED;
-    if (!ctx || dev != 0) return E_INVALID_VALUE;
+    if (!ctx || dev < 0 || dev >= n_devices()) return E_INVALID_VALUE;
     count("cuDevicePrimaryCtxRetain");
-    *ctx = PRIMARY_CTX;
+    *ctx = ctx_of_device(dev);
     return 0;
 }
 static int ctx_get_current(void **ctx) {
@@ -1331,7 +1420,7 @@ static int ctx_get_current(void **ctx) {
 }
 static int ctx_set_current(void *ctx) {
     if (!initialized) return E_NOT_INITIALIZED;
-    if (ctx && ctx != PRIMARY_CTX) return E_INVALID_CONTEXT;
+    if (ctx && (device_of_ctx(ctx) < 0 || device_of_ctx(ctx) >= n_devices())) return E_INVALID_CONTEXT;
     count("cuCtxSetCurrent");
     tls_ctx = ctx;
     return 0;
@@ -1339,7 +1428,7 @@ static int ctx_set_current(void *ctx) {
 static int ctx_get_device(int *dev) {
     ENTER("cuCtxGetDevice");
     if (!dev) LEAVE(E_INVALID_VALUE);
-    *dev = 0;
+    *dev = device_of_ctx(tls_ctx);
     LEAVE(0);
 }
 /* The CUDA 13.0 forms (cudaTypedefs.h PFN_cuCtxGetDevice_v13000 / PFN_cuCtxSynchronize_v13000)
@@ -1418,6 +1507,7 @@ static int event_create(void **out, unsigned flags) {
     fevent *e = (fevent *)calloc(1, sizeof *e);
     e->magic = EVENT_MAGIC;
     handle_add(e, EVENT_MAGIC);
+    e->ctx = tls_ctx;
     pthread_mutex_init(&e->m, NULL);
     pthread_cond_init(&e->c, NULL);
     *out = e;
@@ -1441,6 +1531,7 @@ static int event_record(void *h, void *sh) {
     int err;
     fstream *s = submit(sh, &err);
     if (!s) LEAVE(err);
+    if (e->ctx && e->ctx != tls_ctx) LEAVE(E_INVALID_HANDLE);   /* an event of another context */
     if (s->cap) {
         if (s->cap->invalidated) LEAVE(E_CAPTURE_INVALIDATED);
         e->cap = s->cap;
@@ -1669,7 +1760,7 @@ static int graph_get_nodes(void *g, void **nodes, size_t *n) {
     if (!valid_graph(g) || !n) LEAVE(E_INVALID_VALUE);
     fgraph *fg = (fgraph *)g;
     if (nodes)
-        for (size_t i = 0; i < fg->n && i < *n; ++i) nodes[i] = fg->nodes[i];
+        for (size_t i = 0; i < fg->n && i < *n; ++i) nodes[i] = fg->nodes[i], nodes_listed++;
     *n = fg->n;
     LEAVE(0);
 }
@@ -2119,6 +2210,42 @@ static int memset_d8_async(unsigned long long dst, unsigned char v, size_t n, vo
     LEAVE(0);
 }
 
+/* ---- user objects: the API (see the user objects section above) ---------------------- */
+
+static int valid_userobj(const void *o) {
+    return handle_is(o, USEROBJ_MAGIC) && ((const fuserobj *)o)->magic == USEROBJ_MAGIC;
+}
+/* CUresult cuUserObjectCreate(CUuserObject *, void *ptr, CUhostFn destroy, unsigned
+ * initialRefcount, unsigned flags): flags must be CU_USER_OBJECT_NO_DESTRUCTOR_SYNC (1) */
+static int userobj_create(void **out, void *ptr, void (*destroy)(void *), unsigned refs, unsigned flags) {
+    ENTER("cuUserObjectCreate");
+    if (!out || !destroy || !refs || flags != 1) LEAVE(E_INVALID_VALUE);
+    fuserobj *o = (fuserobj *)calloc(1, sizeof *o);
+    o->magic = USEROBJ_MAGIC;
+    handle_add(o, USEROBJ_MAGIC);
+    o->ptr = ptr;
+    o->destroy = destroy;
+    o->refs = refs;
+    *out = o;
+    LEAVE(0);
+}
+static int userobj_release_api(void *o, unsigned n) {
+    ENTER("cuUserObjectRelease");
+    if (!valid_userobj(o) || !n || (long)n > ((fuserobj *)o)->refs) LEAVE(E_INVALID_VALUE);
+    pthread_mutex_unlock(&G);
+    userobj_release((fuserobj *)o, n);
+    return 0;
+}
+/* cuGraphRetainUserObject(CUgraph, CUuserObject, unsigned count, unsigned flags): flags
+ * CU_GRAPH_USER_OBJECT_MOVE (1) moves the caller's references to the graph */
+static int graph_retain_userobj(void *g, void *o, unsigned n, unsigned flags) {
+    ENTER("cuGraphRetainUserObject");
+    if (!valid_graph(g) || !valid_userobj(o) || !n || flags > 1) LEAVE(E_INVALID_VALUE);
+    if (!flags) __atomic_add_fetch(&((fuserobj *)o)->refs, (long)n, __ATOMIC_ACQ_REL);
+    graph_urefs_add((fgraph *)g, (fuserobj *)o, n);
+    LEAVE(0);
+}
+
 /* ---- cuGetProcAddress ------------------------------------------------------------------- */
 
 typedef struct { const char *name; int since; int until; void *fn; } proc;
@@ -2180,6 +2307,10 @@ static const proc procs[] = {
     {"cuMemFree", 3020, 0, (void *)mem_free},
     {"cuMemcpyAsync", 4000, 0, (void *)memcpy_async},
     {"cuMemsetD8Async", 3020, 0, (void *)memset_d8_async},
+    /* user objects (what NCCL ties captured collectives' lifetime to) */
+    {"cuUserObjectCreate", 11030, 0, (void *)userobj_create},
+    {"cuUserObjectRelease", 11030, 0, (void *)userobj_release_api},
+    {"cuGraphRetainUserObject", 11030, 0, (void *)graph_retain_userobj},
 };
 
 /* CUdriverProcAddressQueryResult */
@@ -2250,6 +2381,18 @@ EXPORT size_t fake_cuda_proc_requests(char *buf, size_t n) {
 }
 
 /* ---- observation and injection (test-only exports) ---------------------------------- */
+
+/* make device dev's primary context current on this thread, as a library the test
+ * stands for would (cupy.cuda.Device(dev).use()); -1 on a device that is not there */
+EXPORT int fake_cuda_use_device(int dev) {
+    if (dev < 0 || dev >= n_devices()) return -1;
+    tls_ctx = ctx_of_device(dev);
+    return 0;
+}
+EXPORT int fake_cuda_current_device(void) { return device_of_ctx(tls_ctx); }
+
+/* node handles cuGraphGetNodes has written out, in all (a cost: listing a graph is linear) */
+EXPORT long fake_cuda_nodes_listed(void) { return nodes_listed; }
 
 EXPORT long fake_cuda_counter(const char *name) {
     long v = 0;

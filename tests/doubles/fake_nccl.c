@@ -13,17 +13,27 @@
  *   cuGetProcAddress_v2), so during a stream capture it becomes a node of the CUDA
  *   graph and every replay repeats it; a call made on the wrong stream is not
  *   captured and the replays show it. A driver error is ncclUnhandledCudaError. */
+#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
 #define ID_BYTES 128
 
 typedef struct { char internal[ID_BYTES]; } ncclUniqueId;
-typedef struct fake_comm { int nranks, rank, live; } fake_comm;
+typedef struct fake_comm {
+    int nranks, rank, live;
+    char tag[48];      /* ranks mode: the rendezvous file's name, from the unique id */
+    long arrivals;     /* ranks mode: this rank's collectives so far; atomic */
+    long graph_refs;   /* graphs (and execs made from them) that captured this communicator; atomic */
+} fake_comm;
 
 enum { ncclSuccess = 0, ncclUnhandledCudaError = 1, ncclInvalidArgument = 4, ncclInvalidUsage = 5 };
 
@@ -40,12 +50,70 @@ static int fail_status;
 static struct { const void *send; void *recv; size_t count; int dtype, op, root, peer; void *comm, *stream; } last;
 /* a pending send and receive inside a group (one rank: to and from itself) */
 static const void *pend_send; static void *pend_recv; static size_t pend_send_n, pend_recv_n; static int pend_dt;
-static void *pend_stream;
+static void *pend_stream, *pend_comm;
 
 /* the driver's cuMemcpyAsync when FAKE_NCCL_LIBCUDA names one (resolved on first use) */
 typedef int (*memcpy_async_fn)(unsigned long long dst, unsigned long long src, size_t n, void *stream);
 static memcpy_async_fn drv_memcpy;
+typedef int (*capture_info_fn)(void *stream, int *status, unsigned long long *id, void **graph,
+                               const void *const **deps, const void **edges, size_t *n);
+typedef int (*userobj_create_fn)(void **obj, void *ptr, void (*destroy)(void *), unsigned refs,
+                                 unsigned flags);
+typedef int (*graph_retain_fn)(void *graph, void *obj, unsigned count, unsigned flags);
+static capture_info_fn drv_capture_info;
+static userobj_create_fn drv_userobj_create;
+static graph_retain_fn drv_graph_retain;
 static int drv_tried, last_cuda_error;
+
+/* ---- ranks mode: every collective meets the other ranks ---------------------------- */
+static const char *ranks_dir(void) {
+    const char *d = getenv("FAKE_NCCL_RANKS_DIR");
+    return d && *d ? d : NULL;
+}
+/* this rank's k-th collective on comm waits until every rank has reached its k-th */
+static void rendezvous(fake_comm *c) {
+    if (c->nranks == 1) return;
+    long k = __atomic_add_fetch(&c->arrivals, 1, __ATOMIC_ACQ_REL);
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", ranks_dir(), c->tag);
+    int fd = open(path, O_RDWR | O_CREAT, 0600);
+    if (fd < 0) { perror("fake_nccl rendezvous"); abort(); }
+    if (pwrite(fd, &k, sizeof k, (off_t)c->rank * (off_t)sizeof k) != (ssize_t)sizeof k) abort();
+    for (;;) {
+        int all = 1;
+        for (int r = 0; r < c->nranks && all; ++r) {
+            long v = 0;
+            if (pread(fd, &v, sizeof v, (off_t)r * (off_t)sizeof v) != (ssize_t)sizeof v) v = 0;
+            all = v >= k;
+        }
+        if (all) break;
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    close(fd);
+}
+/* the rendezvous as a "kernel" of the driver stand-in (a module it loads: the table
+ * fake_libcuda.c's fake_cuda_load_module reads), so a capture records it */
+typedef struct { unsigned x, y, z; } fake_dim3;
+typedef void (*fake_entry)(void **args, fake_dim3 grid, fake_dim3 block, unsigned shmem);
+typedef struct { const char *name; unsigned nparams; const unsigned *sizes; unsigned pointer_mask;
+                 fake_entry entry; } fake_module_entry;
+static void k_rendezvous(void **args, fake_dim3 g, fake_dim3 b, unsigned sh) {
+    (void)g, (void)b, (void)sh;
+    void *c;
+    memcpy(&c, args[0], sizeof c);
+    rendezvous((fake_comm *)c);
+}
+static const unsigned rendezvous_sizes[1] = {8};
+EXPORT const fake_module_entry *fake_cuda_module_table(int *n) {
+    static const fake_module_entry table[1] = {{"fake_nccl_rendezvous", 1, rendezvous_sizes, 0, k_rendezvous}};
+    *n = 1;
+    return table;
+}
+typedef int (*launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                         unsigned bz, unsigned shmem, void *stream, void **params, void **extra);
+static launch_fn drv_launch;
+static void *rendezvous_kernel;
 
 static memcpy_async_fn driver(void) {
     if (drv_tried) return drv_memcpy;
@@ -60,7 +128,56 @@ static memcpy_async_fn driver(void) {
     int status = -1;
     if (gpa && gpa("cuMemcpyAsync", &fn, 12000, 0, &status) == 0 && status == 0)
         drv_memcpy = (memcpy_async_fn)fn;
+    if (gpa && gpa("cuStreamGetCaptureInfo", &fn, 12030, 0, &status) == 0 && status == 0)
+        drv_capture_info = (capture_info_fn)fn;
+    if (gpa && gpa("cuUserObjectCreate", &fn, 12000, 0, &status) == 0 && status == 0)
+        drv_userobj_create = (userobj_create_fn)fn;
+    if (gpa && gpa("cuGraphRetainUserObject", &fn, 12000, 0, &status) == 0 && status == 0)
+        drv_graph_retain = (graph_retain_fn)fn;
+    if (ranks_dir() && gpa && gpa("cuLaunchKernel", &fn, 12000, 0, &status) == 0 && status == 0) {
+        drv_launch = (launch_fn)fn;
+        Dl_info self;
+        int (*load)(const char *) = (int (*)(const char *))dlsym(h, "fake_cuda_load_module");
+        void *(*lookup)(const char *) = (void *(*)(const char *))dlsym(h, "fake_cuda_module_function");
+        if (load && lookup && dladdr((void *)fake_cuda_module_table, &self) && load(self.dli_fname) == 0)
+            rendezvous_kernel = lookup("fake_nccl_rendezvous");
+    }
     return drv_memcpy;
+}
+
+/* ---- captured collectives keep the communicator busy ----------------------------------
+ * As NCCL (src/enqueue.cc, ncclCudaGraphAddDestructor) does for work enqueued on a
+ * capturing stream: a CUDA user object whose destructor drops the communicator's count of
+ * graphs referencing it, its reference moved to the capture's graph. ncclCommDestroy
+ * (src/init.cc, commDestroySync: "keep polling until all graphs referencing us die")
+ * then waits until every graph and exec made from that capture is destroyed. */
+
+static void persistent_destructor(void *comm) {
+    __atomic_sub_fetch(&((fake_comm *)comm)->graph_refs, 1, __ATOMIC_ACQ_REL);
+}
+
+static int note_capture(void *comm, void *stream) {
+    if (!drv_capture_info || !drv_userobj_create || !drv_graph_retain) return ncclSuccess;
+    int status = 0;
+    void *graph = NULL, *obj = NULL;
+    if (drv_capture_info(stream, &status, NULL, &graph, NULL, NULL, NULL) || status != 1 || !graph)
+        return ncclSuccess;   /* not capturing: the collective runs now */
+    if (drv_userobj_create(&obj, comm, persistent_destructor, 1, 1 /* NO_DESTRUCTOR_SYNC */))
+        return ncclUnhandledCudaError;
+    __atomic_add_fetch(&((fake_comm *)comm)->graph_refs, 1, __ATOMIC_ACQ_REL);
+    if (drv_graph_retain(graph, obj, 1, 1 /* cudaGraphUserObjectMove */)) return ncclUnhandledCudaError;
+    return ncclSuccess;
+}
+
+/* ranks mode: meet the other ranks, on the stream (a kernel node when captured) */
+static int meet(void *comm, void *stream) {
+    if (!ranks_dir() || ((fake_comm *)comm)->nranks == 1) return ncclSuccess;
+    if (!driver() || !drv_launch || !rendezvous_kernel) { rendezvous((fake_comm *)comm); return ncclSuccess; }
+    void *arg = comm;
+    void *params[1] = {&arg};
+    int rc = drv_launch(rendezvous_kernel, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL);
+    if (rc) { last_cuda_error = rc; return ncclUnhandledCudaError; }
+    return ncclSuccess;
 }
 
 /* what one rank's collective does with the data: copy n bytes, now or on the stream */
@@ -113,15 +230,19 @@ EXPORT int ncclGetUniqueId(ncclUniqueId *id) {
     memset(id->internal, 0, ID_BYTES);
     memcpy(id->internal, "fake-nccl-id", 12);
     id->internal[ID_BYTES - 1] = (char)(++n_ids);
+    snprintf(id->internal + 16, 47, "comm-%ld-%d", (long)getpid(), n_ids);   /* the rendezvous' name */
     return ncclSuccess;
 }
 
 EXPORT int ncclCommInitRank(void **comm, int nranks, ncclUniqueId id, int rank) {
     int f = enter("ncclCommInitRank");
     if (f) return f;
-    if (nranks != 1 || rank != 0 || memcmp(id.internal, "fake-nccl-id", 12) != 0 || n_comms == 16)
-        return ncclInvalidArgument;   /* one rank only, and an id this library made */
-    comms[n_comms] = (fake_comm){nranks, rank, 1};
+    int many = ranks_dir() != NULL;
+    if ((!many && nranks != 1) || nranks < 1 || rank < 0 || rank >= nranks ||
+        memcmp(id.internal, "fake-nccl-id", 12) != 0 || n_comms == 16)
+        return ncclInvalidArgument;   /* one rank (unless in ranks mode), and an id this library made */
+    comms[n_comms] = (fake_comm){nranks, rank, 1, {0}, 0, 0};
+    memcpy(comms[n_comms].tag, id.internal + 16, sizeof comms[n_comms].tag - 1);
     *comm = &comms[n_comms++];
     return ncclSuccess;
 }
@@ -130,6 +251,11 @@ EXPORT int ncclCommDestroy(void *comm) {
     int f = enter("ncclCommDestroy");
     if (f) return f;
     if (!valid(comm)) return ncclInvalidArgument;
+    /* NCCL 2.14+: wait, forever, for the graphs that captured this communicator to die */
+    while (__atomic_load_n(&((fake_comm *)comm)->graph_refs, __ATOMIC_ACQUIRE) > 0) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
     ((fake_comm *)comm)->live = 0;
     return ncclSuccess;
 }
@@ -144,6 +270,8 @@ EXPORT int ncclAllReduce(const void *s, void *r, size_t n, int dt, int op, void 
     if (f) return f;
     if (!valid(comm) || !dtype_size(dt) || op < 0 || op > 4) return ncclInvalidArgument;
     remember(s, r, n, dt, op, -1, -1, comm, stream);
+    if (getenv("FAKE_NCCL_LIBCUDA") && driver() && (f = note_capture(comm, stream)) != 0) return f;
+    if ((f = meet(comm, stream)) != 0) return f;
     return move(r, s, n * dtype_size(dt), stream);   /* the reduction over one rank */
 }
 
@@ -151,6 +279,8 @@ EXPORT int ncclAllGather(const void *s, void *r, size_t n, int dt, void *comm, v
     int f = enter("ncclAllGather");
     if (f) return f;
     if (!valid(comm) || !dtype_size(dt)) return ncclInvalidArgument;
+    if (getenv("FAKE_NCCL_LIBCUDA") && driver() && (f = note_capture(comm, stream)) != 0) return f;
+    if ((f = meet(comm, stream)) != 0) return f;
     remember(s, r, n, dt, -1, -1, -1, comm, stream);
     return move(r, s, n * dtype_size(dt), stream);
 }
@@ -159,6 +289,8 @@ EXPORT int ncclBroadcast(const void *s, void *r, size_t n, int dt, int root, voi
     int f = enter("ncclBroadcast");
     if (f) return f;
     if (!valid(comm) || !dtype_size(dt) || root != 0) return ncclInvalidArgument;
+    if (getenv("FAKE_NCCL_LIBCUDA") && driver() && (f = note_capture(comm, stream)) != 0) return f;
+    if ((f = meet(comm, stream)) != 0) return f;
     remember(s, r, n, dt, -1, root, -1, comm, stream);
     return move(r, s, n * dtype_size(dt), stream);
 }
@@ -170,7 +302,7 @@ EXPORT int ncclSend(const void *s, size_t n, int dt, int peer, void *comm, void 
     if (f) return f;
     if (!valid(comm) || peer != 0 || !dtype_size(dt)) return ncclInvalidArgument;
     if (!group_depth) return ncclInvalidUsage;   /* eagle pairs them in a group */
-    pend_send = s; pend_send_n = n; pend_dt = dt; pend_stream = stream;
+    pend_send = s; pend_send_n = n; pend_dt = dt; pend_stream = stream; pend_comm = comm;
     remember(s, NULL, n, dt, -1, -1, peer, comm, stream);
     return ncclSuccess;
 }
@@ -192,6 +324,8 @@ EXPORT int ncclGroupEnd(void) {
     if (--group_depth == 0) {
         if (pend_send && pend_recv) {
             if (pend_send_n > pend_recv_n) return ncclInvalidArgument;   /* the message would not fit */
+            if (getenv("FAKE_NCCL_LIBCUDA") && driver() && (f = note_capture(pend_comm, pend_stream)) != 0)
+                return f;
             int rc = move(pend_recv, pend_send, pend_send_n * dtype_size(pend_dt), pend_stream);
             pend_send = NULL; pend_recv = NULL;
             if (rc) return rc;
@@ -231,6 +365,11 @@ EXPORT const void *fake_nccl_last_send(void) { return last.send; }
 EXPORT void *fake_nccl_last_recv(void) { return last.recv; }
 EXPORT void *fake_nccl_last_stream(void) { return last.stream; }
 EXPORT int fake_nccl_last_cuda_error(void) { return last_cuda_error; }
+EXPORT long fake_nccl_graph_refs(void) {   /* graphs referencing any communicator */
+    long k = 0;
+    for (int i = 0; i < n_comms; ++i) k += __atomic_load_n(&comms[i].graph_refs, __ATOMIC_ACQUIRE);
+    return k;
+}
 EXPORT int fake_nccl_live_comms(void) {
     int k = 0;
     for (int i = 0; i < n_comms; ++i) k += comms[i].live;
@@ -241,6 +380,6 @@ EXPORT void fake_nccl_reset(void) {
     memset(&last, 0, sizeof last);
     fail_name[0] = 0;
     group_depth = 0;
-    pend_send = NULL; pend_recv = NULL; pend_stream = NULL;
+    pend_send = NULL; pend_recv = NULL; pend_stream = NULL; pend_comm = NULL;
     last_cuda_error = 0;
 }

@@ -347,3 +347,198 @@ def test_a_failure_on_one_rank_of_an_nccl_graph_aborts_the_job(fake_path, fake_l
         assert "while build() captured the CUDA graph" in proc.stderr
     else:
         assert "eagle: rank 0 of 1: CudaError: cuGraphLaunch (replay 0 of 2)" in proc.stderr, proc.stderr
+
+
+# Exit with graphs that captured NCCL collectives still alive (NCCL 2.14+: ncclCommDestroy waits
+# until every graph that captured the communicator is destroyed; the stand-in NCCL models that
+# with a CUDA user object per capture, as NCCL does). The first atexit handler registered runs
+# last: it reports whether the communicators were destroyed.
+EXIT = r"""
+import atexit, ctypes, gc, os, sys
+nccl = ctypes.CDLL(os.environ["EAGLE_NCCL_LIBRARY"])
+nccl.fake_nccl_graph_refs.restype = ctypes.c_long
+atexit.register(lambda: print("AT EXIT live comms", nccl.fake_nccl_live_comms(), "graph refs",
+                              nccl.fake_nccl_graph_refs(), flush=True))
+import numpy as np
+import eagle
+from eagle.cuda import backend
+from eagle.graph import SIZE, allreduce, cuda_kernel, opaque, sendrecv
+from fake_cuda import DeviceArray, kernel
+
+backend.ensure_driver()
+fake = ctypes.CDLL(os.environ["EAGLE_LIBCUDA"])
+fake.fake_cuda_kernel.argtypes, fake.fake_cuda_kernel.restype = [ctypes.c_char_p], ctypes.c_void_p
+how = sys.argv[1]
+if how == "cycle":
+    gc.disable()
+x, y, h = (DeviceArray(np.zeros(4)) for _ in range(3))
+graphs = []
+for k in range(2):
+    g = eagle.Graph()
+    g.add_node(cuda_kernel((kernel(fake, "add_one"), 2), (x, SIZE), writes={"x": x}, block=4), name="step")
+    g.add_node(allreduce(x, y), name="tally")
+    g.add_node(sendrecv(y, h, dest=0, source=0), name="halo")
+    if how == "cycle":   # the graph reachable from its own node: freed by the cyclic collector only
+        g.add_node(opaque(lambda g=g: None, writes={"h": h}), name="look")
+    g.build()
+    g.launch(2)
+    graphs.append(g)
+if how == "until_done":
+    graphs[0].launch(1)
+print("graph refs", nccl.fake_nccl_graph_refs(), flush=True)
+if how == "cycle":
+    del g, graphs
+print("LEAVING", flush=True)
+"""
+
+
+@pytest.mark.parametrize("how", ["kept", "cycle"])
+def test_a_program_with_nccl_graphs_exits(fake_path, fake_libcuda_path, how):
+    """eagle closes its live graphs that captured collectives before it destroys the
+    communicators at exit; destroying them first waits forever (a subprocess timeout here)."""
+    env = dict(os.environ, EAGLE_LIBCUDA=fake_libcuda_path, FAKE_NCCL_LIBCUDA=fake_libcuda_path,
+               EAGLE_NCCL_LIBRARY=fake_path,
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(DOUBLES)]
+                                          + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    try:
+        proc = subprocess.run([sys.executable, "-c", EXIT, how], capture_output=True, text=True, env=env,
+                              timeout=30, cwd=str(ROOT))
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        pytest.fail(f"the program hung at exit (30 s): {out}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # the stand-in saw the captures (two graphs, a collective and a send/recv each)
+    assert "graph refs 4" in proc.stdout, proc.stdout
+    assert "LEAVING" in proc.stdout
+    assert "AT EXIT live comms 0 graph refs 0" in proc.stdout, proc.stdout + proc.stderr
+
+
+# launch_until_done on ranks whose samples finish at different replays, with an NCCL collective
+# in the graph: the stand-in NCCL in its ranks mode (FAKE_NCCL_RANKS_DIR) makes every captured
+# collective meet the other ranks at each replay, so a rank that stops replaying first leaves
+# the others waiting in their next collective forever, as on NCCL.
+DIVERGE = r"""
+import ctypes, os, sys
+import numpy as np
+from mpi4py import MPI
+import eagle
+from eagle.cuda import backend
+from eagle.cuda.finished import set_kernel_provider
+from eagle.cuda.kernel_nodes import SIZE_PTR, cuda_kernel
+from eagle.graph import allreduce, compact
+from fake_cuda import DeviceArray, kernel
+from fake_cuda_build import EmulatedKernels, bind_fake_libcuda
+
+backend.ensure_driver()
+lib = bind_fake_libcuda(ctypes.CDLL(os.environ["EAGLE_LIBCUDA"]))
+assert lib.fake_cuda_load_module(os.environ["EMULATED_KERNELS"].encode()) == 0
+set_kernel_provider(lambda: EmulatedKernels(lib))
+rank = MPI.COMM_WORLD.Get_rank()
+lib.fake_cuda_use_device.argtypes = [ctypes.c_int]
+assert lib.fake_cuda_use_device(rank) == 0   # one GPU per rank (NCCL needs it)
+n = 8
+life = np.full(n, 2 if rank == 0 else 6, dtype=np.int64)     # rank 0's samples finish first
+da, dl, dx = DeviceArray(np.ones(n, dtype=np.bool_)), DeviceArray(life), DeviceArray(np.zeros(n))
+di, dc = DeviceArray(np.arange(n, dtype=np.int64)), DeviceArray(np.zeros(1, dtype=np.int64))
+s, r = DeviceArray(np.ones(2)), DeviceArray(np.zeros(2))
+g = eagle.Graph()
+g.add_node(cuda_kernel((kernel(lib, "life_step"), 4), (da, dl, dx, SIZE_PTR),
+                       writes={"alive": da, "life": dl, "x": dx}, block=4), name="step")
+g.add_node(compact(da, {"life": dl, "x": dx}, ids=di, count=dc, min_dead_fraction=0.0), name="compact")
+g.add_node(allreduce(s, r), name="tally")
+g.build()
+print("PATH", rank, g._backend.until_done_path(), flush=True)
+done = g.launch_until_done(20)
+print(f"OK rank {rank} live replays {done} graph launches {lib.fake_cuda_launch_count()} size {g.logical_size}",
+      flush=True)
+"""
+
+
+def test_launch_until_done_with_collectives_stops_on_every_rank_together(fake_path, fake_libcuda_path,
+                                                                          tmp_path, mpirun):
+    from fake_cuda_build import build_emulated_module
+    import signal
+    launcher = mpirun.launcher
+    so = build_emulated_module(tmp_path)
+    rdv = tmp_path / "rendezvous"
+    rdv.mkdir()
+    env = dict(os.environ, EAGLE_LIBCUDA=fake_libcuda_path, FAKE_NCCL_LIBCUDA=fake_libcuda_path,
+               EAGLE_NCCL_LIBRARY=fake_path, FAKE_NCCL_RANKS_DIR=str(rdv), EMULATED_KERNELS=so,
+               FAKE_CUDA_DEVICES="2", OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(DOUBLES)]
+                                          + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    proc = subprocess.Popen([launcher, "-n", "2", sys.executable, "-c", DIVERGE], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=str(ROOT), start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)   # mpiexec and both ranks
+        out, err = proc.communicate()
+        pytest.fail(f"the ranks hung (90 s): one stopped replaying, the other waits in its collective\n{out}")
+    assert proc.returncode == 0, out + err
+    import re   # the ranks' lines may come interleaved through mpiexec
+    got = sorted(re.findall(r"OK rank (\d) live replays (\d+) graph launches (\d+) size (\d+)", out))
+    # both replayed until the slower rank's samples finished: 6 replays each (rank 0's last 4
+    # at logical size 0: its collective pairs with rank 1's)
+    assert got == [("0", "2", "6", "0"), ("1", "6", "6", "0")], out + err
+
+
+# Two ranks on one node with two GPUs (the driver stand-in's FAKE_CUDA_DEVICES=2): NCCL takes
+# each rank's current device, so both on device 0 is refused with a clear message on every rank;
+# each on its local rank's device builds and replays.
+DEVICES = r"""
+import ctypes, os, sys
+import numpy as np
+from mpi4py import MPI
+import eagle
+from eagle.cuda import backend
+from eagle.graph import allreduce
+from fake_cuda import DeviceArray
+from fake_cuda_build import bind_fake_libcuda
+
+backend.ensure_driver()
+lib = bind_fake_libcuda(ctypes.CDLL(os.environ["EAGLE_LIBCUDA"]))
+lib.fake_cuda_use_device.argtypes = [ctypes.c_int]
+local = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED).Get_rank()
+if sys.argv[1] == "local":
+    assert lib.fake_cuda_use_device(local) == 0
+s, r = DeviceArray(np.ones(2)), DeviceArray(np.zeros(2))
+g = eagle.Graph()
+g.add_node(allreduce(s, r), name="tally")
+try:
+    g.build()
+except ValueError as e:
+    print(f"REFUSED rank {local}: {e}", flush=True)
+else:
+    g.launch(2)
+    print(f"OK rank {local} on device {lib.fake_cuda_current_device()}", flush=True)
+"""
+
+
+@pytest.mark.parametrize("how", ["same", "local"])
+def test_ranks_of_one_node_each_need_their_own_gpu(fake_path, fake_libcuda_path, tmp_path, how, mpirun):
+    import signal
+    launcher = mpirun.launcher
+    rdv = tmp_path / "rendezvous"
+    rdv.mkdir()
+    env = dict(os.environ, EAGLE_LIBCUDA=fake_libcuda_path, FAKE_NCCL_LIBCUDA=fake_libcuda_path,
+               EAGLE_NCCL_LIBRARY=fake_path, FAKE_NCCL_RANKS_DIR=str(rdv), FAKE_CUDA_DEVICES="2",
+               OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(DOUBLES)]
+                                          + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    proc = subprocess.Popen([launcher, "-n", "2", sys.executable, "-c", DEVICES, how], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=str(ROOT), start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"the ranks hung (90 s)\n{out}")
+    assert proc.returncode == 0, out + err
+    if how == "same":
+        import re
+        assert sorted(re.findall(r"REFUSED rank (\d)", out)) == ["0", "1"], out + err
+        assert out.count("local ranks 0, 1 on this node all use GPU 0") == 2, out
+    else:
+        import re
+        assert sorted(re.findall(r"OK rank (\d) on device (\d)", out)) == [("0", "0"), ("1", "1")], out + err

@@ -192,6 +192,11 @@ int eagle_cuda_get_device(int *device);
 /* Make `device`'s primary context current on this thread (and the default
  * for threads that have none). */
 int eagle_cuda_set_device(int device);
+/* This thread's current context (cuCtxGetCurrent; NULL if none) and making one current
+ * (cuCtxSetCurrent) without changing the default device: what the cuda backend saves and
+ * restores around its calls so a graph runs in the context it was built in. */
+int eagle_cuda_ctx_get_current(void **ctx);
+int eagle_cuda_ctx_set_current(void *ctx);
 int eagle_cuda_device_synchronize(void); /* cuCtxSynchronize */
 /* Device name (cuDeviceGetName) into buf. */
 int eagle_cuda_device_name(int device, char *buf, int n);

@@ -504,6 +504,20 @@ int eagle_cuda_set_device(int device) {
     }
     return st;
 }
+/* the cuda backend's save / restore of the current context (not the default device) */
+int eagle_cuda_ctx_get_current(void **ctx) {
+    int st;
+    if (!ctx) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
+    if (!eagle_cuda_T.loaded && (st = eagle_cuda_load(NULL, 0)) != 0) return st;
+    return eagle_cuda_T.CtxGetCurrent(ctx);
+}
+int eagle_cuda_ctx_set_current(void *ctx) {
+    int st;
+    if (!eagle_cuda_T.loaded && (st = eagle_cuda_load(NULL, 0)) != 0) return st;
+    st = eagle_cuda_T.CtxSetCurrent(ctx);
+    if (!st) eagle_cuda_ctx_ok = ctx != NULL;   /* none current: the next call makes one again */
+    return st;
+}
 int eagle_cuda_device_synchronize(void) { EAGLE_CUDA_CALL(CtxSynchronize); }
 int eagle_cuda_device_name(int device, char *buf, int n) {
     int dev = 0, st;
