@@ -689,10 +689,15 @@ static int concurrent_block_slots(void) {
 }
 
 static int load_module_slots(const char *path, int first, int n) {
+    int blocks = 0;   /* a module of host-side kernels only (no block entry) runs them whole */
+    for (int i = 0; i < n; ++i) blocks |= module_kernels[first + i].slot_entry[0] != NULL;
+    if (!blocks) return 0;
     int slots = concurrent_block_slots();
     for (int s = 1; s < slots; ++s) {
         char copy[4096];
-        snprintf(copy, sizeof copy, "%s.block-slot-%d.so", path, s);
+        /* a copy of this process's own (processes of one job load one module), removed once
+         * mapped: rewriting a copy another process has mapped would change its code under it */
+        snprintf(copy, sizeof copy, "%s.block-slot-%d.%ld.so", path, s, (long)getpid());
         FILE *in = fopen(path, "rb"), *out = fopen(copy, "wb");
         if (!in || !out) {
             if (in) fclose(in);
@@ -706,6 +711,7 @@ static int load_module_slots(const char *path, int first, int n) {
         fclose(in);
         fclose(out);
         void *dl = dlopen(copy, RTLD_NOW | RTLD_LOCAL);
+        unlink(copy);
         if (!dl) {
             fprintf(stderr, "fake_cuda_load_module: %s\n", dlerror());
             return E_NOT_FOUND;

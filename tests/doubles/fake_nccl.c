@@ -96,8 +96,12 @@ static void rendezvous(fake_comm *c) {
  * fake_libcuda.c's fake_cuda_load_module reads), so a capture records it */
 typedef struct { unsigned x, y, z; } fake_dim3;
 typedef void (*fake_entry)(void **args, fake_dim3 grid, fake_dim3 block, unsigned shmem);
+typedef void (*fake_block_entry)(void **args, fake_dim3 grid, fake_dim3 block, fake_dim3 block_idx);
+/* the layout fake_libcuda.c reads (its fake_module_entry): a host-side kernel, no block entry,
+ * so the stand-in runs it whole and loads no per-block copies of this library */
 typedef struct { const char *name; unsigned nparams; const unsigned *sizes; unsigned pointer_mask;
-                 fake_entry entry; } fake_module_entry;
+                 fake_entry entry; fake_block_entry block_entry; unsigned static_shared, registers;
+} fake_module_entry;
 static void k_rendezvous(void **args, fake_dim3 g, fake_dim3 b, unsigned sh) {
     (void)g, (void)b, (void)sh;
     void *c;
@@ -106,7 +110,7 @@ static void k_rendezvous(void **args, fake_dim3 g, fake_dim3 b, unsigned sh) {
 }
 static const unsigned rendezvous_sizes[1] = {8};
 EXPORT const fake_module_entry *fake_cuda_module_table(int *n) {
-    static const fake_module_entry table[1] = {{"fake_nccl_rendezvous", 1, rendezvous_sizes, 0, k_rendezvous}};
+    static const fake_module_entry table[1] = {{"fake_nccl_rendezvous", 1, rendezvous_sizes, 0, k_rendezvous, NULL, 0, 0}};
     *n = 1;
     return table;
 }
