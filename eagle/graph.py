@@ -78,6 +78,20 @@ def _one_line(name):
     return not any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in name)
 
 
+def _fuse_arg(fuse):
+    """build()'s ``fuse=``: True, False, or a tile size, any integer > 0 (a NumPy one
+    too); a tile past int64 is one tile over any capacity, so it is cut to 2**63 - 1."""
+    if fuse is True or fuse is False:
+        return fuse
+    try:
+        tile = operator.index(fuse)   # np.bool_ has no __index__: refused below
+    except TypeError:
+        tile = None
+    if tile is not None and tile > 0:
+        return min(tile, (1 << 63) - 1)
+    raise ValueError(f"fuse= is True, False or a tile size in samples (an int > 0), got {fuse!r}")
+
+
 class Graph(GraphCore):
     """A recorded compute step: nodes staged by the memory they read and write.
 
@@ -352,10 +366,7 @@ class Graph(GraphCore):
             recording = self.recording()
             try:
                 policies = self._build_policies(teams)
-                if not (fuse is True or fuse is False
-                        or (type(fuse) is int and fuse > 0)):
-                    raise ValueError(f"fuse= is True, False or a tile size in samples (an int > 0), "
-                                     f"got {fuse!r}")
+                fuse = _fuse_arg(fuse)
             except Exception as exc:
                 # scale-out: the other ranks wait for this one in their graph check; tell them
                 hooks.before_build(recording, exc)

@@ -12,8 +12,9 @@
 #define MEASURED_REPLAYS 3
 /* A verification times an auto stage on the team in VERIFY_REPLAYS replays,
  * each just after one timed on this thread (so a neighbour that comes and goes
- * hits both sides alike), and compares the best of each: one slow replay on
- * either side (a transient load, a page fault) cannot decide the verdict. */
+ * hits both sides alike), and compares the team's typical time (the mean without
+ * its slowest replay, eagle_choice_team_sample) with one thread's best: one slow
+ * replay on either side (a transient load, a page fault) cannot decide the verdict. */
 #define VERIFY_REPLAYS 4
 /* Re-checks of the verdicts: the first this long after a verification, the
  * interval doubling while re-checks agree, up to CHECK_MAX_NS, so a stage timed

@@ -77,10 +77,16 @@ typedef struct eagle_stage_choice {
     int32_t verdict_team;   /* the team size it measured */
     int32_t verdict_epoch;  /* check_epoch of the plan's choice when it was reached */
     int64_t verdict_size;   /* the logical size it measured at */
-    double team_ns;         /* the stage on the team at verdict_size (best replay), < 0: none */
+    double team_ns;         /* the stage on the team at verdict_size (its typical replay:
+                               eagle_choice_team_sample), < 0: none */
     double serial_ns;       /* the stage on one thread at verdict_size, from the nodes' costs */
-    double window_ns;       /* best team time of the verification under way, < 0: none yet */
+    double window_ns;       /* team time of the verification under way (see
+                               eagle_choice_team_sample), < 0: none yet */
     int64_t window_size;
+    /* the verification's team replays: their sum, the slowest, and how many */
+    double window_sum_ns, window_max_ns;
+    int64_t window_size_sum, window_max_size;
+    int32_t window_count;
 } eagle_stage_choice;
 
 /* One plan's team-choice state: measuring, verifying, the re-check schedule
@@ -235,14 +241,37 @@ static inline int eagle_choice_check_due(const eagle_plan_choice *c)
 }
 
 /* A team time dt for a stage, measured at logical size `size` by the
- * verification under way (a VERIFY segment); the best one counts. Writes the
- * stage's c; the launching thread (OpenMP thread 0 of the region), GIL or not. */
+ * verification under way (a VERIFY segment). What counts is the team's typical
+ * time, not its best: the mean of the replays without the slowest one (one slow
+ * replay, a page fault, cannot decide). Beside a busy neighbour a team replay is
+ * fast only when the neighbour happens to be off the team's core, and slow
+ * (waiting a time slice at the barrier) most of the time: the best team replay
+ * beat one thread's best there while the team ran 3x slower on median. One
+ * thread's side stays the best of its replays (the nodes' cheapest costs): a
+ * single thread can move to the free core, so its best is its typical time.
+ * Writes the stage's c; the launching thread (OpenMP thread 0 of the region),
+ * GIL or not. */
 static inline void eagle_choice_team_sample(eagle_stage_choice *c, double dt, int64_t size)
 {
-    if (c->window_ns < 0 || dt < c->window_ns) {
-        c->window_ns = dt;
-        c->window_size = size;
+    if (c->window_ns < 0) {
+        c->window_sum_ns = 0;
+        c->window_size_sum = 0;
+        c->window_count = 0;
+        c->window_max_ns = -1;
+        c->window_max_size = 0;
     }
+    c->window_sum_ns += dt;
+    c->window_size_sum += size;
+    c->window_count += 1;
+    if (dt > c->window_max_ns) {
+        c->window_max_ns = dt;
+        c->window_max_size = size;
+    }
+    const int32_t k = c->window_count > 1 ? c->window_count - 1 : 1;
+    const double sum = c->window_count > 1 ? c->window_sum_ns - c->window_max_ns : c->window_sum_ns;
+    const int64_t sizes = c->window_count > 1 ? c->window_size_sum - c->window_max_size : c->window_size_sum;
+    c->window_ns = sum / k;
+    c->window_size = sizes / k;
 }
 
 /* Node n of a measured replay took dt ns (the whole node): keep it as its cost

@@ -172,9 +172,19 @@ def test_fuse_false_and_a_tile_size():
     assert "fused" not in str(g.plan()) and "fused" not in str(g)
     g, _, _ = chain(fuse=7)
     assert g.plan().fused_runs == [((0, 3), 7)]
-    for bad in (0, -3, 2.5, "yes", None):
+    for bad in (0, -3, 2.5, "yes", None, np.True_, np.int64(0)):
         with pytest.raises(ValueError, match="fuse= is True, False or a tile size"):
             chain(fuse=bad)
+
+
+def test_a_numpy_integer_tile_and_one_past_int64():
+    g, x, w = chain(fuse=np.int64(7))
+    assert g.plan().fused_runs == [((0, 3), 7)]
+    # a tile larger than any capacity is one tile, not an OverflowError from the plan's C int64
+    g, x, w = chain(fuse=1 << 100)
+    assert g.plan().fused_runs == [((0, 3), (1 << 63) - 1)]
+    g.launch(2)
+    assert bits(w).tobytes() == bits(np.sqrt((x * 1.0000001 + x) * 0.5)).tobytes()
 
 
 def test_the_tile_comes_from_the_cache_and_the_bytes_per_sample():
