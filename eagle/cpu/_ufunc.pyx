@@ -545,7 +545,10 @@ cdef class UfuncLoop:
         # reset (its first call) then has none to write
         flags = (cnp.NPY_ITER_EXTERNAL_LOOP | cnp.NPY_ITER_BUFFERED | cnp.NPY_ITER_GROWINNER
                  | cnp.NPY_ITER_RANGED | cnp.NPY_ITER_ZEROSIZE_OK | cnp.NPY_ITER_DELAY_BUFALLOC)
-        it = iter_new(nop, ops, flags, cnp.NPY_CORDER, cnp.NPY_SAME_KIND_CASTING, op_flags, descrs,
+        # unsafe casting here, as in NumPy's own ufunc call: resolve_loop already checked the
+        # casts against the loop's own rule (logical_and's loop takes any input into bool,
+        # which a 'same_kind' iterator refuses for a float or complex input)
+        it = iter_new(nop, ops, flags, cnp.NPY_CORDER, cnp.NPY_UNSAFE_CASTING, op_flags, descrs,
                       -1, NULL, NULL, CAST_BUFFER)
         self.L.iter_template = it
         if iter_next_fn(it, &errmsg) == NULL:

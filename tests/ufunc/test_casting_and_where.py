@@ -89,6 +89,22 @@ def test_casts_and_masks_give_numpys_result(threads, case, n, nthreads, how, mas
     np.testing.assert_array_equal(out, want)
 
 
+@pytest.mark.parametrize("uf", [np.logical_and, np.logical_or, np.logical_xor])
+def test_logical_ufuncs_take_any_input_dtype_as_numpy_does(uf):
+    """A logical ufunc's bool loop takes float, complex and datetime inputs (its own casting
+    rule; a 'same_kind' iterator refuses a float into bool): every pair NumPy accepts."""
+    rng = np.random.default_rng(5)
+    kinds = ["?", "i1", "u8", "f2", ">f8", "c8", "m8[s]"]
+    for a in kinds:
+        for b in kinds:
+            x, y = values(a, 301, rng), values(b, 301, rng)
+            m = rng.integers(0, 2, 301).astype(bool)
+            out, want = np.zeros(301, "f4"), np.zeros(301, "f4")
+            uf(x, y, out=want, where=m)
+            run(ufunc(uf, {"x": x}, {"y": y}, out={"out": out}, where={"m": m}))
+            np.testing.assert_array_equal(out, want, err_msg=f"{uf.__name__}({a}, {b})")
+
+
 def test_the_issue_case_age_plus_alive(threads):
     threads(2)
     age, alive = np.arange(10_001, dtype=np.int64), np.arange(10_001) % 3 == 0
