@@ -115,8 +115,6 @@ eagle_worker_state_init()
 cdef enum:
     MAX_ARGS = 32
     MAX_CORE = 32
-    # iterators of a cast or masked node: one per thread running it at once
-    MAX_ITERS = 256
     # elements per buffer of a cast operand (NumPy's own default buffer size)
     CAST_BUFFER = 8192
 
@@ -222,6 +220,8 @@ cdef struct layout:
     NpyIter *iter_template
     iter_slot *iters
     int n_iters
+    # room in iters: one per thread of the largest team eagle makes (eagle.max_threads())
+    int max_iters
 
 
 cdef PyThreadState *_thread_state() noexcept nogil:
@@ -289,8 +289,8 @@ cdef iter_slot *_take_iter(layout *L) noexcept nogil:
         for k in range(n):
             if eagle_slot_take(&L.iters[k].busy):
                 return &L.iters[k]
-        if n >= MAX_ITERS:
-            _keep_error(L, RuntimeError(f"a ufunc node runs in at most {MAX_ITERS} threads at once"))
+        if n >= L.max_iters:
+            _keep_error(L, RuntimeError(f"a ufunc node runs in at most {L.max_iters} threads at once"))
             return NULL
         S = &L.iters[n]
         S.it = iter_copy(L.iter_template)
@@ -545,12 +545,20 @@ cdef class UfuncLoop:
         # reset (its first call) then has none to write
         flags = (cnp.NPY_ITER_EXTERNAL_LOOP | cnp.NPY_ITER_BUFFERED | cnp.NPY_ITER_GROWINNER
                  | cnp.NPY_ITER_RANGED | cnp.NPY_ITER_ZEROSIZE_OK | cnp.NPY_ITER_DELAY_BUFALLOC)
-        it = iter_new(nop, ops, flags, cnp.NPY_CORDER, cnp.NPY_SAME_KIND_CASTING, op_flags, descrs,
+        # unsafe casting here, as in NumPy's own ufunc call: resolve_loop already checked the
+        # casts against the loop's own rule (logical_and's loop takes any input into bool,
+        # which a 'same_kind' iterator refuses for a float or complex input)
+        it = iter_new(nop, ops, flags, cnp.NPY_CORDER, cnp.NPY_UNSAFE_CASTING, op_flags, descrs,
                       -1, NULL, NULL, CAST_BUFFER)
         self.L.iter_template = it
         if iter_next_fn(it, &errmsg) == NULL:
             raise RuntimeError(f"NumPy's iterator: {errmsg}")
-        self.L.iters = <iter_slot *>calloc(MAX_ITERS, sizeof(iter_slot))
+        from eagle.cpu._executor import max_threads
+
+        # every thread of a team may run the node at once: up to 1024 on a machine of
+        # 128 CPUs or more (8 per CPU), so the room is the team cap, not a constant
+        self.L.max_iters = max(1, max_threads())
+        self.L.iters = <iter_slot *>calloc(self.L.max_iters, sizeof(iter_slot))
         if self.L.iters == NULL:
             raise MemoryError()
         self.iter_operands = keep

@@ -15,6 +15,8 @@ array of the loop's result dtype (allocated when the node is made) and copies
 it into ``out`` where the mask is set (``cupy.copyto``, casting 'same_kind'). A generated kernel's
 output may be one of its inputs exactly (in place) but not overlap one otherwise:
 its threads and blocks run at once, so that is refused with ``ValueError``.
+Arrays must be in the device's byte order (a byte-swapped ``__cuda_array_interface__``
+dtype is refused with ``TypeError``: CuPy has none, and the kernel would read swapped bytes).
 """
 from __future__ import annotations
 
@@ -161,6 +163,13 @@ def cuda_ufunc(uf, ins, outs, where=True):
     mask = where if isinstance(where, Operand) else None
     reads, writes, _ = declare(ins, outs, where)
     dtypes = [_cuda_dtype(op.array) if op.is_array else weak_dtype(op.value) for op in ins + outs]
+    for op in ins + outs + ([mask] if mask is not None else []):
+        if op.is_array and not _cuda_dtype(op.array).isnative:
+            # a generated kernel loads the bytes in the device's order (CuPy has no
+            # byte-swapped arrays to fall back on): it would compute on swapped bytes
+            raise TypeError(f"{uf.__name__}: {op.name!r} is {_cuda_dtype(op.array).str}, not in the "
+                            "device's byte order; a CUDA ufunc node takes native-order arrays "
+                            "(CuPy has no byte-swapped ones)")
     try:
         loop_dtypes = uf.resolve_dtypes(tuple(dtypes), casting="same_kind")
     except TypeError as e:

@@ -124,3 +124,14 @@ def test_numpys_refusals_on_cuda_arrays(emulating_cupy):
     with pytest.raises(ValueError, match="mask 'where' has shape \\(5,\\)"):
         emulating_cupy(np.add, x, 1.0, out=x, where=DeviceArray(np.ones(5, bool)))
 
+
+
+@pytest.mark.parametrize("which", ["input", "output"])
+def test_a_byte_swapped_operand_is_refused(emulating_cupy, which):
+    # a generated kernel reads the bytes in the device's order: a '>f8' operand gave
+    # swapped-byte results, silently (CuPy itself has no byte-swapped arrays)
+    x = DeviceArray(np.arange(4.0).astype(">f8" if which == "input" else "f8"))
+    out = DeviceArray(np.zeros(4, ">f8" if which == "output" else "f8"))
+    name = "in0" if which == "input" else "out0"
+    with pytest.raises(TypeError, match=f"'{name}' is >f8, not in the device's byte order"):
+        emulating_cupy(np.add, x, 1.0, out=out, where={"m": DeviceArray(np.ones(4, bool))})

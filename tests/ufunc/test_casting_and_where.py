@@ -1,5 +1,10 @@
 """Ufunc nodes cast as NumPy casts (its default casting) and take NumPy's where=:
 every result is NumPy's own ``uf(*operands, out=out, where=mask)`` over the same arrays."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -87,6 +92,22 @@ def test_casts_and_masks_give_numpys_result(threads, case, n, nthreads, how, mas
         uf(*operands, out=want, where=mask)
         run(ufunc(uf, *operands, out=out, **kw))
     np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("uf", [np.logical_and, np.logical_or, np.logical_xor])
+def test_logical_ufuncs_take_any_input_dtype_as_numpy_does(uf):
+    """A logical ufunc's bool loop takes float, complex and datetime inputs (its own casting
+    rule; a 'same_kind' iterator refuses a float into bool): every pair NumPy accepts."""
+    rng = np.random.default_rng(5)
+    kinds = ["?", "i1", "u8", "f2", ">f8", "c8", "m8[s]"]
+    for a in kinds:
+        for b in kinds:
+            x, y = values(a, 301, rng), values(b, 301, rng)
+            m = rng.integers(0, 2, 301).astype(bool)
+            out, want = np.zeros(301, "f4"), np.zeros(301, "f4")
+            uf(x, y, out=want, where=m)
+            run(ufunc(uf, {"x": x}, {"y": y}, out={"out": out}, where={"m": m}))
+            np.testing.assert_array_equal(out, want, err_msg=f"{uf.__name__}({a}, {b})")
 
 
 def test_the_issue_case_age_plus_alive(threads):
@@ -193,3 +214,46 @@ def test_numpy_accepts_a_scalar_mask_of_any_type():
     np.testing.assert_array_equal(out, 0)
     run(ufunc(np.add, np.ones(4), 1, out=out, where=np.int64(2)))
     np.testing.assert_array_equal(out, 2)
+
+
+_MANY_THREADS = """
+import ctypes
+import numba, numpy as np, eagle
+usleep = ctypes.CDLL(None).usleep
+usleep.argtypes, usleep.restype = [ctypes.c_uint], ctypes.c_int
+
+@numba.vectorize(["int64(int64, int64)"])
+def slow_add(a, b):
+    usleep(20000)   # every thread holds its iterator while the others start theirs
+    return a + b
+
+eagle.set_num_threads(300)
+n = 300 * 2
+age, alive = np.arange(n, dtype=np.int64), np.arange(n) % 3 == 0
+out = np.zeros(n, np.int64)
+m = np.arange(n) % 5 != 0
+g = eagle.Graph()
+g.add_node(eagle.graph.ufunc(slow_add, {"age": age}, {"alive": alive}, out={"out": out},
+                             where={"m": m}), name="age")
+g.build(teams="parallel")
+g.launch(2)
+want = np.zeros(n, np.int64)
+np.add(age, alive, out=want, where=m)
+assert eagle.get_num_threads() == 300
+assert np.array_equal(out, want)
+print("ok")
+"""
+
+
+def test_a_cast_node_runs_on_a_team_of_more_than_256_threads(tmp_path):
+    """On a machine of 38+ CPUs eagle allows teams past 256 threads (8 per CPU, up to 1024);
+    every thread of the team may run a casting node at once, each with its own iterator."""
+    lib = tmp_path / "many_cpus.so"
+    src = Path(__file__).parents[1] / "doubles" / "many_cpus.c"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", str(lib), str(src), "-ldl"], check=True)
+    env = dict(os.environ, LD_PRELOAD=str(lib), EAGLE_FAKE_CPUS="64",
+               PYTHONPATH=os.pathsep.join(sys.path))
+    env.pop("OMP_THREAD_LIMIT", None)
+    r = subprocess.run([sys.executable, "-c", _MANY_THREADS], env=env, capture_output=True,
+                       text=True, timeout=240)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
