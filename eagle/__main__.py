@@ -10,8 +10,9 @@ Python functions) and with the same arithmetic as native C kernels and as ufunc
 nodes (many times faster: at 4 samples a replay is all call overhead, which
 eagle takes away). Then the same step at a real size (--size, 1,000,000
 samples by default), where the arithmetic is the cost: eagle's ufunc and native
-forms beside NumPy making the same ufunc calls (out=), about NumPy's speed on
-one thread and faster only by splitting the samples across threads.
+forms beside NumPy making the same ufunc calls (out=): eagle runs the same loops,
+faster by splitting the samples across threads and by running consecutive ufunc
+nodes tile by tile (one pass over memory instead of one per node).
 """
 import argparse
 import time
@@ -189,7 +190,8 @@ def main(argv=None):
     if args.size:
         print()
         print("At a real size the arithmetic is the cost: eagle runs the loops NumPy runs, faster")
-        print("only by splitting the samples across threads.")
+        print("by splitting the samples across threads and by fusing the ufunc nodes into one pass")
+        print("over memory, tile by tile (the 'fused' stage rows of the picture above).")
         for line in real_size_table(args.size, min(args.repeats, 5)):
             print(line)
 
