@@ -35,6 +35,9 @@ class RunsAs(enum.Enum):
     #: a random node on CUDA arrays, captured as a generated kernel reading the graph's
     #: device replay counter (``eagle.cuda.random_node``)
     CUDA_RANDOM = "cuda_random"
+    #: a control-flow node (``while_loop``, ``if_else``, ``subgraph``: ``eagle.record.control``)
+    #: whose bodies' nodes the backend compiles into the graph's own plan
+    CONTROL = "control"
 
 
 class Node:
