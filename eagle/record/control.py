@@ -106,7 +106,7 @@ class ControlNode(Node):
         for rec in self.bodies:
             for node in rec.nodes:
                 per_sample = {name for name, _ in node.named_sample_arrays()}
-                for name, a, is_write in node.arrays():
+                for name, a, is_write in node.accesses():   # an update: a read and a write
                     key = put(writes if is_write else reads, name, a)
                     if name not in per_sample:
                         not_per_sample.add(key)
