@@ -318,6 +318,132 @@ static void record_span(eagle_profile_lane *lane, int32_t node, int32_t phase, i
         }                                                    \
     } while (0)
 
+/* ---- control-flow nodes (eagle_control; executor.h) ---------------------- */
+
+static inline int control_cond(const eagle_control *c)
+{
+    switch (c->cond_size) {
+    case 1: return *(const volatile uint8_t *)c->cond != 0;
+    case 2: return *(const volatile uint16_t *)c->cond != 0;
+    case 4: return *(const volatile uint32_t *)c->cond != 0;
+    default: return *(const volatile uint64_t *)c->cond != 0;
+    }
+}
+
+/* Signals inside a long while loop, as between replays: -1 with the error set.
+ * Without the GIL, it is taken for the check only. */
+static int control_poll(signal_clock *clk, int gil_held)
+{
+    if (!signal_clock_due(clk))
+        return 0;
+    int rc;
+    if (gil_held) {
+        rc = PyErr_CheckSignals();
+        if (rc == 0) {
+            /* let other Python threads run, as the replay loops do */
+            Py_BEGIN_ALLOW_THREADS
+            Py_END_ALLOW_THREADS
+        }
+    } else {
+        PyGILState_STATE g = PyGILState_Ensure();
+        rc = PyErr_CheckSignals();
+        PyGILState_Release(g);
+    }
+    return rc;
+}
+
+static int run_control(eagle_plan *plan, const eagle_node *node, int gil_held, eagle_profile_lane *lane);
+
+/* One pass over a body's stages on this thread, every node whole. */
+static int run_body(eagle_plan *body, int32_t base, int gil_held, eagle_profile_lane *lane,
+                    int32_t *failed_node)
+{
+    const int64_t size = body->logical_size;
+    for (int32_t i = 0; i < body->n_nodes; ++i) {
+        const eagle_node *n = &body->nodes[i];
+        if (n->kind == EAGLE_NODE_NATIVE) {
+            TIMED(lane, base + i, 0, call_native(n, 0, size));
+        } else if (n->kind == EAGLE_NODE_OPAQUE) {
+            int rc;
+            TIMED(lane, base + i, 0, rc = call_opaque(n));   /* gil_held: has_opaque */
+            if (rc < 0) {
+                *failed_node = i;
+                return -1;
+            }
+        } else if (n->kind == EAGLE_NODE_TEAM) {
+            for (int32_t p = 0; p < n->n_phases; ++p)
+                TIMED(lane, base + i, p, call_team(n, p, 0, 1, size));
+        } else {
+            int rc;
+            TIMED(lane, base + i, 0, rc = run_control(body, n, gil_held, lane));
+            if (rc < 0) {
+                *failed_node = i;
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Run control node `node` of `plan` on this thread: 0, or -1 with the Python error set
+ * on this thread and the node's failed_* fields saying where. gil_held: whether the
+ * caller holds the GIL (always, when the bodies hold an opaque node). */
+static int run_control(eagle_plan *plan, const eagle_node *node, int gil_held, eagle_profile_lane *lane)
+{
+    eagle_control *c = (eagle_control *)node->user_data;
+    c->failed_why = EAGLE_CONTROL_OK;
+    for (int32_t b = 0; b < c->n_bodies; ++b) {
+        /* the bodies follow the outer plan: its logical size (a retune, a compaction) and profile */
+        c->bodies[b]->logical_size = plan->logical_size;
+        c->bodies[b]->profile = plan->profile;
+    }
+    int32_t b = 0;
+    int64_t it = 0;
+    int32_t failed = -1;
+    if (c->control == EAGLE_CONTROL_WHILE) {
+        signal_clock clk;
+        signal_clock_init(&clk);
+        while (control_cond(c)) {
+            if (c->max_iterations >= 0 && it >= c->max_iterations) {
+                PyGILState_STATE g = PyGILState_UNLOCKED;
+                if (!gil_held)
+                    g = PyGILState_Ensure();
+                PyErr_Format(PyExc_RuntimeError,
+                             "while_loop node '%s' reached max_iterations=%lld with its condition "
+                             "still true", c->name, (long long)c->max_iterations);
+                if (!gil_held)
+                    PyGILState_Release(g);
+                c->failed_why = EAGLE_CONTROL_LIMIT;
+                c->failed_iteration = it;
+                return -1;
+            }
+            if (run_body(c->bodies[0], c->span_base[0], gil_held, lane, &failed) < 0)
+                goto raised;
+            ++it;
+            if (control_poll(&clk, gil_held) < 0) {
+                c->failed_why = EAGLE_CONTROL_INTERRUPTED;
+                c->failed_iteration = it;
+                return -1;
+            }
+        }
+        return 0;
+    }
+    if (c->control == EAGLE_CONTROL_IF_ELSE && !control_cond(c)) {
+        if (c->n_bodies < 2)
+            return 0;
+        b = 1;
+    }
+    if (run_body(c->bodies[b], c->span_base[b], gil_held, lane, &failed) < 0)
+        goto raised;
+    return 0;
+raised:
+    c->failed_why = EAGLE_CONTROL_RAISED;
+    c->failed_body = b;
+    c->failed_node = failed;
+    c->failed_iteration = it;
+    return -1;
+}
+
 /* ---- fused runs (eagle_stage.tile > 0; executor.h) ----------------------- */
 
 /* Samples [lo, hi) of the fused run `st`, tile by tile: every node over one tile,
@@ -416,7 +542,7 @@ static inline int end_of_replay(eagle_plan *plan, int64_t replay)
  * measure is set (the cheapest time is kept; when the team choice asks for it,
  * eagle_choice_replace_costs, this replay's time replaces the old one). Opaque
  * nodes are called directly: the caller holds the GIL when the plan has any. */
-static EAGLE_ALWAYS_INLINE int run_replay_serial(eagle_plan *plan, int measure,
+static EAGLE_ALWAYS_INLINE int run_replay_serial(eagle_plan *plan, int measure, int gil_held,
                                                  eagle_profile_lane *lane, int32_t *failed_node)
 {
     int fresh = measure && eagle_choice_replace_costs(&plan->choice);
@@ -443,6 +569,13 @@ static EAGLE_ALWAYS_INLINE int run_replay_serial(eagle_plan *plan, int measure,
             } else if (n->kind == EAGLE_NODE_TEAM) {
                 for (int32_t p = 0; p < n->n_phases; ++p)
                     TIMED(lane, i, p, call_team(n, p, 0, 1, plan->logical_size));
+            } else if (n->kind == EAGLE_NODE_CONTROL) {
+                int rc;
+                TIMED(lane, i, 0, rc = run_control(plan, n, gil_held, lane));
+                if (rc < 0) {
+                    *failed_node = i;
+                    return -1;
+                }
             } else {
                 TIMED(lane, i, 0, call_native(n, 0, plan->logical_size));
             }
@@ -476,7 +609,7 @@ static EAGLE_ALWAYS_INLINE int serial_gil_loop(eagle_plan *plan, int64_t r0, int
             lane->replay = r;
         if (plan->has_fused) {
             int32_t failed;
-            if (run_replay_serial(plan, 0, lane, &failed) < 0) {
+            if (run_replay_serial(plan, 0, 1, lane, &failed) < 0) {
                 failure->node = failed;
                 failure->replay = r;
                 return -1;
@@ -494,9 +627,17 @@ static EAGLE_ALWAYS_INLINE int serial_gil_loop(eagle_plan *plan, int64_t r0, int
                 }
             } else if (node->kind == EAGLE_NODE_NATIVE) {
                 TIMED(lane, i, 0, call_native(node, 0, size));
-            } else {
+            } else if (node->kind == EAGLE_NODE_TEAM) {
                 for (int32_t p = 0; p < node->n_phases; ++p)
                     TIMED(lane, i, p, call_team(node, p, 0, 1, size));
+            } else {
+                int rc;
+                TIMED(lane, i, 0, rc = run_control(plan, node, 1, lane));
+                if (rc < 0) {
+                    failure->node = i;
+                    failure->replay = r;
+                    return -1;
+                }
             }
         }
         if (end_of_replay(plan, r))
@@ -534,7 +675,7 @@ static int replay_serial_gil(eagle_plan *plan, int64_t r0, int64_t r1, int measu
             set_thread_replay(plan, r);
             if (lane != NULL)
                 lane->replay = r;
-            if (run_replay_serial(plan, 1, lane, &failure->node) < 0) {
+            if (run_replay_serial(plan, 1, 1, lane, &failure->node) < 0) {
                 failure->replay = r;
                 return -1;
             }
@@ -560,14 +701,20 @@ static EAGLE_ALWAYS_INLINE int serial_nogil_loop(eagle_plan *plan, int64_t r0, i
 {
     signal_clock clock;
     signal_clock_init(&clock);
-    int32_t unused;
+    int32_t failed;
     int rc = 0;
     PyThreadState *save = PyEval_SaveThread();
     for (int64_t r = r0; r < r1; ++r) {
         set_thread_replay(plan, r);
         if (lane != NULL)
             lane->replay = r;
-        run_replay_serial(plan, measure, lane, &unused);
+        /* fails only in a control node (an iteration limit, Ctrl-C inside a loop) */
+        if (run_replay_serial(plan, measure, 0, lane, &failed) < 0) {
+            failure->node = failed;
+            failure->replay = r;
+            rc = -1;
+            break;
+        }
         if (end_of_replay(plan, r))
             break;
         if (signal_clock_due(&clock)) {
@@ -716,6 +863,27 @@ static void record_stop(team_state *ts, int64_t barriers, int64_t replays_done)
     }
 }
 
+/* A control node on the launching thread inside the parallel region: with the GIL
+ * for the whole node when its bodies hold opaque nodes. On failure returns -1
+ * holding the GIL, the error set (as an opaque node's failure does). */
+static int run_control_in_team(eagle_plan *plan, const eagle_node *node, gil_slot *gil,
+                               eagle_profile_lane *lane)
+{
+    const eagle_control *c = (const eagle_control *)node->user_data;
+    int rc;
+    if (c->has_opaque)
+        gil_take(gil);
+    TIMED(lane, (int32_t)(node - plan->nodes), 0, rc = run_control(plan, node, c->has_opaque, lane));
+    if (rc < 0) {
+        if (!c->has_opaque)
+            gil_take(gil);
+        return -1;
+    }
+    if (c->has_opaque)
+        gil_drop(gil);
+    return 0;
+}
+
 /* This thread's part of phase `phase` of a stage run by a team of nt threads.
  * Phase 0 holds every node: split native nodes take their slice of
  * [0, logical_size), unsplit and opaque nodes are dealt out round-robin, team
@@ -738,6 +906,14 @@ static int run_stage_share(team_state *ts, const eagle_stage *st, int32_t phase,
         }
         if (phase > 0)
             continue;
+        if (node->kind == EAGLE_NODE_CONTROL) {
+            /* its stage has the serial policy (the cpu backend): the calling thread's */
+            if (tid == 0 && run_control_in_team(plan, node, gil, lane) < 0) {
+                *failed_node = i;
+                return -1;
+            }
+            continue;
+        }
         if (node->kind == EAGLE_NODE_NATIVE && node->split) {
             TIMED(lane, i, 0, call_native(node, split_bound(n, tid, nt), split_bound(n, tid + 1, nt)));
             continue;
@@ -782,6 +958,11 @@ static int run_stage_alone(team_state *ts, const eagle_stage *st, int32_t phase,
             continue;
         } else if (node->kind == EAGLE_NODE_NATIVE) {
             TIMED(lane, i, 0, call_native(node, 0, plan->logical_size));
+        } else if (node->kind == EAGLE_NODE_CONTROL) {
+            if (run_control_in_team(plan, node, gil, lane) < 0) {
+                *failed_node = i;
+                return -1;
+            }
         } else {
             int rc;
             gil_take(gil);

@@ -47,7 +47,7 @@
 extern "C" {
 #endif
 
-enum { EAGLE_NODE_OPAQUE = 0, EAGLE_NODE_NATIVE = 1, EAGLE_NODE_TEAM = 2 };
+enum { EAGLE_NODE_OPAQUE = 0, EAGLE_NODE_NATIVE = 1, EAGLE_NODE_TEAM = 2, EAGLE_NODE_CONTROL = 3 };
 
 typedef struct eagle_node {
     int kind;
@@ -59,7 +59,7 @@ typedef struct eagle_node {
     int32_t n_phases;
     char **data;
     const int64_t *strides;
-    void *user_data;
+    void *user_data;        /* control: its eagle_control */
     double cost_ns;         /* measured; per sample for split nodes; < 0: not yet */
 } eagle_node;
 
@@ -183,6 +183,36 @@ uint64_t eagle_thread_replay(void);
 void eagle_groups_max(eagle_plan *plan, int64_t *vals, int32_t count, int32_t at_launch);
 
 #define EAGLE_PROGRESS_EVERY_NS 100e6
+
+/* ---- control-flow nodes (eagle/record/control.py) ------------------------
+ * A control node (EAGLE_NODE_CONTROL, node->user_data an eagle_control) runs its
+ * bodies' plans in place, on the thread that runs the node (the calling thread: the
+ * Python layer gives a stage holding a control node the serial policy), each body's
+ * stages in order, its nodes whole (no team, no fused tiles), at the outer plan's
+ * logical size and replay. while: while cond is nonzero, body 0; if_else: body 0 if
+ * cond is nonzero, else body 1 (if any); subgraph: body 0 once. Signals are checked
+ * inside a while loop as between replays (Ctrl-C stops it promptly, with or without
+ * the GIL); max_iterations reached with cond still true raises RuntimeError. On a
+ * failure the node's `failed_*` fields say where (a body's failing node may itself
+ * be a control node: its own struct says further where). */
+enum { EAGLE_CONTROL_WHILE = 0, EAGLE_CONTROL_IF_ELSE = 1, EAGLE_CONTROL_SUBGRAPH = 2 };
+enum { EAGLE_CONTROL_OK = 0, EAGLE_CONTROL_RAISED = 1, EAGLE_CONTROL_LIMIT = 2,
+       EAGLE_CONTROL_INTERRUPTED = 3 };
+
+typedef struct eagle_control {
+    int32_t control;                /* EAGLE_CONTROL_* */
+    const void *cond;               /* the one-element condition, or NULL (subgraph) */
+    int32_t cond_size;              /* its item size in bytes: 1, 2, 4 or 8 */
+    struct eagle_plan *bodies[2];
+    int32_t n_bodies;
+    int32_t has_opaque;             /* a body (or a nested one) holds an opaque node */
+    int64_t max_iterations;         /* while: < 0 no limit */
+    int32_t span_base[2];           /* profile: the span node index of each body's node 0 */
+    const char *name;               /* the node's name, for the iteration-limit error */
+    /* out, on a failure: why (EAGLE_CONTROL_*), the body and its plan node, the iteration */
+    int32_t failed_why, failed_body, failed_node;
+    int64_t failed_iteration;
+} eagle_control;
 
 typedef struct eagle_failure {
     int32_t node;           /* index of the node that raised, -1 for an interrupt */

@@ -23,10 +23,12 @@ The contract a backend relies on (``ControlNode``): ``control`` (``"while"``, ``
 """
 from __future__ import annotations
 
+import weakref
 from typing import Any, Mapping
 
 import numpy as np
 
+from eagle._core import GraphCore
 from eagle.record.memory import array_kind, same_view
 from eagle.record.node import Node, RunsAs
 from eagle.record.recording import Recording
@@ -61,14 +63,12 @@ def _condition(cond, what):
 
 
 def _body(graph, what):
-    from eagle.graph import Graph   # the graph module imports this one's constructors lazily
-
-    if not isinstance(graph, Graph):
+    if not isinstance(graph, GraphCore):   # eagle.Graph's compiled base (eagle.graph imports this module)
         raise TypeError(f"{what} must be an eagle.Graph, got {type(graph).__name__}")
-    rec = graph.recording()
+    rec = graph._body_recording(what)   # refused while the graph is being launched
     if not len(rec):
         raise ValueError(f"{what} is an empty graph: record its nodes before making the control node")
-    return rec
+    return rec, weakref.ref(graph)
 
 
 class ControlNode(Node):
@@ -80,10 +80,13 @@ class ControlNode(Node):
     dot_shape = "component"
 
     def __init__(self, control: str, cond, bodies: tuple[Recording, ...], labels: tuple[str, ...],
-                 max_iterations=None):
+                 max_iterations=None, body_graphs=()):
         self.control = control
         self.cond = cond
         self.bodies = tuple(bodies)
+        # weak references to the graphs the bodies were taken from: a graph refuses a
+        # control node whose bodies (or nested ones) are its own recording
+        self.body_graphs = tuple(body_graphs)
         self.body_labels = tuple(labels)
         self.max_iterations = max_iterations
         reads: dict[str, Any] = {}
@@ -103,9 +106,14 @@ class ControlNode(Node):
             into[key] = a
             return key
 
+        # as for a graph's capacity: when a body node is sized, only sized nodes' arrays are
+        # the control node's per-sample ones (an opaque node's flag or counter does not
+        # bound the capacity)
+        any_sized = any(node.sized for rec in self.bodies for node in rec.nodes)
         for rec in self.bodies:
             for node in rec.nodes:
-                per_sample = {name for name, _ in node.named_sample_arrays()}
+                per_sample = ({name for name, _ in node.named_sample_arrays()}
+                              if node.sized or not any_sized else set())
                 for name, a, is_write in node.accesses():   # an update: a read and a write
                     key = put(writes if is_write else reads, name, a)
                     if name not in per_sample:
@@ -146,22 +154,25 @@ def while_loop(cond: Mapping[str, Any], body, *, max_iterations: int | None = No
     if max_iterations is not None and (isinstance(max_iterations, bool) or not isinstance(max_iterations, int)
                                        or max_iterations < 1):
         raise ValueError(f"while_loop(): max_iterations is a positive int or None, got {max_iterations!r}")
-    return ControlNode("while", c, (_body(body, "while_loop(): body"),), ("body",), max_iterations)
+    rec, src = _body(body, "while_loop(): body")
+    return ControlNode("while", c, (rec,), ("body",), max_iterations, (src,))
 
 
 def if_else(cond: Mapping[str, Any], then, otherwise=None) -> ControlNode:
     """A node that runs ``then`` when ``cond[0]`` is true, else ``otherwise`` (nothing when it
     is None): ``if cond[0]: then else: otherwise``."""
     c = _condition(cond, "if_else()")
-    bodies = [_body(then, "if_else(): then")]
+    made = [_body(then, "if_else(): then")]
     labels = ["then"]
     if otherwise is not None:
-        bodies.append(_body(otherwise, "if_else(): otherwise"))
+        made.append(_body(otherwise, "if_else(): otherwise"))
         labels.append("otherwise")
-    return ControlNode("if_else", c, tuple(bodies), tuple(labels))
+    return ControlNode("if_else", c, tuple(r for r, _ in made), tuple(labels),
+                       body_graphs=tuple(g for _, g in made))
 
 
 def subgraph(graph) -> ControlNode:
     """A node that runs the recorded ``graph`` in place, once per replay (its nodes in their
     order, on the outer graph's team and logical size)."""
-    return ControlNode("subgraph", None, (_body(graph, "subgraph()"),), ("graph",))
+    rec, src = _body(graph, "subgraph()")
+    return ControlNode("subgraph", None, (rec,), ("graph",), body_graphs=(src,))
