@@ -68,7 +68,29 @@ def _body(graph, what):
     rec = graph._body_recording(what)   # refused while the graph is being launched
     if not len(rec):
         raise ValueError(f"{what} is an empty graph: record its nodes before making the control node")
+    found = _collective_in(rec)
+    if found is not None:
+        # ranks whose conditions differ would wait for ever in the collective: refused
+        # (docs/scale_out.md, "Control flow and collectives")
+        raise ValueError(
+            f"{what} holds the collective {found}; a collective inside a control-flow body would hang "
+            "when the ranks' conditions differ. Record collectives outside the body, and make the "
+            "condition agree over the ranks: an allreduce (op='max' or 'min') of the condition array, "
+            "recorded before the control node, gives every rank the same cond[0]")
     return rec, weakref.ref(graph)
+
+
+def _collective_in(rec, prefix=""):
+    """``'allreduce' node 'sum'`` (with its body path) of the first collective in rec, its
+    nested bodies included; or None."""
+    for node, name in zip(rec.nodes, rec.names):
+        if node.collective:
+            return f"{node.collective} node {prefix + name!r}"
+        for body in node.bodies:
+            found = _collective_in(body, f"{prefix}{name}/")
+            if found is not None:
+                return found
+    return None
 
 
 class ControlNode(Node):
