@@ -41,7 +41,7 @@ from eagle._errors import NotBuiltError
 from eagle._text import plural, with_article
 from eagle.cpu.backend import CpuBackend
 from eagle.look import dot
-from eagle.look.picture import render
+from eagle.look.picture import body_lines, render
 from eagle.nodes import (SIZE, SIZE_PTR, CudaKernelNode, NativeNode, Node, OpaqueNode, UfuncNode, allgather,
                          allreduce, bcast, compact, cuda_kernel, native, normal, opaque, random_bits, reorder,
                          sendrecv, subgraph, ufunc, uniform, while_loop, if_else)
@@ -493,7 +493,9 @@ class Graph(GraphCore):
         edges = [(d.src, d.dst, d.label) for d in rec.edges]
         # a stage wider than the terminal (80 columns when unknown) wraps onto continuation rows
         width = shutil.get_terminal_size((80, 24)).columns
-        return render(self._header(rec), rows, boxes, edges, self._stage_notes(rows), width=width)
+        text = render(self._header(rec), rows, boxes, edges, self._stage_notes(rows), width=width)
+        bodies = body_lines(rec)   # control nodes' bodies, each with its own stage rows
+        return text + "".join("\n" + line for line in bodies)
 
     def __repr__(self):
         return f"<{self._header()}>"

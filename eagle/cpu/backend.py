@@ -7,6 +7,7 @@ from eagle._errors import add_note
 from eagle._text import duration, with_article
 from eagle.cpu._executor import CpuPlan, get_num_threads, parallel_threshold_ns
 from eagle.cpu.fusion import fused_runs
+from eagle.look.picture import body_lines
 from eagle.record import hooks
 from eagle.record.backend import Backend
 from eagle.record.node import RunsAs
@@ -77,7 +78,11 @@ class CpuBackend(Backend):
             self._timed[k] = (recording.names[i], recording.stage_of[i], False)
         #: per timed node (the executor's span index): (name, stage, counted per call); a
         #: body's nodes are named "loop/step" and counted per call (once per iteration)
-        self.timed = tuple(self._timed)
+        self._timed = tuple(self._timed)
+
+    @property
+    def timed(self):
+        return self._timed
 
     @property
     def last_failure(self):
@@ -210,8 +215,13 @@ class CpuBackend(Backend):
                     sp.team_ns, sp.serial_ns = check["team_ns"], check["serial_ns"]
                     sp.verdict = _verdict_text(check, team)
                 stages.append(sp)
-        return Plan("cpu", n_threads, size, rec.capacity,
+        plan = Plan("cpu", n_threads, size, rec.capacity,
                     parallel_threshold_ns(n_threads) if n_threads > 1 else 0.0, stages)
+        lines = body_lines(rec, "  ")
+        if lines:
+            # executor.h: a control node's stage is the calling thread's, and so are its bodies'
+            plan.bodies = ["bodies (run in place on the calling thread, team 1, node after node):"] + lines
+        return plan
 
 
 def _specs(backend, rec, idx, logical_size, prefix):
