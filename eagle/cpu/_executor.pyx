@@ -109,6 +109,7 @@ cdef extern from "executor.h" nogil:
         int64_t logical_size
         int32_t num_threads
         int32_t has_opaque
+        int32_t has_control
         const int64_t *size_source
         int64_t capacity
         int32_t until_empty
@@ -342,8 +343,8 @@ cdef class CpuPlan(CompiledLaunch):
     A spec of kind "control" (a control-flow node, ``eagle.record.control``) has for work
     a tuple ``(control, cond, bodies, max_iterations, name, span_bases)``: control
     "while", "if_else" or "subgraph"; cond the one-element condition array (or None);
-    bodies the CpuPlan of each body (run in place, node after node, on the thread that
-    runs the node: its stage must have the serial policy); max_iterations an int or None;
+    bodies the CpuPlan of each body (run in place: on the thread that runs the node, or on
+    the team when the node's stage is on it, csrc/cpu/executor.h); max_iterations an int or None;
     span_bases the profile's node index of each body's first node.
 
     ``tiles``: per stage, 0, or the tile (in samples) of a fused run: a stage whose
@@ -447,10 +448,12 @@ cdef class CpuPlan(CompiledLaunch):
         control, cond, bodies, max_iterations, name, span_bases = work
         cdef eagle_control *c = <eagle_control *>calloc(1, sizeof(eagle_control))
         cdef CpuPlan body
+        cdef int32_t j
         if c == NULL:
             raise MemoryError()
         node.kind = EAGLE_NODE_CONTROL
         node.user_data = c
+        self.plan.has_control = 1
         c.control = {"while": EAGLE_CONTROL_WHILE, "if_else": EAGLE_CONTROL_IF_ELSE,
                      "subgraph": EAGLE_CONTROL_SUBGRAPH}[control]
         if cond is not None:
@@ -466,6 +469,10 @@ cdef class CpuPlan(CompiledLaunch):
             if body.plan.has_opaque:
                 c.has_opaque = 1
                 self.plan.has_opaque = 1
+            for j in range(body.plan.n_nodes):
+                # split work in a body: the team choice may put the control node's stage on the team
+                if body.plan.nodes[j].split or body.plan.nodes[j].kind == EAGLE_NODE_TEAM:
+                    node.split = 1
         c.max_iterations = -1 if max_iterations is None else max_iterations
         name_bytes = name.encode("utf-8", "backslashreplace").replace(b"\0", b"?")
         c.name = name_bytes

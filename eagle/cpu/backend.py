@@ -43,10 +43,8 @@ class CpuBackend(Backend):
         def logical_size():
             return me()._plan.logical_size
 
-        # a stage holding a control node runs on the calling thread (its bodies run there,
-        # node after node: csrc/cpu/executor.h)
-        policies = ["serial" if any(nodes[i].runs_as is RunsAs.CONTROL for i in idx) else p
-                    for idx, p in zip(recording.rows, policies)]
+        # a control node's bodies run where its stage runs: on the calling thread, or on
+        # the team, every body stage shared by it (csrc/cpu/executor.h)
         # consecutive stages of sample-local nodes run as one stage, tile by tile (fusion.py)
         self._runs = fused_runs(recording, policies, fuse)
         # what the profile names each timed node: the graph's nodes (plan order), then the
@@ -220,7 +218,8 @@ class CpuBackend(Backend):
         lines = body_lines(rec, "  ")
         if lines:
             # executor.h: a control node's stage is the calling thread's, and so are its bodies'
-            plan.bodies = ["bodies (run in place on the calling thread, team 1, node after node):"] + lines
+            plan.bodies = ["bodies (run in place on their control node's team: its stage's team "
+                           "above, every body stage shared by it):"] + lines
         return plan
 
 

@@ -243,7 +243,7 @@ class Profile:
     def _node_times(records, i, per_call=False):
         """Node i's time in each replay it ran (first start to last end over the
         threads), its time summed over threads, and how many threads ran it. per_call
-        (a control node's body node, run on one thread): each call's time (an iteration)."""
+        (a control node's body node): each call's time (an iteration), over the threads."""
         per_replay, thread_total, threads = [], 0.0, set()
         for r in records:
             parts = [(k, lane[lane["node"] == i]) for k, (_, lane) in enumerate(r.lanes)]
@@ -254,7 +254,15 @@ class Profile:
             sp = np.concatenate([p for _, p in parts])
             thread_total += float((sp["t1"] - sp["t0"]).sum())
             if per_call:
-                per_replay.append(sp["t1"] - sp["t0"])
+                # on a team every thread times its part of each iteration: a lane's k-th call
+                # of a replay is iteration k (every thread passes every iteration), so a call
+                # is (replay, k), first start to last end over the threads
+                keys = np.concatenate([_call_ordinals(p["replay"]) for _, p in parts])
+                order = np.lexsort((keys, sp["replay"]))
+                key = np.stack([sp["replay"][order], keys[order]])
+                starts = np.flatnonzero(np.r_[True, (key[:, 1:] != key[:, :-1]).any(axis=0)])
+                per_replay.append(np.maximum.reduceat(sp["t1"][order], starts)
+                                  - np.minimum.reduceat(sp["t0"][order], starts))
                 continue
             order = np.argsort(sp["replay"], kind="stable")
             rep = sp["replay"][order]
@@ -367,3 +375,14 @@ def profile(max_spans: int = 1_000_000) -> Profile:
 
 
 _core.register_observer(launch_record=launch_record)
+
+
+def _call_ordinals(replays):
+    """For one lane's spans of one node, in the lane's order: each span's ordinal among
+    those of its replay (0, 1, ... per replay)."""
+    n = len(replays)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    starts = np.flatnonzero(np.r_[True, replays[1:] != replays[:-1]])
+    first = np.repeat(starts, np.diff(np.r_[starts, n]))
+    return np.arange(n) - first

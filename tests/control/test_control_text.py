@@ -25,7 +25,9 @@ def test_picture_and_plan_show_the_body_stages():
     assert "{loop}" in text
     assert "{loop} while on 'left', at most 10 iterations\n  body:\n    stage 0  (step) <dec>" in text
     plan = str(g.plan())
-    assert "team 1   (serial  )" in plan and "      stage 0  (step)" in plan
+    # the loop's stage has its own team choice (auto): its bodies run on its team
+    assert "team 1   (auto    )    cost not measured yet   {loop}" in plan
+    assert "      stage 0  (step)" in plan
 
 
 def test_profile_counts_body_nodes_per_iteration():

@@ -199,7 +199,7 @@ else:
 g = Graph()
 g.add_node(native(ek.copy(), reads={"x": x}, writes={"y": y}), "before")
 g.add_node(while_loop({"more": more}, body), "loop")
-g.build()
+g.build(teams=sys.argv[3])
 print("ready", flush=True)
 try:
     g.launch(1)
@@ -209,11 +209,14 @@ except KeyboardInterrupt as e:
 
 
 @pytest.mark.skipif(os.name != "posix", reason="needs POSIX signals")
-@pytest.mark.parametrize("body,threads", [("native", 1), ("native", 2), ("opaque", 1), ("opaque", 2)])
-def test_ctrl_c_stops_an_endless_loop(body, threads):
+@pytest.mark.parametrize("body,threads,teams", [("native", 1, "auto"), ("native", 2, "auto"),
+                                                ("opaque", 1, "auto"), ("opaque", 2, "auto"),
+                                                ("native", 2, "parallel"), ("opaque", 3, "parallel")])
+def test_ctrl_c_stops_an_endless_loop(body, threads, teams):
+    # "parallel": the loop runs on the team (every thread in it, thread 0 polling signals)
     env = dict(os.environ, PYTHONPATH=EAGLE_ROOT)
     env.pop("OMP_NUM_THREADS", None)
-    p = subprocess.Popen([sys.executable, "-c", LONG_LOOP, body, str(threads)], stdout=subprocess.PIPE,
+    p = subprocess.Popen([sys.executable, "-c", LONG_LOOP, body, str(threads), teams], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert p.stdout.readline().strip() == "ready"
