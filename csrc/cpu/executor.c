@@ -1108,11 +1108,14 @@ static int run_control_team(team_state *ts, eagle_plan *plan, const eagle_node *
     }
     int32_t d;
     for (;;) {
+        /* two slots, by iteration parity: after a last body stage thread 0 ran alone (no
+         * barrier after it) thread 0 writes the next decision while another thread may
+         * not have read this one yet */
         if (tid == 0)
-            c->team_decision = control_team_decide(plan, c, it, barriers, &clk, gil);
+            c->team_decision[it & 1] = control_team_decide(plan, c, it, barriers, &clk, gil);
         #pragma omp barrier
         ++barriers;
-        d = c->team_decision;
+        d = c->team_decision[it & 1];
         if (d <= 0)
             break;
         if (run_body_team(ts, c, d - 1, it, tid, nt, gil, lane, &barriers) < 0) {

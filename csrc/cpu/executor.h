@@ -235,9 +235,9 @@ typedef struct eagle_control {
     int32_t failed_why, failed_body, failed_node;
     int64_t failed_iteration;
     /* a run on the team (above): thread 0's decision (0 done, -1 failed, 1 + the body
-     * to run), the inner barrier count at the first failure (INT64_MAX: none) and the
-     * kept exception (owned while set) */
-    int32_t team_decision;
+     * to run; two slots, by iteration parity), the inner barrier count at the first
+     * failure (INT64_MAX: none) and the kept exception (owned while set) */
+    int32_t team_decision[2];
     int64_t team_failed_at;
     PyObject *team_exc[3];
 } eagle_control;

@@ -251,3 +251,30 @@ def test_progress_is_called_inside_a_long_loop(monkeypatch, threads, teams):
     g.launch(1, progress=True)
     assert left[0] == 0
     assert seen.count(0) >= 2, seen
+
+
+RACE = r"""
+import numpy as np, eagle
+from eagle.graph import Graph, subgraph, while_loop, opaque
+eagle.set_num_threads(2)
+left = np.zeros(1, np.int64)
+for t in range(1500):
+    # a body whose last stage is one unsplit node: thread 0 runs it and decides again at once
+    b = Graph(); b.add_node(opaque(lambda: left.__setitem__(0, left[0] - 1), writes={"left": left}), "dec")
+    g = Graph()
+    g.add_node(subgraph(b), "s")
+    g.add_node(opaque(lambda: left.__setitem__(0, 2), writes={"left": left}), "arm")
+    g.add_node(while_loop({"left": left}, b), "loop")
+    g.build(teams="parallel").launch(1)
+print("done", flush=True)
+"""
+
+
+def test_a_body_ending_in_a_node_thread_0_runs_alone_does_not_hang():
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(eagle.__file__))))
+    env.pop("OMP_NUM_THREADS", None)
+    out = subprocess.run([sys.executable, "-c", RACE], capture_output=True, text=True, timeout=120, env=env)
+    assert out.stdout.strip() == "done", out.stderr
