@@ -41,10 +41,10 @@ from eagle._errors import NotBuiltError
 from eagle._text import plural, with_article
 from eagle.cpu.backend import CpuBackend
 from eagle.look import dot
-from eagle.look.picture import render
+from eagle.look.picture import body_lines, render
 from eagle.nodes import (SIZE, SIZE_PTR, CudaKernelNode, NativeNode, Node, OpaqueNode, UfuncNode, allgather,
                          allreduce, bcast, compact, cuda_kernel, native, normal, opaque, random_bits, reorder,
-                         sendrecv, ufunc, uniform)
+                         sendrecv, subgraph, ufunc, uniform, while_loop, if_else)
 from eagle.record import hooks
 from eagle.record.memory import leading_length
 from eagle.record.plan import Plan, StagePlan
@@ -52,7 +52,7 @@ from eagle.record.recording import Recording
 from eagle.record.staging import GroupConflict, Stager
 
 __all__ = ["Graph", "Node", "opaque", "native", "ufunc", "cuda_kernel", "SIZE", "SIZE_PTR", "compact", "reorder",
-           "random_bits", "uniform", "normal", "NotBuiltError", "GroupConflict", "Plan", "StagePlan", "Recording", "allreduce", "allgather", "bcast",
+           "random_bits", "uniform", "normal", "while_loop", "if_else", "subgraph", "NotBuiltError", "GroupConflict", "Plan", "StagePlan", "Recording", "allreduce", "allgather", "bcast",
            "sendrecv"]
 
 
@@ -184,6 +184,13 @@ class Graph(GraphCore):
                 # samples past the new logical size
                 raise ValueError("record reorder() before compact(): a partition after the compaction "
                                  "would still see the replay's old range")
+            for node in nodes:
+                if node.bodies:
+                    path = self._control_cycle(node)
+                    if path is not None:
+                        raise ValueError(f"this {node.kind} node{' (through ' + path[1:] + ')' if path else ''} "
+                                         "runs a body recorded from this very graph; a graph cannot "
+                                         "hold its own recording: record the body into a graph of its own")
             final, suffixes = self._assign_names(nodes, names)
             accesses = [Stager.accesses(n) for n in nodes]
             if group:
@@ -263,6 +270,29 @@ class Graph(GraphCore):
         return Recording(self._nodes[:n], names, self._stager.stage_of[:n], edges, n_groups=self._n_groups,
                          capacity=capacity, capacity_bound_by=bound_by,
                          logical_size=self._logical_size_for(capacity))
+
+    def _body_recording(self, what):
+        """The recording a control node (``eagle.record.control``) takes as its body:
+        refused while this graph is being launched (or built, retuned, recorded into),
+        on any thread: its nodes are mid-run."""
+        if self._holder is not None:
+            raise RuntimeError(f"{what}: this graph is being launched (or built or recorded into) right "
+                               "now; a body is a recorded graph that is not itself running: make the "
+                               "control node before or after its launch")
+        return self.recording()
+
+    def _control_cycle(self, node, depth=0):
+        """The name path of a body of ``node`` (or of a body nested in one) taken from this
+        graph, or None: a graph cannot run its own recording inside itself."""
+        for ref, rec in zip(node.body_graphs, node.bodies):
+            if ref() is self:
+                return ""
+            for inner, name in zip(rec.nodes, rec.names):
+                if inner.bodies:
+                    path = self._control_cycle(inner, depth + 1)
+                    if path is not None:
+                        return f"/{name}{path}"
+        return None
 
     @property
     def stages(self) -> list[list[str]]:
@@ -474,7 +504,9 @@ class Graph(GraphCore):
         edges = [(d.src, d.dst, d.label) for d in rec.edges]
         # a stage wider than the terminal (80 columns when unknown) wraps onto continuation rows
         width = shutil.get_terminal_size((80, 24)).columns
-        return render(self._header(rec), rows, boxes, edges, self._stage_notes(rows), width=width)
+        text = render(self._header(rec), rows, boxes, edges, self._stage_notes(rows), width=width)
+        bodies = body_lines(rec)   # control nodes' bodies, each with its own stage rows
+        return text + "".join("\n" + line for line in bodies)
 
     def __repr__(self):
         return f"<{self._header()}>"

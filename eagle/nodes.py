@@ -5,7 +5,8 @@ arrays only (``native``: NumPy; ``cuda_kernel``: CUDA). ``ufunc``, ``compact``
 and ``reorder`` pick the node kind of the device their arrays are on: the cpu
 kind (``eagle.cpu``) for NumPy arrays, the cuda kind (``eagle.cuda``) for CuPy
 and other ``__cuda_array_interface__`` arrays. Collectives (``allreduce``...)
-are ``eagle.mpi``'s. The cuda modules are imported only when CUDA arrays are
+are ``eagle.mpi``'s; control flow (``while_loop``, ``if_else``, ``subgraph``) is
+``eagle.record.control``'s. The cuda modules are imported only when CUDA arrays are
 given.
 """
 from __future__ import annotations
@@ -15,14 +16,16 @@ from eagle.cpu.native_node import NativeNode, native
 from eagle.cpu.ufunc_node import UfuncNode, cpu_ufunc
 from eagle.cuda.kernel_nodes import SIZE, SIZE_PTR, CudaKernelNode, cuda_kernel
 from eagle.mpi import allgather, allreduce, bcast, sendrecv  # collective nodes (mpi4py on first use)
+from eagle.record.control import ControlNode, if_else, subgraph, while_loop
 from eagle.record.memory import array_kind
 from eagle.record.node import Node, OpaqueNode, opaque
 from eagle.record.random import BITS, NORMAL, UNIFORM, random_spec
 from eagle.record.ufunc_operands import parse_operands, parse_where, real_ufunc, updated_names
 
 __all__ = ["Node", "OpaqueNode", "NativeNode", "UfuncNode", "PartitionNode", "CudaKernelNode",
-           "opaque", "native", "ufunc", "cuda_kernel", "SIZE", "SIZE_PTR", "compact", "reorder",
-           "random_bits", "uniform", "normal", "allreduce", "allgather", "bcast", "sendrecv"]
+           "ControlNode", "opaque", "native", "ufunc", "cuda_kernel", "SIZE", "SIZE_PTR", "compact", "reorder",
+           "random_bits", "uniform", "normal", "allreduce", "allgather", "bcast", "sendrecv",
+           "while_loop", "if_else", "subgraph"]
 
 
 def _on_cuda(a) -> bool:

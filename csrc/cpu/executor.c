@@ -318,6 +318,157 @@ static void record_span(eagle_profile_lane *lane, int32_t node, int32_t phase, i
         }                                                    \
     } while (0)
 
+/* ---- control-flow nodes (eagle_control; executor.h) ---------------------- */
+
+static inline int control_cond(const eagle_control *c)
+{
+    switch (c->cond_size) {
+    case 1: return *(const volatile uint8_t *)c->cond != 0;
+    case 2: return *(const volatile uint16_t *)c->cond != 0;
+    case 4: return *(const volatile uint32_t *)c->cond != 0;
+    default: return *(const volatile uint64_t *)c->cond != 0;
+    }
+}
+
+static int report_progress(eagle_plan *plan, int64_t done);
+
+/* Holding the GIL, at a signal check inside a while loop of `plan`'s: the launch's
+ * progress callback, told the replays completed so far (the loop is inside the next).
+ * -1 if it raised. */
+static int control_progress(eagle_plan *plan)
+{
+    if (plan->progress == NULL)
+        return 0;
+    return report_progress(plan, (int64_t)(thread_replay - plan->replay_base));
+}
+
+/* Signals (and progress) inside a long while loop, as between replays: -1 with the
+ * error set. Without the GIL, it is taken for the check only. */
+static int control_poll(eagle_plan *plan, signal_clock *clk, int gil_held)
+{
+    if (!signal_clock_due(clk))
+        return 0;
+    int rc;
+    if (gil_held) {
+        rc = PyErr_CheckSignals();
+        if (rc == 0)
+            rc = control_progress(plan);
+        if (rc == 0) {
+            /* let other Python threads run, as the replay loops do */
+            Py_BEGIN_ALLOW_THREADS
+            Py_END_ALLOW_THREADS
+        }
+    } else {
+        PyGILState_STATE g = PyGILState_Ensure();
+        rc = PyErr_CheckSignals();
+        if (rc == 0)
+            rc = control_progress(plan);
+        PyGILState_Release(g);
+    }
+    return rc;
+}
+
+/* Before a control node runs: its bodies follow the outer plan (its logical size, a
+ * retune or a compaction; its profile, progress callback and replay count). */
+static void control_prepare(const eagle_plan *plan, eagle_control *c)
+{
+    c->failed_why = EAGLE_CONTROL_OK;
+    for (int32_t b = 0; b < c->n_bodies; ++b) {
+        eagle_plan *body = c->bodies[b];
+        body->logical_size = plan->logical_size;
+        body->profile = plan->profile;
+        body->progress = plan->progress;
+        body->replay_base = plan->replay_base;
+    }
+}
+
+static int run_control(eagle_plan *plan, const eagle_node *node, int gil_held, eagle_profile_lane *lane);
+
+/* One pass over a body's stages on this thread, every node whole. */
+static int run_body(eagle_plan *body, int32_t base, int gil_held, eagle_profile_lane *lane,
+                    int32_t *failed_node)
+{
+    const int64_t size = body->logical_size;
+    for (int32_t i = 0; i < body->n_nodes; ++i) {
+        const eagle_node *n = &body->nodes[i];
+        if (n->kind == EAGLE_NODE_NATIVE) {
+            TIMED(lane, base + i, 0, call_native(n, 0, size));
+        } else if (n->kind == EAGLE_NODE_OPAQUE) {
+            int rc;
+            TIMED(lane, base + i, 0, rc = call_opaque(n));   /* gil_held: has_opaque */
+            if (rc < 0) {
+                *failed_node = i;
+                return -1;
+            }
+        } else if (n->kind == EAGLE_NODE_TEAM) {
+            for (int32_t p = 0; p < n->n_phases; ++p)
+                TIMED(lane, base + i, p, call_team(n, p, 0, 1, size));
+        } else {
+            int rc;
+            TIMED(lane, base + i, 0, rc = run_control(body, n, gil_held, lane));
+            if (rc < 0) {
+                *failed_node = i;
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Run control node `node` of `plan` on this thread: 0, or -1 with the Python error set
+ * on this thread and the node's failed_* fields saying where. gil_held: whether the
+ * caller holds the GIL (always, when the bodies hold an opaque node). */
+static int run_control(eagle_plan *plan, const eagle_node *node, int gil_held, eagle_profile_lane *lane)
+{
+    eagle_control *c = (eagle_control *)node->user_data;
+    control_prepare(plan, c);
+    int32_t b = 0;
+    int64_t it = 0;
+    int32_t failed = -1;
+    if (c->control == EAGLE_CONTROL_WHILE) {
+        signal_clock clk;
+        signal_clock_init(&clk);
+        while (control_cond(c)) {
+            if (c->max_iterations >= 0 && it >= c->max_iterations) {
+                PyGILState_STATE g = PyGILState_UNLOCKED;
+                if (!gil_held)
+                    g = PyGILState_Ensure();
+                PyErr_Format(PyExc_RuntimeError,
+                             "while_loop node '%s' reached max_iterations=%lld with its condition "
+                             "still true", c->name, (long long)c->max_iterations);
+                if (!gil_held)
+                    PyGILState_Release(g);
+                c->failed_why = EAGLE_CONTROL_LIMIT;
+                c->failed_iteration = it;
+                return -1;
+            }
+            if (run_body(c->bodies[0], c->span_base[0], gil_held, lane, &failed) < 0)
+                goto raised;
+            ++it;
+            if (control_poll(plan, &clk, gil_held) < 0) {
+                c->failed_why = EAGLE_CONTROL_INTERRUPTED;
+                c->failed_iteration = it;
+                return -1;
+            }
+        }
+        return 0;
+    }
+    if (c->control == EAGLE_CONTROL_IF_ELSE && !control_cond(c)) {
+        if (c->n_bodies < 2)
+            return 0;
+        b = 1;
+    }
+    if (run_body(c->bodies[b], c->span_base[b], gil_held, lane, &failed) < 0)
+        goto raised;
+    return 0;
+raised:
+    c->failed_why = EAGLE_CONTROL_RAISED;
+    c->failed_body = b;
+    c->failed_node = failed;
+    c->failed_iteration = it;
+    return -1;
+}
+
 /* ---- fused runs (eagle_stage.tile > 0; executor.h) ----------------------- */
 
 /* Samples [lo, hi) of the fused run `st`, tile by tile: every node over one tile,
@@ -327,7 +478,7 @@ static void record_span(eagle_profile_lane *lane, int32_t node, int32_t phase, i
  * then each node's calls are summed, and the lane gets one span per node, the sums
  * laid end to end from the run's start. */
 static void run_tiles(const eagle_plan *plan, const eagle_stage *st, int64_t lo, int64_t hi,
-                      eagle_profile_lane *lane, double *sum_ns)
+                      eagle_profile_lane *lane, double *sum_ns, int32_t span_base)
 {
     const eagle_node *nodes = plan->nodes + st->first;
     const int32_t count = st->count;
@@ -358,7 +509,7 @@ static void run_tiles(const eagle_plan *plan, const eagle_stage *st, int64_t lo,
     int64_t t0 = t_start;
     for (int32_t k = 0; k < count; ++k) {
         if (lane != NULL)
-            record_span_at(lane, st->first + k, 0, t0, t0 + sums[k]);
+            record_span_at(lane, span_base + st->first + k, 0, t0, t0 + sums[k]);
         t0 += sums[k];
         if (sum_ns != NULL)
             sum_ns[k] = (double)sums[k];
@@ -416,7 +567,7 @@ static inline int end_of_replay(eagle_plan *plan, int64_t replay)
  * measure is set (the cheapest time is kept; when the team choice asks for it,
  * eagle_choice_replace_costs, this replay's time replaces the old one). Opaque
  * nodes are called directly: the caller holds the GIL when the plan has any. */
-static EAGLE_ALWAYS_INLINE int run_replay_serial(eagle_plan *plan, int measure,
+static EAGLE_ALWAYS_INLINE int run_replay_serial(eagle_plan *plan, int measure, int gil_held,
                                                  eagle_profile_lane *lane, int32_t *failed_node)
 {
     int fresh = measure && eagle_choice_replace_costs(&plan->choice);
@@ -424,7 +575,7 @@ static EAGLE_ALWAYS_INLINE int run_replay_serial(eagle_plan *plan, int measure,
         const eagle_stage *st = &plan->stages[s];
         if (st->tile > 0) {
             double sums[EAGLE_FUSED_MAX_NODES];
-            run_tiles(plan, st, 0, plan->logical_size, lane, measure ? sums : NULL);
+            run_tiles(plan, st, 0, plan->logical_size, lane, measure ? sums : NULL, 0);
             if (measure)
                 for (int32_t k = 0; k < st->count; ++k)
                     eagle_choice_node_timed(plan, &plan->nodes[st->first + k], sums[k], fresh);
@@ -443,6 +594,13 @@ static EAGLE_ALWAYS_INLINE int run_replay_serial(eagle_plan *plan, int measure,
             } else if (n->kind == EAGLE_NODE_TEAM) {
                 for (int32_t p = 0; p < n->n_phases; ++p)
                     TIMED(lane, i, p, call_team(n, p, 0, 1, plan->logical_size));
+            } else if (n->kind == EAGLE_NODE_CONTROL) {
+                int rc;
+                TIMED(lane, i, 0, rc = run_control(plan, n, gil_held, lane));
+                if (rc < 0) {
+                    *failed_node = i;
+                    return -1;
+                }
             } else {
                 TIMED(lane, i, 0, call_native(n, 0, plan->logical_size));
             }
@@ -476,7 +634,7 @@ static EAGLE_ALWAYS_INLINE int serial_gil_loop(eagle_plan *plan, int64_t r0, int
             lane->replay = r;
         if (plan->has_fused) {
             int32_t failed;
-            if (run_replay_serial(plan, 0, lane, &failed) < 0) {
+            if (run_replay_serial(plan, 0, 1, lane, &failed) < 0) {
                 failure->node = failed;
                 failure->replay = r;
                 return -1;
@@ -494,9 +652,17 @@ static EAGLE_ALWAYS_INLINE int serial_gil_loop(eagle_plan *plan, int64_t r0, int
                 }
             } else if (node->kind == EAGLE_NODE_NATIVE) {
                 TIMED(lane, i, 0, call_native(node, 0, size));
-            } else {
+            } else if (node->kind == EAGLE_NODE_TEAM) {
                 for (int32_t p = 0; p < node->n_phases; ++p)
                     TIMED(lane, i, p, call_team(node, p, 0, 1, size));
+            } else {
+                int rc;
+                TIMED(lane, i, 0, rc = run_control(plan, node, 1, lane));
+                if (rc < 0) {
+                    failure->node = i;
+                    failure->replay = r;
+                    return -1;
+                }
             }
         }
         if (end_of_replay(plan, r))
@@ -534,7 +700,7 @@ static int replay_serial_gil(eagle_plan *plan, int64_t r0, int64_t r1, int measu
             set_thread_replay(plan, r);
             if (lane != NULL)
                 lane->replay = r;
-            if (run_replay_serial(plan, 1, lane, &failure->node) < 0) {
+            if (run_replay_serial(plan, 1, 1, lane, &failure->node) < 0) {
                 failure->replay = r;
                 return -1;
             }
@@ -560,14 +726,20 @@ static EAGLE_ALWAYS_INLINE int serial_nogil_loop(eagle_plan *plan, int64_t r0, i
 {
     signal_clock clock;
     signal_clock_init(&clock);
-    int32_t unused;
+    int32_t failed;
     int rc = 0;
     PyThreadState *save = PyEval_SaveThread();
     for (int64_t r = r0; r < r1; ++r) {
         set_thread_replay(plan, r);
         if (lane != NULL)
             lane->replay = r;
-        run_replay_serial(plan, measure, lane, &unused);
+        /* fails only in a control node (an iteration limit, Ctrl-C inside a loop) */
+        if (run_replay_serial(plan, measure, 0, lane, &failed) < 0) {
+            failure->node = failed;
+            failure->replay = r;
+            rc = -1;
+            break;
+        }
         if (end_of_replay(plan, r))
             break;
         if (signal_clock_due(&clock)) {
@@ -716,36 +888,71 @@ static void record_stop(team_state *ts, int64_t barriers, int64_t replays_done)
     }
 }
 
-/* This thread's part of phase `phase` of a stage run by a team of nt threads.
+/* A control node on the launching thread inside the parallel region: with the GIL
+ * for the whole node when its bodies hold opaque nodes. On failure returns -1
+ * holding the GIL, the error set (as an opaque node's failure does). */
+static int run_control_in_team(eagle_plan *plan, const eagle_node *node, gil_slot *gil,
+                               eagle_profile_lane *lane)
+{
+    const eagle_control *c = (const eagle_control *)node->user_data;
+    int rc;
+    if (c->has_opaque)
+        gil_take(gil);
+    TIMED(lane, (int32_t)(node - plan->nodes), 0, rc = run_control(plan, node, c->has_opaque, lane));
+    if (rc < 0) {
+        if (!c->has_opaque)
+            gil_take(gil);
+        return -1;
+    }
+    if (c->has_opaque)
+        gil_drop(gil);
+    return 0;
+}
+
+static int run_control_team(team_state *ts, eagle_plan *plan, const eagle_node *node, int tid, int nt,
+                            gil_slot *gil, eagle_profile_lane *lane);
+
+/* This thread's part of phase `phase` of a stage of `plan` (the launch's, or a body's
+ * whose profile span indexes start at span_base) run by a team of nt threads.
  * Phase 0 holds every node: split native nodes take their slice of
  * [0, logical_size), unsplit and opaque nodes are dealt out round-robin, team
- * nodes run their phase 0. Later phases belong to team nodes only. */
-static int run_stage_share(team_state *ts, const eagle_stage *st, int32_t phase, int tid, int nt,
-                           gil_slot *gil, eagle_profile_lane *lane, int32_t *failed_node)
+ * nodes run their phase 0, control nodes are entered by every thread (their bodies
+ * run on the team). Later phases belong to team nodes only. */
+static int run_stage_share(team_state *ts, eagle_plan *plan, int32_t span_base, const eagle_stage *st,
+                           int32_t phase, int tid, int nt, gil_slot *gil, eagle_profile_lane *lane,
+                           int32_t *failed_node)
 {
-    eagle_plan *plan = ts->plan;
     int64_t n = plan->logical_size;
     int32_t unsplit = 0;
     if (st->tile > 0) {
-        run_tiles(plan, st, split_bound(n, tid, nt), split_bound(n, tid + 1, nt), lane, NULL);
+        run_tiles(plan, st, split_bound(n, tid, nt), split_bound(n, tid + 1, nt), lane, NULL, span_base);
         return 0;
     }
     for (int32_t i = st->first; i < st->first + st->count; ++i) {
         const eagle_node *node = &plan->nodes[i];
         if (node->kind == EAGLE_NODE_TEAM) {
-            TIMED(lane, i, phase, call_team(node, phase, tid, nt, n));
+            TIMED(lane, span_base + i, phase, call_team(node, phase, tid, nt, n));
             continue;
         }
         if (phase > 0)
             continue;
+        if (node->kind == EAGLE_NODE_CONTROL) {
+            int rc;
+            TIMED(lane, span_base + i, 0, rc = run_control_team(ts, plan, node, tid, nt, gil, lane));
+            if (rc < 0) {
+                *failed_node = i;
+                return -1;   /* thread 0 only, holding the GIL, the error set */
+            }
+            continue;
+        }
         if (node->kind == EAGLE_NODE_NATIVE && node->split) {
-            TIMED(lane, i, 0, call_native(node, split_bound(n, tid, nt), split_bound(n, tid + 1, nt)));
+            TIMED(lane, span_base + i, 0, call_native(node, split_bound(n, tid, nt), split_bound(n, tid + 1, nt)));
             continue;
         }
         if (unsplit++ % nt != tid)
             continue;
         if (node->kind == EAGLE_NODE_NATIVE) {
-            TIMED(lane, i, 0, call_native(node, 0, n));
+            TIMED(lane, span_base + i, 0, call_native(node, 0, n));
         } else {
             int rc;
             gil_take(gil);
@@ -754,7 +961,7 @@ static int run_stage_share(team_state *ts, const eagle_stage *st, int32_t phase,
                 *failed_node = i;
                 return -1;
             }
-            TIMED(lane, i, 0, rc = call_opaque(node));
+            TIMED(lane, span_base + i, 0, rc = call_opaque(node));
             if (rc < 0) {
                 *failed_node = i;
                 return -1;   /* returns holding the GIL, the error set */
@@ -765,13 +972,175 @@ static int run_stage_share(team_state *ts, const eagle_stage *st, int32_t phase,
     return 0;
 }
 
+/* ---- control nodes on the team (executor.h) ------------------------------- */
+
+/* A body stage one thread (thread 0) runs while the others go on: one unsplit node
+ * (opaque, or native and not split); two such stages in a row need no barrier. */
+static inline int body_stage_alone(const eagle_plan *body, const eagle_stage *st)
+{
+    if (st->tile > 0 || st->count != 1 || st->n_phases > 1)
+        return 0;
+    const eagle_node *n = &body->nodes[st->first];
+    return n->kind == EAGLE_NODE_OPAQUE || (n->kind == EAGLE_NODE_NATIVE && !n->split);
+}
+
+/* Holding the GIL with the error set: keep it in c as the team run's failure unless an
+ * earlier body node's is kept (several threads may fail between the same two
+ * barriers); the error is cleared. `at`: this thread's inner barrier count. */
+static void control_team_keep(eagle_control *c, int32_t why, int32_t body, int32_t node, int64_t it,
+                              int64_t at)
+{
+    #pragma omp critical(eagle_control_failure)
+    {
+        if (c->team_exc[0] == NULL || failure_rank(node) < failure_rank(c->failed_node)) {
+            Py_CLEAR(c->team_exc[0]);
+            Py_CLEAR(c->team_exc[1]);
+            Py_CLEAR(c->team_exc[2]);
+            PyErr_Fetch(&c->team_exc[0], &c->team_exc[1], &c->team_exc[2]);
+            c->failed_why = why;
+            c->failed_body = body;
+            c->failed_node = node;
+            c->failed_iteration = it;
+        } else {
+            PyErr_Clear();
+        }
+        if (at < c->team_failed_at)
+            c->team_failed_at = at;
+    }
+}
+
+/* Thread 0, before each iteration: 1 + the body to run, 0 (done) or -1 (a failure kept
+ * in c: a body node's in the last pass, the iteration limit, a signal, progress). */
+static int32_t control_team_decide(eagle_plan *plan, eagle_control *c, int64_t it, int64_t at,
+                                   signal_clock *clk, gil_slot *gil)
+{
+    if (c->team_failed_at != INT64_MAX)
+        return -1;   /* raised in the last body stage, which thread 0 ran alone */
+    if (c->control != EAGLE_CONTROL_WHILE) {
+        if (it > 0)
+            return 0;
+        if (c->control == EAGLE_CONTROL_IF_ELSE && !control_cond(c))
+            return c->n_bodies > 1 ? 2 : 0;
+        return 1;
+    }
+    if (it > 0 && signal_clock_due(clk)) {
+        gil_take(gil);
+        int rc = PyErr_CheckSignals();
+        if (rc == 0)
+            rc = control_progress(plan);
+        if (rc < 0) {
+            control_team_keep(c, EAGLE_CONTROL_INTERRUPTED, 0, -1, it, at);
+            gil_drop(gil);
+            return -1;
+        }
+        gil_drop(gil);
+    }
+    if (!control_cond(c))
+        return 0;
+    if (c->max_iterations >= 0 && it >= c->max_iterations) {
+        gil_take(gil);
+        PyErr_Format(PyExc_RuntimeError,
+                     "while_loop node '%s' reached max_iterations=%lld with its condition "
+                     "still true", c->name, (long long)c->max_iterations);
+        control_team_keep(c, EAGLE_CONTROL_LIMIT, 0, -1, it, at);
+        gil_drop(gil);
+        return -1;
+    }
+    return 1;
+}
+
+/* The barrier of a team run of a control node; after it, every thread leaves together
+ * if a failure was kept before it. */
+#define CONTROL_BARRIER_OR_LEAVE()                                          \
+    do {                                                                    \
+        _Pragma("omp barrier")                                              \
+        ++*barriers;                                                        \
+        if (eagle_load_i64(&c->team_failed_at) < *barriers)                 \
+            return -1;                                                      \
+    } while (0)
+
+/* One pass of every thread of the team over body b's stages (executor.h): 0, or -1 on
+ * every thread together when a failure was kept (in c). */
+static int run_body_team(team_state *ts, eagle_control *c, int32_t b, int64_t it, int tid, int nt,
+                         gil_slot *gil, eagle_profile_lane *lane, int64_t *barriers)
+{
+    eagle_plan *body = c->bodies[b];
+    const int32_t base = c->span_base[b];
+    int stopping = 0;   /* this thread failed: skip work until the next barrier (everyone leaves there) */
+    for (int32_t s = 0; s < body->n_stages; ++s) {
+        const eagle_stage *st = &body->stages[s];
+        const int alone = body_stage_alone(body, st);
+        if (s > 0 && !(alone && body_stage_alone(body, &body->stages[s - 1])))
+            CONTROL_BARRIER_OR_LEAVE();
+        for (int32_t p = 0; p < st->n_phases; ++p) {
+            if (p > 0)
+                CONTROL_BARRIER_OR_LEAVE();
+            if (stopping || (alone && tid != 0))
+                continue;
+            int32_t failed = -1;
+            if (run_stage_share(ts, body, base, st, p, tid, alone ? 1 : nt, gil, lane, &failed) < 0) {
+                control_team_keep(c, EAGLE_CONTROL_RAISED, b, failed, it, *barriers);
+                gil_drop(gil);
+                stopping = 1;
+            }
+        }
+    }
+    /* the next decision reads what the body wrote; thread 0 alone ran the last stage */
+    if (body->n_stages > 0 && !body_stage_alone(body, &body->stages[body->n_stages - 1]))
+        CONTROL_BARRIER_OR_LEAVE();
+    return 0;
+}
+
+/* Control node `node` of `plan`, entered by every thread of the team (executor.h).
+ * Returns 0, or -1 on thread 0 only, holding the GIL with the error set (as an opaque
+ * node's failure), the node's failed_* fields saying where; the other threads return
+ * 0 and leave at the launch's next barrier. */
+static int run_control_team(team_state *ts, eagle_plan *plan, const eagle_node *node, int tid, int nt,
+                            gil_slot *gil, eagle_profile_lane *lane)
+{
+    eagle_control *c = (eagle_control *)node->user_data;
+    signal_clock clk;
+    int64_t barriers = 0, it = 0;
+    if (tid == 0) {
+        control_prepare(plan, c);
+        c->team_failed_at = INT64_MAX;
+        signal_clock_init(&clk);
+    }
+    int32_t d;
+    for (;;) {
+        /* two slots, by iteration parity: after a last body stage thread 0 ran alone (no
+         * barrier after it) thread 0 writes the next decision while another thread may
+         * not have read this one yet */
+        if (tid == 0)
+            c->team_decision[it & 1] = control_team_decide(plan, c, it, barriers, &clk, gil);
+        #pragma omp barrier
+        ++barriers;
+        d = c->team_decision[it & 1];
+        if (d <= 0)
+            break;
+        if (run_body_team(ts, c, d - 1, it, tid, nt, gil, lane, &barriers) < 0) {
+            d = -1;
+            break;
+        }
+        ++it;
+    }
+    /* every thread has read the decision, or left at the same barrier: the struct is
+     * thread 0's again */
+    if (d == 0 || tid != 0)
+        return 0;
+    gil_take(gil);
+    PyErr_Restore(c->team_exc[0], c->team_exc[1], c->team_exc[2]);
+    c->team_exc[0] = c->team_exc[1] = c->team_exc[2] = NULL;
+    return -1;
+}
+
 /* Phase `phase` of a stage run by the calling thread alone. */
 static int run_stage_alone(team_state *ts, const eagle_stage *st, int32_t phase, gil_slot *gil,
                            eagle_profile_lane *lane, int32_t *failed_node)
 {
     eagle_plan *plan = ts->plan;
     if (st->tile > 0) {
-        run_tiles(plan, st, 0, plan->logical_size, lane, NULL);
+        run_tiles(plan, st, 0, plan->logical_size, lane, NULL, 0);
         return 0;
     }
     for (int32_t i = st->first; i < st->first + st->count; ++i) {
@@ -782,6 +1151,11 @@ static int run_stage_alone(team_state *ts, const eagle_stage *st, int32_t phase,
             continue;
         } else if (node->kind == EAGLE_NODE_NATIVE) {
             TIMED(lane, i, 0, call_native(node, 0, plan->logical_size));
+        } else if (node->kind == EAGLE_NODE_CONTROL) {
+            if (run_control_in_team(plan, node, gil, lane) < 0) {
+                *failed_node = i;
+                return -1;
+            }
         } else {
             int rc;
             gil_take(gil);
@@ -886,7 +1260,7 @@ static int replay_parallel(eagle_plan *plan, int64_t r0, int64_t r1, int timing,
                     int32_t failed_node = -1;
                     int rc;
                     if (st->team > 1)
-                        rc = run_stage_share(&ts, st, p, tid, nt, &gil, lane, &failed_node);
+                        rc = run_stage_share(&ts, plan, 0, st, p, tid, nt, &gil, lane, &failed_node);
                     else
                         rc = tid == 0 ? run_stage_alone(&ts, st, p, &gil, lane, &failed_node) : 0;
                     if (rc < 0) {
@@ -1050,7 +1424,8 @@ static int execute_replays(eagle_plan *plan, int64_t n_replays, eagle_failure *f
          * the team, then running with the teams it chose */
         int64_t stop;
         const int kind = eagle_choice_next_segment(plan, r, n_replays, &stop);
-        if (!ticking && stop - r > 1) {
+        /* a loop may run long inside one replay: its signal checks read the ticks too */
+        if (!ticking && (stop - r > 1 || plan->has_control)) {
             ticker_enter();
             ticking = 1;
         }

@@ -47,7 +47,7 @@
 extern "C" {
 #endif
 
-enum { EAGLE_NODE_OPAQUE = 0, EAGLE_NODE_NATIVE = 1, EAGLE_NODE_TEAM = 2 };
+enum { EAGLE_NODE_OPAQUE = 0, EAGLE_NODE_NATIVE = 1, EAGLE_NODE_TEAM = 2, EAGLE_NODE_CONTROL = 3 };
 
 typedef struct eagle_node {
     int kind;
@@ -59,7 +59,7 @@ typedef struct eagle_node {
     int32_t n_phases;
     char **data;
     const int64_t *strides;
-    void *user_data;
+    void *user_data;        /* control: its eagle_control */
     double cost_ns;         /* measured; per sample for split nodes; < 0: not yet */
 } eagle_node;
 
@@ -169,6 +169,9 @@ typedef struct eagle_plan {
     /* the graph's replays before this launch (g.replays); eagle_execute adds the
      * replays it completed. Random nodes draw replay replay_base + r at replay r. */
     uint64_t replay_base;
+    /* a node is a control node: a launch of one replay starts the signal ticker too (a
+     * loop inside it checks signals at its ticks) */
+    int32_t has_control;
 } eagle_plan;
 
 /* The replay (counted as replay_base) the calling thread is running in eagle_execute,
@@ -183,6 +186,61 @@ uint64_t eagle_thread_replay(void);
 void eagle_groups_max(eagle_plan *plan, int64_t *vals, int32_t count, int32_t at_launch);
 
 #define EAGLE_PROGRESS_EVERY_NS 100e6
+
+/* ---- control-flow nodes (eagle/record/control.py) ------------------------
+ * A control node (EAGLE_NODE_CONTROL, node->user_data an eagle_control) runs its
+ * bodies' plans in place, at the outer plan's logical size and replay. while: while
+ * cond is nonzero, body 0; if_else: body 0 if cond is nonzero, else body 1 (if any);
+ * subgraph: body 0 once.
+ *
+ * Where the bodies run follows the control node's stage (the bodies' stages have no
+ * team choice of their own: they take the control stage's):
+ * - stage on one thread: the bodies run on that thread, node after node (no team;
+ *   a fused run node after node too), holding the GIL for the whole node when a body
+ *   holds an opaque node;
+ * - stage on the team: every thread of the team enters the node together (as a team
+ *   kernel's phase); thread 0 evaluates cond[0] (and the iteration limit, signals,
+ *   progress) into `team_decision`, a barrier, then every thread runs the body's
+ *   stages as the outer stages run on the team (split native nodes divided, fused
+ *   runs tile by tile, other nodes dealt out, opaque nodes taking the GIL per call,
+ *   nested control nodes entered by all), with a barrier between two body stages
+ *   unless both are one unsplit node (thread 0 runs those), and one after the last
+ *   unless it is such a node; then the next decision. A failure is kept in the node
+ *   (`team_exc`, the earliest body node between two barriers) and every thread leaves
+ *   at the next barrier; thread 0 then returns it.
+ * A control node is `split` when a body (or a nested one) holds a split native or a
+ * team node: the team choice treats it as splittable (its cost is measured whole).
+ *
+ * Signals are checked inside a while loop as between replays (Ctrl-C stops it
+ * promptly, with or without the GIL), and the launch's progress callback is called
+ * there too (as progress(replays completed), at most every EAGLE_PROGRESS_EVERY_NS
+ * per plan level); max_iterations reached with cond still true raises RuntimeError.
+ * On a failure the node's `failed_*` fields say where (a body's failing node may
+ * itself be a control node: its own struct says further where). */
+enum { EAGLE_CONTROL_WHILE = 0, EAGLE_CONTROL_IF_ELSE = 1, EAGLE_CONTROL_SUBGRAPH = 2 };
+enum { EAGLE_CONTROL_OK = 0, EAGLE_CONTROL_RAISED = 1, EAGLE_CONTROL_LIMIT = 2,
+       EAGLE_CONTROL_INTERRUPTED = 3 };
+
+typedef struct eagle_control {
+    int32_t control;                /* EAGLE_CONTROL_* */
+    const void *cond;               /* the one-element condition, or NULL (subgraph) */
+    int32_t cond_size;              /* its item size in bytes: 1, 2, 4 or 8 */
+    struct eagle_plan *bodies[2];
+    int32_t n_bodies;
+    int32_t has_opaque;             /* a body (or a nested one) holds an opaque node */
+    int64_t max_iterations;         /* while: < 0 no limit */
+    int32_t span_base[2];           /* profile: the span node index of each body's node 0 */
+    const char *name;               /* the node's name, for the iteration-limit error */
+    /* out, on a failure: why (EAGLE_CONTROL_*), the body and its plan node, the iteration */
+    int32_t failed_why, failed_body, failed_node;
+    int64_t failed_iteration;
+    /* a run on the team (above): thread 0's decision (0 done, -1 failed, 1 + the body
+     * to run; two slots, by iteration parity), the inner barrier count at the first
+     * failure (INT64_MAX: none) and the kept exception (owned while set) */
+    int32_t team_decision[2];
+    int64_t team_failed_at;
+    PyObject *team_exc[3];
+} eagle_control;
 
 typedef struct eagle_failure {
     int32_t node;           /* index of the node that raised, -1 for an interrupt */

@@ -177,7 +177,10 @@ static double stage_cost(const eagle_plan *plan, const eagle_stage *st, int64_t 
         const eagle_node *n = &plan->nodes[i];
         double c = node_cost(n, logical_size);
         cost = (c < 0 || cost < 0) ? -1 : cost + c;
-        *splittable |= eagle_node_is_sized(n) && logical_size > 1;
+        /* a control node whose bodies hold split work runs them on the team (its cost is
+         * measured whole: the iterations vary) */
+        *splittable |= (eagle_node_is_sized(n) || (n->kind == EAGLE_NODE_CONTROL && n->split))
+                       && logical_size > 1;
     }
     return cost;
 }

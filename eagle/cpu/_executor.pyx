@@ -25,6 +25,14 @@ cdef extern from "executor.h" nogil:
         EAGLE_NODE_OPAQUE
         EAGLE_NODE_NATIVE
         EAGLE_NODE_TEAM
+        EAGLE_NODE_CONTROL
+        EAGLE_CONTROL_WHILE
+        EAGLE_CONTROL_IF_ELSE
+        EAGLE_CONTROL_SUBGRAPH
+        EAGLE_CONTROL_OK
+        EAGLE_CONTROL_RAISED
+        EAGLE_CONTROL_LIMIT
+        EAGLE_CONTROL_INTERRUPTED
         EAGLE_TEAM_AUTO
         EAGLE_TEAM_SERIAL
         EAGLE_TEAM_ALL
@@ -101,6 +109,7 @@ cdef extern from "executor.h" nogil:
         int64_t logical_size
         int32_t num_threads
         int32_t has_opaque
+        int32_t has_control
         const int64_t *size_source
         int64_t capacity
         int32_t until_empty
@@ -113,6 +122,19 @@ cdef extern from "executor.h" nogil:
         int32_t live_anywhere
         int32_t has_fused
         uint64_t replay_base
+
+    ctypedef struct eagle_control:
+        int32_t control
+        const void *cond
+        int32_t cond_size
+        eagle_plan *bodies[2]
+        int32_t n_bodies
+        int32_t has_opaque
+        int64_t max_iterations
+        int32_t span_base[2]
+        const char *name
+        int32_t failed_why, failed_body, failed_node
+        int64_t failed_iteration
 
     ctypedef struct eagle_failure:
         int32_t node
@@ -318,6 +340,13 @@ cdef class CpuPlan(CompiledLaunch):
     ``all_max_address`` and ``context_address`` (an ``eagle_group``) and
     ``launch_mismatch(n, until_empty, counts, modes)``, which raises.
 
+    A spec of kind "control" (a control-flow node, ``eagle.record.control``) has for work
+    a tuple ``(control, cond, bodies, max_iterations, name, span_bases)``: control
+    "while", "if_else" or "subgraph"; cond the one-element condition array (or None);
+    bodies the CpuPlan of each body (run in place: on the thread that runs the node, or on
+    the team when the node's stage is on it, csrc/cpu/executor.h); max_iterations an int or None;
+    span_bases the profile's node index of each body's first node.
+
     ``tiles``: per stage, 0, or the tile (in samples) of a fused run: a stage whose
     specs are all split native nodes that touch per-sample arrays only at their own
     samples, run tile by tile (``eagle.cpu.fusion`` decides which; csrc/cpu/executor.h).
@@ -326,10 +355,12 @@ cdef class CpuPlan(CompiledLaunch):
     cdef list keepalive
     cdef list groups
     cdef readonly list order      # graph node index of each plan node
+    cdef readonly dict bodies     # plan node index of each control node -> its bodies' CpuPlans
     cdef readonly object last_failure  # (plan node or -1 for an interrupt, replay) of the last failed launch
 
     def __cinit__(self):
         self.keepalive = []
+        self.bodies = {}
 
     def __init__(self, stages, policies, int64_t logical_size, int64_t capacity=0, size_source=None,
                  groups=(), tiles=None):
@@ -381,7 +412,9 @@ cdef class CpuPlan(CompiledLaunch):
                 node = &self.plan.nodes[i]
                 node.cost_ns = -1
                 self.order.append(index)
-                if kind == "opaque":
+                if kind == "control":
+                    self._control_node(node, work)
+                elif kind == "opaque":
                     node.kind = EAGLE_NODE_OPAQUE
                     node.callable = <PyObject *>work
                     node.vectorcall = PyVectorcall_Function(work)
@@ -410,10 +443,62 @@ cdef class CpuPlan(CompiledLaunch):
                 i += 1
         self.set_threads(get_num_threads())
 
+    cdef int _control_node(self, eagle_node *node, work) except -1:
+        """Fill plan node `node` from a control spec's work (see the class docstring)."""
+        control, cond, bodies, max_iterations, name, span_bases = work
+        cdef eagle_control *c = <eagle_control *>calloc(1, sizeof(eagle_control))
+        cdef CpuPlan body
+        cdef int32_t j
+        if c == NULL:
+            raise MemoryError()
+        node.kind = EAGLE_NODE_CONTROL
+        node.user_data = c
+        self.plan.has_control = 1
+        c.control = {"while": EAGLE_CONTROL_WHILE, "if_else": EAGLE_CONTROL_IF_ELSE,
+                     "subgraph": EAGLE_CONTROL_SUBGRAPH}[control]
+        if cond is not None:
+            c.cond = <const void *><uintptr_t>data_pointer(cond)
+            c.cond_size = cond.dtype.itemsize
+        if not 1 <= len(bodies) <= 2:
+            raise ValueError(f"a control node has one or two bodies, got {len(bodies)}")
+        c.n_bodies = len(bodies)
+        for k, b in enumerate(bodies):
+            body = <CpuPlan?>b
+            c.bodies[k] = &body.plan
+            c.span_base[k] = span_bases[k]
+            if body.plan.has_opaque:
+                c.has_opaque = 1
+                self.plan.has_opaque = 1
+            for j in range(body.plan.n_nodes):
+                # split work in a body: the team choice may put the control node's stage on the team
+                if body.plan.nodes[j].split or body.plan.nodes[j].kind == EAGLE_NODE_TEAM:
+                    node.split = 1
+        c.max_iterations = -1 if max_iterations is None else max_iterations
+        name_bytes = name.encode("utf-8", "backslashreplace").replace(b"\0", b"?")
+        c.name = name_bytes
+        self.keepalive.append((cond, name_bytes))
+        self.bodies[node - self.plan.nodes] = tuple(bodies)
+        return 0
+
+    def control_failure(self, int32_t i):
+        """(why, body, body plan node, iteration) of control plan node i's last failure:
+        why is "raised" (a body node raised), "limit" (max_iterations), "interrupted"
+        (Ctrl-C inside a loop), or None."""
+        if not 0 <= i < self.plan.n_nodes or self.plan.nodes[i].kind != EAGLE_NODE_CONTROL:
+            return None
+        cdef eagle_control *c = <eagle_control *>self.plan.nodes[i].user_data
+        why = {EAGLE_CONTROL_RAISED: "raised", EAGLE_CONTROL_LIMIT: "limit",
+               EAGLE_CONTROL_INTERRUPTED: "interrupted"}.get(c.failed_why)
+        if why is None:
+            return None
+        return why, c.failed_body, c.failed_node, c.failed_iteration
+
     def __dealloc__(self):
         cdef int32_t i
         if self.plan.nodes != NULL:
             for i in range(self.plan.n_nodes):
+                if self.plan.nodes[i].kind == EAGLE_NODE_CONTROL:
+                    free(self.plan.nodes[i].user_data)
                 free(self.plan.nodes[i].data)
                 free(<void *>self.plan.nodes[i].strides)
             free(self.plan.nodes)
@@ -530,8 +615,14 @@ cdef class CpuPlan(CompiledLaunch):
         """Node calls of one replay on one thread, at most (team nodes: one per phase)."""
         cdef int32_t i
         cdef int64_t k = 0
+        cdef eagle_control *c
         for i in range(self.plan.n_nodes):
             k += self.plan.nodes[i].n_phases if self.plan.nodes[i].kind == EAGLE_NODE_TEAM else 1
+            if self.plan.nodes[i].kind == EAGLE_NODE_CONTROL:
+                # a body's calls, as if a loop ran its body 16 times (a longer one may drop spans)
+                c = <eagle_control *>self.plan.nodes[i].user_data
+                for body in self.bodies[i]:
+                    k += 16 * body.spans_per_replay
         return k
 
     def launch(self, int64_t n, bint until_empty=False):

@@ -7,6 +7,8 @@ from eagle._errors import add_note
 from eagle._text import duration, with_article
 from eagle.cpu._executor import CpuPlan, get_num_threads, parallel_threshold_ns
 from eagle.cpu.fusion import fused_runs
+from eagle.look.picture import body_lines
+from eagle.record import hooks
 from eagle.record.backend import Backend
 from eagle.record.node import RunsAs
 from eagle.record.plan import Plan, StagePlan
@@ -41,27 +43,17 @@ class CpuBackend(Backend):
         def logical_size():
             return me()._plan.logical_size
 
+        # a control node's bodies run where its stage runs: on the calling thread, or on
+        # the team, every body stage shared by it (csrc/cpu/executor.h)
         # consecutive stages of sample-local nodes run as one stage, tile by tile (fusion.py)
         self._runs = fused_runs(recording, policies, fuse)
-        stages = []
-        for idx in recording.rows:
-            specs = []
-            for i in idx:
-                node = nodes[i]
-                if node.runs_as is RunsAs.OPAQUE:
-                    specs.append((i, "opaque", node.callable_for(logical_size), (), False))
-                elif node.runs_as is RunsAs.NATIVE:
-                    specs.append((i, "native", node.kernel, node.arrays_in_order, node.split))
-                else:
-                    how = ("declares no way to run (Node.runs_as)" if node.runs_as is None
-                           else "runs on the GPU")
-                    raise TypeError(f"{recording.where(i)} is {with_article(node.kind)} node, which {how}; a graph of "
-                                    "NumPy arrays takes opaque(), native(), ufunc(), compact() and "
-                                    "reorder() nodes")
-            stages.append(specs)
+        # what the profile names each timed node: the graph's nodes (plan order), then the
+        # bodies' nodes ("loop/step"), numbered on as the bodies are compiled
+        self._timed = [None] * len(nodes)
         self._partitions = [n.partition for n in nodes if n.partition is not None]
-        # ufunc nodes' loops: an error one reports is raised when the launch ends
-        self._loops = [(i, n.loop) for i, n in enumerate(nodes) if n.loop is not None]
+        # ufunc nodes' loops (bodies' too): an error one reports is raised when the launch ends
+        self._loops = [(recording.where(i), n.loop) for i, n in enumerate(nodes) if n.loop is not None]
+        stages = [_specs(self, recording, idx, logical_size, "") for idx in recording.rows]
         resizer = recording.index_of_resizer()
         self.resizes = resizer is not None
         # the processes replaying this graph together (collectives over several ranks), one
@@ -80,6 +72,15 @@ class CpuBackend(Backend):
         self.compiled = self._plan
         self.checks_launches = bool(self._partitions or self._loops)
         self.timed_nodes = tuple(self._plan.order)
+        for k, i in enumerate(self._plan.order):
+            self._timed[k] = (recording.names[i], recording.stage_of[i], False)
+        #: per timed node (the executor's span index): (name, stage, counted per call); a
+        #: body's nodes are named "loop/step" and counted per call (once per iteration)
+        self._timed = tuple(self._timed)
+
+    @property
+    def timed(self):
+        return self._timed
 
     @property
     def last_failure(self):
@@ -89,6 +90,39 @@ class CpuBackend(Backend):
             return None
         node, replay = where
         return (self._plan.order[node] if node >= 0 else -1), replay
+
+    def note_failure(self, exc, n):
+        """As Backend's, and through control nodes: which body node raised, in which
+        iteration (or that Ctrl-C or the iteration limit stopped a loop)."""
+        where = self._plan.last_failure
+        if where is None or where[0] < 0 or self._plan.control_failure(where[0]) is None:
+            return super().note_failure(exc, n)
+        plan, rec, i = self._plan, self.recording, self._plan.order[where[0]]
+        k = where[0]
+        path = []
+        while True:
+            why, b, j, it = plan.control_failure(k)
+            node = rec.nodes[i]
+            path.append((rec.where(i) if not path else f"node {rec.names[i]!r}", node, b, it))
+            if why != "raised":
+                break
+            plan, rec = plan.bodies[k][b], node.bodies[b]
+            k, i = j, plan.order[j]
+            if plan.control_failure(k) is None:
+                break
+        def inside(entries):
+            # innermost first: "the body (iteration 3) of node 'inner' in the body of node 'loop' (stage 1)"
+            return " in ".join(f"the {nd.body_labels[b]}" + (f" (iteration {it})" if nd.control == "while" else "")
+                               + f" of {w}" for w, nd, b, it in reversed(entries))
+        if why == "raised":
+            text = f"eagle: raised by node {rec.names[i]!r} in {inside(path)}, in replay {where[1]} of launch({n})"
+        else:
+            w, nd, _, it = path[-1]
+            w = f"{w} in {inside(path[:-1])}" if len(path) > 1 else w
+            text = (f"eagle: raised by {w} in replay {where[1]} of launch({n})" if why == "limit" else
+                    f"eagle: launch({n}) interrupted in iteration {it} of {w}, in replay {where[1]}")
+        add_note(exc, text)
+        hooks.failed(self.recording, exc)
 
     def launch(self, n: int, until_empty: bool = False) -> int:
         try:
@@ -128,8 +162,8 @@ class CpuBackend(Backend):
                 first = (i, err)
         if first is None:
             return
-        i, err = first
-        add_note(err, f"eagle: raised by the inner loop of {self.recording.where(i)} in launch({n}); a "
+        where, err = first
+        add_note(err, f"eagle: raised by the inner loop of {where} in launch({n}); a "
                       "ufunc node's error is raised when the executor has finished the launch")
         self._plan.forget_failure()
         raise err
@@ -179,8 +213,64 @@ class CpuBackend(Backend):
                     sp.team_ns, sp.serial_ns = check["team_ns"], check["serial_ns"]
                     sp.verdict = _verdict_text(check, team)
                 stages.append(sp)
-        return Plan("cpu", n_threads, size, rec.capacity,
+        plan = Plan("cpu", n_threads, size, rec.capacity,
                     parallel_threshold_ns(n_threads) if n_threads > 1 else 0.0, stages)
+        lines = body_lines(rec, "  ")
+        if lines:
+            # executor.h: a control node's stage is the calling thread's, and so are its bodies'
+            plan.bodies = ["bodies (run in place on their control node's team: its stage's team "
+                           "above, every body stage shared by it):"] + lines
+        return plan
+
+
+def _specs(backend, rec, idx, logical_size, prefix):
+    """The executor's specs of nodes ``idx`` of recording ``rec`` (a graph's or a body's,
+    whose nodes the profile names ``prefix + name``)."""
+    specs = []
+    for i in idx:
+        node = rec.nodes[i]
+        if node.runs_as is RunsAs.OPAQUE:
+            specs.append((i, "opaque", node.callable_for(logical_size), (), False))
+        elif node.runs_as is RunsAs.NATIVE:
+            specs.append((i, "native", node.kernel, node.arrays_in_order, node.split))
+        elif node.runs_as is RunsAs.CONTROL:
+            specs.append((i, "control", _control_work(backend, rec, i, logical_size, prefix), (), False))
+        else:
+            how = ("declares no way to run (Node.runs_as)" if node.runs_as is None
+                   else "runs on the GPU")
+            raise TypeError(f"{rec.where(i)} is {with_article(node.kind)} node, which {how}; a graph of "
+                            "NumPy arrays takes opaque(), native(), ufunc(), compact() and "
+                            "reorder() nodes")
+    return specs
+
+
+def _control_work(backend, rec, i, logical_size, prefix):
+    """A control node's work for CpuPlan: its bodies compiled, recursively, into plans of
+    their own that run at the outer plan's logical size (the executor copies it in)."""
+    node, name = rec.nodes[i], prefix + rec.names[i]
+    bodies, bases = [], []
+    for label, body in node.body_nodes():
+        where = f"{name}/{label}/" if len(node.bodies) > 1 else f"{name}/"
+        for k, n in enumerate(body.nodes):
+            if n.resizes or n.permutes_samples:
+                raise ValueError(f"{rec.where(i)}: its body holds {body.where(k)}, {with_article(n.kind)} "
+                                 "node; compaction and reorder nodes are not supported inside a "
+                                 "control-flow body (record them outside it)")
+        # the body's plan nodes are in stage order: their span indexes follow on
+        order = [k for row in body.rows for k in row]
+        bases.append(len(backend._timed))
+        backend._timed.extend([None] * len(order))
+        base = bases[-1]
+        backend._partitions += [n.partition for n in body.nodes if n.partition is not None]
+        backend._loops += [(f"{body.where(k)} in the body of {rec.where(i)}", n.loop)
+                           for k, n in enumerate(body.nodes) if n.loop is not None]
+        stages = [_specs(backend, body, row, logical_size, where) for row in body.rows]
+        plan = CpuPlan(stages, ["serial"] * len(stages), body.logical_size, body.capacity)
+        for j, k in enumerate(plan.order):
+            backend._timed[base + j] = (where + body.names[k], rec.stage_of[i], True)
+        bodies.append(plan)
+    cond = node.cond[1] if node.cond is not None else None
+    return node.control, cond, bodies, node.max_iterations, name, bases
 
 
 def _verdict_text(check, team):

@@ -10,7 +10,12 @@ DOT, read top to bottom like ``print(g)``:
 * an edge carries the names of the arrays it passes (``a,b``); an
   ordering-only edge (write-after-read, write-after-write) is dashed and
   unlabelled. Unlike the text picture, every edge is drawn, also those that
-  skip stages.
+  skip stages;
+* a control node's bodies (``Node.bodies``) are drawn beside it, each as a cluster
+  ``cluster_<node>_<label>`` (``cluster_n3_body``; ``then`` / ``otherwise``,
+  ``graph``) labelled ``<name> · <label>``, holding the body's nodes (ids
+  ``<node>_<label>_<k>``) and edges, nested bodies as clusters inside it; a dotted
+  edge joins the node to each of its clusters.
 
 The HTML is an SVG drawn by Graphviz's ``dot`` program when it is installed,
 else the text picture in a monospace ``<pre>`` block.
@@ -58,18 +63,53 @@ def to_dot(header: str, nodes, names, stages, edges, stage_notes=None) -> str:
     # the stage labels in one column, top to bottom
     for s in range(len(stages) - 1):
         out.append(f"  stage_{s}_label -> stage_{s + 1}_label [style=invis];")
-    labels: dict[tuple[int, int], list[str]] = {}
+    out += _edge_lines([(f"n{a}", f"n{b}", lab) for a, b, lab in edges], "  ")
+    if any(node.bodies for node in nodes if isinstance(node, Node)):
+        out.append("  graph [compound=true];")   # the edges into clusters (lhead)
+        for i, node in enumerate(nodes):
+            out += _body_lines(f"n{i}", names[i], node, "  ")
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def _edge_lines(edges, indent):
+    """DOT edges ``(src id, dst id, label or None)``, one per pair: the labels joined,
+    ordering-only pairs dashed."""
+    labels: dict[tuple[str, str], list[str]] = {}
     for src, dst, label in edges:
         got = labels.setdefault((src, dst), [])
         if label is not None and label not in got:
             got.append(label)
+    out = []
     for (src, dst), arrays in labels.items():
         if arrays:
-            out.append(f"  n{src} -> n{dst} [label={quote(','.join(arrays))}];")
+            out.append(f"{indent}{src} -> {dst} [label={quote(','.join(arrays))}];")
         else:
-            out.append(f"  n{src} -> n{dst} [style=dashed, tooltip=\"ordering only\"];")
-    out.append("}")
-    return "\n".join(out) + "\n"
+            out.append(f"{indent}{src} -> {dst} [style=dashed, tooltip=\"ordering only\"];")
+    return out
+
+
+def _body_lines(node_id, name, node, indent):
+    """The clusters of control node ``node_id``'s bodies (nested ones inside), and the
+    dotted edges that join the node to them."""
+    if not isinstance(node, Node) or not node.bodies:
+        return []
+    out, joins = [], []
+    for label, body in zip(node.body_labels, node.bodies):
+        cid = f"{node_id}_{label}"
+        out.append(f"{indent}subgraph cluster_{cid} {{")
+        out.append(f"{indent}  label={quote(f'{name} · {label}')}; style=rounded;")
+        for k, (n, nm) in enumerate(zip(body.nodes, body.names)):
+            out.append(f"{indent}  {cid}_{k} [label={quote(nm)}, shape={shape_of(n)}, "
+                       f"tooltip={quote(n.kind)}];")
+        out += _edge_lines([(f"{cid}_{d.src}", f"{cid}_{d.dst}", d.label) for d in body.edges], indent + "  ")
+        for k, (n, nm) in enumerate(zip(body.nodes, body.names)):
+            out += _body_lines(f"{cid}_{k}", nm, n, indent + "  ")
+        out.append(f"{indent}}}")
+        if len(body.nodes):
+            joins.append(f"{indent}{node_id} -> {cid}_0 [style=dotted, arrowhead=none, "
+                         f"lhead=cluster_{cid}];")
+    return out + joins
 
 
 def dot_svg(dot_text: str) -> str | None:

@@ -549,3 +549,25 @@ class _Picture:
     def _name(self, i: int) -> str:
         text = self.boxes[i]
         return text if self.boxes.count(text) == 1 else f"{text}#{i}"
+
+
+def body_lines(rec, indent: str = "") -> list[str]:
+    """Text lines of the bodies of every control node of ``rec`` (a ``Recording``), nested
+    bodies indented further: a header naming the node and what it runs, then the body's
+    own stage rows (``    stage 0  (quot) <more>``). Empty without control nodes."""
+    lines = []
+    for i, node in enumerate(rec.nodes):
+        if not node.bodies:
+            continue
+        head = f"{indent}{rec.box(i)} {node.control}"
+        if node.cond is not None:
+            head += f" on {node.cond[0]!r}"
+        if node.max_iterations is not None:
+            head += f", at most {node.max_iterations} iterations"
+        lines.append(head)
+        for label, body in node.body_nodes():
+            lines.append(f"{indent}  {label}:")
+            for s, row in enumerate(body.rows):
+                lines.append(f"{indent}    stage {s}  " + " ".join(body.box(k) for k in row))
+            lines += body_lines(body, indent + "      ")
+    return lines

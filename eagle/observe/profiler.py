@@ -63,9 +63,10 @@ class LaunchRecord:
         self.backend = backend.name
         self._backend = backend
         rec = backend.recording
-        order = backend.timed_nodes
-        self.node_names = [rec.names[i] for i in order]    # per timed node (cpu), in the executor's order
-        self.node_stages = [rec.stage_of[i] for i in order]
+        timed = backend.timed   # per timed node (cpu), in the executor's order; then bodies' nodes
+        self.node_names = [name for name, _, _ in timed]
+        self.node_stages = [stage for _, stage, _ in timed]
+        self.per_call = [per_call for _, _, per_call in timed]
         self.profiles = profiles
         self.max_spans = min(p.max_spans for p in profiles)
         self.thread = threading.get_native_id()
@@ -206,11 +207,13 @@ class Profile:
                                                   float(d.sum()), float(d.mean()), float(d.min()),
                                                   float(d.sum()), 1, float(d.sum()) / wall if wall else 0.0))
                     continue
-                per_replay, thread_total, threads = self._node_times(records, i)
+                per_call = records[0].per_call[i]
+                per_replay, thread_total, threads = self._node_times(records, i, per_call)
                 if per_replay is None:
                     continue
                 total = float(per_replay.sum())
-                node_sum += total
+                if not per_call:   # a body node's time is inside its control node's already
+                    node_sum += total
                 rows.append(NodeStats(label, name, stages[i], len(per_replay), total,
                                       float(per_replay.mean()), float(per_replay.min()), thread_total,
                                       threads, total / wall if wall else 0.0))
@@ -237,9 +240,10 @@ class Profile:
         return out
 
     @staticmethod
-    def _node_times(records, i):
+    def _node_times(records, i, per_call=False):
         """Node i's time in each replay it ran (first start to last end over the
-        threads), its time summed over threads, and how many threads ran it."""
+        threads), its time summed over threads, and how many threads ran it. per_call
+        (a control node's body node): each call's time (an iteration), over the threads."""
         per_replay, thread_total, threads = [], 0.0, set()
         for r in records:
             parts = [(k, lane[lane["node"] == i]) for k, (_, lane) in enumerate(r.lanes)]
@@ -249,6 +253,17 @@ class Profile:
             threads |= {k for k, _ in parts}
             sp = np.concatenate([p for _, p in parts])
             thread_total += float((sp["t1"] - sp["t0"]).sum())
+            if per_call:
+                # on a team every thread times its part of each iteration: a lane's k-th call
+                # of a replay is iteration k (every thread passes every iteration), so a call
+                # is (replay, k), first start to last end over the threads
+                keys = np.concatenate([_call_ordinals(p["replay"]) for _, p in parts])
+                order = np.lexsort((keys, sp["replay"]))
+                key = np.stack([sp["replay"][order], keys[order]])
+                starts = np.flatnonzero(np.r_[True, (key[:, 1:] != key[:, :-1]).any(axis=0)])
+                per_replay.append(np.maximum.reduceat(sp["t1"][order], starts)
+                                  - np.minimum.reduceat(sp["t0"][order], starts))
+                continue
             order = np.argsort(sp["replay"], kind="stable")
             rep = sp["replay"][order]
             starts = np.flatnonzero(np.r_[True, rep[1:] != rep[:-1]])
@@ -360,3 +375,14 @@ def profile(max_spans: int = 1_000_000) -> Profile:
 
 
 _core.register_observer(launch_record=launch_record)
+
+
+def _call_ordinals(replays):
+    """For one lane's spans of one node, in the lane's order: each span's ordinal among
+    those of its replay (0, 1, ... per replay)."""
+    n = len(replays)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    starts = np.flatnonzero(np.r_[True, replays[1:] != replays[:-1]])
+    first = np.repeat(starts, np.diff(np.r_[starts, n]))
+    return np.arange(n) - first

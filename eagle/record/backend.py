@@ -32,6 +32,14 @@ class Backend:
     #: for the profile: the graph index of each node whose calls the backend times, in
     #: the order its spans number them (empty: it times whole launches only)
     timed_nodes = ()
+
+    @property
+    def timed(self):
+        """Per timed node (the profile's span index): (name, stage, counted per call).
+        A control node's body nodes (cpu) come after the graph's, named "loop/step" and
+        counted once per call (per iteration); the graph's nodes once per replay."""
+        rec = self.recording
+        return tuple((rec.names[i], rec.stage_of[i], False) for i in self.timed_nodes)
     #: the replays run over all launches, failed ones' completed replays included
     #: (``g.replays``; the random nodes draw replay ``r`` when it is ``r``); assignable
     #: between launches. Each backend counts its own (cpu: the executor; cuda: the host

@@ -35,6 +35,9 @@ class RunsAs(enum.Enum):
     #: a random node on CUDA arrays, captured as a generated kernel reading the graph's
     #: device replay counter (``eagle.cuda.random_node``)
     CUDA_RANDOM = "cuda_random"
+    #: a control-flow node (``while_loop``, ``if_else``, ``subgraph``: ``eagle.record.control``)
+    #: whose bodies' nodes the backend compiles into the graph's own plan
+    CONTROL = "control"
 
 
 class Node:
@@ -64,6 +67,10 @@ class Node:
     #: for a collective (MPI or NCCL), its name (``"allreduce"``...): every rank must record
     #: the same collectives in the same order; None for every other node
     collective = None
+    #: control-flow nodes (``eagle.record.control``): the recordings the node runs in place,
+    #: and weak references to the graphs they were taken from; () for every other node
+    bodies = ()
+    body_graphs = ()
     #: cpu: the processes that replay this node's graph together (an MPI collective over
     #: several ranks: its communicator), or None: ``key`` (one per group), ``all_max_address``
     #: and ``context_address`` (a C ``eagle_group``, csrc/cpu/executor.h) and

@@ -42,6 +42,8 @@ class Plan:
     capacity_bound_by = None
     #: (node, reason) for each native node run whole although it asked to be split
     split_refused = ()
+    #: text lines of the control nodes' bodies: their stages, run on the calling thread
+    bodies = ()
 
     def _header(self):
         return (f"eagle plan · backend: {self.backend} · {plural(self.num_threads, 'thread')} · "
@@ -76,6 +78,7 @@ class Plan:
             lines.append(f"capacity {length}: bounded by {array!r} of {node!r}")
         for node, reason in self.split_refused:
             lines.append(f"{node!r} not split: {reason}")
+        lines += list(self.bodies)
         return "\n".join(lines)
 
     @property

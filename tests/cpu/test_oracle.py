@@ -5,6 +5,9 @@ arrays and overlapping views, random groups where they are valid, opaque and
 native nodes mixed -- replays them with 1 and 2 threads, several team policies
 and logical sizes, and compares every array with the recording-order run.
 It also checks that every conflicting pair of nodes lands in stages in order.
+Drawn control nodes (a while loop on a countdown, an if_else on a flag flipped every
+replay, a subgraph) with bodies of ufunc, native and opaque nodes over the same arrays
+are compared with the Python while / if / call they stand for (ORACLE_N: examples).
 """
 import numpy as np
 import pytest
@@ -143,6 +146,134 @@ def test_replay_equals_recording_order(spec, threads, teams, size, replays):
             if conflicts((a[2], a[3]), (b[2], b[3])):
                 assert g.stage_of(a[0]) < g.stage_of(b[0]), (a[0], b[0])
 
+    before = eagle.get_num_threads()
+    eagle.set_num_threads(threads)
+    try:
+        g.build(teams=teams)
+        if g.capacity:
+            g.set_logical_size(min(size, g.capacity))
+        g.launch(replays)
+    finally:
+        eagle.set_num_threads(before)
+    for got, want in zip(bufs, expected):
+        np.testing.assert_array_equal(got, want)
+
+
+# ---- control-flow nodes against the Python control flow they stand for ---------------
+
+from eagle.graph import Graph, if_else, subgraph, ufunc, while_loop  # noqa: E402
+
+leaf_spec = st.one_of(node_spec, st.tuples(st.just("ufunc"), st.lists(st.integers(0, 11), min_size=2,
+                                                                      max_size=2)))
+body_spec = st.lists(leaf_spec, min_size=1, max_size=3)
+control_spec = st.one_of(
+    st.tuples(st.just("while"), st.integers(0, 3), body_spec),
+    st.tuples(st.just("if_else"), st.booleans(), body_spec, st.one_of(st.none(), body_spec)),
+    st.tuples(st.just("subgraph"), body_spec),
+)
+item_spec = st.one_of(leaf_spec, control_spec)
+
+
+class Realized:
+    """Drawn items made into nodes over `views`: add(g) records them, run(L) is their
+    Python form (recording order, the Python while / if / call for control nodes)."""
+
+    def __init__(self, views):
+        self.views, self.k = views, 0
+
+    def leaf(self, m):
+        k, self.k = self.k, self.k + 1
+        views = self.views
+        if m[0] == "ufunc":
+            r, w = (views[i if i < 6 else i + 1] for i in m[1])   # the N-sample views
+            if np.shares_memory(r, w):
+                return None
+            node = ufunc(np.multiply, {"r": r}, 0.75, out={"w": w})
+            return f"n{k}", node, lambda L: np.multiply(r[:L], 0.75, out=w[:L])
+        got = realize([(False, [m])], views)
+        if not got:
+            return None
+        name, kind, reads, writes, node, _ = got[0][1][0]
+        if kind == "opaque":
+            return f"n{k}", node, lambda L: node.fn()
+        return f"n{k}", node, lambda L: NATIVE[kind][3](reads, writes, L)
+
+    def items(self, specs):
+        """[(name, node, python form)] of the drawn items, arm nodes of the conditions included."""
+        out = []
+        for spec in specs:
+            if spec[0] not in ("while", "if_else", "subgraph"):
+                got = self.leaf(spec)
+                if got is not None:
+                    out.append(got)
+                continue
+            k, self.k = self.k, self.k + 1
+            if spec[0] == "subgraph":
+                body = self.items(spec[1])
+                if body:
+                    out.append((f"c{k}", subgraph(self.graph(body)), lambda L, b=body: [f(L) for *_, f in b]))
+            elif spec[0] == "while":
+                left = np.zeros(1, np.int64)
+                body = self.items(spec[2])
+                if not body:
+                    continue
+                # (each closure binds its own counter and flag: default arguments)
+                dec = (f"c{k}dec", opaque(lambda c=left: c.__setitem__(0, c[0] - 1), writes={"left": left}),
+                       lambda L, c=left: c.__setitem__(0, c[0] - 1))
+                body = body + [dec]
+                out.append((f"c{k}arm", opaque(lambda n=spec[1], c=left: c.__setitem__(0, n), writes={"left": left}),
+                            lambda L, n=spec[1], c=left: c.__setitem__(0, n)))
+
+                def py_while(L, b=body, c=left):
+                    while c[0]:
+                        for *_, f in b:
+                            f(L)
+                out.append((f"c{k}", while_loop({"left": left}, self.graph(body), max_iterations=4), py_while))
+            else:
+                flag = np.array([spec[1]])
+                then = self.items(spec[2])
+                other = self.items(spec[3]) if spec[3] is not None else []
+                if not then:
+                    continue
+                # the flag flips every replay: both branches run
+                out.append((f"c{k}flip", opaque(lambda c=flag: c.__setitem__(0, not c[0]), writes={"flag": flag}),
+                            lambda L, c=flag: c.__setitem__(0, not c[0])))
+
+                def py_if(L, t=then, o=other, c=flag):
+                    for *_, f in (t if c[0] else o):
+                        f(L)
+                out.append((f"c{k}", if_else({"flag": flag}, self.graph(then), self.graph(other) if other else None),
+                            py_if))
+        return out
+
+    @staticmethod
+    def graph(items):
+        g = Graph()
+        for name, node, _ in items:
+            g.add_node(node, name=name)
+        return g
+
+
+@settings(max_examples=int(__import__("os").environ.get("ORACLE_N", 150)), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=st.lists(item_spec, min_size=1, max_size=4), threads=st.sampled_from([1, 2]),
+       teams=st.sampled_from(["auto", "serial", "parallel"]), size=st.sampled_from([0, 1, 5, N]),
+       replays=st.integers(1, 3))
+def test_control_nodes_equal_their_python_form(spec, threads, teams, size, replays):
+    bufs, views = make_pool()
+    start = [b.copy() for b in bufs]
+    items = Realized(views).items(spec)
+    if not items:
+        return
+    for _ in range(replays):
+        for *_, f in items:
+            f(min(size, N))
+    expected = [b.copy() for b in bufs]
+
+    bufs, views = make_pool()
+    for b, s in zip(bufs, start):
+        b[...] = s
+    items = Realized(views).items(spec)
+    g = Realized.graph(items)
     before = eagle.get_num_threads()
     eagle.set_num_threads(threads)
     try:

@@ -172,3 +172,75 @@ def test_an_in_place_update_is_a_labelled_edge_not_a_dashed_one():
     g.add_node(opaque(lambda: None, reads={"w": w, "y": y}, writes={"w": w}), name="mix")
     edges = dict(re.findall(r"  (n\d+ -> n\d+) \[(.*)\];", g.to_dot()))
     assert edges == {"n0 -> n1": 'label="w"', "n1 -> n2": 'label="w"', "n2 -> n3": 'label="w"'}
+
+
+def control_graph():
+    """A while loop whose body holds an if_else (then: a nested while; otherwise: two nodes
+    joined by an edge)."""
+    from eagle.graph import Graph, if_else, ufunc, while_loop
+    x, y = np.zeros(4), np.zeros(4)
+    left, inner, flag = np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, bool)
+    inner_body = Graph()
+    inner_body.add_node(ufunc(np.add, {"x": x}, 1.0, out={"x": x}), "inc")
+    inner_body.add_node(opaque(lambda: None, writes={"inner": inner}), "tick")
+    then = Graph()
+    then.add_node(while_loop({"inner": inner}, inner_body), "spin")
+    otherwise = Graph()
+    otherwise.add_node(ufunc(np.multiply, {"x": x}, 2.0, out={"y": y}), "double")
+    otherwise.add_node(native(ek.copy(), reads={"y": y}, writes={"x": x}), "back")
+    body = Graph()
+    body.add_node(opaque(lambda: None, reads={"left": left}, writes={"flag": flag}), "test")
+    body.add_node(if_else({"flag": flag}, then, otherwise), "branch")
+    g = eagle.Graph()
+    g.add_node(opaque(lambda: None, writes={"left": left}), "arm")
+    g.add_node(while_loop({"left": left}, body), "loop")
+    return g
+
+
+def clusters(dot):
+    """cluster id -> its own lines (nested clusters' lines included)."""
+    found, stack = {}, []
+    for line in dot.splitlines():
+        m = re.match(r"\s*subgraph (cluster_\w+) \{", line)
+        if m:
+            stack.append(m.group(1))
+            found[m.group(1)] = []
+            continue
+        if line.strip() == "}" and stack:
+            stack.pop()
+            continue
+        for c in stack:
+            found[c].append(line.strip())
+    return found
+
+
+def test_each_body_is_a_cluster_beside_its_node_with_its_edges():
+    dot = control_graph().to_dot()
+    cl = clusters(dot)
+    assert sorted(cl) == ["cluster_n1_body", "cluster_n1_body_1_otherwise", "cluster_n1_body_1_then",
+                          "cluster_n1_body_1_then_0_body"]
+    body = cl["cluster_n1_body"]
+    assert 'label="loop · body"; style=rounded;' in body
+    assert 'n1_body_0 [label="test", shape=ellipse, tooltip="opaque"];' in body
+    assert 'n1_body_1 [label="branch", shape=component, tooltip="control"];' in body
+    assert 'n1_body_0 -> n1_body_1 [label="flag"];' in body          # the body's own edge
+    other = cl["cluster_n1_body_1_otherwise"]
+    assert 'label="branch · otherwise"; style=rounded;' in other
+    assert 'n1_body_1_otherwise_0 -> n1_body_1_otherwise_1 [label="y"];' in other
+    spin = cl["cluster_n1_body_1_then_0_body"]
+    assert 'n1_body_1_then_0_body_0 [label="inc", shape=box, tooltip="ufunc"];' in spin
+    # nested clusters sit inside their parent's, and a dotted edge joins each node to its bodies
+    assert all(line in body for line in spin)
+    assert "n1 -> n1_body_0 [style=dotted, arrowhead=none, lhead=cluster_n1_body];" in dot
+    assert ("n1_body_1 -> n1_body_1_then_0 [style=dotted, arrowhead=none, "
+            "lhead=cluster_n1_body_1_then];") in dot
+    assert "graph [compound=true];" in dot
+    assert "cluster" not in mixed_graph().to_dot() and "compound" not in mixed_graph().to_dot()
+
+
+@needs_dot
+def test_graphviz_accepts_the_bodies_clusters():
+    proc = subprocess.run(["dot", "-Tsvg"], input=control_graph().to_dot(), capture_output=True,
+                          text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count('class="cluster"') == 4

@@ -1,0 +1,200 @@
+"""Control-flow nodes: a node that runs recorded graphs (its *bodies*) in place.
+
+``while_loop(cond, body)`` runs ``body`` while ``cond[0]`` is true, checked before each
+iteration; ``if_else(cond, then, otherwise)`` runs ``then`` when ``cond[0]`` is true, else
+``otherwise``; ``subgraph(graph)`` runs ``graph`` once. In the sequential oracle each
+stands for the Python ``while`` / ``if`` / call it reads as, with the body's nodes run in
+their recording order.
+
+A control node is an ordinary node to the recording rules: it reads its condition and
+everything its bodies read, and writes everything its bodies write, so staging, groups,
+the capacity and the picture treat it as one node. A body is the graph's recording when
+the control node is made (``Graph.recording()``: a snapshot; nodes recorded into that
+graph later are not part of it). The body graph itself is never launched by the control
+node: a backend compiles the body's nodes into the plan of the graph that holds the
+control node, so one ``launch`` runs everything, on one team, with the logical size of the
+outer graph (``set_logical_size`` reaches the sized nodes inside bodies).
+
+The contract a backend relies on (``ControlNode``): ``control`` (``"while"``, ``"if_else"``,
+``"subgraph"``), ``cond`` (``(name, array)`` of the one-element condition, or None),
+``bodies`` (a tuple of ``Recording``; ``if_else`` has two, the second possibly empty),
+``body_labels`` (``("body",)``, ``("then", "otherwise")``, ``("graph",)``) and
+``max_iterations`` (an int, or None: no limit).
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any, Mapping
+
+import numpy as np
+
+from eagle._core import GraphCore
+from eagle.record.memory import array_kind, same_view
+from eagle.record.node import Node, RunsAs
+from eagle.record.recording import Recording
+
+__all__ = ["ControlNode", "while_loop", "if_else", "subgraph"]
+
+
+def _condition(cond, what):
+    """``(name, array)`` of a condition: a one-entry dict naming a one-element bool or integer
+    array (0-d or shape (1,)), on the CPU or a GPU."""
+    if not (isinstance(cond, Mapping) and len(cond) == 1):
+        raise TypeError(f"{what}: cond is a one-entry dict naming a one-element bool or integer array, "
+                        f"e.g. {{'more': more}}; got {type(cond).__name__}")
+    (name, a), = cond.items()
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"{what}: the condition's name must be a non-empty str, got {name!r}")
+    if array_kind(a) == "cuda":
+        cai = a.__cuda_array_interface__
+        shape, dtype = tuple(cai["shape"]), np.dtype(cai["typestr"])
+    elif isinstance(a, np.ndarray):
+        shape, dtype = a.shape, a.dtype
+    else:
+        raise TypeError(f"{what}: the condition {name!r} must be an array (NumPy or CUDA), "
+                        f"got {type(a).__name__}")
+    if int(np.prod(shape, dtype=np.int64)) != 1 or len(shape) > 1:
+        raise ValueError(f"{what}: the condition {name!r} must hold one element (shape () or (1,)), "
+                         f"got shape {shape}")
+    if dtype.kind not in "biu":
+        raise TypeError(f"{what}: the condition {name!r} must be bool or integer (nonzero: true), "
+                        f"got {dtype}")
+    return name, a
+
+
+def _body(graph, what):
+    if not isinstance(graph, GraphCore):   # eagle.Graph's compiled base (eagle.graph imports this module)
+        raise TypeError(f"{what} must be an eagle.Graph, got {type(graph).__name__}")
+    rec = graph._body_recording(what)   # refused while the graph is being launched
+    if not len(rec):
+        raise ValueError(f"{what} is an empty graph: record its nodes before making the control node")
+    found = _collective_in(rec)
+    if found is not None:
+        # ranks whose conditions differ would wait for ever in the collective: refused
+        # (docs/scale_out.md, "Control flow and collectives")
+        raise ValueError(
+            f"{what} holds the collective {found}; a collective inside a control-flow body would hang "
+            "when the ranks' conditions differ. Record collectives outside the body, and make the "
+            "condition agree over the ranks: an allreduce (op='max' or 'min') of the condition array, "
+            "recorded before the control node, gives every rank the same cond[0]")
+    return rec, weakref.ref(graph)
+
+
+def _collective_in(rec, prefix=""):
+    """``'allreduce' node 'sum'`` (with its body path) of the first collective in rec, its
+    nested bodies included; or None."""
+    for node, name in zip(rec.nodes, rec.names):
+        if node.collective:
+            return f"{node.collective} node {prefix + name!r}"
+        for body in node.bodies:
+            found = _collective_in(body, f"{prefix}{name}/")
+            if found is not None:
+                return found
+    return None
+
+
+class ControlNode(Node):
+    """A node that runs recorded graphs in place (the module docstring is its contract)."""
+
+    kind = "control"
+    runs_as = RunsAs.CONTROL
+    box = ("{", "}")
+    dot_shape = "component"
+
+    def __init__(self, control: str, cond, bodies: tuple[Recording, ...], labels: tuple[str, ...],
+                 max_iterations=None, body_graphs=()):
+        self.control = control
+        self.cond = cond
+        self.bodies = tuple(bodies)
+        # weak references to the graphs the bodies were taken from: a graph refuses a
+        # control node whose bodies (or nested ones) are its own recording
+        self.body_graphs = tuple(body_graphs)
+        self.body_labels = tuple(labels)
+        self.max_iterations = max_iterations
+        reads: dict[str, Any] = {}
+        writes: dict[str, Any] = {}
+        not_per_sample: set[str] = set()
+        if cond is not None:
+            reads[cond[0]] = cond[1]
+            not_per_sample.add(cond[0])
+
+        def put(into, name, a):
+            # a body's names are its nodes' own: the same name may mean two arrays in two
+            # body nodes, so a clash gets the next free suffix (the picture's edge labels)
+            key, k = name, 1
+            while key in into and not same_view(into[key], a):
+                k += 1
+                key = f"{name}.{k}"
+            into[key] = a
+            return key
+
+        # as for a graph's capacity: when a body node is sized, only sized nodes' arrays are
+        # the control node's per-sample ones (an opaque node's flag or counter does not
+        # bound the capacity)
+        any_sized = any(node.sized for rec in self.bodies for node in rec.nodes)
+        for rec in self.bodies:
+            for node in rec.nodes:
+                per_sample = ({name for name, _ in node.named_sample_arrays()}
+                              if node.sized or not any_sized else set())
+                for name, a, is_write in node.accesses():   # an update: a read and a write
+                    key = put(writes if is_write else reads, name, a)
+                    if name not in per_sample:
+                        not_per_sample.add(key)
+        # what the bodies both read and write is an update of the control node
+        both = {k for k in reads if k in writes and same_view(reads[k], writes[k])}
+        updates = {k: writes.pop(k) for k in both}
+        for k in both:
+            del reads[k]
+        names = list(reads) + list(writes) + list(updates)
+        super().__init__(reads, writes, per_sample=[n for n in names if n not in not_per_sample],
+                         updates=updates)
+        self.sized = any(node.sized for rec in self.bodies for node in rec.nodes)
+
+    def default_name(self) -> str:
+        return self.control
+
+    def body_nodes(self):
+        """(label, Recording) of each body, in order."""
+        return tuple(zip(self.body_labels, self.bodies))
+
+    def __repr__(self):
+        cond = f"{{{self.cond[0]!r}}}, " if self.cond is not None else ""
+        sizes = ", ".join(f"{lab}: {len(rec)} nodes" for lab, rec in self.body_nodes())
+        limit = f", max_iterations={self.max_iterations}" if self.max_iterations is not None else ""
+        return f"{self.control}({cond}{sizes}{limit})"
+
+
+def while_loop(cond: Mapping[str, Any], body, *, max_iterations: int | None = None) -> ControlNode:
+    """A node that runs ``body`` (an ``eagle.Graph``) while ``cond[0]`` is true, checked
+    before each iteration, as CUDA's WHILE node does: ``while cond[0]: body``.
+
+    ``cond`` is a one-entry dict naming a one-element bool or integer array (nonzero:
+    true), which the body (or a node before the loop) sets. ``max_iterations``: reaching
+    it stops the launch with ``RuntimeError`` naming the node (None: no limit; Ctrl-C
+    stops a long loop either way)."""
+    c = _condition(cond, "while_loop()")
+    if max_iterations is not None and (isinstance(max_iterations, bool) or not isinstance(max_iterations, int)
+                                       or max_iterations < 1):
+        raise ValueError(f"while_loop(): max_iterations is a positive int or None, got {max_iterations!r}")
+    rec, src = _body(body, "while_loop(): body")
+    return ControlNode("while", c, (rec,), ("body",), max_iterations, (src,))
+
+
+def if_else(cond: Mapping[str, Any], then, otherwise=None) -> ControlNode:
+    """A node that runs ``then`` when ``cond[0]`` is true, else ``otherwise`` (nothing when it
+    is None): ``if cond[0]: then else: otherwise``."""
+    c = _condition(cond, "if_else()")
+    made = [_body(then, "if_else(): then")]
+    labels = ["then"]
+    if otherwise is not None:
+        made.append(_body(otherwise, "if_else(): otherwise"))
+        labels.append("otherwise")
+    return ControlNode("if_else", c, tuple(r for r, _ in made), tuple(labels),
+                       body_graphs=tuple(g for _, g in made))
+
+
+def subgraph(graph) -> ControlNode:
+    """A node that runs the recorded ``graph`` in place, once per replay (its nodes in their
+    order, on the outer graph's team and logical size)."""
+    rec, src = _body(graph, "subgraph()")
+    return ControlNode("subgraph", None, (rec,), ("graph",), body_graphs=(src,))
