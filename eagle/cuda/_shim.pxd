@@ -105,6 +105,7 @@ cdef extern from "eagle/cuda_shim.h" nogil:
     int eagle_cuda_graph_add_child_graph_node(eagle_cudaGraphNode_t *node, eagle_cudaGraph_t graph,
                                               const eagle_cudaGraphNode_t *deps, size_t num_deps,
                                               eagle_cudaGraph_t child)
+    int eagle_cuda_child_graph_node_get_graph(eagle_cudaGraphNode_t node, eagle_cudaGraph_t *child)
     int eagle_cuda_graph_add_dependencies(eagle_cudaGraph_t graph,
                                           const eagle_cudaGraphNode_t *src,
                                           const eagle_cudaGraphNode_t *dst, size_t n)
@@ -112,6 +113,12 @@ cdef extern from "eagle/cuda_shim.h" nogil:
                                          const eagle_cudaGraphNode_t *deps, size_t num_deps,
                                          eagle_CUfunction func, eagle_dim3 grid, eagle_dim3 block,
                                          unsigned int shared_mem, void **args)
+    int eagle_cuda_graph_add_conditional_node(eagle_cudaGraphNode_t *node, eagle_cudaGraph_t graph,
+                                              const eagle_cudaGraphNode_t *deps, size_t num_deps,
+                                              int type, unsigned int initial,
+                                              unsigned long long *handle, eagle_cudaGraph_t *body)
+    int eagle_cuda_stream_set_capture_deps(eagle_cudaStream_t stream,
+                                           const eagle_cudaGraphNode_t *nodes, size_t n)
     int eagle_cuda_graph_add_while_node(eagle_cudaGraphNode_t *node, eagle_cudaGraph_t graph,
                                         const eagle_cudaGraphNode_t *deps, size_t num_deps,
                                         unsigned int initial, unsigned long long *handle,
@@ -144,6 +151,7 @@ cdef extern from "eagle/cuda_shim.h" nogil:
     int eagle_cuda_sized_refresh(eagle_cuda_sized *k, eagle_cudaGraphNode_t src)
     int eagle_cuda_sized_apply(eagle_cudaGraphExec_t exec, eagle_cuda_sized *k, const void *value,
                                eagle_dim3 grid)
+    int eagle_cuda_sized_apply_to_graph(eagle_cuda_sized *k, const void *value, eagle_dim3 grid)
     void eagle_cuda_sized_free(eagle_cuda_sized *k)
 
     int eagle_cuda_malloc(void **ptr, size_t nbytes)
@@ -183,6 +191,7 @@ ctypedef struct eagle_sized_kernel:
     unsigned long long value_u64
     int value_i32
     unsigned int value_u32
+    bint in_body             # a node of a conditional body / child graph: patched in the graph
 
 
 cdef class GraphExec:

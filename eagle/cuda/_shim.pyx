@@ -373,6 +373,33 @@ cdef class Stream:
         check(st, "cuStreamGetCaptureInfo")
         return cs, cid, <uintptr_t>g, [<uintptr_t>deps[i] for i in range(n)]
 
+    def begin_capture_to_graph(self, Graph graph not None, int mode=EAGLE_CUDA_CAPTURE_MODE_RELAXED):
+        """Capture into ``graph`` (cuStreamBeginCaptureToGraph, 12.3+): a conditional
+        node's body or a child-graph node's graph. End it with ``end_capture`` (the
+        Graph it returns is ``graph``'s handle, not owned)."""
+        cdef int st
+        with nogil:
+            st = eagle_cuda_stream_begin_capture_to_graph(self.handle, graph.handle, mode)
+        check(st, "cuStreamBeginCaptureToGraph")
+
+    def end_capture_to_graph(self):
+        """End a capture begun with ``begin_capture_to_graph``."""
+        cdef eagle_cudaGraph_t g = NULL
+        cdef int st
+        with nogil:
+            st = eagle_cuda_stream_end_capture(self.handle, &g)
+        check(st, "cuStreamEndCapture")
+
+    def set_capture_deps(self, nodes):
+        """The capturing stream's next work follows ``nodes`` (handles of nodes added to
+        the capture's graph by hand): cuStreamUpdateCaptureDependencies, SET."""
+        cdef eagle_cudaGraphNode_t d[64]
+        cdef size_t n = _node_array(nodes, d)
+        cdef int st
+        with nogil:
+            st = eagle_cuda_stream_set_capture_deps(self.handle, d, n)
+        check(st, "cuStreamUpdateCaptureDependencies")
+
     def last_node(self):
         """Handle of the node the last captured operation added (for retune)."""
         cdef eagle_cudaGraphNode_t node = NULL
@@ -602,6 +629,14 @@ cdef class Graph:
         self.owned = True
 
     @staticmethod
+    def borrow(uintptr_t ptr):
+        """A Graph for a handle someone else owns (a capture's graph): never destroyed here."""
+        cdef Graph out = Graph.__new__(Graph, _create=False)
+        out.handle = <eagle_cudaGraph_t>ptr
+        out.owned = False
+        return out
+
+    @staticmethod
     cdef Graph _own(eagle_cudaGraph_t g):
         cdef Graph out = Graph.__new__(Graph, _create=False)
         out.handle = g
@@ -657,6 +692,43 @@ cdef class Graph:
         out.handle = e
         out.graph = self
         return out
+
+    def add_conditional(self, str kind, deps=(), unsigned int initial=0):
+        """A conditional node (``kind`` "if" or "while", 12.4+ drivers) after ``deps``;
+        returns (node handle, condition handle, body :class:`Graph`, not owned: the node
+        owns it). ``initial`` is the handle's value at each launch."""
+        cdef eagle_cudaGraphNode_t node = NULL
+        cdef eagle_cudaGraphNode_t d[64]
+        cdef size_t n = _node_array(deps, d)
+        cdef unsigned long long handle = 0
+        cdef eagle_cudaGraph_t body = NULL
+        cdef int t
+        cdef int st
+        if kind == "if":
+            t = 0
+        elif kind == "while":
+            t = 1
+        else:
+            raise ValueError(f"kind is 'if' or 'while', got {kind!r}")
+        with nogil:
+            st = eagle_cuda_graph_add_conditional_node(&node, self.handle, d, n, t, initial,
+                                                       &handle, &body)
+        check(st, f"adding a conditional {kind.upper()} node")
+        cdef Graph b = Graph._own(body)
+        b.owned = False
+        return <uintptr_t>node, handle, b
+
+    def child_graph(self, uintptr_t node):
+        """The graph embedded in child-graph node ``node`` (not owned: the node owns it;
+        cuGraphChildGraphNodeGetGraph, no clone)."""
+        cdef eagle_cudaGraph_t g = NULL
+        cdef int st
+        with nogil:
+            st = eagle_cuda_child_graph_node_get_graph(<eagle_cudaGraphNode_t>node, &g)
+        check(st, "cuGraphChildGraphNodeGetGraph")
+        cdef Graph b = Graph._own(g)
+        b.owned = False
+        return b
 
     def add_child(self, Graph child not None, deps=()):
         """A child-graph node running a clone of ``child`` after ``deps`` (node handles)."""
@@ -833,7 +905,7 @@ cdef class GraphExec:
 
     def add_sized_kernel(self, uintptr_t node, unsigned int nargs, unsigned int size_index,
                          str size_type="int64", unsigned long long per_block=0,
-                         grid_yz=(1, 1), arg_sizes=None):
+                         grid_yz=(1, 1), arg_sizes=None, bint in_body=False):
         """Register kernel node ``node`` (a handle from ``Stream.last_node()``,
         of the graph this exec was instantiated from) as sized:
         ``set_logical_size(n)`` sets its argument ``size_index`` (of ``nargs``,
@@ -843,7 +915,10 @@ cdef class GraphExec:
         eagle copies the node's arguments now (each by its size:
         ``arg_sizes``, default 8 bytes each, or the kernel's real sizes from
         cuFuncGetParamInfo on 12.4+ drivers, which also refuse a wrong
-        ``nargs`` or size-parameter width with TypeError)."""
+        ``nargs`` or size-parameter width with TypeError). ``in_body``: the node sits
+        in a conditional body or a child graph of that graph; a retune patches it in
+        the graph and carries it into the exec with one cuGraphExecUpdate (per-node
+        exec updates name top-level nodes only)."""
         if size_type not in _SIZE_KINDS:
             raise ValueError(f"size_type must be one of {sorted(_SIZE_KINDS)}, got {size_type!r}")
         cdef int kind
@@ -896,6 +971,7 @@ cdef class GraphExec:
             k.size_kind = kind
             k.per_block = per_block
             k.block_grid = _dim3((1,) + tuple(grid_yz))
+            k.in_body = in_body
             self.n_sized += 1
 
     @property
@@ -912,6 +988,8 @@ cdef class GraphExec:
         cdef eagle_dim3 grid
         cdef const void *value
         cdef unsigned long long blocks
+        cdef bint bodies = False
+        cdef eagle_CUgraphExecUpdateResultInfo info
         if n < 0:
             raise ValueError(f"logical size must be >= 0, got {n}")
         with self._lock:
@@ -941,11 +1019,31 @@ cdef class GraphExec:
                     else:
                         k.value_u64 = <uint64_t>n
                         value = &k.value_u64
-                    st = eagle_cuda_sized_apply(self.handle, &k.k, value, grid)
+                    if k.in_body:
+                        bodies = True
+                        st = eagle_cuda_sized_apply_to_graph(&k.k, value, grid)
+                    else:
+                        st = eagle_cuda_sized_apply(self.handle, &k.k, value, grid)
                     if st != 0:
                         break
             if st != 0:
                 check(st, f"retuning sized kernel node {i} for logical size {n}")
+            if bodies:
+                # kernel nodes inside conditional bodies / child graphs: the graph now holds
+                # their new launch; the top-level ones get eagle's copy too (the update
+                # takes every node from the graph), then one whole-graph update
+                with nogil:
+                    for i in range(self.n_sized):
+                        if not self.sized[i].in_body:
+                            st = eagle_cuda_kernel_node_set_params(self.sized[i].k.node,
+                                                                   &self.sized[i].k.params)
+                            if st != 0:
+                                break
+                    if st == 0:
+                        info.result = 0
+                        st = eagle_cuda_graph_exec_update(self.handle, self.graph.handle, &info)
+                check(st, f"cuGraphExecUpdate carrying the retune into control-flow bodies "
+                          f"(logical size {n})")
 
     def write_back_to_graph(self):
         """Set every sized node of the instantiated-from graph to eagle's

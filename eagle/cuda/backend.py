@@ -290,6 +290,11 @@ class CudaBackend(Backend):
                                 "sized=True)): on cuda an opaque node runs once, at capture, and the "
                                 "kernels it launches keep that call's size, so it could not follow "
                                 "set_logical_size(); use cuda_kernel() with SIZE, or a plain opaque node")
+        from eagle.cuda import control as _control
+
+        _control.check_bodies(recording, _cuda)
+        #: the nodes with every control node's body nodes (for what the graph needs set up)
+        flat = _control.flat_nodes(nodes)
         #: whether a compaction node sets the next replay's logical size (on the device)
         self.resizes = recording.index_of_resizer() is not None
         self._until_done_refused = None
@@ -332,15 +337,22 @@ class CudaBackend(Backend):
         # the device logical size: for compaction / reorder nodes and SIZE_PTR kernels
         partitions = [n for n in nodes if n.runs_as is RunsAs.CUDA_PARTITION]
         self._has_partitions = bool(partitions)
-        self._device_size = bool(partitions) or any(n.size_ptr for n in nodes)
+        self._device_size = bool(partitions) or any(n.size_ptr for n in flat)
         self._buffers = []
         self._gblock = None
         self._host_g = None
         self._kernels = None
         if self._device_size:
             self._setup_device_size(size, partitions)
-        if any(n.runs_as is RunsAs.CUDA_RANDOM for n in nodes):
+        if any(n.runs_as is RunsAs.CUDA_RANDOM for n in flat):
             self._setup_replay_counter()
+        #: the control-flow nodes' capture and their iteration limits (eagle/cuda/control.py)
+        self._control = _control.ControlCapture(self, _cuda)
+        try:
+            self._control.prepare(nodes, recording.names, self.stream)
+        except BaseException:
+            self._free_buffers()
+            raise
         owners = _cuda.NodeOwners(self.stream)
         sized = []
         try:  # the capture reads what the producers wrote (CuPy arrays, torch, numba ...)
@@ -377,10 +389,11 @@ class CudaBackend(Backend):
             self._free_buffers()
             raise
         try:
-            for index, handle, nargs, size_index, size_type, per_block, arg_sizes in sized:
+            for index, handle, nargs, size_index, size_type, per_block, arg_sizes, *body in sized:
                 try:
                     self.exec.add_sized_kernel(handle, nargs, size_index, size_type,
-                                               per_block=per_block, arg_sizes=arg_sizes)
+                                               per_block=per_block, arg_sizes=arg_sizes,
+                                               in_body=bool(body and body[0]))
                 except (TypeError, CudaError) as e:
                     add_note(e, f"eagle: registering kernel node {recording.names[index]!r} as sized")
                     raise
@@ -443,29 +456,7 @@ class CudaBackend(Backend):
                     for i, stream in zip(idx, streams):
                         where = (i, s)
                         node = rec.nodes[i]
-                        with self._on(stream):
-                            if node.runs_as is RunsAs.CUDA_KERNEL:
-                                if node.size_ptr:
-                                    node.launch(stream, size, self.size_ptr)
-                                    sized.append((i, stream.last_node(), node.nargs, 0, "none",
-                                                  node.block, node.arg_sizes()))
-                                else:
-                                    node.launch(stream, size)
-                                    sized.append((i, stream.last_node(), node.nargs, node.size_arg,
-                                                  node.size_type, node.block, node.arg_sizes()))
-                            elif node.runs_as is RunsAs.CUDA_RANDOM:
-                                drawn = []
-                                node.capture(self._kernels, stream, size, self.size_ptr,
-                                             self._replay_buf.ptr, drawn)
-                                sized += [(i, h, nargs, k, "int64", per, None)
-                                          for h, nargs, k, per in drawn]
-                            elif node.runs_as is RunsAs.CUDA_PARTITION:
-                                grid_only = []
-                                node.capture(self._kernels, stream, size, self.size_ptr, grid_only)
-                                sized += [(i, h, nargs, 0, "none", per, None)
-                                          for h, nargs, per in grid_only]
-                            else:
-                                node.fn()
+                        self._capture_node(node, rec.names[i], stream, size, sized, i)
                         if stream.capture_status() != _cuda.CAPTURE_STATUS_ACTIVE:
                             st = 901  # cudaErrorStreamCaptureInvalidated
                             raise CudaError(st, _cuda.status_name(st), _cuda.status_text(st),
@@ -510,6 +501,35 @@ class CudaBackend(Backend):
                 for ev in events:
                     ev.close()
         return captured
+
+    def _capture_node(self, node, name, stream, size, sized, i):
+        """Capture one node on ``stream`` (a top-level node, or one of a control-flow
+        body, eagle/cuda/control.py); its sized kernel nodes go to ``sized``."""
+        with self._on(stream):
+            if node.runs_as is RunsAs.CUDA_KERNEL:
+                if node.size_ptr:
+                    node.launch(stream, size, self.size_ptr)
+                    sized.append((i, stream.last_node(), node.nargs, 0, "none",
+                                  node.block, node.arg_sizes()))
+                else:
+                    node.launch(stream, size)
+                    sized.append((i, stream.last_node(), node.nargs, node.size_arg,
+                                  node.size_type, node.block, node.arg_sizes()))
+            elif node.runs_as is RunsAs.CUDA_RANDOM:
+                drawn = []
+                node.capture(self._kernels, stream, size, self.size_ptr,
+                             self._replay_buf.ptr, drawn)
+                sized += [(i, h, nargs, k, "int64", per, None)
+                          for h, nargs, k, per in drawn]
+            elif node.runs_as is RunsAs.CUDA_PARTITION:
+                grid_only = []
+                node.capture(self._kernels, stream, size, self.size_ptr, grid_only)
+                sized += [(i, h, nargs, 0, "none", per, None)
+                          for h, nargs, per in grid_only]
+            elif node.runs_as is RunsAs.CONTROL:
+                self._control.capture(node, name, stream, size, sized)
+            else:
+                node.fn()
 
     def _abandon(self, events):
         """End a failed capture, whatever state it is in, so every stream stays usable."""
@@ -700,7 +720,10 @@ class CudaBackend(Backend):
         _nvtx.push(f"eagle launch_until_done({n})" if until_done else f"eagle launch({n})")
         try:
             with self._on_device():
-                return self._launch_body(n, until_done)
+                done = self._launch_body(n, until_done)
+                if self._control.limits and done:
+                    self._control.check_limits(self.stream)
+                return done
         finally:
             _nvtx.pop()
 
@@ -940,6 +963,7 @@ class CudaBackend(Backend):
                     first = e
 
         attempt(self._settle)
+        attempt(self._control.close_streams)
         attempt(self._close_while)
         attempt(self.exec.close)
         attempt(lambda: self.exec.graph.close() if self.exec.graph is not None else None)
@@ -962,4 +986,4 @@ _LIBRARY_KERNEL = re.compile(r"gemm|gemv|cublas|cutlass|xmma|fft|cusolver|cuspar
 
 
 #: how the nodes of a cuda graph may run
-_RUNS = (RunsAs.OPAQUE, RunsAs.CUDA_KERNEL, RunsAs.CUDA_PARTITION, RunsAs.CUDA_RANDOM)
+_RUNS = (RunsAs.OPAQUE, RunsAs.CUDA_KERNEL, RunsAs.CUDA_PARTITION, RunsAs.CUDA_RANDOM, RunsAs.CONTROL)

@@ -85,6 +85,8 @@ KERNELS = {"eagle_part_count": 8, "eagle_part_scan": 11, "eagle_part_scatter": 1
            "eagle_part_copyback": 4, "eagle_commit": 1}
 #: the kernels of eagle/cuda/kernels/until_done.cu (a module of its own, see there)
 UNTIL_DONE_KERNELS = {"eagle_until_done_condition": 2}
+#: the kernels of eagle/cuda/kernels/control.cu (control-flow nodes, eagle/cuda/control.py)
+CONTROL_KERNELS = {"eagle_control_condition": 7}
 #: the kernels of eagle/cuda/kernels/random.cu (the random nodes, eagle/cuda/random_node.py)
 RANDOM_KERNELS = {"eagle_random": 13, "eagle_replay_step": 1}
 
@@ -114,6 +116,8 @@ class _CupyKernels:
         fn = self._fn.get(name)
         if fn is None and name in UNTIL_DONE_KERNELS:
             fn = self._fn[name] = _cupy_module(self._cp, "until_done").get_function(name)
+        elif fn is None and name in CONTROL_KERNELS:
+            fn = self._fn[name] = _cupy_module(self._cp, "control").get_function(name)
         elif fn is None and name in RANDOM_KERNELS:
             fn = self._fn[name] = _cupy_module(self._cp, "random").get_function(name)
         return int(fn.ptr)

@@ -53,10 +53,11 @@ def build_emulated_module(out_dir, sources=None, kernels=None):
     if cxx is None:
         pytest.skip("no C++ compiler for the CUDA C emulator")
     if sources is None:
-        sources = [KERNELS_DIR / "partition.cu", KERNELS_DIR / "until_done.cu", KERNELS_DIR / "random.cu"]
+        sources = [KERNELS_DIR / "partition.cu", KERNELS_DIR / "until_done.cu", KERNELS_DIR / "random.cu",
+                   KERNELS_DIR / "control.cu"]
     if kernels is None:
-        from eagle.cuda.finished import KERNELS, RANDOM_KERNELS, UNTIL_DONE_KERNELS
-        kernels = list(KERNELS) + list(UNTIL_DONE_KERNELS) + list(RANDOM_KERNELS)
+        from eagle.cuda.finished import CONTROL_KERNELS, KERNELS, RANDOM_KERNELS, UNTIL_DONE_KERNELS
+        kernels = list(KERNELS) + list(UNTIL_DONE_KERNELS) + list(RANDOM_KERNELS) + list(CONTROL_KERNELS)
     unit = Path(out_dir) / "kernels_emulated.cpp"
     # each .cu in a namespace of its own would hide extern "C" names; they share one unit
     unit.write_text('#include "cuda_emulation.h"\n' + "".join(f'#include "{s}"\n' for s in sources)

@@ -95,7 +95,7 @@ typedef void (*fake_block_entry)(void **args, fake_dim3 grid, fake_dim3 block, f
 
 enum {
     OK = 0, E_INVALID_VALUE = 1, E_OUT_OF_MEMORY = 2, E_NOT_INITIALIZED = 3,
-    E_NO_DEVICE = 100, E_INVALID_CONTEXT = 201, E_INVALID_HANDLE = 400, E_NOT_FOUND = 500,
+    E_NO_DEVICE = 100, E_INVALID_CONTEXT = 201, E_INVALID_HANDLE = 400, E_ILLEGAL_STATE = 401, E_NOT_FOUND = 500,
     E_NOT_READY = 600, E_ILLEGAL_ADDRESS = 700, E_LAUNCH_OUT_OF_RESOURCES = 701, E_LAUNCH_FAILED = 719, E_NOT_SUPPORTED = 801,
     E_CAPTURE_UNSUPPORTED = 900, E_CAPTURE_INVALIDATED = 901, E_CAPTURE_MERGE = 902,
     E_CAPTURE_UNMATCHED = 903, E_CAPTURE_UNJOINED = 904, E_CAPTURE_ISOLATION = 905,
@@ -111,6 +111,7 @@ static const struct { int code; const char *name, *text; } err_table[] = {
     {100, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
     {201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
     {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {401, "CUDA_ERROR_ILLEGAL_STATE", "the operation is not permitted in the current state"},
     {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {600, "CUDA_ERROR_NOT_READY", "device not ready"},
     {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
@@ -957,12 +958,11 @@ static void node_copy_params(fnode *d, const fnode *s) {
 }
 static fgraph *graph_clone(const fgraph *src) {
     fgraph *g = graph_new();
-    for (size_t i = 0; i < src->n; ++i) {
-        fnode *n = graph_add(g, src->nodes[i]->type, NULL, 0);
-        node_copy_params(n, src->nodes[i]);
+    for (size_t i = 0; i < src->n; ++i) node_copy_params(graph_add(g, src->nodes[i]->type, NULL, 0), src->nodes[i]);
+    /* then the edges: a node may depend on one added after it (an edge added by hand) */
+    for (size_t i = 0; i < src->n; ++i)
         for (size_t j = 0; j < src->nodes[i]->ndeps; ++j)
-            node_add_dep(n, g->nodes[node_index(src, src->nodes[i]->deps[j])]);
-    }
+            node_add_dep(g->nodes[i], g->nodes[node_index(src, src->nodes[i]->deps[j])]);
     graph_urefs_copy(g, src);
     return g;
 }
@@ -981,6 +981,47 @@ static int nconds;
 
 EXPORT void fake_cuda_set_conditional(unsigned long long handle, unsigned value) {
     if (handle >= 1 && handle <= (unsigned long long)nconds) conds[handle - 1].value = value;
+}
+
+/* CU_GRAPH_COND_ASSIGN_DEFAULT: every handle a graph's conditional nodes use (also in
+ * nested bodies and child graphs) takes its default when the graph is launched (not
+ * each time its node runs: a kernel before the node sets it for that run) */
+static void cond_defaults_at_launch(const fgraph *g) {
+    for (size_t i = 0; i < g->n; ++i) {
+        const fnode *n = g->nodes[i];
+        if (n->type == N_COND && n->handle >= 1 && n->handle <= (unsigned long long)nconds &&
+            (conds[n->handle - 1].flags & 1u))
+            conds[n->handle - 1].value = conds[n->handle - 1].dflt;
+        if ((n->type == N_COND || n->type == N_CHILD) && n->child) cond_defaults_at_launch(n->child);
+    }
+}
+
+/* What a conditional body may hold (CUDA 12.4+): kernel, memcpy, memset, empty, child
+ * graph and conditional nodes, the same holding for child graphs and nested bodies
+ * inside it; host, event and memory-allocation nodes are refused at instantiate
+ * (CUDA_ERROR_NOT_SUPPORTED). The first node refused, or NULL. */
+static fnode *cond_body_refused(const fgraph *g) {
+    for (size_t i = 0; i < g->n; ++i) {
+        fnode *n = g->nodes[i];
+        if (n->type != N_KERNEL && n->type != N_MEMCPY && n->type != N_MEMSET &&
+            n->type != N_EMPTY && n->type != N_CHILD && n->type != N_COND)
+            return n;
+        if ((n->type == N_COND || n->type == N_CHILD) && n->child) {
+            fnode *bad = cond_body_refused(n->child);
+            if (bad) return bad;
+        }
+    }
+    return NULL;
+}
+static fnode *graph_cond_refused(const fgraph *g) {
+    for (size_t i = 0; i < g->n; ++i) {
+        const fnode *n = g->nodes[i];
+        fnode *bad = NULL;
+        if (n->type == N_COND && n->child) bad = cond_body_refused(n->child);
+        else if (n->type == N_CHILD && n->child) bad = graph_cond_refused(n->child);
+        if (bad) return bad;
+    }
+    return NULL;
 }
 
 /* ---- executing a graph ------------------------------------------------------------- */
@@ -1018,8 +1059,10 @@ static void run_node(fnode *n) {
     }
     case N_CHILD: exec_graph(n->child); break;
     case N_COND: {
+        /* the handle's value as last set: its default at the launch's start
+         * (CU_GRAPH_COND_ASSIGN_DEFAULT, cond_defaults_at_launch), then whatever a
+         * kernel set with cudaGraphSetConditional (fake_cuda_set_conditional) */
         unsigned long long h = n->handle;
-        if (conds[h - 1].flags & 1u) conds[h - 1].value = conds[h - 1].dflt;
         if (n->cond_type == 1) {
             long guard = 0;
             while (conds[h - 1].value && !sticky && guard++ < 100000000) exec_graph(n->child);
@@ -1146,7 +1189,7 @@ static void *stream_worker(void *p) {
             case OP_MEMSET: memset((void *)o->dst, o->value, o->bytes); break;
             case OP_RECORD: break;
             case OP_WAIT: event_wait_gen(o->event, o->gen); break;
-            case OP_GRAPH: exec_graph(o->exec->copy); break;
+            case OP_GRAPH: cond_defaults_at_launch(o->exec->copy); exec_graph(o->exec->copy); break;
             }
         }
         if (o->type == OP_RECORD) event_complete(o->event, o->gen);
@@ -1704,6 +1747,34 @@ static int end_capture(void *sh, void **graph_out) {
     /* the capture record stays allocated: events recorded in it refer to it */
     LEAVE(rc);
 }
+/* cuStreamUpdateCaptureDependencies: the stream's next captured work follows `deps`
+ * (flags 1: SET, replacing its dependencies; 0: ADD), nodes of the capture's graph */
+static int update_capture_deps(void *sh, void **deps, size_t n, unsigned flags) {
+    ENTER("cuStreamUpdateCaptureDependencies");
+    int err;
+    fstream *s = as_stream(sh, &err);
+    if (!s) LEAVE(err);
+    if (!s->cap) LEAVE(E_ILLEGAL_STATE);
+    if (flags > 1 || check_deps(s->cap->graph, (const void *const *)deps, n)) LEAVE(E_INVALID_VALUE);
+    if (flags == 1) {
+        free(s->deps);
+        s->deps = NULL;
+        s->ndeps = 0;
+    }
+    for (size_t i = 0; i < n; ++i) {
+        s->deps = (fnode **)realloc(s->deps, (s->ndeps + 1) * sizeof(fnode *));
+        s->deps[s->ndeps++] = (fnode *)deps[i];
+    }
+    LEAVE(0);
+}
+static int update_capture_deps_v1(void *sh, void **deps, size_t n, unsigned flags) {
+    return update_capture_deps(sh, deps, n, flags);
+}
+static int update_capture_deps_v2(void *sh, void **deps, const void *edges, size_t n,
+                                  unsigned flags) {
+    (void)edges;
+    return update_capture_deps(sh, deps, n, flags);
+}
 static int is_capturing(void *sh, int *status) {
     ENTER("cuStreamIsCapturing");
     int err;
@@ -1920,6 +1991,12 @@ static int instantiate(void **out, void *g, iparams *p) {
     p->result = 0;
     if (fail_instantiate_at >= 0 && (long)fg->n > fail_instantiate_at) {
         p->err_node = fg->nodes[fail_instantiate_at];
+        p->result = 3; /* CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED */
+        LEAVE(E_NOT_SUPPORTED);
+    }
+    fnode *refused = graph_cond_refused(fg);
+    if (refused) {
+        p->err_node = refused;
         p->result = 3; /* CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED */
         LEAVE(E_NOT_SUPPORTED);
     }
@@ -2285,6 +2362,8 @@ static const proc procs[] = {
     {"cuStreamGetCaptureInfo", 11030, 12029, (void *)capture_info_v2},
     {"cuStreamGetCaptureInfo", 12030, 0, (void *)capture_info_v3},
     {"cuThreadExchangeStreamCaptureMode", 10010, 0, (void *)exchange_mode},
+    {"cuStreamUpdateCaptureDependencies", 11030, 12029, (void *)update_capture_deps_v1},
+    {"cuStreamUpdateCaptureDependencies", 12030, 0, (void *)update_capture_deps_v2},
     {"cuGraphCreate", 10000, 0, (void *)graph_create},
     {"cuGraphDestroy", 10000, 0, (void *)graph_destroy},
     {"cuGraphGetNodes", 10000, 0, (void *)graph_get_nodes},

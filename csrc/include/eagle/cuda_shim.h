@@ -141,6 +141,7 @@ enum {
 #define EAGLE_CUDA_GRAPH_COND_TYPE_IF 0
 #define EAGLE_CUDA_GRAPH_COND_TYPE_WHILE 1
 #define EAGLE_CUDA_GRAPH_COND_ASSIGN_DEFAULT 1u
+#define EAGLE_CUDA_STREAM_SET_CAPTURE_DEPENDENCIES 1u /* CU_STREAM_SET_CAPTURE_DEPENDENCIES */
 
 /* The driver's error codes the shim itself produces or tests for. */
 #define EAGLE_CUDA_SUCCESS 0
@@ -262,6 +263,20 @@ int eagle_cuda_graph_add_while_node(eagle_cudaGraphNode_t *node, eagle_cudaGraph
                                     unsigned int initial, unsigned long long *handle,
                                     eagle_cudaGraph_t *body);
 
+/* A conditional node (12.4+) of `type` (EAGLE_CUDA_GRAPH_COND_TYPE_IF / _WHILE):
+ * creates its handle on `graph` (default `initial`, assigned at each launch) and
+ * the node; *body is its body graph (owned by the node; capture into it with
+ * eagle_cuda_stream_begin_capture_to_graph). EAGLE_CUDA_ERROR_TOO_OLD below 12.4. */
+int eagle_cuda_graph_add_conditional_node(eagle_cudaGraphNode_t *node, eagle_cudaGraph_t graph,
+                                          const eagle_cudaGraphNode_t *deps, size_t num_deps,
+                                          int type, unsigned int initial,
+                                          unsigned long long *handle, eagle_cudaGraph_t *body);
+/* cuStreamUpdateCaptureDependencies (CU_STREAM_SET_CAPTURE_DEPENDENCIES): the
+ * capturing stream's next work follows `nodes` (nodes added to the capture's
+ * graph by hand: a conditional or child-graph node). */
+int eagle_cuda_stream_set_capture_deps(eagle_cudaStream_t stream,
+                                       const eagle_cudaGraphNode_t *nodes, size_t n);
+
 /* cuGraphInstantiateWithParams. On failure *err_node names the node that
  * failed (NULL if none) and *result the CUgraphInstantiateResult. */
 int eagle_cuda_graph_instantiate(eagle_cudaGraphExec_t *exec, eagle_cudaGraph_t graph,
@@ -337,6 +352,11 @@ int eagle_cuda_sized_refresh(eagle_cuda_sized *k, eagle_cudaGraphNode_t from);
  * value NULL or size_bytes 0: grid only). */
 int eagle_cuda_sized_apply(eagle_cudaGraphExec_t exec, eagle_cuda_sized *k, const void *value,
                            eagle_dim3 grid);
+/* The same patch written into the node of its (non-executable) graph with
+ * cuGraphKernelNodeSetParams: for kernel nodes inside conditional bodies and
+ * child graphs, which per-node exec updates cannot name; a cuGraphExecUpdate
+ * of the whole graph then carries them into the exec. */
+int eagle_cuda_sized_apply_to_graph(eagle_cuda_sized *k, const void *value, eagle_dim3 grid);
 void eagle_cuda_sized_free(eagle_cuda_sized *k);
 
 /* ---- device memory -------------------------------------------------------- */

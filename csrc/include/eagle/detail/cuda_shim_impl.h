@@ -49,6 +49,8 @@ typedef int (*eagle_cu_capture_info_v3)(void *, int *, unsigned long long *, voi
                                         size_t *);
 typedef int (*eagle_cu_capture_to_graph)(void *, void *, const void *const *,
                                          const eagle_CUgraphEdgeData *, size_t, int);
+typedef int (*eagle_cu_update_deps_v1)(void *, void **, size_t, unsigned int);
+typedef int (*eagle_cu_update_deps_v2)(void *, void **, const void *, size_t, unsigned int);
 typedef int (*eagle_cu_graph_get_nodes)(void *, void **, size_t *);
 typedef int (*eagle_cu_add_child)(void **, void *, const void *const *, size_t, void *);
 typedef int (*eagle_cu_add_deps_v1)(void *, const void *const *, const void *const *, size_t);
@@ -104,6 +106,8 @@ typedef struct eagle_cuda_table {
     eagle_cu_capture_info_v2 CaptureInfoV2; /* api < 12.3                   */
     eagle_cu_capture_info_v3 CaptureInfoV3; /* api >= 12.3 (and 13.x)      */
     eagle_cu_capture_to_graph BeginCaptureToGraph; /* 12.3+, optional      */
+    eagle_cu_update_deps_v1 UpdateDepsV1;          /* 11.3-12.2 form       */
+    eagle_cu_update_deps_v2 UpdateDepsV2;          /* 12.3+ form           */
     eagle_cu_graph_get_nodes GraphGetNodes;
     eagle_cu_add_child GraphAddChildGraphNode;
     eagle_cu_hh GraphChildGraphNodeGetGraph;
@@ -205,6 +209,8 @@ static const eagle_cuda_entry eagle_cuda_entries[] = {
     EAGLE_E(CaptureInfoV2, "cuStreamGetCaptureInfo", 0, 12029, 11030, 0),
     EAGLE_E(CaptureInfoV3, "cuStreamGetCaptureInfo", 12030, 0, 12030, 0),
     EAGLE_E(BeginCaptureToGraph, "cuStreamBeginCaptureToGraph", 12030, 0, 12030, 0),
+    EAGLE_E(UpdateDepsV1, "cuStreamUpdateCaptureDependencies", 0, 12029, 11030, 0),
+    EAGLE_E(UpdateDepsV2, "cuStreamUpdateCaptureDependencies", 12030, 0, 12030, 0),
     EAGLE_E(GraphCreate, "cuGraphCreate", 0, 0, 10000, 1),
     EAGLE_E(GraphDestroy, "cuGraphDestroy", 0, 0, 10000, 1),
     EAGLE_E(GraphGetNodes, "cuGraphGetNodes", 0, 0, 10000, 1),
@@ -639,17 +645,20 @@ int eagle_cuda_graph_add_kernel_node(eagle_cudaGraphNode_t *node, eagle_cudaGrap
     p.kernelParams = args;
     EAGLE_CUDA_CALL(GraphAddKernelNode, node, g, (const void *const *)deps, num_deps, &p);
 }
-int eagle_cuda_graph_add_while_node(eagle_cudaGraphNode_t *node, eagle_cudaGraph_t g,
-                                    const eagle_cudaGraphNode_t *deps, size_t num_deps,
-                                    unsigned int initial, unsigned long long *handle,
-                                    eagle_cudaGraph_t *body) {
+int eagle_cuda_graph_add_conditional_node(eagle_cudaGraphNode_t *node, eagle_cudaGraph_t g,
+                                          const eagle_cudaGraphNode_t *deps, size_t num_deps,
+                                          int type, unsigned int initial,
+                                          unsigned long long *handle, eagle_cudaGraph_t *body) {
     void *ctx = NULL;
     int st;
     if (!node || !handle || !body) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
+    if (type != EAGLE_CUDA_GRAPH_COND_TYPE_IF && type != EAGLE_CUDA_GRAPH_COND_TYPE_WHILE)
+        return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
     EAGLE_CUDA_ENSURE();
     if (!eagle_cuda_has("conditional")) return EAGLE_CUDA_ERROR_TOO_OLD;
     st = eagle_cuda_T.CtxGetCurrent(&ctx);
     if (st) return st;
+    /* the handle belongs to the graph that holds the node (a body graph when nested) */
     st = eagle_cuda_T.ConditionalHandleCreate(handle, g, ctx, initial,
                                               EAGLE_CUDA_GRAPH_COND_ASSIGN_DEFAULT);
     if (st) return st;
@@ -657,13 +666,32 @@ int eagle_cuda_graph_add_while_node(eagle_cudaGraphNode_t *node, eagle_cudaGraph
     memset(&p, 0, sizeof p);
     p.type = EAGLE_CUDA_GRAPH_NODE_TYPE_CONDITIONAL;
     p.u.conditional.handle = *handle;
-    p.u.conditional.type = EAGLE_CUDA_GRAPH_COND_TYPE_WHILE;
+    p.u.conditional.type = type;
     p.u.conditional.size = 1;
     p.u.conditional.ctx = ctx;
     st = eagle_cuda_T.GraphAddNode(node, g, (const void *const *)deps, NULL, num_deps, &p);
     if (st) return st;
     *body = p.u.conditional.phGraph_out ? p.u.conditional.phGraph_out[0] : NULL;
     return *body ? 0 : EAGLE_CUDA_ERROR_BAD_ARGUMENT;
+}
+int eagle_cuda_graph_add_while_node(eagle_cudaGraphNode_t *node, eagle_cudaGraph_t g,
+                                    const eagle_cudaGraphNode_t *deps, size_t num_deps,
+                                    unsigned int initial, unsigned long long *handle,
+                                    eagle_cudaGraph_t *body) {
+    return eagle_cuda_graph_add_conditional_node(node, g, deps, num_deps,
+                                                 EAGLE_CUDA_GRAPH_COND_TYPE_WHILE, initial, handle,
+                                                 body);
+}
+int eagle_cuda_stream_set_capture_deps(eagle_cudaStream_t s, const eagle_cudaGraphNode_t *nodes,
+                                       size_t n) {
+    EAGLE_CUDA_ENSURE();
+    if (eagle_cuda_T.UpdateDepsV2)
+        return eagle_cuda_T.UpdateDepsV2(s, (void **)nodes, NULL, n,
+                                         EAGLE_CUDA_STREAM_SET_CAPTURE_DEPENDENCIES);
+    if (eagle_cuda_T.UpdateDepsV1)
+        return eagle_cuda_T.UpdateDepsV1(s, (void **)nodes, n,
+                                         EAGLE_CUDA_STREAM_SET_CAPTURE_DEPENDENCIES);
+    return EAGLE_CUDA_ERROR_MISSING_SYMBOL;
 }
 
 int eagle_cuda_graph_instantiate(eagle_cudaGraphExec_t *exec, eagle_cudaGraph_t graph,
@@ -893,6 +921,17 @@ int eagle_cuda_sized_apply(eagle_cudaGraphExec_t exec, eagle_cuda_sized *k, cons
     k->params.gridDimY = grid.y;
     k->params.gridDimZ = grid.z;
     return eagle_cuda_T.GraphExecKernelNodeSetParams(exec, k->node, &k->params);
+}
+
+int eagle_cuda_sized_apply_to_graph(eagle_cuda_sized *k, const void *value, eagle_dim3 grid) {
+    if (!k || !k->argv || grid.x == 0 || grid.y == 0 || grid.z == 0)
+        return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
+    EAGLE_CUDA_ENSURE();
+    if (value && k->size_bytes) memcpy(k->argv[k->size_index], value, k->size_bytes);
+    k->params.gridDimX = grid.x;
+    k->params.gridDimY = grid.y;
+    k->params.gridDimZ = grid.z;
+    return eagle_cuda_T.GraphKernelNodeSetParams(k->node, &k->params);
 }
 
 void eagle_cuda_sized_free(eagle_cuda_sized *k) {

@@ -1,0 +1,279 @@
+"""Control-flow nodes on CUDA: ``while_loop`` and ``if_else`` as conditional nodes,
+``subgraph`` as a child-graph node, inside the one CUDA graph ``build()`` captures.
+
+The record-level contract is ``eagle.record.control`` (``ControlNode``). When the cuda
+backend's capture meets a control node on stream ``s`` (eagle's stream or a branch's),
+it adds nodes to the graph ``s`` is capturing into (``cuStreamGetCaptureInfo`` gives the
+graph) and then makes ``s``'s next work follow them (``cuStreamUpdateCaptureDependencies``):
+
+- ``while_loop(cond, body)`` becomes a conditional **WHILE** node whose handle the
+  one-thread kernel ``eagle_control_condition`` (eagle/cuda/kernels/control.cu) sets
+  from ``cond[0]``, read on the device: once before the node (CUDA's WHILE checks its
+  handle before each iteration, so a false condition runs no iteration) and again as
+  the body's last node, after each iteration. ``max_iterations``: the same kernel
+  counts the iterations in a device int64; when the loop has run that many with
+  ``cond[0]`` still true it stops it and sets a flag, which ``launch`` reads back at its
+  end (one 16-byte copy per such loop per launch) and raises ``RuntimeError`` naming the
+  node. The replays already issued in that launch finish first.
+- ``if_else(cond, then, otherwise)`` becomes two conditional **IF** nodes, one per body,
+  after one condition kernel that reads ``cond[0]`` once and sets the first handle to
+  it and the second to its negation (so ``then`` writing the condition does not also
+  run ``otherwise``, as in Python's ``if``/``else``). Two IF nodes work on every 12.4+
+  driver; the two-body IF of CUDA 12.8 would save one node and is not used.
+- ``subgraph(graph)`` becomes a **child-graph** node whose graph the body is captured into.
+
+Each body is captured into its graph (the conditional node's body, the child node's
+graph) with ``cuStreamBeginCaptureToGraph`` on a stream of its own, its nodes in
+recording order, one after another (no side branches inside a body); a control node
+inside a body does the same one level down (the handle of a nested conditional node
+belongs to the body graph holding it).
+
+**Drivers.** Conditional nodes need a CUDA 12.4 driver (``_cuda.has("conditional")``),
+capture into a body a 12.3 one; ``build()`` raises ``CudaError`` naming the driver's
+version otherwise.
+
+**What a body may hold on CUDA.** Conditional bodies may hold only kernel, memset,
+memcpy, empty, child-graph and conditional nodes (the driver refuses host, event and
+allocation nodes there at instantiate). So: ``cuda_kernel``, ufunc and random nodes,
+opaque nodes whose captured work is kernels and copies, and nested control nodes. A
+collective (NCCL) is refused in any body: its captured work is not allowed in a
+conditional body, and ranks whose conditions differ would hang. Compaction and reorder
+(which set the next replay's logical size) are refused in bodies too.
+
+**Retune.** Sized kernel nodes inside bodies are registered like the top-level ones;
+``set_logical_size`` writes their new grid and size into the body graph
+(``cuGraphKernelNodeSetParams``: per-node exec updates name only nodes of the graph
+instantiated from, not of its bodies) and carries it into the executable graph with
+one whole-graph ``cuGraphExecUpdate``, which updates conditional bodies and child
+graphs in place.
+"""
+from __future__ import annotations
+
+import contextlib
+import weakref
+
+import numpy as np
+
+from eagle._errors import CudaError
+from eagle.record.node import RunsAs
+
+__all__ = ["ControlCapture", "flat_nodes", "check_bodies"]
+
+#: what a conditional node needs of the driver, and what capture into a body needs
+_CONDITIONAL_VERSION = "12.4"
+_CAPTURE_TO_GRAPH_VERSION = "12.3"
+
+
+#: how a node inside a body may run on CUDA (compaction and reorder are refused there)
+_BODY_RUNS = (RunsAs.OPAQUE, RunsAs.CUDA_KERNEL, RunsAs.CUDA_RANDOM, RunsAs.CUDA_PARTITION,
+              RunsAs.CONTROL)
+
+
+def flat_nodes(nodes):
+    """The nodes, with every control node's body nodes after it (at any depth)."""
+    out = []
+    for node in nodes:
+        out.append(node)
+        if node.runs_as is RunsAs.CONTROL:
+            for rec in node.bodies:
+                out += flat_nodes(rec.nodes)
+    return out
+
+
+def _signed(v: int) -> int:
+    """An unsigned 64-bit handle as the int64 the kernel launch takes (the same bits)."""
+    return v - (1 << 64) if v >= (1 << 63) else v
+
+
+def check_bodies(recording, cuda_module, path=()):
+    """Refuse, before anything is captured, what cannot run in a body on CUDA, and a driver
+    without conditional nodes; ``path`` names the control nodes above (messages)."""
+    for i, node in enumerate(recording.nodes):
+        if node.runs_as is not RunsAs.CONTROL:
+            continue
+        name = recording.names[i]
+        where = " inside ".join([f"{node.control} node {name!r}"] + list(path))
+        if node.control == "subgraph":
+            if not cuda_module.has("capture_to_graph"):
+                _too_old(cuda_module, where, "child-graph nodes captured into",
+                         _CAPTURE_TO_GRAPH_VERSION)
+        else:
+            if not cuda_module.has("conditional"):
+                _too_old(cuda_module, where, "conditional nodes", _CONDITIONAL_VERSION)
+        for label, rec in node.body_nodes():
+            for j, inner in enumerate(rec.nodes):
+                inner_name = rec.names[j]
+                if inner.runs_as not in _BODY_RUNS:
+                    raise TypeError(f"node {inner_name!r} in the {label} of {where} is "
+                                    f"a {inner.kind} node, which runs on the CPU; a body of a "
+                                    "graph of CUDA arrays takes opaque(), cuda_kernel(), ufunc(), "
+                                    "random and control-flow nodes")
+                if inner.collective is not None:
+                    raise TypeError(f"node {inner_name!r} in the {label} of {where} is a collective "
+                                    f"({inner.collective}): on cuda a collective cannot sit in a "
+                                    "control-flow body (its captured NCCL work is not allowed in a "
+                                    "conditional body, and ranks whose conditions differ would "
+                                    "hang); put it outside, with a condition the ranks agree on")
+                if inner.runs_as is RunsAs.CUDA_PARTITION or inner.resizes:
+                    raise TypeError(f"node {inner_name!r} in the {label} of {where} is a "
+                                    f"{inner.kind} node: compaction and reorder set the next "
+                                    "replay's logical size and cannot sit in a control-flow body "
+                                    "on cuda")
+            check_bodies(rec, cuda_module, (f"the {label} of {where}",) + tuple(path))
+
+
+def _too_old(cuda_module, where, what, need):
+    st = cuda_module.ERROR_TOO_OLD
+    version = cuda_module.version_text(cuda_module.driver_version())
+    raise CudaError(st, cuda_module.status_name(st), cuda_module.status_text(st),
+                    f"{where} needs {what} (a CUDA {need} driver or newer); this driver is "
+                    f"CUDA {version}")
+
+
+class ControlCapture:
+    """The control nodes of one ``build()``: captures them (``capture``), owns the device
+    iteration counters of the loops with ``max_iterations`` and reads them after a launch
+    (``check_limits``)."""
+
+    def __init__(self, backend, cuda_module):
+        # a weak reference: the backend owns this object, and a cycle would keep a dropped
+        # graph's GPU objects alive until the cyclic collector ran
+        self._backend_ref = weakref.ref(backend)
+        self._cuda = cuda_module
+        self._kernels = None
+        #: (node name, max_iterations, DeviceBuffer of [iterations, limit reached])
+        self.limits = []
+        #: {id(loop node): its DeviceBuffer}, made before the capture (no copy may run then)
+        self._state = {}
+        self._streams = []
+        self.conditional_nodes = 0
+        self.child_nodes = 0
+
+    @property
+    def _backend(self):
+        return self._backend_ref()
+
+    def prepare(self, nodes, names, stream):
+        """The iteration counters of the loops with ``max_iterations`` (at any depth),
+        zeroed on ``stream`` before the capture begins."""
+        for node, name in zip(nodes, names):
+            if node.runs_as is not RunsAs.CONTROL:
+                continue
+            if node.control == "while" and node.max_iterations is not None and id(node) not in self._state:
+                state = self._cuda.DeviceBuffer(16)
+                self._backend._buffers.append(state)
+                state.write(np.zeros(2, dtype=np.int64), stream)
+                self._state[id(node)] = state
+                self.limits.append((name, node.max_iterations, state))
+            for rec in node.bodies:
+                self.prepare(rec.nodes, rec.names, stream)
+
+    def _kernel_provider(self):
+        if self._kernels is None:
+            from eagle.cuda import finished as fc
+
+            self._kernels = self._backend._kernels or fc.kernel_provider()
+        return self._kernels
+
+    def _condition(self, stream, handle, handle2, cond, state, limit, mode):
+        cai = cond.__cuda_array_interface__
+        width = np.dtype(cai["typestr"]).itemsize
+        self._kernel_provider().launch(
+            "eagle_control_condition", stream, 1, 1,
+            [("i", _signed(handle)), ("i", _signed(handle2)), ("i", int(cai["data"][0])),
+             ("i", width), ("i", state.ptr if state is not None else 0), ("i", limit or 0),
+             ("i", mode)])
+
+    def capture(self, node, name, stream, size, sized):
+        """Capture control node ``node`` (eagle name ``name``) on ``stream``, which is
+        capturing; ``sized`` collects the body's sized kernel nodes (marked in_body)."""
+        _cs, _id, gptr, deps = stream.capture_info()
+        graph = self._cuda.Graph.borrow(gptr)
+        if node.control == "subgraph":
+            empty = self._cuda.Graph()
+            try:
+                child = graph.add_child(empty, deps)
+            finally:
+                empty.close()
+            self.child_nodes += 1
+            self._capture_body(node.bodies[0], graph.child_graph(child), size, sized)
+            stream.set_capture_deps([child])
+            return
+        cond = node.cond[1]
+        if node.control == "while":
+            state = self._state.get(id(node))
+            # the node first, with no dependency: the kernel before it needs its handle
+            loop, handle, body = graph.add_conditional("while", (), 0)
+            self.conditional_nodes += 1
+            self._condition(stream, handle, 0, cond, state, node.max_iterations, 0)
+            graph.add_dependencies([stream.last_node()], [loop])
+            self._capture_body(node.bodies[0], body, size, sized,
+                               after=lambda s: self._condition(s, handle, 0, cond, state,
+                                                               node.max_iterations, 1))
+            stream.set_capture_deps([loop])
+            return
+        # if_else: one IF node per body, both decided by one read of the condition
+        ifs = [graph.add_conditional("if", (), 0) for _ in node.bodies]
+        self.conditional_nodes += len(ifs)
+        handles = [h for _, h, _ in ifs] + [0]
+        self._condition(stream, handles[0], handles[1], cond, None, None, 0)
+        prev = stream.last_node()
+        for (ifnode, _h, body), rec in zip(ifs, node.bodies):
+            graph.add_dependencies([prev], [ifnode])
+            self._capture_body(rec, body, size, sized)
+            prev = ifnode
+        stream.set_capture_deps([prev])
+
+    def _capture_body(self, rec, graph, size, sized, after=None):
+        """``rec``'s nodes captured into ``graph`` in recording order on a stream of
+        their own; ``after(stream)`` captures the body's last node (a loop's condition)."""
+        b = self._backend
+        s = self._cuda.Stream()
+        self._streams.append(s)
+        s.begin_capture_to_graph(graph, self._cuda.CAPTURE_MODE_RELAXED)
+        try:
+            inner = []
+            for j, node in enumerate(rec.nodes):
+                try:
+                    b._capture_node(node, rec.names[j], s, size, inner, j)
+                except BaseException as e:
+                    from eagle._errors import add_note
+
+                    add_note(e, f"eagle: raised by node {rec.names[j]!r} of a control-flow body "
+                                "while build() captured it")
+                    raise
+                if s.capture_status() != self._cuda.CAPTURE_STATUS_ACTIVE:
+                    st = 901
+                    raise CudaError(st, self._cuda.status_name(st), self._cuda.status_text(st),
+                                    f"node {rec.names[j]!r} of a control-flow body invalidated its "
+                                    "capture (a GPU call inside it failed or is not allowed while "
+                                    "capturing)")
+            if after is not None:
+                after(s)
+        finally:
+            with contextlib.suppress(CudaError):
+                s.end_capture_to_graph()
+        # a body's kernels are patched in the graph, then one exec update (module doc)
+        sized += [entry[:7] + (True,) for entry in inner]
+
+    def close_streams(self):
+        for s in self._streams:
+            with contextlib.suppress(CudaError):
+                s.close()
+        self._streams = []
+
+    def check_limits(self, stream):
+        """After a launch (eagle's stream synchronized): raise ``RuntimeError`` naming the
+        first loop that reached its ``max_iterations``; every flag is cleared."""
+        hit = []
+        for name, limit, state in self.limits:
+            host = np.zeros(2, dtype=np.int64)
+            state.read_into(host, stream)
+            if host[1]:
+                state.write(np.zeros(2, dtype=np.int64), stream)
+                hit.append((name, limit))
+        if hit:
+            name, limit = hit[0]
+            raise RuntimeError(f"while_loop node {name!r} reached max_iterations={limit} with its "
+                               "condition still true (on cuda the loop was stopped there; the "
+                               "other replays of this launch ran)")

@@ -1,0 +1,44 @@
+/* The condition kernel of eagle's control-flow nodes on CUDA (eagle/cuda/control.py):
+ * while_loop and if_else become conditional nodes (CUDA 12.4+ drivers) whose handles
+ * this one-thread kernel sets from the condition array, read on the device. Like
+ * until_done.cu it calls cudaGraphSetConditional, so it is a module of its own (a
+ * driver without conditional nodes still loads the others).
+ *
+ * cond: the condition's one element, `width` bytes (1, 2, 4 or 8; nonzero is true).
+ * state: the loop's two int64 (iterations run in this visit of the node, and the
+ * iteration-limit flag the backend reads after a launch).
+ * mode 0 (before the node): handle = cond, handle2 (if nonzero) = !cond (the IF node
+ *   of `otherwise`: one read decides both branches), state[0] = 0.
+ * mode 1 (a WHILE body's last node): state[0] += 1; handle = cond, except when the
+ *   loop ran `limit` iterations (limit > 0) with cond still true: handle = 0 and
+ *   state[1] = 1 (the launch then raises, naming the node).
+ */
+typedef long long i64;
+
+#ifndef EAGLE_EMULATION
+extern "C" __device__ void cudaGraphSetConditional(unsigned long long handle, unsigned int value);
+#endif
+
+extern "C" __global__ void eagle_control_condition(unsigned long long handle,
+                                                   unsigned long long handle2, const void *cond,
+                                                   i64 width, i64 *state, i64 limit, i64 mode) {
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    const unsigned char *c = (const unsigned char *)cond;
+    int v;
+    if (width == 1) v = *c != 0;
+    else if (width == 2) v = *(const unsigned short *)c != 0;
+    else if (width == 4) v = *(const unsigned int *)c != 0;
+    else v = *(const unsigned long long *)c != 0;
+    if (mode == 0) {
+        if (state) state[0] = 0;
+        cudaGraphSetConditional(handle, v ? 1u : 0u);
+        if (handle2) cudaGraphSetConditional(handle2, v ? 0u : 1u);
+        return;
+    }
+    i64 ran = state ? ++state[0] : 0;
+    if (v && limit > 0 && ran >= limit) {
+        state[1] = 1;
+        v = 0;
+    }
+    cudaGraphSetConditional(handle, v ? 1u : 0u);
+}

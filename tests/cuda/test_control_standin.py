@@ -1,0 +1,333 @@
+"""Control-flow nodes (while_loop, if_else, subgraph: eagle.record.control) on the cuda
+backend, against the CPU stand-in of the CUDA driver (tests/doubles/fake_libcuda.c, a
+TEST DOUBLE), which models conditional IF / WHILE nodes, their handles (default at each
+launch, set from a kernel), child-graph nodes, capture into a body graph and the
+driver's version.
+
+The kernels (tests/cuda/control_kernels.cu and eagle's condition kernel,
+eagle/cuda/kernels/control.cu) run through the CUDA C emulator; the oracle is the same
+control flow written in Python on NumPy copies.
+"""
+import ctypes
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import eagle
+from eagle.record.control import if_else, subgraph, while_loop
+from fake_cuda import DeviceArray
+from fake_cuda_build import build_emulated_module
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture(scope="session")
+def tk(emulated_kernels, tmp_path_factory):
+    """The test kernels, loaded into the stand-in: {name: (CUfunction, nargs)}."""
+    so = build_emulated_module(tmp_path_factory.mktemp("control_kernels"),
+                               sources=[HERE / "control_kernels.cu"],
+                               kernels=["t_newton", "t_residual", "t_add", "t_dec"])
+    assert emulated_kernels.fake_cuda_load_module(so.encode()) == 0
+    nargs = {"t_newton": 3, "t_residual": 5, "t_add": 3, "t_dec": 2}
+    return {k: (emulated_kernels.fake_cuda_module_function(k.encode()), n) for k, n in nargs.items()}
+
+
+@pytest.fixture
+def ck(cuda_mod):
+    import eagle.cuda.backend  # noqa: F401  (binds the backend to the stand-in)
+    from eagle.cuda.kernel_nodes import SIZE, cuda_kernel
+    return cuda_kernel, SIZE
+
+
+def scalar(n, dtype, value=0):
+    """A one-element condition that kernels write: the first element of an n-element array
+    (a cuda_kernel node's arrays are per-sample, so a one-element one would make the
+    graph's capacity 1); the view overlaps it, so the dependency is seen."""
+    full = DeviceArray(np.full(n, value, dtype=dtype))
+    return full, full[:1]
+
+
+def newton(ck, tk, x, a, more, tol):
+    cuda_kernel, SIZE = ck
+    return cuda_kernel(tk["t_newton"], [x, a, SIZE], reads={"a": a}, updates={"x": x}, block=4)
+
+
+def residual(ck, tk, x, a, more, tol):
+    cuda_kernel, SIZE = ck
+    return cuda_kernel(tk["t_residual"], [x, a, float(tol), more, SIZE], reads={"x": x, "a": a},
+                       writes={"more": more}, block=4)
+
+
+def add(ck, tk, x, v):
+    cuda_kernel, SIZE = ck
+    return cuda_kernel(tk["t_add"], [x, float(v), SIZE], updates={"x": x}, block=4)
+
+
+def dec(ck, tk, k):
+    cuda_kernel, SIZE = ck
+    return cuda_kernel(tk["t_dec"], [k, SIZE], updates={"k": k}, block=4)
+
+
+def test_newton_iterations_per_replay(fake, ck, tk):
+    """while more: x = (x + a/x)/2; more = |x^2 - a| > tol — per replay, from a fresh x."""
+    rng = np.random.default_rng(1)
+    n, tol = 10, 1e-9
+    a_h = rng.uniform(1.0, 50.0, n)
+    x, a = DeviceArray(np.ones(n)), DeviceArray(a_h)
+    more, more_c = scalar(n, np.int32)
+    body = eagle.Graph()
+    body.add_node(newton(ck, tk, x, a, more, tol), name="step")
+    body.add_node(residual(ck, tk, x, a, more, tol), name="check")
+    g = eagle.Graph()
+    g.add_node(residual(ck, tk, x, a, more, tol), name="check0")
+    g.add_node(while_loop({"more?": more_c}, body), name="newton")
+    g.add_node(add(ck, tk, x, 0.0), name="touch")
+    g.build()
+    assert g.backend == "cuda"
+    b = g._backend
+    assert b._control.conditional_nodes == 1
+    for replay in range(3):
+        start = rng.uniform(0.5, 3.0, n)
+        x.host[:] = start
+        g.launch(1)
+        xs, iters = start.copy(), 0
+        while np.any(np.abs(xs * xs - a_h) > tol):
+            xs = 0.5 * (xs + a_h / xs)
+            iters += 1
+        assert iters > 2
+        np.testing.assert_array_equal(x.host, xs)
+        assert more.host[0] == 0
+    # a condition false from the start runs no iteration (checked before each one)
+    x.host[:] = np.sqrt(a_h)
+    before = x.host.copy()
+    g.launch(2)
+    np.testing.assert_allclose(x.host, before, rtol=1e-15)
+
+
+def branch_graph(ck, tk, flag, flag_c, x, otherwise=True):
+    then, other = eagle.Graph(), eagle.Graph()
+    then.add_node(add(ck, tk, x, 10.0), name="plus10")
+    # `then` clears the flag: `otherwise` must still not run (one read decides)
+    then.add_node(dec(ck, tk, flag), name="clear")
+    other.add_node(add(ck, tk, x, -1.0), name="minus1")
+    g = eagle.Graph()
+    g.add_node(if_else({"flag?": flag_c}, then, other if otherwise else None), name="branch")
+    return g
+
+
+@pytest.mark.parametrize("otherwise", [True, False])
+def test_branch_chosen_per_replay(fake, ck, tk, otherwise):
+    x = DeviceArray(np.zeros(6))
+    flag, flag_c = scalar(6, np.int64)
+    g = branch_graph(ck, tk, flag, flag_c, x, otherwise)
+    g.build()
+    assert g._backend._control.conditional_nodes == (2 if otherwise else 1)
+    want = np.zeros(6)
+    for f in [1, 0, 0, 1, 1, 0]:
+        flag.host[0] = f
+        g.launch(1)
+        if f:
+            want += 10.0
+        elif otherwise:
+            want -= 1.0
+        np.testing.assert_array_equal(x.host, want)
+        assert flag.host[0] == 0   # `then` cleared it, `otherwise` left it
+
+
+def test_child_graph_used_twice(fake, ck, tk):
+    x = DeviceArray(np.arange(5.0))
+    inner = eagle.Graph()
+    inner.add_node(add(ck, tk, x, 1.0), name="inc")
+    inner.add_node(add(ck, tk, x, 2.0), name="inc2")
+    g = eagle.Graph()
+    g.add_node(subgraph(inner), name="first")
+    g.add_node(add(ck, tk, x, 100.0), name="mid")
+    g.add_node(subgraph(inner), name="second")
+    g.build()
+    assert g._backend._control.child_nodes == 2
+    g.launch(2)
+    np.testing.assert_array_equal(x.host, np.arange(5.0) + 2 * (3 + 100 + 3))
+
+
+def test_nesting(fake, ck, tk):
+    """while k: (if flag: x += 1 else: x -= 100); k -= 1; subgraph(x += 0.5) — nested
+    conditionals (the inner handles belong to the body graph) and a child inside a body."""
+    x = DeviceArray(np.zeros(4))
+    k, k_c = scalar(4, np.int64)
+    flag = DeviceArray(np.ones(1, np.int32))
+    then, other, half = eagle.Graph(), eagle.Graph(), eagle.Graph()
+    then.add_node(add(ck, tk, x, 1.0), name="plus")
+    other.add_node(add(ck, tk, x, -100.0), name="minus")
+    half.add_node(add(ck, tk, x, 0.5), name="half")
+    body = eagle.Graph()
+    body.add_node(if_else({"flag": flag}, then, other), name="choose")
+    body.add_node(subgraph(half), name="halfstep")
+    body.add_node(dec(ck, tk, k), name="dec")
+    g = eagle.Graph()
+    g.add_node(while_loop({"k?": k_c}, body), name="loop")
+    g.build()
+    want = np.zeros(4)
+    for kk, f in [(3, 1), (0, 1), (2, 0), (5, 1)]:
+        k.host[0], flag.host[0] = kk, f
+        g.launch(1)
+        for _ in range(kk):
+            want += 1.0 if f else -100.0
+            want += 0.5
+        np.testing.assert_array_equal(x.host, want)
+        assert k.host[0] == 0
+
+
+def test_retune_inside_a_branch(fake, ck, tk):
+    """set_logical_size reaches the sized kernels inside a conditional body and a child graph."""
+    n = 12
+    x = DeviceArray(np.zeros(n))
+    flag = DeviceArray(np.ones(1, np.int32))
+    then, inner = eagle.Graph(), eagle.Graph()
+    then.add_node(add(ck, tk, x, 1.0), name="plus")
+    inner.add_node(add(ck, tk, x, 10.0), name="plus10")
+    g = eagle.Graph()
+    g.add_node(if_else({"flag": flag}, then), name="branch")
+    g.add_node(subgraph(inner), name="sub")
+    g.build()
+    assert g._backend.sized_kernels == 2
+    g.launch(1)
+    np.testing.assert_array_equal(x.host, np.full(n, 11.0))
+    g.set_logical_size(5)
+    g.launch(1)
+    want = np.full(n, 11.0)
+    want[:5] += 11.0
+    np.testing.assert_array_equal(x.host, want)
+    g.set_logical_size(n)
+    flag.host[0] = 0
+    g.launch(1)
+    want += 10.0
+    np.testing.assert_array_equal(x.host, want)
+
+
+@pytest.mark.parametrize("k0, limit, raises", [(3, 3, False), (4, 3, True), (10, 1, True), (0, 1, False)])
+def test_iteration_limit(fake, ck, tk, k0, limit, raises):
+    x = DeviceArray(np.zeros(3))
+    k, k_c = scalar(3, np.int64)
+    body = eagle.Graph()
+    body.add_node(add(ck, tk, x, 1.0), name="inc")
+    body.add_node(dec(ck, tk, k), name="dec")
+    g = eagle.Graph()
+    g.add_node(while_loop({"k?": k_c}, body, max_iterations=limit), name="bounded")
+    g.build()
+    k.host[0] = k0
+    if raises:
+        with pytest.raises(RuntimeError, match=r"while_loop node 'bounded' reached max_iterations=" + str(limit)):
+            g.launch(1)
+        np.testing.assert_array_equal(x.host, np.full(3, float(limit)))   # stopped there
+        k.host[0] = 0
+        g.launch(1)   # the flag was cleared: the next launch is clean
+    else:
+        g.launch(1)
+        np.testing.assert_array_equal(x.host, np.full(3, float(k0)))
+
+
+def test_a_collective_inside_a_body_is_refused(fake, ck, tk):
+    from eagle.record.node import Node, RunsAs
+
+    class FakeAllreduce(Node):   # what a NCCL collective node declares
+        kind = "nccl"
+        runs_as = RunsAs.OPAQUE
+        collective = "allreduce"
+
+        def __init__(self, x):
+            super().__init__({"x": x}, {"x": x})
+            self.fn = lambda: None
+
+    x = DeviceArray(np.zeros(3))
+    flag = DeviceArray(np.ones(1, np.int32))
+    then = eagle.Graph()
+    then.add_node(FakeAllreduce(x), name="sum")
+    g = eagle.Graph()
+    g.add_node(if_else({"flag": flag}, then), name="branch")
+    with pytest.raises(TypeError, match=r"node 'sum' in the then of if_else node 'branch' is a "
+                                        r"collective \(allreduce\)"):
+        g.build()
+
+
+DRIVER_SCRIPT = r"""
+import os, sys
+import numpy as np
+sys.path[:0] = [os.environ["DOUBLES"]]
+from eagle.cuda import _shim as _cuda
+assert _cuda.load()
+import eagle, eagle.cuda.backend
+from eagle.cuda.kernel_nodes import SIZE, cuda_kernel
+from eagle.record.control import while_loop, subgraph
+from fake_cuda import DeviceArray, kernel
+import ctypes
+from fake_cuda_build import EmulatedKernels, bind_fake_libcuda
+from eagle.cuda.finished import set_kernel_provider
+lib = bind_fake_libcuda(ctypes.CDLL(os.environ["EAGLE_LIBCUDA"]))
+assert lib.fake_cuda_load_module(os.environ["EMULATED"].encode()) == 0
+set_kernel_provider(lambda: EmulatedKernels(lib))
+x = DeviceArray(np.zeros(4)); k = DeviceArray(np.zeros(1, np.int64))
+node = lambda: cuda_kernel((lib.fake_cuda_kernel(b"add_one"), 2), [x, SIZE], updates={"x": x})
+body = eagle.Graph(); body.add_node(node(), name="inc")
+g = eagle.Graph()
+g.add_node(while_loop({"k": k}, body) if sys.argv[1] == "while" else subgraph(body), name="ctl")
+try:
+    g.build()
+except eagle.CudaError as e:
+    print("ERR", e)
+else:
+    g.launch(1)
+    print("OK", x.host.tolist())
+"""
+
+
+_emulated = None
+
+
+@pytest.mark.parametrize("version, kind, want", [
+    ("12030", "while", "ERR"), ("12040", "while", "OK"), ("12020", "subgraph", "ERR"),
+    ("12030", "subgraph", "OK")])
+def test_driver_version_error_at_build(fake_libcuda_path, cuda_mod, tmp_path_factory, version, kind, want):
+    """A driver without conditional nodes (before 12.4) or capture into a graph (before
+    12.3): build() raises naming the node, the version needed and the driver's."""
+    global _emulated
+    if _emulated is None:
+        _emulated = build_emulated_module(tmp_path_factory.mktemp("emulated_sub"))
+    env = dict(os.environ, FAKE_CUDA_VERSION=version, EAGLE_LIBCUDA=fake_libcuda_path,
+               DOUBLES=str(HERE.parent / "doubles"), EMULATED=_emulated)
+    out = subprocess.run([sys.executable, "-c", DRIVER_SCRIPT, kind], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    line = out.stdout.strip().splitlines()[-1]
+    assert line.startswith(want), line
+    if want == "ERR":
+        v = f"{int(version) // 1000}.{int(version) % 1000 // 10}"
+        need = "12.4" if kind == "while" else "12.3"
+        assert f"ctl" in line and f"CUDA {need} driver" in line and f"this driver is CUDA {v}" in line
+    else:
+        assert line == "OK [0.0, 0.0, 0.0, 0.0]" if kind == "while" else line == "OK [1.0, 1.0, 1.0, 1.0]"
+
+
+def test_stand_in_refuses_event_nodes_in_a_conditional_body(fake, cuda_mod):
+    """The driver's rule, modelled: a conditional body holds only kernel, memcpy, memset,
+    empty, child and conditional nodes. (eagle adds none of the others; this checks the
+    stand-in would refuse them at instantiate, through a body a capture filled with an
+    event wait across captures, which the stand-in records as a node only outside
+    fork/join — so here by the instantiate rule on a hand-built child.)"""
+    from fake_cuda import kernel
+    top = cuda_mod.Graph()
+    node, handle, body = top.add_conditional("if", (), 1)
+    # a kernel node in the body is fine
+    x = DeviceArray(np.zeros(2))
+    body.add_kernel(kernel(fake, "add_one"), 1, 2, [ctypes.c_void_p(x.buffer.ptr), ctypes.c_int64(2)])
+    ex = top.instantiate()
+    s = cuda_mod.Stream()
+    ex.launch(s, 1)
+    s.synchronize()
+    np.testing.assert_array_equal(x.host, [1.0, 1.0])   # default 1 at launch: the IF ran
+    ex.close()
+    top.close()
+    s.close()
