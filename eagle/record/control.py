@@ -120,9 +120,10 @@ class ControlNode(Node):
 
         def put(into, name, a):
             # a body's names are its nodes' own: the same name may mean two arrays in two
-            # body nodes, so a clash gets the next free suffix (the picture's edge labels)
+            # body nodes (or the condition and a body array), so a clash in reads or writes
+            # gets the next free suffix (the picture's edge labels)
             key, k = name, 1
-            while key in into and not same_view(into[key], a):
+            while any(key in d and not same_view(d[key], a) for d in (reads, writes)):
                 k += 1
                 key = f"{name}.{k}"
             into[key] = a

@@ -176,3 +176,22 @@ def test_a_collective_inside_a_body_is_refused():
     body.add_node(allreduce(a, b, op="max"), "sum")
     with pytest.raises(ValueError, match="allreduce node 'sum'.*allreduce"):
         while_loop({"c": np.ones(1, bool)}, body)
+
+
+def test_a_condition_named_as_a_body_array_it_overlaps():
+    """The condition {'k': k[:1]} and a body that updates k under the name 'k': two
+    arrays under one name, told apart by the control node (the body's gets a suffix)."""
+    k = np.array([3, 0, 0], dtype=np.int64)
+    body = eagle.Graph()
+
+    def count_down():
+        k[0] -= 1
+
+    body.add_node(eagle.graph.opaque(count_down, updates={"k": k}), name="down")
+    g = eagle.Graph()
+    g.add_node(eagle.graph.while_loop({"k": k[:1]}, body, max_iterations=10), name="loop")
+    g.build()
+    g.launch(1)
+    assert k[0] == 0
+    node = g.recording().nodes[0]
+    assert set(node.reads) | set(node.writes) >= {"k", "k.2"}
