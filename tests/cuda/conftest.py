@@ -15,6 +15,8 @@ How the doubles are built and bound: tests/doubles/fake_cuda_build.py.
 """
 import ctypes
 import os
+import sys
+import types
 
 import numpy as np
 import pytest
@@ -61,3 +63,38 @@ def fake(cuda_mod, fake_libcuda_path, emulated_kernels):
     # eagle never hands the driver a handle it destroyed (a crash, or another object's, on a GPU)
     assert lib.fake_cuda_dead_handle_uses() - dead == lib.dead_uses_allowed, \
         "a destroyed CUDA handle was used"
+
+
+@pytest.fixture
+def emulating_cupy(fake, fake_libcuda_path, tmp_path, monkeypatch):
+    """TEST DOUBLE of cupy.RawKernel: compiles the source eagle generates with the CUDA C
+    emulator, loads it into the stand-in and stands for its CUfunction address (an int,
+    which cuda_kernel takes)."""
+    lib = bind_fake_libcuda(ctypes.CDLL(fake_libcuda_path))
+    made = {}
+
+    class RawKernel(int):
+        def __new__(cls, source, name):
+            if name not in made:
+                d = tmp_path / name
+                d.mkdir()
+                # CUDA has the math functions built in; the emulator takes them from <cmath>
+                (d / "k.cu").write_text("#include <cmath>\nusing std::sqrt;\n" + source)
+                so = build_emulated_module(d, sources=[d / "k.cu"], kernels=[name])
+                assert lib.fake_cuda_load_module(so.encode()) == 0
+                made[name] = lib.fake_cuda_module_function(name.encode())
+                assert made[name], name
+            return super().__new__(cls, made[name])
+
+    cp = types.SimpleNamespace(RawKernel=RawKernel, made=made)
+
+    def record(*args, **kwargs):
+        """eagle.graph.ufunc with this double as cupy (only while the node is made: the
+        backend, finding a cupy, would use its memory pool and streams)"""
+        with monkeypatch.context() as m:
+            m.setitem(sys.modules, "cupy", cp)
+            from eagle.graph import ufunc
+
+            return ufunc(*args, **kwargs)
+
+    return record

@@ -330,3 +330,67 @@ def test_stand_in_refuses_event_nodes_in_a_conditional_body(fake, cuda_mod):
     ex.close()
     top.close()
     s.close()
+
+
+def test_ufunc_random_and_opaque_nodes_inside_bodies(fake, ck, tk, emulating_cupy, cuda_mod):
+    """while k: z = normal(); x = x + z (a generated ufunc kernel); y += 1 (an opaque node's
+    kernel); k -= 1 — then if flag: w = uniform(); x = x * w. Every iteration of one replay
+    draws that replay's numbers (g.replays, as on the CPU); the opaque node's Python ran
+    once, at build(), and its captured kernel runs each iteration."""
+    import eagle.cuda.backend as backend
+    from eagle.graph import normal, opaque, uniform
+    from fake_cuda import kernel
+
+    n, key = 9, 0x1234
+    x = DeviceArray(np.zeros(n))
+    z, w = DeviceArray(np.zeros(n)), DeviceArray(np.zeros(n))
+    y = DeviceArray(np.zeros(n))
+    k, k_c = scalar(n, np.int64)
+    flag = DeviceArray(np.zeros(1, np.int32))
+    calls = []
+
+    def bump():
+        calls.append(1)
+        backend._cuda.launch_kernel(kernel(fake, "add_one"), 3, 4,
+                                    [ctypes.c_void_p(y.buffer.ptr), ctypes.c_int64(n)],
+                                    stream=backend.capture_stream())
+
+    body, then = eagle.Graph(), eagle.Graph()
+    body.add_node(normal({"z": z}, key=key), name="draw")
+    body.add_node(emulating_cupy(np.add, x, z, out=x), name="acc")
+    body.add_node(opaque(bump, updates={"y": y}), name="bump")
+    body.add_node(dec(ck, tk, k), name="dec")
+    then.add_node(uniform({"w": w}, key=key + 1), name="draw_w")
+    then.add_node(emulating_cupy(np.multiply, x, w, out=x), name="scale")
+    g = eagle.Graph()
+    g.add_node(while_loop({"k?": k_c}, body), name="loop")
+    g.add_node(if_else({"flag": flag}, then), name="maybe")
+    g.build()
+    assert calls == [1] and not y.host.any()   # captured, not run
+
+    def drawn(maker, r, key):
+        """replay r's numbers, from a one-node graph on the cpu backend"""
+        out = np.zeros(n)
+        c = eagle.Graph()
+        c.add_node(maker({"o": out}, key=key), name="d")
+        c.build()
+        c.replays = r
+        c.launch(1)
+        return out
+
+    xs, ys = np.zeros(n), np.zeros(n)
+    for r, (kk, f) in enumerate([(3, 1), (0, 0), (4, 0), (2, 1)]):
+        k.host[0], flag.host[0] = kk, f
+        g.launch(1)
+        zr = drawn(normal, r, key)
+        for _ in range(kk):
+            xs = xs + zr
+            ys += 1
+        if f:
+            xs = xs * drawn(uniform, r, key + 1)
+        np.testing.assert_array_equal(x.host, xs)
+        np.testing.assert_array_equal(y.host, ys)
+        if kk:
+            np.testing.assert_array_equal(z.host, zr)
+        assert k.host[0] == 0 and g.replays == r + 1
+    assert calls == [1]

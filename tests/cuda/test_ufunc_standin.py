@@ -1,50 +1,12 @@
 """CUDA ufunc nodes on the stand-in: the elementwise kernels eagle generates, with NumPy's
 casting and where=, compiled by the CUDA C emulator (tests/doubles/cuda_emulation.h), run by
 the driver stand-in inside a replayed graph, and compared with NumPy's own results."""
-import ctypes
-import sys
-import types
 
 import numpy as np
 import pytest
 from fake_cuda import DeviceArray
-from fake_cuda_build import bind_fake_libcuda, build_emulated_module
 
 import eagle
-from eagle.graph import ufunc
-
-
-@pytest.fixture
-def emulating_cupy(fake, fake_libcuda_path, tmp_path, monkeypatch):
-    """TEST DOUBLE of cupy.RawKernel: compiles the source eagle generates with the CUDA C
-    emulator, loads it into the stand-in and stands for its CUfunction address (an int,
-    which cuda_kernel takes)."""
-    lib = bind_fake_libcuda(ctypes.CDLL(fake_libcuda_path))
-    made = {}
-
-    class RawKernel(int):
-        def __new__(cls, source, name):
-            if name not in made:
-                d = tmp_path / name
-                d.mkdir()
-                # CUDA has the math functions built in; the emulator takes them from <cmath>
-                (d / "k.cu").write_text("#include <cmath>\nusing std::sqrt;\n" + source)
-                so = build_emulated_module(d, sources=[d / "k.cu"], kernels=[name])
-                assert lib.fake_cuda_load_module(so.encode()) == 0
-                made[name] = lib.fake_cuda_module_function(name.encode())
-                assert made[name], name
-            return super().__new__(cls, made[name])
-
-    cp = types.SimpleNamespace(RawKernel=RawKernel, made=made)
-
-    def record(*args, **kwargs):
-        """eagle.graph.ufunc with this double as cupy (only while the node is made: the
-        backend, finding a cupy, would use its memory pool and streams)"""
-        with monkeypatch.context() as m:
-            m.setitem(sys.modules, "cupy", cp)
-            return ufunc(*args, **kwargs)
-
-    return record
 
 
 def values(dt, n, rng):
