@@ -263,9 +263,16 @@ def _control_work(backend, rec, i, logical_size, prefix):
         where = f"{name}/{label}/" if len(node.bodies) > 1 else f"{name}/"
         for k, n in enumerate(body.nodes):
             if n.resizes or n.permutes_samples:
+                why = ("a compaction sets the logical size the rest of the replay and the next replays "
+                       "run at, and the executor takes that size only from the top-level graph (read "
+                       "after each replay): a body runs at the size copied in when its control node "
+                       "is entered, so the body's later nodes, its next iterations and the outer graph "
+                       "would run at a stale size" if n.resizes else
+                       "a reorder moves every per-sample array of the graph, and inside a body its "
+                       "moves are not supported (not defined against the sequential oracle)")
                 raise ValueError(f"{rec.where(i)}: its body holds {body.where(k)}, {with_article(n.kind)} "
-                                 "node; compaction and reorder nodes are not supported inside a "
-                                 "control-flow body (record them outside it)")
+                                 f"node, which a control-flow body cannot hold: {why}. Record it outside "
+                                 "the body, before or after the control node")
         # the body's plan nodes are in stage order: their span indexes follow on
         order = [k for row in body.rows for k in row]
         bases.append(len(backend._timed))
