@@ -271,10 +271,11 @@ class Graph(GraphCore):
                          capacity=capacity, capacity_bound_by=bound_by,
                          logical_size=self._logical_size_for(capacity))
 
-    def _body_recording(self, what):
-        """The recording a control node (``eagle.record.control``) takes as its body:
-        refused while this graph is being launched (or built, retuned, recorded into),
-        on any thread: its nodes are mid-run."""
+    def body_recording(self, what: str = "body_recording()") -> Recording:
+        """``recording()``, for use as a control-flow body: what ``while_loop``,
+        ``if_else`` and ``subgraph`` (``eagle.record.control``) take from their graphs.
+        Raises ``RuntimeError`` (starting with ``what``) while this graph is being
+        launched (or built, retuned, recorded into), on any thread: its nodes are mid-run."""
         if self._holder is not None:
             raise RuntimeError(f"{what}: this graph is being launched (or built or recorded into) right "
                                "now; a body is a recorded graph that is not itself running: make the "

@@ -384,12 +384,24 @@ static void control_prepare(const eagle_plan *plan, eagle_control *c)
 
 static int run_control(eagle_plan *plan, const eagle_node *node, int gil_held, eagle_profile_lane *lane);
 
-/* One pass over a body's stages on this thread, every node whole. */
+static void run_tiles(const eagle_plan *plan, const eagle_stage *st, int64_t lo, int64_t hi,
+                      eagle_profile_lane *lane, double *sum_ns, int32_t span_base);
+
+/* One pass over a body's stages on this thread, every node whole (a fused run's
+ * stage tile by tile, as at top level). */
 static int run_body(eagle_plan *body, int32_t base, int gil_held, eagle_profile_lane *lane,
                     int32_t *failed_node)
 {
     const int64_t size = body->logical_size;
+    int32_t s = 0;
     for (int32_t i = 0; i < body->n_nodes; ++i) {
+        while (s + 1 < body->n_stages && body->stages[s + 1].first <= i)
+            ++s;
+        if (body->stages[s].tile > 0 && body->stages[s].first == i) {
+            run_tiles(body, &body->stages[s], 0, size, lane, NULL, base);
+            i += body->stages[s].count - 1;
+            continue;
+        }
         const eagle_node *n = &body->nodes[i];
         if (n->kind == EAGLE_NODE_NATIVE) {
             TIMED(lane, base + i, 0, call_native(n, 0, size));

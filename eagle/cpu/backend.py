@@ -47,6 +47,8 @@ class CpuBackend(Backend):
         # the team, every body stage shared by it (csrc/cpu/executor.h)
         # consecutive stages of sample-local nodes run as one stage, tile by tile (fusion.py)
         self._runs = fused_runs(recording, policies, fuse)
+        self._fuse = fuse
+        self._body_runs = {}   # id(body Recording) -> its FusedRuns (plan() shows them)
         # what the profile names each timed node: the graph's nodes (plan order), then the
         # bodies' nodes ("loop/step"), numbered on as the bodies are compiled
         self._timed = [None] * len(nodes)
@@ -215,12 +217,20 @@ class CpuBackend(Backend):
                 stages.append(sp)
         plan = Plan("cpu", n_threads, size, rec.capacity,
                     parallel_threshold_ns(n_threads) if n_threads > 1 else 0.0, stages)
-        lines = body_lines(rec, "  ")
+        lines = body_lines(rec, "  ", self._body_stage_note)
         if lines:
             # executor.h: a control node's stage is the calling thread's, and so are its bodies'
             plan.bodies = ["bodies (run in place on their control node's team: its stage's team "
                            "above, every body stage shared by it):"] + lines
         return plan
+
+
+    def _body_stage_note(self, body, s):
+        """plan()'s note on stage s of a body: the fused run it is part of, if any."""
+        for run in self._body_runs.get(id(body), ()):
+            if run.fused and s in run.stages:
+                return f"  [fused {run.stages[0]}-{run.stages[-1]}, tile {run.tile}]"
+        return ""
 
 
 def _specs(backend, rec, idx, logical_size, prefix):
@@ -253,9 +263,16 @@ def _control_work(backend, rec, i, logical_size, prefix):
         where = f"{name}/{label}/" if len(node.bodies) > 1 else f"{name}/"
         for k, n in enumerate(body.nodes):
             if n.resizes or n.permutes_samples:
+                why = ("a compaction sets the logical size the rest of the replay and the next replays "
+                       "run at, and the executor takes that size only from the top-level graph (read "
+                       "after each replay): a body runs at the size copied in when its control node "
+                       "is entered, so the body's later nodes, its next iterations and the outer graph "
+                       "would run at a stale size" if n.resizes else
+                       "a reorder moves every per-sample array of the graph, and inside a body its "
+                       "moves are not supported (not defined against the sequential oracle)")
                 raise ValueError(f"{rec.where(i)}: its body holds {body.where(k)}, {with_article(n.kind)} "
-                                 "node; compaction and reorder nodes are not supported inside a "
-                                 "control-flow body (record them outside it)")
+                                 f"node, which a control-flow body cannot hold: {why}. Record it outside "
+                                 "the body, before or after the control node")
         # the body's plan nodes are in stage order: their span indexes follow on
         order = [k for row in body.rows for k in row]
         bases.append(len(backend._timed))
@@ -264,8 +281,14 @@ def _control_work(backend, rec, i, logical_size, prefix):
         backend._partitions += [n.partition for n in body.nodes if n.partition is not None]
         backend._loops += [(f"{body.where(k)} in the body of {rec.where(i)}", n.loop)
                            for k, n in enumerate(body.nodes) if n.loop is not None]
+        # a body's stages fuse by the top level's rules; its fused runs go tile by tile on
+        # the control node's team (each thread its share of [0, logical_size))
+        runs = fused_runs(body, ["serial"] * len(body.rows), backend._fuse)
         stages = [_specs(backend, body, row, logical_size, where) for row in body.rows]
-        plan = CpuPlan(stages, ["serial"] * len(stages), body.logical_size, body.capacity)
+        plan = CpuPlan([[spec for s in run.stages for spec in stages[s]] for run in runs],
+                       ["serial"] * len(runs), body.logical_size, body.capacity,
+                       tiles=[run.tile for run in runs])
+        backend._body_runs[id(body)] = runs
         for j, k in enumerate(plan.order):
             backend._timed[base + j] = (where + body.names[k], rec.stage_of[i], True)
         bodies.append(plan)

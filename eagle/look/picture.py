@@ -551,10 +551,11 @@ class _Picture:
         return text if self.boxes.count(text) == 1 else f"{text}#{i}"
 
 
-def body_lines(rec, indent: str = "") -> list[str]:
+def body_lines(rec, indent: str = "", stage_note=None) -> list[str]:
     """Text lines of the bodies of every control node of ``rec`` (a ``Recording``), nested
     bodies indented further: a header naming the node and what it runs, then the body's
-    own stage rows (``    stage 0  (quot) <more>``). Empty without control nodes."""
+    own stage rows (``    stage 0  (quot) <more>``). Empty without control nodes.
+    ``stage_note(body, s)``: text appended to body stage s's row (a backend's plan: fusion)."""
     lines = []
     for i, node in enumerate(rec.nodes):
         if not node.bodies:
@@ -568,6 +569,7 @@ def body_lines(rec, indent: str = "") -> list[str]:
         for label, body in node.body_nodes():
             lines.append(f"{indent}  {label}:")
             for s, row in enumerate(body.rows):
-                lines.append(f"{indent}    stage {s}  " + " ".join(body.box(k) for k in row))
-            lines += body_lines(body, indent + "      ")
+                note = stage_note(body, s) if stage_note is not None else ""
+                lines.append(f"{indent}    stage {s}  " + " ".join(body.box(k) for k in row) + note)
+            lines += body_lines(body, indent + "      ", stage_note)
     return lines

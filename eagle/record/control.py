@@ -65,7 +65,7 @@ def _condition(cond, what):
 def _body(graph, what):
     if not isinstance(graph, GraphCore):   # eagle.Graph's compiled base (eagle.graph imports this module)
         raise TypeError(f"{what} must be an eagle.Graph, got {type(graph).__name__}")
-    rec = graph._body_recording(what)   # refused while the graph is being launched
+    rec = graph.body_recording(what)   # refused while the graph is being launched
     if not len(rec):
         raise ValueError(f"{what} is an empty graph: record its nodes before making the control node")
     found = _collective_in(rec)

@@ -168,6 +168,24 @@ def test_a_body_being_launched_is_refused():
     assert made and "being launched" in made[0]
 
 
+def test_body_recording_is_the_public_way_and_refuses_a_running_graph():
+    x = np.zeros(4)
+    seen = []
+    g = Graph()
+
+    def look():
+        try:
+            g.body_recording("mine")
+        except RuntimeError as e:
+            seen.append(str(e))
+    g.add_node(opaque(look, writes={"x": x}), "look")
+    rec = g.body_recording()
+    assert list(rec.names) == list(g.recording().names) == ["look"]
+    g.build().launch(1)
+    assert seen and seen[0].startswith("mine: this graph is being launched")
+    assert list(g.body_recording().names) == ["look"]   # idle again after the launch
+
+
 def test_a_collective_inside_a_body_is_refused():
     pytest.importorskip("mpi4py")
     from eagle.graph import allreduce
@@ -195,3 +213,15 @@ def test_a_condition_named_as_a_body_array_it_overlaps():
     assert k[0] == 0
     node = g.recording().nodes[0]
     assert set(node.reads) | set(node.writes) >= {"k", "k.2"}
+
+
+def test_a_compaction_inside_a_body_is_refused_at_build_saying_why():
+    from eagle.graph import compact
+    n = 16
+    x, alive = np.arange(n, dtype=np.float64), np.ones(n, bool)
+    body = Graph()
+    body.add_node(compact(alive, {"x": x}), "c")
+    g = Graph()
+    g.add_node(subgraph(body), "sub")
+    with pytest.raises(ValueError, match=r"node 'c'.*a compaction sets the logical size.*stale size"):
+        g.build()
