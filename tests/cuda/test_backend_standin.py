@@ -18,14 +18,12 @@ arrays is refused; the picture says ``backend: cuda``. A fake ``cupy`` module
 graph-owned memory pool during capture, ordering after CuPy's current stream
 on launch, and the RawKernel launch path of ``cuda_kernel``.
 """
-import contextlib
 import ctypes
 import gc
 import os
 import subprocess
 import sys
 import threading
-import types
 from pathlib import Path
 
 import numpy as np
@@ -609,75 +607,6 @@ def test_plan_and_objects_are_released(ck, fake):
 
 # ---- the CuPy-facing paths, with a fake cupy -------------------------------------------
 
-class _FakeStream:
-    def __init__(self, ptr):
-        self.ptr = ptr
-
-    def __enter__(self):
-        _fake_cupy_state.stack.append(self)
-        return self
-
-    def __exit__(self, *exc):
-        _fake_cupy_state.stack.pop()
-
-
-class _FakePool:
-    def __init__(self):
-        self.allocations = 0
-        self.freed_all = False
-
-    def malloc(self, n):
-        self.allocations += 1
-
-    def free_all_blocks(self):
-        self.freed_all = True
-
-
-_fake_cupy_state = threading.local()
-
-
-def make_fake_cupy():
-    """TEST DOUBLE of the CuPy entry points the cuda backend and cuda_kernel use."""
-    st = _fake_cupy_state
-    st.stack, st.allocator, st.pools, st.ext = [], None, [], []
-    cp = types.ModuleType("cupy")
-    cuda = types.SimpleNamespace()
-
-    def external(ptr):
-        s = _FakeStream(ptr)
-        st.ext.append(ptr)
-        return s
-
-    def memory_pool():
-        p = _FakePool()
-        st.pools.append(p)
-        return p
-
-    @contextlib.contextmanager
-    def using_allocator(alloc):
-        prev, st.allocator = st.allocator, alloc
-        try:
-            yield
-        finally:
-            st.allocator = prev
-
-    cuda.ExternalStream = external
-    cuda.Stream = _FakeStream   # CuPy 13's: no Stream.from_external
-    cuda.MemoryPool = memory_pool
-    cuda.using_allocator = using_allocator
-    cuda.get_current_stream = lambda: st.stack[-1] if st.stack else _FakeStream(0)
-    cuda.get_cuda_path = lambda: None
-    cuda.runtime = types.SimpleNamespace(runtimeGetVersion=lambda: 13000)
-    cp.cuda = cuda
-
-    class ndarray:  # never instantiated: DeviceArrays are not CuPy arrays
-        pass
-
-    cp.ndarray = ndarray
-    cp.state = st
-    return cp
-
-
 class FakeRawKernel:
     """TEST DOUBLE of cupy.RawKernel: ``.kernel`` is a Function that launches
     through eagle's shim, checking the argument types CuPy would get."""
@@ -702,7 +631,11 @@ class FakeRawKernel:
 
 @pytest.fixture
 def fake_cupy(monkeypatch):
-    cp = make_fake_cupy()
+    """CuPy 13 (tests/doubles/fake_cupy.py, a test double): ExternalStream, no from_external."""
+    import fake_cupy as double
+
+    cp = double.make(13)
+    cp.state.stack = double._stack()   # the current-stream stack of this thread
     monkeypatch.setitem(sys.modules, "cupy", cp)
     return cp
 
