@@ -131,16 +131,18 @@ class ControlNode(Node):
 
         # as for a graph's capacity: when a body node is sized, only sized nodes' arrays are
         # the control node's per-sample ones (an opaque node's flag or counter does not
-        # bound the capacity)
+        # bound the capacity); an array is per-sample when any such node says so, whatever
+        # other body nodes that touch it say
         any_sized = any(node.sized for rec in self.bodies for node in rec.nodes)
+        per_sample_keys: set[str] = set()
         for rec in self.bodies:
             for node in rec.nodes:
                 per_sample = ({name for name, _ in node.named_sample_arrays()}
                               if node.sized or not any_sized else set())
                 for name, a, is_write in node.accesses():   # an update: a read and a write
                     key = put(writes if is_write else reads, name, a)
-                    if name not in per_sample:
-                        not_per_sample.add(key)
+                    (per_sample_keys if name in per_sample else not_per_sample).add(key)
+        not_per_sample -= per_sample_keys
         # what the bodies both read and write is an update of the control node
         both = {k for k in reads if k in writes and same_view(reads[k], writes[k])}
         updates = {k: writes.pop(k) for k in both}

@@ -128,6 +128,28 @@ def test_retune_reaches_sized_nodes_inside_a_branch():
     assert (x[:30] == 2).all() and (x[30:60] == 1).all() and not x[60:].any()
 
 
+def test_an_opaque_body_node_on_a_sized_array_does_not_hide_the_capacity():
+    # the ufunc marks x per-sample; the opaque node reading x (and writing a one-element
+    # residual) must not turn x into a not-per-sample array of the control node
+    n = 50
+    x, resid = np.ones(n), np.zeros(1)
+    flag = np.ones(1, bool)
+    then = Graph()
+    then.add_node(ufunc(np.multiply, {"x": x}, 0.5, out={"x": x}), "halve")
+
+    def measure():
+        resid[0] = x.sum()
+
+    then.add_node(opaque(measure, reads={"x": x}, writes={"r": resid}), "resid")
+    g = Graph()
+    g.add_node(if_else({"flag": flag}, then), "branch")
+    assert g.capacity == n
+    g.build()
+    g.set_logical_size(10)
+    g.launch(1)
+    assert (x[:10] == 0.5).all() and (x[10:] == 1).all() and resid[0] == 45.0
+
+
 def test_record_time_errors():
     x = np.zeros(4)
     body = Graph()
