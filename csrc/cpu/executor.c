@@ -922,20 +922,28 @@ static int run_control_in_team(eagle_plan *plan, const eagle_node *node, gil_slo
 }
 
 static int run_control_team(team_state *ts, eagle_plan *plan, const eagle_node *node, int tid, int nt,
-                            gil_slot *gil, eagle_profile_lane *lane);
+                            gil_slot *gil, eagle_profile_lane *lane, int abandon);
 
 /* This thread's part of phase `phase` of a stage of `plan` (the launch's, or a body's
  * whose profile span indexes start at span_base) run by a team of nt threads.
  * Phase 0 holds every node: split native nodes take their slice of
  * [0, logical_size), unsplit and opaque nodes are dealt out round-robin, team
  * nodes run their phase 0, control nodes are entered by every thread (their bodies
- * run on the team). Later phases belong to team nodes only. */
+ * run on the team). Later phases belong to team nodes only.
+ *
+ * A node that raises does not end this thread's part at once: the stage's other
+ * threads are running their slices of the same native nodes and wait for this one at
+ * control nodes' barriers, so leaving would leave those nodes half-written (or the
+ * team at mismatched barriers). The rest of the stage's C work runs; only Python work
+ * not yet started (opaque nodes, and control nodes this thread decides) is skipped.
+ * Returns -1 at the end, holding the GIL with the first failure's error set. */
 static int run_stage_share(team_state *ts, eagle_plan *plan, int32_t span_base, const eagle_stage *st,
                            int32_t phase, int tid, int nt, gil_slot *gil, eagle_profile_lane *lane,
                            int32_t *failed_node)
 {
     int64_t n = plan->logical_size;
-    int32_t unsplit = 0;
+    int32_t unsplit = 0, failed = -1;
+    PyObject *exc[3] = {NULL, NULL, NULL};
     if (st->tile > 0) {
         run_tiles(plan, st, split_bound(n, tid, nt), split_bound(n, tid + 1, nt), lane, NULL, span_base);
         return 0;
@@ -950,10 +958,12 @@ static int run_stage_share(team_state *ts, eagle_plan *plan, int32_t span_base, 
             continue;
         if (node->kind == EAGLE_NODE_CONTROL) {
             int rc;
-            TIMED(lane, span_base + i, 0, rc = run_control_team(ts, plan, node, tid, nt, gil, lane));
-            if (rc < 0) {
-                *failed_node = i;
-                return -1;   /* thread 0 only, holding the GIL, the error set */
+            TIMED(lane, span_base + i, 0,
+                  rc = run_control_team(ts, plan, node, tid, nt, gil, lane, failed >= 0));
+            if (rc < 0) {   /* thread 0 only, holding the GIL, the error set */
+                failed = i;
+                PyErr_Fetch(&exc[0], &exc[1], &exc[2]);
+                gil_drop(gil);
             }
             continue;
         }
@@ -965,23 +975,26 @@ static int run_stage_share(team_state *ts, eagle_plan *plan, int32_t span_base, 
             continue;
         if (node->kind == EAGLE_NODE_NATIVE) {
             TIMED(lane, span_base + i, 0, call_native(node, 0, n));
-        } else {
+        } else if (failed < 0) {
             int rc;
             gil_take(gil);
             /* tid 0 is the launching thread, in the caller's context already */
-            if (tid != 0 && gil_enter_context(gil, ts->caller_context) < 0) {
-                *failed_node = i;
-                return -1;
-            }
-            TIMED(lane, span_base + i, 0, rc = call_opaque(node));
+            rc = tid != 0 ? gil_enter_context(gil, ts->caller_context) : 0;
+            if (rc == 0)
+                TIMED(lane, span_base + i, 0, rc = call_opaque(node));
             if (rc < 0) {
-                *failed_node = i;
-                return -1;   /* returns holding the GIL, the error set */
+                failed = i;
+                PyErr_Fetch(&exc[0], &exc[1], &exc[2]);
             }
             gil_drop(gil);
         }
     }
-    return 0;
+    if (failed < 0)
+        return 0;
+    gil_take(gil);
+    PyErr_Restore(exc[0], exc[1], exc[2]);
+    *failed_node = failed;
+    return -1;
 }
 
 /* ---- control nodes on the team (executor.h) ------------------------------- */
@@ -1078,22 +1091,27 @@ static int run_body_team(team_state *ts, eagle_control *c, int32_t b, int64_t it
 {
     eagle_plan *body = c->bodies[b];
     const int32_t base = c->span_base[b];
-    int stopping = 0;   /* this thread failed: skip work until the next barrier (everyone leaves there) */
+    /* the stage this thread failed in: its later phases still run (a team node is not
+     * left between phases), then everyone leaves at the next stage barrier; an "alone"
+     * stage right after it has no barrier before it and is skipped */
+    int32_t failed_stage = -1;
     for (int32_t s = 0; s < body->n_stages; ++s) {
         const eagle_stage *st = &body->stages[s];
         const int alone = body_stage_alone(body, st);
         if (s > 0 && !(alone && body_stage_alone(body, &body->stages[s - 1])))
             CONTROL_BARRIER_OR_LEAVE();
         for (int32_t p = 0; p < st->n_phases; ++p) {
-            if (p > 0)
-                CONTROL_BARRIER_OR_LEAVE();
-            if (stopping || (alone && tid != 0))
+            if (p > 0) {
+                _Pragma("omp barrier")
+                ++*barriers;
+            }
+            if ((failed_stage >= 0 && failed_stage < s) || (alone && tid != 0))
                 continue;
             int32_t failed = -1;
             if (run_stage_share(ts, body, base, st, p, tid, alone ? 1 : nt, gil, lane, &failed) < 0) {
                 control_team_keep(c, EAGLE_CONTROL_RAISED, b, failed, it, *barriers);
                 gil_drop(gil);
-                stopping = 1;
+                failed_stage = s;
             }
         }
     }
@@ -1108,7 +1126,7 @@ static int run_body_team(team_state *ts, eagle_control *c, int32_t b, int64_t it
  * node's failure), the node's failed_* fields saying where; the other threads return
  * 0 and leave at the launch's next barrier. */
 static int run_control_team(team_state *ts, eagle_plan *plan, const eagle_node *node, int tid, int nt,
-                            gil_slot *gil, eagle_profile_lane *lane)
+                            gil_slot *gil, eagle_profile_lane *lane, int abandon)
 {
     eagle_control *c = (eagle_control *)node->user_data;
     signal_clock clk;
@@ -1123,8 +1141,10 @@ static int run_control_team(team_state *ts, eagle_plan *plan, const eagle_node *
         /* two slots, by iteration parity: after a last body stage thread 0 ran alone (no
          * barrier after it) thread 0 writes the next decision while another thread may
          * not have read this one yet */
+        /* abandon: thread 0 failed earlier in this stage, so the node does not start
+         * (every thread still meets the decision barrier) */
         if (tid == 0)
-            c->team_decision[it & 1] = control_team_decide(plan, c, it, barriers, &clk, gil);
+            c->team_decision[it & 1] = abandon ? 0 : control_team_decide(plan, c, it, barriers, &clk, gil);
         #pragma omp barrier
         ++barriers;
         d = c->team_decision[it & 1];
@@ -1146,40 +1166,51 @@ static int run_control_team(team_state *ts, eagle_plan *plan, const eagle_node *
     return -1;
 }
 
-/* Phase `phase` of a stage run by the calling thread alone. */
+/* Phase `phase` of a stage run by the calling thread alone. As on a team
+ * (run_stage_share), a failure skips only the stage's Python work not yet started
+ * (opaque and control nodes): its native and team nodes complete, so the state after
+ * an error is the same on every thread count. */
 static int run_stage_alone(team_state *ts, const eagle_stage *st, int32_t phase, gil_slot *gil,
                            eagle_profile_lane *lane, int32_t *failed_node)
 {
     eagle_plan *plan = ts->plan;
+    int32_t failed = -1;
+    PyObject *exc[3] = {NULL, NULL, NULL};
     if (st->tile > 0) {
         run_tiles(plan, st, 0, plan->logical_size, lane, NULL, 0);
         return 0;
     }
     for (int32_t i = st->first; i < st->first + st->count; ++i) {
         const eagle_node *node = &plan->nodes[i];
+        int rc = 0;
         if (node->kind == EAGLE_NODE_TEAM) {
             TIMED(lane, i, phase, call_team(node, phase, 0, 1, plan->logical_size));
         } else if (phase > 0) {
             continue;
         } else if (node->kind == EAGLE_NODE_NATIVE) {
             TIMED(lane, i, 0, call_native(node, 0, plan->logical_size));
+        } else if (failed >= 0) {
+            continue;
         } else if (node->kind == EAGLE_NODE_CONTROL) {
-            if (run_control_in_team(plan, node, gil, lane) < 0) {
-                *failed_node = i;
-                return -1;
-            }
+            rc = run_control_in_team(plan, node, gil, lane);   /* -1 holding the GIL */
         } else {
-            int rc;
             gil_take(gil);
             TIMED(lane, i, 0, rc = call_opaque(node));
-            if (rc < 0) {
-                *failed_node = i;
-                return -1;
-            }
+            if (rc == 0)
+                gil_drop(gil);
+        }
+        if (rc < 0) {
+            failed = i;
+            PyErr_Fetch(&exc[0], &exc[1], &exc[2]);
             gil_drop(gil);
         }
     }
-    return 0;
+    if (failed < 0)
+        return 0;
+    gil_take(gil);
+    PyErr_Restore(exc[0], exc[1], exc[2]);
+    *failed_node = failed;
+    return -1;
 }
 
 /* A barrier is needed between two consecutive stages unless both run on the
@@ -1264,10 +1295,15 @@ static int replay_parallel(eagle_plan *plan, int64_t r0, int64_t r1, int timing,
                 /* a team stage always has a barrier just before it, but the region's first */
                 if (timing && tid == 0 && st->team > 1)
                     pending = s;
+                /* a failure in this stage: its later phases still run (a team node is
+                 * not left between phases); everyone leaves at the next stage barrier */
+                int failed_here = 0;
                 for (int32_t p = 0; p < st->n_phases; ++p) {
-                    if (p > 0 && st->team > 1)
-                        BARRIER_OR_LEAVE();
-                    if (stopping)
+                    if (p > 0 && st->team > 1) {
+                        _Pragma("omp barrier")
+                        ++barriers;
+                    }
+                    if (stopping && !failed_here)
                         continue;
                     int32_t failed_node = -1;
                     int rc;
@@ -1278,7 +1314,7 @@ static int replay_parallel(eagle_plan *plan, int64_t r0, int64_t r1, int timing,
                     if (rc < 0) {
                         record_failure(&ts, barriers, failed_node, r);
                         gil_drop(&gil);
-                        stopping = 1;
+                        stopping = failed_here = 1;
                     }
                 }
             }
