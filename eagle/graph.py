@@ -138,6 +138,7 @@ class Graph(GraphCore):
         self._cap_all_by: tuple | None = None
         self._has_sized = False
         self._has_resizer = False   # a compaction node sets the logical size as samples finish (GraphCore's)
+        self._compaction = None     # that node (in a control node's body, maybe)
         # (capacity, capacity_bound_by) once node i was recorded: a reader's snapshot of the
         # first n nodes takes entry n - 1, consistent with those nodes
         self._capacity_at: list[tuple] = []
@@ -176,14 +177,7 @@ class Graph(GraphCore):
             if len(families) > 1:
                 raise TypeError("this graph would mix NumPy and CUDA arrays; a graph runs on one "
                                 "device: NumPy arrays build for the cpu backend, CuPy arrays for cuda")
-            if sum(n.resizes for n in nodes) + self._has_resizer > 1:
-                raise ValueError("a graph has at most one compaction node: it alone sets the next "
-                                 "replay's logical size")
-            if self._has_resizer and any(n.permutes_samples for n in nodes):
-                # it would sort the old range, finished samples included, and push live
-                # samples past the new logical size
-                raise ValueError("record reorder() before compact(): a partition after the compaction "
-                                 "would still see the replay's old range")
+            self._check_partitions(nodes)
             for node in nodes:
                 if node.bodies:
                     path = self._control_cycle(node)
@@ -215,11 +209,30 @@ class Graph(GraphCore):
                             self._cap_sized, self._cap_sized_by = m, (name, array_name, m)
                 self._has_sized |= node.sized
                 self._has_resizer |= node.resizes
+                if node.compaction is not None:
+                    self._compaction = node.compaction
                 self._nodes.append(node)
                 self._capacity_at.append((self.capacity, self.capacity_bound_by))
                 self._names.append(name)
                 self._name_set.add(name)
             self._family = families.pop() if families else None
+
+    def _check_partitions(self, nodes):
+        """At most one compaction node, bodies included (the same node twice, a body used
+        twice, is one: one source of the next logical size), and no reorder after it."""
+        held = [n.compaction for n in nodes if n.compaction is not None]
+        if self._compaction is not None:
+            held.append(self._compaction)
+        if len({id(c) for c in held}) > 1:
+            raise ValueError("a graph has at most one compaction node, control-flow bodies "
+                             "included: it alone sets the next replay's logical size")
+        if self._compaction is not None and any(n.reorders and n.compaction is not self._compaction
+                                                for n in nodes):
+            # it would sort the old range, finished samples included, and push live
+            # samples past the new logical size (a control node holding the compaction
+            # too had its body's order checked when that body was recorded)
+            raise ValueError("record reorder() before compact(): a partition after the compaction "
+                             "would still see the replay's old range")
 
     def _assign_names(self, nodes, names):
         """The nodes' final names, and the default-name counters to keep once they are recorded."""

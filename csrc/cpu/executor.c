@@ -550,6 +550,18 @@ void eagle_groups_max(eagle_plan *plan, int64_t *vals, int32_t count, int32_t at
             plan->groups[g].all_max(plan->groups[g].ctx, vals, count, at_launch);
 }
 
+/* The size source holds the logical size until the compaction writes its live count:
+ * a replay that does not run the compaction (in a branch not taken, a loop that ran zero
+ * times) leaves the size as it was; one that runs it several times (a loop) ends at its
+ * last run's count. Seeded when a launch starts (a set_logical_size before it, or a
+ * launch of another graph sharing the node, wrote something else) and after every
+ * replay, on the thread that runs the compaction's last phase (thread 0). */
+static inline void seed_size_source(eagle_plan *plan)
+{
+    if (plan->size_source != NULL)
+        *plan->size_source = plan->logical_size;
+}
+
 /* After a replay: take the next logical size from the plan's size source.
  * Returns 1 when the launch should stop (until_empty and no sample left). */
 static inline int end_of_replay(eagle_plan *plan, int64_t replay)
@@ -559,6 +571,7 @@ static inline int end_of_replay(eagle_plan *plan, int64_t replay)
         int64_t n = *plan->size_source;
         /* plan() may read the size on another thread meanwhile (relaxed.h) */
         eagle_store_i64(&plan->logical_size, n < 0 ? 0 : (n > plan->capacity ? plan->capacity : n));
+        seed_size_source(plan);
     }
     if (!plan->until_empty)
         return 0;
@@ -1461,6 +1474,7 @@ static int execute_replays(eagle_plan *plan, int64_t n_replays, eagle_failure *f
     if (n_replays <= 0 || plan->n_stages == 0
         || (plan->until_empty && (plan->n_groups > 0 ? !plan->live_anywhere : plan->logical_size == 0)))
         return 0;
+    seed_size_source(plan);
     eagle_choice_launch_begin(plan);
 
     const eagle_launch_ctx *lctx = current_launch;

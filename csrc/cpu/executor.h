@@ -143,8 +143,10 @@ typedef struct eagle_plan {
     int32_t num_threads;            /* team size for parallel stages */
     int32_t has_opaque;
     /* Where a node (compaction) writes the next replay's logical size, or NULL.
-     * Read at the end of every replay, clamped to [0, capacity]. */
-    const int64_t *size_source;
+     * Read at the end of every replay, clamped to [0, capacity]; the executor seeds it
+     * with the logical size before every replay, so that a replay that does not run the
+     * node (it sits in a branch not taken, a loop run zero times) keeps the size. */
+    int64_t *size_source;
     int64_t capacity;
     int32_t until_empty;            /* stop the launch once the logical size is 0 */
     int64_t replays_done;           /* out: replays completed by the last launch */

@@ -110,7 +110,7 @@ cdef extern from "executor.h" nogil:
         int32_t num_threads
         int32_t has_opaque
         int32_t has_control
-        const int64_t *size_source
+        int64_t *size_source
         int64_t capacity
         int32_t until_empty
         int64_t replays_done
@@ -379,7 +379,7 @@ cdef class CpuPlan(CompiledLaunch):
         self.plan.capacity = capacity
         if size_source is not None:
             # an object (a compaction's Partition) whose kernel writes the next logical size
-            self.plan.size_source = <const int64_t *><uintptr_t>size_source.size_source_address
+            self.plan.size_source = <int64_t *><uintptr_t>size_source.size_source_address
             self.keepalive.append(size_source)
         self.groups = list(groups)
         if self.groups:

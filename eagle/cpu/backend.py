@@ -56,6 +56,9 @@ class CpuBackend(Backend):
         # ufunc nodes' loops (bodies' too): an error one reports is raised when the launch ends
         self._loops = [(recording.where(i), n.loop) for i, n in enumerate(nodes) if n.loop is not None]
         stages = [_specs(self, recording, idx, logical_size, "") for idx in recording.rows]
+        # the compaction, at top level or in a control node's body: the next replay's
+        # logical size is the live count of its last run in the replay (unchanged by a
+        # replay that does not run it; executor.c, end_of_replay)
         resizer = recording.index_of_resizer()
         self.resizes = resizer is not None
         # the processes replaying this graph together (collectives over several ranks), one
@@ -69,7 +72,7 @@ class CpuBackend(Backend):
         runs = self._runs
         self._plan = CpuPlan([[spec for s in run.stages for spec in stages[s]] for run in runs],
                              [policies[run.stages[0]] for run in runs], recording.logical_size,
-                             recording.capacity, nodes[resizer].partition if self.resizes else None,
+                             recording.capacity, nodes[resizer].compaction.partition if self.resizes else None,
                              groups, [run.tile for run in runs])
         self.compiled = self._plan
         self.checks_launches = bool(self._partitions or self._loops)
@@ -256,23 +259,13 @@ def _specs(backend, rec, idx, logical_size, prefix):
 
 def _control_work(backend, rec, i, logical_size, prefix):
     """A control node's work for CpuPlan: its bodies compiled, recursively, into plans of
-    their own that run at the outer plan's logical size (the executor copies it in)."""
+    their own that run at the outer plan's logical size (the executor copies it in when
+    the node is entered: the replay's size, which a compaction in a body changes only for
+    the next replay, as at top level)."""
     node, name = rec.nodes[i], prefix + rec.names[i]
     bodies, bases = [], []
     for label, body in node.body_nodes():
         where = f"{name}/{label}/" if len(node.bodies) > 1 else f"{name}/"
-        for k, n in enumerate(body.nodes):
-            if n.resizes or n.permutes_samples:
-                why = ("a compaction sets the logical size the rest of the replay and the next replays "
-                       "run at, and the executor takes that size only from the top-level graph (read "
-                       "after each replay): a body runs at the size copied in when its control node "
-                       "is entered, so the body's later nodes, its next iterations and the outer graph "
-                       "would run at a stale size" if n.resizes else
-                       "a reorder moves every per-sample array of the graph, and inside a body its "
-                       "moves are not supported (not defined against the sequential oracle)")
-                raise ValueError(f"{rec.where(i)}: its body holds {body.where(k)}, {with_article(n.kind)} "
-                                 f"node, which a control-flow body cannot hold: {why}. Record it outside "
-                                 "the body, before or after the control node")
         # the body's plan nodes are in stage order: their span indexes follow on
         order = [k for row in body.rows for k in row]
         bases.append(len(backend._timed))

@@ -114,11 +114,19 @@ def check_bodies(recording, cuda_module, path=()):
                                     "control-flow body (its captured NCCL work is not allowed in a "
                                     "conditional body, and ranks whose conditions differ would "
                                     "hang); put it outside, with a condition the ranks agree on")
-                if inner.runs_as is RunsAs.CUDA_PARTITION or inner.resizes:
+                if inner.runs_as is RunsAs.CUDA_PARTITION or inner.permutes_samples:
+                    # what is missing: the partition kernels captured into a conditional
+                    # body (their grids patched by a retune as the bodies' kernels are), and
+                    # the device's next size (G_NEXT) seeded from the size (G_SIZE) before
+                    # every replay, so that eagle_commit after a replay that skipped the body
+                    # keeps the size rather than a stale count
+                    what = "compaction" if inner.resizes else "reorder"
                     raise TypeError(f"node {inner_name!r} in the {label} of {where} is a "
-                                    f"{inner.kind} node: compaction and reorder set the next "
-                                    "replay's logical size and cannot sit in a control-flow body "
-                                    "on cuda")
+                                    f"{what} node, which a control-flow body cannot hold on cuda "
+                                    "yet (it can on the cpu backend): the partition kernels are "
+                                    "not captured into conditional bodies, and the device's next "
+                                    "logical size is not kept on replays that skip the body. "
+                                    "Record it outside the body, before or after the control node")
             check_bodies(rec, cuda_module, (f"the {label} of {where}",) + tuple(path))
 
 

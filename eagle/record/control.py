@@ -152,6 +152,36 @@ class ControlNode(Node):
         super().__init__(reads, writes, per_sample=[n for n in names if n not in not_per_sample],
                          updates=updates)
         self.sized = any(node.sized for rec in self.bodies for node in rec.nodes)
+        self._take_partitions()
+
+    def _take_partitions(self):
+        """What the bodies' compaction and reorder nodes make of this node: it holds
+        their compaction (a graph has one, bodies included: its one source of the next
+        replay's logical size; the same node met twice, a body used twice, is one) and
+        permutes samples as they do."""
+        inner = [node for rec in self.bodies for node in rec.nodes]
+        found = {id(n.compaction): (n.compaction, rec, k) for rec in self.bodies
+                 for k, n in enumerate(rec.nodes) if n.compaction is not None}
+        if len(found) > 1:
+            (_, ra, ka), (_, rb, kb) = list(found.values())[:2]
+            raise ValueError(f"this {self.control} node's bodies hold two compaction nodes, "
+                             f"{ra.where(ka)} and {rb.where(kb)}; a graph has at most one "
+                             "compaction node, bodies included: it alone sets the next replay's "
+                             "logical size")
+        self.compaction = next(iter(found.values()))[0] if found else None
+        self.resizes = self.compaction is not None
+        self.permutes_samples = any(n.permutes_samples for n in inner)
+        self.reorders = any(n.reorders for n in inner)
+        if self.resizes and self.reorders and len(self.bodies) > 1:
+            # each body graph checked its own order; across two branches (the compaction in
+            # one, a reorder in the other) a loop around this node would run the reorder
+            # after the compaction
+            holds = [b for b, rec in enumerate(self.bodies)
+                     if any(n.compaction is not None for n in rec.nodes)]
+            if any(n.reorders for b, rec in enumerate(self.bodies) if b not in holds for n in rec.nodes):
+                raise ValueError(f"this {self.control} node holds the compaction in one branch and a "
+                                 "reorder in another; record reorder() before compact(), in the "
+                                 "same body or before the control node")
 
     def default_name(self) -> str:
         return self.control

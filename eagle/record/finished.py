@@ -25,6 +25,15 @@ class FinishedSamplesNode(Node):
         """Whether the node sets the next replay's logical size (compaction)."""
         return self.mode == "compact"
 
+    @property
+    def compaction(self):
+        """The node itself when it is a compaction (it sets the next replay's logical size)."""
+        return self if self.mode == "compact" else None
+
+    @property
+    def reorders(self) -> bool:
+        return self.mode == "reorder"
+
     def sample_arrays(self):
         return [a for name, a, _ in self.arrays() if name != "count"]
 

@@ -62,8 +62,15 @@ class Node:
     sized = False
     #: whether the node sets the next replay's logical size (compaction)
     resizes = False
-    #: whether the node moves samples between positions (compaction, reorder)
+    #: whether the node moves samples between positions (compaction, reorder), itself or
+    #: in its bodies (a control node)
     permutes_samples = False
+    #: the compaction node this node is, or holds in its bodies (a control node), or None:
+    #: a graph has at most one, the source of its next replay's logical size
+    compaction = None
+    #: whether the node is, or holds in its bodies, a reorder (a partition that leaves the
+    #: logical size alone): a graph refuses one recorded after its compaction
+    reorders = False
     #: for a collective (MPI or NCCL), its name (``"allreduce"``...): every rank must record
     #: the same collectives in the same order; None for every other node
     collective = None

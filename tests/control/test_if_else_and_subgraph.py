@@ -235,15 +235,3 @@ def test_a_condition_named_as_a_body_array_it_overlaps():
     assert k[0] == 0
     node = g.recording().nodes[0]
     assert set(node.reads) | set(node.writes) >= {"k", "k.2"}
-
-
-def test_a_compaction_inside_a_body_is_refused_at_build_saying_why():
-    from eagle.graph import compact
-    n = 16
-    x, alive = np.arange(n, dtype=np.float64), np.ones(n, bool)
-    body = Graph()
-    body.add_node(compact(alive, {"x": x}), "c")
-    g = Graph()
-    g.add_node(subgraph(body), "sub")
-    with pytest.raises(ValueError, match=r"node 'c'.*a compaction sets the logical size.*stale size"):
-        g.build()

@@ -394,3 +394,24 @@ def test_ufunc_random_and_opaque_nodes_inside_bodies(fake, ck, tk, emulating_cup
             np.testing.assert_array_equal(z.host, zr)
         assert k.host[0] == 0 and g.replays == r + 1
     assert calls == [1]
+
+
+@pytest.mark.parametrize("what", ["compact", "reorder"])
+def test_a_compaction_or_reorder_inside_a_body_is_refused_on_cuda_saying_what_is_missing(fake, ck, what):
+    # on the cpu backend they run in bodies (tests/control/test_finished_in_bodies.py);
+    # on cuda the refusal names the node, the body and the missing pieces
+    from eagle.graph import compact, reorder
+    n = 8
+    alive, x = DeviceArray(np.ones(n, bool)), DeviceArray(np.zeros(n))
+    key = DeviceArray(np.zeros(n, np.int64))
+    flag = DeviceArray(np.ones(1, np.int32))
+    body = eagle.Graph()
+    ids, count = DeviceArray(np.arange(n, dtype=np.int64)), DeviceArray(np.zeros(1, np.int64))
+    body.add_node(compact(alive, {"x": x}, ids=ids, count=count) if what == "compact" else
+                  reorder(key, {"x": x}, n_keys=2, ids=ids), name="part")
+    g = eagle.Graph()
+    g.add_node(if_else({"flag": flag}, body), name="maybe")
+    word = "compaction" if what == "compact" else "reorder"
+    with pytest.raises(TypeError, match=rf"node 'part' in the then of if_else node 'maybe' is a {word} "
+                                        r"node.*not captured into conditional bodies"):
+        g.build()
