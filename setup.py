@@ -89,8 +89,10 @@ def ext(name, sources, openmp=False, libraries=(), extra_compile_args=()):
 EXTENSIONS = [
     # the graph's lock and launch path (the backend contract's compiled half)
     ext("eagle._core", ["eagle/_core.pyx"]),
+    # hidden: the executor's C functions are called only from inside the module, so the
+    # calls between its files (on every launch) bind directly, not through the PLT
     ext("eagle.cpu._executor", ["eagle/cpu/_executor.pyx", "csrc/cpu/executor.c", "csrc/cpu/team_choice.c"],
-        openmp=True),
+        openmp=True, extra_compile_args=["-fvisibility=hidden"] if sys.platform != "win32" else []),
     ext("eagle.native", ["eagle/native.pyx"]),
     # the built-in kernels' contiguous paths (csrc/cpu/builtin_kernels.h) are written for the
     # vectoriser; no FMA contraction keeps their results bitwise NumPy's

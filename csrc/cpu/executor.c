@@ -55,20 +55,30 @@ int eagle_max_threads(void)
 
 /* ---- launch contexts (re-entry guard) --------------------------------- */
 
-static EAGLE_THREAD_LOCAL const eagle_launch_ctx *current_launch = NULL;
+/* What a thread's launches keep per thread: the innermost launch context, and the
+ * replay it runs (see set_thread_replay). One thread-local, not two: in a shared
+ * object each thread-local's address is a __tls_get_addr call, so a function takes
+ * `&this_thread` once and reaches both through it. */
+typedef struct {
+    const eagle_launch_ctx *launch;
+    uint64_t replay;
+} thread_state;
+
+static EAGLE_THREAD_LOCAL thread_state this_thread = {NULL, 0};
 
 void eagle_launch_push(eagle_launch_ctx *ctx, const void *owner)
 {
+    thread_state *me = &this_thread;
     ctx->owner = owner;
-    ctx->parent = current_launch;
-    current_launch = ctx;
+    ctx->parent = me->launch;
+    me->launch = ctx;
 }
 
-void eagle_launch_pop(eagle_launch_ctx *ctx) { current_launch = ctx->parent; }
+void eagle_launch_pop(eagle_launch_ctx *ctx) { this_thread.launch = ctx->parent; }
 
 int eagle_launch_encloses(const void *owner)
 {
-    for (const eagle_launch_ctx *c = current_launch; c != NULL; c = c->parent)
+    for (const eagle_launch_ctx *c = this_thread.launch; c != NULL; c = c->parent)
         if (c->owner == owner)
             return 1;
     return 0;
@@ -168,7 +178,7 @@ typedef struct {
     double last_ns;
 } signal_clock;
 
-static void signal_clock_init(signal_clock *c)
+static inline void signal_clock_init(signal_clock *c)
 {
     c->use_clock = !eagle_ticker_running();
     c->seen = atomic_load_explicit(&ticks, memory_order_relaxed);
@@ -205,13 +215,12 @@ static inline int check_due(const eagle_plan *plan)
  * runs a replay's nodes, read by the random nodes' kernels through
  * eagle_thread_replay(). Per thread, so team stages of consecutive replays that
  * overlap on different threads each see their own. */
-static _Thread_local uint64_t thread_replay;
+uint64_t eagle_thread_replay(void) { return this_thread.replay; }
 
-uint64_t eagle_thread_replay(void) { return thread_replay; }
-
-static inline void set_thread_replay(const eagle_plan *plan, int64_t r)
+/* me: &this_thread, taken once before the replay loop (not once a replay) */
+static inline void set_thread_replay(thread_state *me, const eagle_plan *plan, int64_t r)
 {
-    thread_replay = plan->replay_base + (uint64_t)r;
+    me->replay = plan->replay_base + (uint64_t)r;
 }
 
 /* ---- running one node ------------------------------------------------- */
@@ -339,7 +348,7 @@ static int control_progress(eagle_plan *plan)
 {
     if (plan->progress == NULL)
         return 0;
-    return report_progress(plan, (int64_t)(thread_replay - plan->replay_base));
+    return report_progress(plan, (int64_t)(this_thread.replay - plan->replay_base));
 }
 
 /* Signals (and progress) inside a long while loop, as between replays: -1 with the
@@ -650,11 +659,14 @@ static EAGLE_ALWAYS_INLINE int serial_gil_loop(eagle_plan *plan, int64_t r0, int
     const int32_t n = plan->n_nodes;
     /* a plan with a fused run walks its stages (run_replay_serial) instead */
     const int32_t n_walk = plan->has_fused ? 0 : n;
-    signal_clock clock;
-    signal_clock_init(&clock);
+    thread_state *me = &this_thread;
+    /* the clock times the hand-offs between replays: a launch(1) has none (and no clock read) */
+    signal_clock clock = {0};
+    if (r1 - r0 > 1)
+        signal_clock_init(&clock);
     for (int64_t r = r0; r < r1; ++r) {
         const int64_t size = plan->logical_size;
-        set_thread_replay(plan, r);
+        set_thread_replay(me, plan, r);
         if (lane != NULL)
             lane->replay = r;
         if (plan->has_fused) {
@@ -698,8 +710,9 @@ static EAGLE_ALWAYS_INLINE int serial_gil_loop(eagle_plan *plan, int64_t r0, int
             return -1;
         }
         /* nodes that are C callables never let other Python threads run:
-         * hand the GIL over every few milliseconds, as the interpreter does */
-        if (signal_clock_due(&clock)) {
+         * hand the GIL over every few milliseconds, as the interpreter does (not
+         * after the last replay: the launch returns to the interpreter then) */
+        if (r + 1 < r1 && signal_clock_due(&clock)) {
             if (plan->progress != NULL && report_progress(plan, r + 1) < 0) {
                 failure->node = -1;
                 failure->replay = r;
@@ -707,7 +720,7 @@ static EAGLE_ALWAYS_INLINE int serial_gil_loop(eagle_plan *plan, int64_t r0, int
             }
             Py_BEGIN_ALLOW_THREADS
             Py_END_ALLOW_THREADS
-            if (check_due(plan) && r + 1 < r1) {
+            if (check_due(plan)) {
                 plan->paused = 1;
                 break;
             }
@@ -721,8 +734,9 @@ static int replay_serial_gil(eagle_plan *plan, int64_t r0, int64_t r1, int measu
 {
     eagle_profile_lane *lane = profile_lane(plan, 0);
     if (measure) {
+        thread_state *me = &this_thread;
         for (int64_t r = r0; r < r1; ++r) {
-            set_thread_replay(plan, r);
+            set_thread_replay(me, plan, r);
             if (lane != NULL)
                 lane->replay = r;
             if (run_replay_serial(plan, 1, 1, lane, &failure->node) < 0) {
@@ -754,8 +768,9 @@ static EAGLE_ALWAYS_INLINE int serial_nogil_loop(eagle_plan *plan, int64_t r0, i
     int32_t failed;
     int rc = 0;
     PyThreadState *save = PyEval_SaveThread();
+    thread_state *me = &this_thread;
     for (int64_t r = r0; r < r1; ++r) {
-        set_thread_replay(plan, r);
+        set_thread_replay(me, plan, r);
         if (lane != NULL)
             lane->replay = r;
         /* fails only in a control node (an iteration limit, Ctrl-C inside a loop) */
@@ -1276,12 +1291,13 @@ static int replay_parallel(eagle_plan *plan, int64_t r0, int64_t r1, int timing,
         /* the team OpenMP gave (it may be smaller than asked: OMP_THREAD_LIMIT,
          * OMP_DYNAMIC, nesting); every split below is by it */
         const int tid = eagle_omp_thread_num(), nt = eagle_omp_num_threads();
-        const eagle_launch_ctx *saved_ctx = current_launch;
-        current_launch = lctx;
+        thread_state *me = &this_thread;
+        const eagle_launch_ctx *saved_ctx = me->launch;
+        me->launch = lctx;
         gil_slot gil = {0};
         int64_t barriers = 0;
         int stopping = 0;            /* this thread failed: skip work until the exit barrier */
-        signal_clock clock;
+        signal_clock clock = {0};   /* read by thread 0 only, which sets it */
         if (tid == 0)
             signal_clock_init(&clock);
         double t_stage = t_region;   /* timing: when the stage that runs began */
@@ -1289,7 +1305,7 @@ static int replay_parallel(eagle_plan *plan, int64_t r0, int64_t r1, int timing,
         eagle_profile_lane *lane = profile_lane(plan, tid);
 
         for (int64_t r = r0; r < r1; ++r) {
-            set_thread_replay(plan, r);
+            set_thread_replay(me, plan, r);
             if (lane != NULL)
                 lane->replay = r;
             for (int32_t s = 0; s < ns; ++s) {
@@ -1367,7 +1383,7 @@ static int replay_parallel(eagle_plan *plan, int64_t r0, int64_t r1, int timing,
         }
     leave:
         gil_finish(&gil);
-        current_launch = saved_ctx;
+        me->launch = saved_ctx;
     }
     PyEval_RestoreThread(save);
     Py_XDECREF(ts.caller_context);
@@ -1453,21 +1469,39 @@ static int run_segment(eagle_plan *plan, int64_t r0, int64_t r1, int kind,
                             : replay_serial_nogil(plan, r0, r1, 0, failure);
 }
 
-static int execute_replays(eagle_plan *plan, int64_t n_replays, eagle_failure *failure);
+static int execute_replays(eagle_plan *plan, int64_t n_replays, const eagle_launch_ctx *lctx,
+                           eagle_failure *failure);
 
-int eagle_execute(eagle_plan *plan, int64_t n_replays, eagle_failure *failure)
+static inline int execute_on(thread_state *me, eagle_plan *plan, int64_t n_replays,
+                             eagle_failure *failure)
 {
     failure->node = -1;
     failure->replay = -1;
     plan->replays_done = 0;
-    const uint64_t outer_replay = thread_replay;   /* a launch from inside a node of another */
-    int rc = execute_replays(plan, n_replays, failure);
+    const uint64_t outer_replay = me->replay;   /* a launch from inside a node of another */
+    int rc = execute_replays(plan, n_replays, me->launch, failure);
     plan->replay_base += (uint64_t)plan->replays_done;   /* replays completed, also on failure */
-    thread_replay = outer_replay;
+    me->replay = outer_replay;
     return rc;
 }
 
-static int execute_replays(eagle_plan *plan, int64_t n_replays, eagle_failure *failure)
+int eagle_execute(eagle_plan *plan, int64_t n_replays, eagle_failure *failure)
+{
+    return execute_on(&this_thread, plan, n_replays, failure);
+}
+
+int eagle_launch(eagle_plan *plan, int64_t n_replays, const void *owner, eagle_failure *failure)
+{
+    thread_state *me = &this_thread;
+    eagle_launch_ctx ctx = {.owner = owner, .parent = me->launch};
+    me->launch = &ctx;
+    int rc = execute_on(me, plan, n_replays, failure);
+    me->launch = ctx.parent;
+    return rc;
+}
+
+static int execute_replays(eagle_plan *plan, int64_t n_replays, const eagle_launch_ctx *lctx,
+                           eagle_failure *failure)
 {
     plan->paused = 0;
     plan->emptied = 0;
@@ -1477,7 +1511,6 @@ static int execute_replays(eagle_plan *plan, int64_t n_replays, eagle_failure *f
     seed_size_source(plan);
     eagle_choice_launch_begin(plan);
 
-    const eagle_launch_ctx *lctx = current_launch;
     int ticking = 0;
     int rc = 0;
     int64_t r = 0;

@@ -265,6 +265,8 @@ typedef struct eagle_launch_ctx {
 } eagle_launch_ctx;
 void eagle_launch_push(eagle_launch_ctx *ctx, const void *owner);
 void eagle_launch_pop(eagle_launch_ctx *ctx);
+/* eagle_execute inside a launch context of owner (push, execute, pop in one call) */
+int eagle_launch(eagle_plan *plan, int64_t n_replays, const void *owner, eagle_failure *failure);
 /* Whether owner's launch encloses the current thread's work. */
 int eagle_launch_encloses(const void *owner);
 

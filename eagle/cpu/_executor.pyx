@@ -75,9 +75,6 @@ cdef extern from "executor.h" nogil:
         int64_t verdict_size
         int32_t verdict_current
 
-    ctypedef struct eagle_launch_ctx:
-        pass
-
     ctypedef struct eagle_span:
         int32_t node
         int32_t phase
@@ -146,8 +143,6 @@ cdef extern from "executor.h" nogil:
     void eagle_choose_teams(eagle_plan *plan)
     void eagle_report_teams(const eagle_plan *plan, int num_threads, int64_t logical_size,
                             eagle_stage_report *out)
-    void eagle_launch_push(eagle_launch_ctx *ctx, const void *owner)
-    void eagle_launch_pop(eagle_launch_ctx *ctx)
     int eagle_launch_encloses(const void *owner)
     int eagle_max_threads()
     int eagle_ticker_running()
@@ -170,6 +165,10 @@ cdef extern from "executor.h":
     uint64_t eagle_thread_replay()
     int eagle_execute_raising "eagle_execute"(eagle_plan *plan, int64_t n_replays,
                                               eagle_failure *failure) except -1
+    # eagle_execute inside a launch context of owner (the re-entry guard's)
+    int eagle_launch(eagle_plan *plan, int64_t n_replays, const void *owner, eagle_failure *failure)
+    int eagle_launch_raising "eagle_launch"(eagle_plan *plan, int64_t n_replays, const void *owner,
+                                            eagle_failure *failure) except -1
 
 cdef extern from "relaxed.h" nogil:
     # the fields a launch writes that another thread may read meanwhile (plan())
@@ -535,17 +534,14 @@ cdef class CpuPlan(CompiledLaunch):
 
     cdef int64_t run(self, int64_t n, bint until_empty) except -1:
         cdef eagle_failure failure
-        cdef eagle_launch_ctx ctx
-        cdef int n_threads = get_num_threads()
         cdef int rc
-        self.plan.num_threads = n_threads
+        self.plan.num_threads = get_num_threads()
         self.plan.until_empty = until_empty
-        self.last_failure = None
+        if self.last_failure is not None:
+            self.last_failure = None
         if self.plan.n_groups:
             self._agree(n, until_empty)
-        eagle_launch_push(&ctx, <void *>self)
-        rc = eagle_execute(&self.plan, n, &failure)
-        eagle_launch_pop(&ctx)
+        rc = eagle_launch(&self.plan, n, <void *>self, &failure)
         if rc < 0:
             self.last_failure = (failure.node, failure.replay)
             return -1
@@ -561,7 +557,6 @@ cdef class CpuPlan(CompiledLaunch):
         ``record.lane_buffers(n_threads, spans_per_replay, n)`` gives one span array
         per thread, ``record.lanes_done(...)`` gets (os thread, kept, dropped) per lane."""
         cdef eagle_failure failure
-        cdef eagle_launch_ctx ctx
         cdef eagle_profile prof
         cdef eagle_profile_lane *lanes = NULL
         cdef int n_threads = get_num_threads()
@@ -590,11 +585,7 @@ cdef class CpuPlan(CompiledLaunch):
             if progress is not None:
                 self.plan.progress = <PyObject *>progress
                 self.plan.progress_next_ns = 0
-            eagle_launch_push(&ctx, <void *>self)
-            try:
-                eagle_execute_raising(&self.plan, n, &failure)
-            finally:
-                eagle_launch_pop(&ctx)
+            eagle_launch_raising(&self.plan, n, <void *>self, &failure)
             done = self.plan.replays_done
         except BaseException:
             self.last_failure = (failure.node, failure.replay)

@@ -98,6 +98,38 @@ def test_bad_recordings_change_nothing(seed):
         assert snapshot(g) == before
 
 
+
+class Count(int):
+    """An int subclass: not an exact int, so launch() takes its general conversion."""
+
+
+@pytest.mark.parametrize("kind", ["native", "ufunc"])
+def test_bad_launch_counts_on_a_built_graph_change_nothing(kind):
+    """On a built graph too (the native one takes launch()'s plain path, the ufunc one,
+    whose launches are checked after, the general one): a bad count raises before any
+    replay, and every integer form counts as its value."""
+    import eagle.kernels as ek
+    from eagle.graph import ufunc
+
+    x, y = np.ones(3), np.zeros(3)
+    g = eagle.Graph()
+    if kind == "native":
+        g.add_node(native(ek.axpy(1.0), reads={"x": x}, writes={"y": y}), name="step")
+    else:
+        g.add_node(ufunc(np.add, y, x, out=y), name="step")
+    g.build()
+    cases = [(-1, ValueError, ">= 0"), (-2 ** 70, ValueError, ">= 0"), (True, TypeError, "bool"),
+             (np.bool_(True), TypeError, "integer"), (1.0, TypeError, "float"), (None, TypeError, "NoneType"),
+             (2 ** 63, OverflowError, "2\\*\\*63"), (2 ** 64 + 1, OverflowError, "2\\*\\*63")]
+    for n, exc, words in cases:
+        with pytest.raises(exc, match=words) as info:
+            g.launch(n)
+        assert not getattr(info.value, "__notes__", None)   # raised before the launch
+        assert g.replays == 0 and y.tolist() == [0.0, 0.0, 0.0]
+    for n in (0, Count(2), np.int64(1), np.uint8(1), 1):
+        g.launch(n)
+    assert g.replays == 5 and y.tolist() == [5.0, 5.0, 5.0]
+
 def test_a_conflicting_group_names_both_nodes_and_the_array():
     buf = np.zeros(10)
     g = eagle.Graph()
