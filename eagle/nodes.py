@@ -82,7 +82,7 @@ def ufunc(uf, *operands, out=None, where=None):
         node = cpu_ufunc(uf, dufunc, ins, outs, where=mask)
     # an output that is also an input is declared once, under writes: the node reads it
     # too, so the edge into it carries the array (the operands carry their declared names now)
-    node.read_too(updated_names(ins, outs))
+    node.read_too(updated_names(ins, outs, mask))
     return node
 
 
