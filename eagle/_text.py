@@ -26,13 +26,33 @@ def monospace_html(text):
 
 
 def with_article(word):
-    """``a float64``, ``an int8``, ``a uint8``, ``an ndarray``, ``an 8-d``: the indefinite
-    article English reads before ``word`` (by its sound: ``uint`` is "you-int", ``8`` "eight")."""
+    """``a float64``, ``an int8``, ``a uint8``, ``an ndarray``, ``an 8-d``, ``an MPI``,
+    ``an SVD``, ``a NCCL``, ``an f8``, ``a u1``, ``an _ArrayFunctionDispatcher``: the
+    indefinite article English reads before ``word`` (by its sound: ``uint`` is "you-int",
+    ``8`` "eight", an acronym read letter by letter starts with its first letter's name)."""
     word = str(word)
     return f"{_article(word)} {word}"
 
 
+#: letters whose names start with a vowel sound: "ef", "aitch", "el", "em", "en", "ar", "es", "ex"
+_AN_LETTERS = "aefhilmnorsx"
+#: acronyms read as words although a consonant follows their first letter
+_WORD_ACRONYMS = ("NCCL",)   # "nickel"
+
+
+def _leading_acronym(word):
+    """The capitals (and digits) ``word`` starts with when they are an acronym (``MPI``,
+    ``SVD``, ``HDF5``, ``DL`` of ``DLPack``, ``IO`` of ``IOError``), else ''."""
+    run = len(word) - len(word.lstrip("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"))
+    if run < 2 or not word[0].isalpha() or not (word[1].isupper() or word[1].isdigit()):
+        return ""
+    if run < len(word) and word[run].islower() and word[run - 1].isalpha():
+        run -= 1           # HTTPError: the E starts the next word
+    return word[:run] if run >= 2 else ""
+
+
 def _article(word):
+    word = word.lstrip("_<>|=")    # _ArrayFunctionDispatcher; a dtype's byte order, <f8
     w = word.lower()
     if not w:
         return "a"
@@ -41,7 +61,20 @@ def _article(word):
         # eight, eighty, eleven, eighteen; 11,000 and 18,000 too ("eleven thousand")
         an = digits.startswith("8") or (len(digits) % 3 == 2 and digits[:2] in ("11", "18"))
         return "an" if an else "a"
-    if w.startswith(("uint", "uni", "use", "usu", "ufunc", "one")):   # "you-", "won"
+    acronym = _leading_acronym(word)
+    if acronym:
+        # read as a word when a vowel follows its first letter (NUMA, SIMD, UNIX), else
+        # letter by letter (MPI "em-pee-eye", SVD, LLVM, HDF5, NVRTC, URL "you-ar-el")
+        as_word = len(acronym) >= 3 and acronym[1] in "AEIOU" or acronym in _WORD_ACRONYMS
+        if not as_word:
+            return "an" if w[0] in _AN_LETTERS else "a"
+    elif len(w) == 1 or (w[0].isalpha() and w[1:].isdigit()):
+        # one letter, or a dtype code read letter by letter: f8 "ef-eight", u1 "you-one"
+        return "an" if w[0] in _AN_LETTERS else "a"
+    if w.startswith(("unin", "unim")):      # uninitialized, unimplemented: "un-"
+        return "an"
+    if w.startswith(("uint", "uni", "use", "usu", "usa", "ufunc", "ubyte", "ushort", "ulong", "utf",
+                     "one", "once", "eu")):   # "you-", "won"
         return "a"
     if w.startswith(("nd", "mpi", "hdf", "honest", "hour")):   # spelt out: "en-dee", "em-pee-eye"
         return "an"

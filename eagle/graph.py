@@ -72,6 +72,23 @@ def _constructors():
     return ", ".join(f"{n}()" for n in names[:-1]) + f" and {names[-1]}()"
 
 
+def _not_a_node_hint(obj) -> str:
+    """What to do with something given as a node that is not one: a ufunc wants ufunc(),
+    a graph subgraph(), any other callable opaque()."""
+    import numpy as np
+
+    uf = obj if isinstance(obj, np.ufunc) else getattr(obj, "ufunc", None)
+    if isinstance(uf, np.ufunc):
+        name = f"np.{uf.__name__}" if getattr(np, uf.__name__, None) is obj else uf.__name__
+        operands = ", ".join("xyuvw"[k] for k in range(min(uf.nin, 5)))
+        return f" (a ufunc node: ufunc({name}, {operands}, out=z))"
+    if isinstance(obj, Graph):
+        return " (run a graph in place: subgraph(child))"
+    if callable(obj):
+        return " (wrap a callable: opaque(fn, reads=..., writes=...))"
+    return ""
+
+
 def _one_line(name):
     """No line break (str.splitlines' \\v, \\f, U+2028 too) nor control character (NUL, ESC):
     the picture and the DOT text lay a name out on one line."""
@@ -170,7 +187,7 @@ class Graph(GraphCore):
         with self._exclusive("record into"):
             for node in nodes:
                 if not isinstance(node, Node):
-                    hint = " (wrap a callable: opaque(fn, reads=..., writes=...))" if callable(node) else ""
+                    hint = _not_a_node_hint(node)
                     raise TypeError(f"a graph records nodes made by eagle.graph's {_constructors()}, "
                                     f"got {with_article(type(node).__name__)}{hint}")
             families = {n.family for n in nodes if n.family} | ({self._family} if self._family else set())

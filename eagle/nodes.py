@@ -82,7 +82,7 @@ def ufunc(uf, *operands, out=None, where=None):
         node = cpu_ufunc(uf, dufunc, ins, outs, where=mask)
     # an output that is also an input is declared once, under writes: the node reads it
     # too, so the edge into it carries the array (the operands carry their declared names now)
-    node.read_too(updated_names(ins, outs))
+    node.read_too(updated_names(ins, outs, mask))
     return node
 
 
@@ -152,7 +152,8 @@ def uniform(out, *, key, low=0.0, high=1.0, ids=None) -> Node:
     ``u = ((w1 << 32 | w0) >> 11) * 2**-53``, float32 ``u = (w0 >> 8) * 2**-24``;
     the value is ``low + (high - low) * u`` in the output's type (a value that rounds
     up to ``high`` becomes the largest one below it). ``out`` is 1-d, one number per
-    sample. ``low < high`` (finite) or ``ValueError``.
+    sample. ``low < high``, both finite in the output's type, and ``high - low`` finite in
+    it, or ``ValueError``.
     """
     return _random_node(random_spec(UNIFORM, out, key, ids, low, high))
 
@@ -165,6 +166,8 @@ def normal(out, *, key, loc=0.0, scale=1.0, ids=None) -> Node:
     in (0, 1] and ``u2 = ((w3 << 32 | w2) >> 11) * 2**-53``, computed in double with
     eagle's own polynomial log and cos (csrc/include/eagle/philox.h: within ~2 ulp, the
     same on CPU and GPU), then ``loc + scale * z`` in double rounded once to ``out``'s
-    type (float32 or float64, 1-d). One normal per sample per replay. ``scale >= 0``.
-    """
+    type (float32 or float64, 1-d). One normal per sample per replay. ``scale >= 0``;
+    ``loc`` and ``scale`` finite in the output's type, and ``loc ± scale * 8.5717`` (the
+    largest ``|z|`` the transform draws, ``eagle.record.random.NORMAL_Z_MAX``, at
+    ``u1 = 2**-53``) too, or ``ValueError``: no sample is ever inf."""
     return _random_node(random_spec(NORMAL, out, key, ids, loc, scale))

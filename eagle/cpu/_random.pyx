@@ -45,3 +45,17 @@ def random_kernel(str name, int what, uint64_t key, bint f32, bint has_ids, doub
     params.p.below = below
     params.p.replay = _thread_replay
     return wrap_kernel(<kernel_t>eagle_random_kernel, name, <void *>&params.p, params)
+
+
+cdef extern from "eagle/philox.h" nogil:
+    ctypedef struct eagle_philox_words:
+        uint32_t w0, w1, w2, w3
+    double eagle_normal_from_words(eagle_philox_words w)
+
+
+def normal_from_words(uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3):
+    """The standard normal philox.h's transform makes of one sample's four words, as the
+    kernels compute it (the tests check eagle.record.random.NORMAL_Z_MAX against it)."""
+    cdef eagle_philox_words w
+    w.w0, w.w1, w.w2, w.w3 = w0, w1, w2, w3
+    return eagle_normal_from_words(w)

@@ -23,6 +23,8 @@ The contract a backend relies on (``ControlNode``): ``control`` (``"while"``, ``
 """
 from __future__ import annotations
 
+import operator
+
 import weakref
 from typing import Any, Mapping
 
@@ -197,6 +199,21 @@ class ControlNode(Node):
         return f"{self.control}({cond}{sizes}{limit})"
 
 
+def _max_iterations(n):
+    """None or a positive integer (a NumPy integer too) below 2**63: a bool, a float, a str is
+    a TypeError (True is not "one iteration"), 0 or less a ValueError."""
+    if n is None:
+        return None
+    if isinstance(n, bool) or not hasattr(type(n), "__index__"):
+        raise TypeError(f"while_loop(): max_iterations is a positive int or None, got "
+                        f"{type(n).__name__} {n!r}")
+    n = operator.index(n)
+    if not 1 <= n < 1 << 63:
+        raise ValueError(f"while_loop(): max_iterations is a positive int below 2**63 or None "
+                         f"(no limit), got {n}")
+    return n
+
+
 def while_loop(cond: Mapping[str, Any], body, *, max_iterations: int | None = None) -> ControlNode:
     """A node that runs ``body`` (an ``eagle.Graph``) while ``cond[0]`` is true, checked
     before each iteration, as CUDA's WHILE node does: ``while cond[0]: body``.
@@ -206,9 +223,7 @@ def while_loop(cond: Mapping[str, Any], body, *, max_iterations: int | None = No
     it stops the launch with ``RuntimeError`` naming the node (None: no limit; Ctrl-C
     stops a long loop either way)."""
     c = _condition(cond, "while_loop()")
-    if max_iterations is not None and (isinstance(max_iterations, bool) or not isinstance(max_iterations, int)
-                                       or max_iterations < 1):
-        raise ValueError(f"while_loop(): max_iterations is a positive int or None, got {max_iterations!r}")
+    max_iterations = _max_iterations(max_iterations)
     rec, src = _body(body, "while_loop(): body")
     return ControlNode("while", c, (rec,), ("body",), max_iterations, (src,))
 
@@ -229,5 +244,5 @@ def if_else(cond: Mapping[str, Any], then, otherwise=None) -> ControlNode:
 def subgraph(graph) -> ControlNode:
     """A node that runs the recorded ``graph`` in place, once per replay (its nodes in their
     order, on the outer graph's team and logical size)."""
-    rec, src = _body(graph, "subgraph()")
+    rec, src = _body(graph, "subgraph(): graph")
     return ControlNode("subgraph", None, (rec,), ("graph",), body_graphs=(src,))

@@ -87,6 +87,51 @@ def _real(what, name, v):
     return v
 
 
+def _largest_normal_z() -> float:
+    """The largest |z| philox.h's Box-Muller transform can give: sqrt(-2 log u1) is largest
+    at the smallest u1, 2**-53 (the top 53 bits of w0, w1 all zero), where eagle_log_01
+    reduces exactly to -53 ln2_hi - 53 ln2_lo (k = -53, f = 0); |cos(2 pi u2)| is at most
+    1, and exactly 1 at u2 = 0 (z = +max) and u2 = 1/2 (z = -max). Computed here with the
+    kernel's own double operations (the tests check it against the compiled transform)."""
+    ln2_hi, ln2_lo = 6.93147180369123816490e-01, 1.90821492927058770002e-10
+    return math.sqrt(-2.0 * ((-53.0 * ln2_hi) - (53.0 * ln2_lo)))
+
+
+#: the largest magnitude of a standard normal a ``normal`` node draws (8.5716743...)
+NORMAL_Z_MAX = _largest_normal_z()
+
+
+def _wider(t) -> str:
+    return "a float64 out, or " if t is np.float32 else ""
+
+
+def _finite_in(name, arg, v, t):
+    """Refuse a parameter that is not finite in the output's type (a float32 node given
+    1e39): the node's numbers would be inf or nan."""
+    with np.errstate(over="ignore"):
+        if not np.isfinite(t(v)):
+            raise ValueError(f"{name}(): {arg}={v!r} is not finite in {np.dtype(t)} (its largest "
+                             f"value is {np.finfo(t).max}); use {_wider(t)}a {arg} of smaller magnitude")
+
+
+def _normal_fits(name, loc, scale, t):
+    """Refuse loc, scale for which loc ± scale * NORMAL_Z_MAX, computed as the kernel
+    computes it (in double, then rounded once to the output's type), overflows: those
+    samples would be ±inf. The kernel's arithmetic is monotone in z, so the two extremes
+    decide for every draw."""
+    _finite_in(name, "loc", loc, t)
+    _finite_in(name, "scale", scale, t)
+    reach = scale * NORMAL_Z_MAX
+    with np.errstate(over="ignore"):
+        fits = np.isfinite(t(loc + reach)) and np.isfinite(t(loc - reach))
+    if not fits:
+        raise ValueError(
+            f"{name}(): loc={loc!r} ± scale={scale!r} × {NORMAL_Z_MAX:.6f} (the largest |z| the "
+            f"Philox normal transform draws, at u1 = 2**-53) overflows {np.dtype(t)} (largest "
+            f"{np.finfo(t).max}): some samples would be inf; use {_wider(t)}a smaller scale or a "
+            f"loc nearer 0")
+
+
 def random_spec(what, out, key, ids=None, a=None, b=None) -> RandomSpec:
     """Check a random node's arguments (``a, b``: low, high or loc, scale) and return its
     spec; every error names the node and the argument."""
@@ -125,18 +170,22 @@ def random_spec(what, out, key, ids=None, a=None, b=None) -> RandomSpec:
         if not low < high:
             raise ValueError(f"{name}(): low must be below high, got low={low}, high={high}")
         t = np.float32 if f32 else np.float64
+        _finite_in(name, "low", low, t)
+        _finite_in(name, "high", high, t)
         lo, hi = t(low), t(high)
         if not lo < hi:
             raise ValueError(f"{name}(): low={low} and high={high} are the same {dtype} value")
         with np.errstate(over="ignore"):
             span = t(hi - lo)
         if not np.isfinite(span):
-            raise ValueError(f"{name}(): high - low overflows {dtype}")
+            raise ValueError(f"{name}(): high - low = {high!r} - {low!r} overflows {dtype} (largest "
+                             f"{np.finfo(t).max}); use {_wider(t)}a narrower range")
         a, b, below = float(lo), float(span), float(np.nextafter(hi, t(-np.inf)))
     elif what == NORMAL:
         a, b = _real(name, "loc", a), _real(name, "scale", b)
         if b < 0:
             raise ValueError(f"{name}(): scale must be >= 0, got {b}")
+        _normal_fits(name, a, b, np.float32 if f32 else np.float64)
     else:
         a = b = 0.0
     return RandomSpec(what, out_name, out, ids, key, bool(f32), float(a), float(b), below, ids_name)

@@ -106,19 +106,26 @@ def declare(ins, outs, where=None):
 
     An array given twice is declared once (under writes if the node writes it: see
     ``updated_names`` for the read the node makes of it too);
-    its name is the one the caller gave it, else the name of its first position.
+    its name is the one the caller gave it, else the name of its first position; an array
+    named as an input and, differently, as an output (``{"v": w}, out={"w2": w}``) is an
+    in-place update declared under its output's name.
     """
     mask = [where] if isinstance(where, Operand) else []
     ops = ins + outs + mask
     names = {}       # id(array) -> name
     owner = {}       # name -> id(array)
-    for op in ops:
+    # outputs first: an array read under one name and written under another is an in-place
+    # update (NumPy's ``np.multiply(w, 2.0, out=w)``), declared once under its output's name
+    for op in outs + ins + mask:
         if op.is_array and op.given_name:
-            prev = names.setdefault(id(op.array), op.name)
-            if prev != op.name:
-                raise ValueError(f"one array is bound to two names, {prev!r} and {op.name!r}")
             if owner.setdefault(op.name, id(op.array)) != id(op.array):
                 raise ValueError(f"the name {op.name!r} is bound to two different arrays")
+    out_names = {id(o.array): o.name for o in outs if o.is_array and o.given_name}
+    for op in outs + ins + mask:
+        if op.is_array and op.given_name:
+            prev = names.setdefault(id(op.array), op.name)
+            if prev != op.name and prev != out_names.get(id(op.array)):
+                raise ValueError(f"one array is bound to two names, {prev!r} and {op.name!r}")
     for op in ops:
         if op.is_array and id(op.array) not in names:
             name, k = op.name, 2
@@ -141,10 +148,11 @@ def declare(ins, outs, where=None):
     return reads, writes, slots
 
 
-def updated_names(ins, outs):
-    """The declared names of the outputs that are also inputs (``declare`` puts them under
-    writes only): the node reads them as well as writing them."""
-    read = {id(op.array) for op in ins if op.is_array}
+def updated_names(ins, outs, where=None):
+    """The declared names of the outputs that are also inputs or the ``where=`` mask
+    (``declare`` puts them under writes only): the node reads them as well as writing them."""
+    read = {id(op.array) for op in ins + ([where] if isinstance(where, Operand) else [])
+            if op.is_array}
     return {o.name for o in outs if id(o.array) in read}
 
 

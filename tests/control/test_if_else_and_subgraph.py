@@ -175,6 +175,34 @@ def test_record_time_errors():
         body.add_node(subgraph(outer))
 
 
+@pytest.mark.parametrize("bad,err", [(True, TypeError), (1.5, TypeError), ("3", TypeError),
+                                     (0, ValueError), (-1, ValueError), (1 << 63, ValueError)])
+def test_max_iterations_of_a_wrong_type_or_value_says_which(bad, err):
+    """True is not "one iteration" and 1.5 not a count: a TypeError naming the type; a
+    count below 1 (or past int64) a ValueError; a NumPy integer is a count."""
+    x = np.zeros(4)
+    body = Graph()
+    body.add_node(ufunc(np.add, {"x": x}, 1.0, out={"x": x}), "inc")
+    with pytest.raises(err, match="while_loop\\(\\): max_iterations is a positive int") as info:
+        while_loop({"c": np.ones(1, bool)}, body, max_iterations=bad)
+    if err is TypeError:
+        assert type(bad).__name__ in str(info.value)
+
+
+def test_max_iterations_takes_a_numpy_integer_and_subgraph_names_its_argument():
+    x = np.zeros(4)
+    body = Graph()
+    body.add_node(ufunc(np.add, {"x": x}, 1.0, out={"x": x}), "inc")
+    g = Graph()
+    g.add_node(while_loop({"c": np.ones(1, bool)}, body, max_iterations=np.int64(3)), "loop")
+    g.build()
+    with pytest.raises(RuntimeError, match="'loop' reached max_iterations=3"):
+        g.launch(1)
+    assert (x == 3).all()
+    with pytest.raises(TypeError, match=r"^subgraph\(\): graph must be an eagle.Graph, got int$"):
+        subgraph(3)
+
+
 def test_a_body_being_launched_is_refused():
     x = np.zeros(4)
     made = []

@@ -97,3 +97,20 @@ def test_a_byte_swapped_operand_is_refused(emulating_cupy, which):
     name = "in0" if which == "input" else "out0"
     with pytest.raises(TypeError, match=f"'{name}' is >f8, not in the device's byte order"):
         emulating_cupy(np.add, x, 1.0, out=out, where={"m": DeviceArray(np.ones(4, bool))})
+
+
+def test_in_place_under_two_names_and_a_partial_overlap(emulating_cupy):
+    """One array named as the input and, differently, as the output is NumPy's in-place
+    np.multiply(w, 2.0, out=w): run in place on the stand-in. An output overlapping an
+    input other than element for element (out=w[1:], input w[:-1]) would race between
+    the GPU's threads and blocks: refused at record time, naming both operands."""
+    w = DeviceArray(np.arange(8.0))
+    node = emulating_cupy(np.multiply, {"v": w}, 2.0, out={"w2": w})
+    assert node.kind == "cuda_kernel" and list(node.writes) == ["w2"] and node.updated == {"w2"}
+    g = eagle.Graph()
+    g.add_node(node, name="m")
+    g.build()
+    g.launch(2)
+    np.testing.assert_array_equal(w.host, 4 * np.arange(8.0))
+    with pytest.raises(ValueError, match="output 'w1' overlaps 'w0' other than element for element"):
+        emulating_cupy(np.add, {"w0": w[:-1]}, 1.0, out={"w1": w[1:]})

@@ -358,6 +358,54 @@ def test_record_time_errors(make, err, match):
         make()
 
 
+def test_the_largest_normal_z_is_the_compiled_transform_s():
+    """NORMAL_Z_MAX, the bound the record-time check uses, is what the compiled transform
+    gives at its extremes (u1 = 2**-53: the top 53 bits of w0, w1 zero; u2 = 0 or 1/2),
+    and no word near them draws a larger |z|."""
+    from eagle.cpu._random import normal_from_words
+    from eagle.record.random import NORMAL_Z_MAX
+    assert normal_from_words(0, 0, 0, 0) == NORMAL_Z_MAX                # u2 = 0: cos = 1
+    assert normal_from_words(0, 0, 0, 1 << 31) == -NORMAL_Z_MAX         # u2 = 1/2: cos = -1
+    assert 8.5716 < NORMAL_Z_MAX < 8.5717                               # sqrt(106 ln 2)
+    rng = np.random.default_rng(5)
+    for w0 in [0, 2047, 2048, 4095, 1 << 20]:
+        for w2, w3 in [(0, 0), (2047, 0), (0, 1), (0, (1 << 31) - 1), (0, 1 << 31), (0, (1 << 31) + 1),
+                       *((int(a), int(b)) for a, b in rng.integers(0, 1 << 32, (20, 2)))]:
+            assert abs(normal_from_words(w0, 0, w2, w3)) <= NORMAL_Z_MAX
+
+
+def test_normal_and_uniform_parameters_that_overflow_the_dtype_are_refused():
+    """A float32 normal with scale=1e38 drew inf for |z| > 3.4; the bound is the largest
+    |z| the transform draws, so the largest scale that fits is accepted."""
+    from eagle.record.random import NORMAL_Z_MAX
+    f32 = np.empty(4, np.float32)
+    big = float(np.finfo(np.float32).max)
+    with pytest.raises(ValueError, match=r"normal\(\): loc=0.0 ± scale=1e\+38 × 8.571674 .* overflows "
+                                         r"float32 .* use a float64 out"):
+        normal(f32, key=1, scale=1e38)
+    with pytest.raises(ValueError, match=r"normal\(\): scale=1e\+39 is not finite in float32"):
+        normal(f32, key=1, scale=1e39)
+    with pytest.raises(ValueError, match=r"normal\(\): loc=-3.5e\+38 is not finite in float32"):
+        normal(f32, key=1, loc=-3.5e38, scale=0.0)
+    with pytest.raises(ValueError, match="overflows float32"):
+        normal(f32, key=1, loc=-big, scale=1e32)           # loc - scale * z below -max
+    with pytest.raises(ValueError, match=r"overflows float64 \(largest 1.79.*\): some samples would "
+                                         r"be inf; use a smaller scale"):
+        normal(np.empty(4), key=1, scale=1e308)
+    normal(f32, key=1, loc=big, scale=1.0)    # max + 8.57 rounds back to max in float32
+    fits = big / NORMAL_Z_MAX * (1 - 1e-9)
+    node = normal(f32, key=1, scale=fits)
+    one_node(node).launch(3)
+    assert np.isfinite(f32).all()
+    with pytest.raises(ValueError, match=r"uniform\(\): high=1e\+39 is not finite in float32"):
+        uniform(f32, key=1, high=1e39)
+    with pytest.raises(ValueError, match=r"uniform\(\): low=-1e\+39 is not finite in float32"):
+        uniform(f32, key=1, low=-1e39, high=0.0)
+    with pytest.raises(ValueError, match=r"high - low = 3e\+38 - -3e\+38 overflows float32"):
+        uniform(f32, key=1, low=-3e38, high=3e38)
+    uniform(np.empty(4), key=1, low=-3e38, high=3e38)
+
+
 def test_ids_sharing_memory_with_out_is_refused():
     buf = np.zeros(8, dtype=np.int64)
     with pytest.raises(ValueError, match="shares memory"):

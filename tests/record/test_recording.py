@@ -349,10 +349,36 @@ def test_add_node_of_a_non_node_lists_every_constructor_of_eagle_graph():
     ("int8", "an int8"), ("int64", "an int64"), ("uint8", "a uint8"), ("float64", "a float64"),
     ("object", "an object"), ("opaque", "an opaque"), ("ufunc", "a ufunc"), ("ndarray", "an ndarray"),
     ("bool", "a bool"), (1, "a 1"), (8, "an 8"), (11, "an 11"), (18, "an 18"), (80, "an 80"), (100, "a 100"),
+    # what reaches it: node kinds, type names of what a user passed, dtypes and their codes
+    ("cuda_kernel", "a cuda_kernel"), ("collective", "a collective"), ("control", "a control"),
+    ("_ArrayFunctionDispatcher", "an _ArrayFunctionDispatcher"), ("_FuncPtr", "a _FuncPtr"),
+    ("MaskedArray", "a MaskedArray"), ("NDArray", "an NDArray"), ("DLPack", "a DLPack"),
+    ("ElementwiseKernel", "an ElementwiseKernel"), ("Intracomm", "an Intracomm"), ("DUFunc", "a DUFunc"),
+    ("f8", "an f8"), ("u1", "a u1"), ("S1", "an S1"), ("U8", "a U8"), ("<M8[s]", "an <M8[s]"),
+    ("i8", "an i8"), ("c16", "a c16"), ("ubyte", "a ubyte"), ("ulonglong", "a ulonglong"),
+    # acronyms: letter by letter unless read as a word
+    ("MPI", "an MPI"), ("SVD", "an SVD"), ("LLVM", "an LLVM"), ("HDF5", "an HDF5"), ("NVRTC", "an NVRTC"),
+    ("HTTPError", "an HTTPError"), ("URLError", "a URLError"), ("NCCL", "a NCCL"), ("NUMA", "a NUMA"),
+    ("X", "an X"), ("uninitialized", "an uninitialized"), ("unit", "a unit"), ("once", "a once"),
 ])
 def test_one_helper_picks_a_or_an(word, expected):
     from eagle._text import with_article
     assert with_article(word) == expected
+
+
+def test_a_numpy_function_given_as_a_node_reads_an_article_and_a_hint():
+    """NumPy 2's functions are _ArrayFunctionDispatcher objects: "got an _Array...", and a
+    ufunc or a Graph given as a node gets the constructor it wants."""
+    g = eagle.Graph()
+    with pytest.raises(TypeError) as info:
+        g.add_node(np.sum)
+    name = type(np.sum).__name__
+    assert f"got {'an' if name.lstrip('_')[0] in 'aeiouAEIOU' else 'a'} {name}" in str(info.value)
+    with pytest.raises(TypeError, match=r"got a ufunc \(a ufunc node: ufunc\(np.add, x, y, out=z\)\)"):
+        g.add_node(np.add)
+    with pytest.raises(TypeError, match=r"got a Graph \(run a graph in place: subgraph\(child\)\)"):
+        g.add_node(eagle.Graph())
+    assert g.nodes == []
 
 
 def test_a_cast_message_reads_an_int8():

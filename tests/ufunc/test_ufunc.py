@@ -171,6 +171,46 @@ def test_in_place_and_repeated_operand():
     np.testing.assert_array_equal(y, x * x)
 
 
+def test_in_place_under_an_input_name_and_an_output_name():
+    """np.multiply(w, 2.0, out=w) with the array named once as the input, once as the
+    output: an in-place update, declared under the output's name and read too (so the
+    edge into the node carries it), as NumPy runs it."""
+    w = np.arange(8.0)
+    node = ufunc(np.multiply, {"v": w}, 2.0, out={"w2": w})
+    assert list(node.reads) == [] and list(node.writes) == ["w2"]
+    assert node.updated == {"w2"} and node.operand_names[0] == "w2"
+    g = eagle.Graph()
+    g.add_node(opaque(lambda: None, writes={"w": w}), name="init")
+    g.add_node(node, name="m")
+    g.build()
+    g.launch(2)
+    np.testing.assert_array_equal(w, 4 * np.arange(8.0))
+    # staging sees a read before the write, as for updates=: data flows in along the edge
+    assert [(name, is_write) for name, _, is_write in node.accesses()] == [("w2", False), ("w2", True)]
+    assert "w" in [r.strip() for r in str(g).splitlines()]       # the edge init -> m is labelled
+    # the where= mask given under its own name as the output: read and written in place
+    m = np.array([True, False, True, True])
+    mnode = ufunc(np.logical_and, np.array([True, True, False, True]), True, out={"m": m},
+                  where={"mask": m})
+    assert mnode.updated == {"m"} and list(mnode.reads) == ["in0"]
+    run(mnode)
+    np.testing.assert_array_equal(m, [True, False, False, True])
+    # two names for one array among the inputs only is still refused
+    with pytest.raises(ValueError, match="two names"):
+        ufunc(np.add, {"a": w}, {"b": w}, out=np.zeros(8))
+
+
+def test_a_partial_overlap_is_refused_naming_both_operands():
+    """NumPy copies an input that overlaps its output unsafely (out=w[1:], input w[:-1]);
+    a ufunc node splits the loop across threads and tiles, so it refuses at record time."""
+    w = np.arange(8.0)
+    with pytest.raises(ValueError, match="output 'w1' overlaps 'w0' other than element for element"):
+        ufunc(np.add, {"w0": w[:-1]}, 1.0, out={"w1": w[1:]})
+    with pytest.raises(ValueError, match="output 'r' overlaps 'w' other than element"):
+        ufunc(np.negative, {"w": w}, out={"r": w[::-1]})
+    np.testing.assert_array_equal(w, np.arange(8.0))   # nothing ran
+
+
 def test_in_place_through_another_view_is_allowed():
     x = np.arange(8.0)
     run(ufunc(np.multiply, x[:], 2.0, out=x))
