@@ -41,7 +41,7 @@ from eagle._errors import NotBuiltError
 from eagle._text import plural, with_article
 from eagle.cpu.backend import CpuBackend
 from eagle.look import dot
-from eagle.look.picture import body_lines, render
+from eagle.look import bodies
 from eagle.nodes import (SIZE, SIZE_PTR, CudaKernelNode, NativeNode, Node, OpaqueNode, UfuncNode, allgather,
                          allreduce, bcast, compact, cuda_kernel, native, normal, opaque, random_bits, reorder,
                          sendrecv, subgraph, ufunc, uniform, while_loop, if_else)
@@ -528,16 +528,18 @@ class Graph(GraphCore):
         notes = backend.stage_notes() if backend is not None else None
         return notes if notes is None or len(notes) == len(rows) else None
 
+    def _body_stage_notes(self, body):
+        backend = self._backend
+        notes = backend.body_stage_notes(body) if backend is not None else None
+        return notes if notes is None or len(notes) == len(body.rows) else None
+
     def __str__(self):
         rec = self.recording()
         rows = [list(r) for r in rec.rows]
-        boxes = [rec.box(i) for i in range(len(rec))]
-        edges = [(d.src, d.dst, d.label) for d in rec.edges]
         # a stage wider than the terminal (80 columns when unknown) wraps onto continuation rows
         width = shutil.get_terminal_size((80, 24)).columns
-        text = render(self._header(rec), rows, boxes, edges, self._stage_notes(rows), width=width)
-        bodies = body_lines(rec)   # control nodes' bodies, each with its own stage rows
-        return text + "".join("\n" + line for line in bodies)
+        # control nodes' bodies drawn inside their boxes (eagle.look.bodies)
+        return bodies.picture(rec, self._header(rec), self._stage_notes(rows), width, self._body_stage_notes)
 
     def __repr__(self):
         return f"<{self._header()}>"

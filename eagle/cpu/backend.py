@@ -228,6 +228,20 @@ class CpuBackend(Backend):
         return plan
 
 
+    def body_stage_notes(self, body):
+        """The picture's note per body stage: each is shared by its control node's team
+        (executor.h), fused runs as for the graph's stages; None for a body not compiled."""
+        runs = self._body_runs.get(id(body))
+        if runs is None:
+            return None
+        notes = []
+        for run in runs:
+            note = "work_share"
+            if run.fused:
+                note += f" fused {run.stages[0]}-{run.stages[-1]}, tile {run.tile}"
+            notes += [note] * len(run.stages)
+        return notes
+
     def _body_stage_note(self, body, s):
         """plan()'s note on stage s of a body: the fused run it is part of, if any."""
         for run in self._body_runs.get(id(body), ()):

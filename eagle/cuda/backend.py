@@ -931,6 +931,10 @@ class CudaBackend(Backend):
         called library kernels, see ``library_serial_stages``)."""
         return ["branches" if b else "stream" for b in self._branches]
 
+    def body_stage_notes(self, body):
+        """A body's nodes are captured in recording order on one stream (eagle/cuda/control.py)."""
+        return ["stream"] * len(body.rows)
+
     def plan(self) -> CudaPlan:
         rec = self.recording
         stages = [StagePlan(s, [rec.box(i) for i in idx], "branches" if b else "stream",

@@ -29,7 +29,11 @@ Boxes
     so every box has a center column, where its edges attach.  Boxes in a row
     are at least 3 spaces apart.  A box that has drawn outgoing edges has ``┬``
     at the center of its bottom border, one with drawn incoming edges ``┴`` at
-    the center of its top border.
+    the center of its top border.  A box may hold more lines under its text
+    (``render(..., inner=)``: a control node's captions and bodies, drawn by
+    ``eagle.look.bodies``); it is then as wide as its widest line and as tall as
+    its lines, top-aligned in its row, and the edge out of a shorter box in the
+    same row keeps going down (``│``) to the row's last line.
 
 Edges between adjacent stages ("bands")
     The lines between two rows are: one or more *label lines*, one *routing
@@ -98,12 +102,33 @@ _JUNCTION = {
 
 def render(header: str, stages: list[list[int]], boxes: list[str],
            edges: list[tuple[int, int, str | None]],
-           stage_notes: list[str] | None = None, width: int | None = None) -> str:
+           stage_notes: list[str] | None = None, width: int | None = None,
+           inner: dict[int, list[str]] | None = None) -> str:
     """Draw the graph; see the module docstring for the conventions. ``width``:
-    wrap the stages whose row would be wider (None: never wrap)."""
+    wrap the stages whose row would be wider (None: never wrap). ``inner``: lines
+    drawn inside box i, under its text (a control node's bodies, ``eagle.look.bodies``)."""
     if not boxes:
         return f"{header}\n(empty)"
-    return _Picture(stages, boxes, edges, stage_notes, width).draw(header)
+    return _Picture(stages, boxes, edges, stage_notes, width, inner).draw(header)
+
+
+def stage_labels(notes: list[str | None] | None, n: int) -> list[str]:
+    """The left column's text of n stage rows (``stage 0 work_share``)."""
+    notes = list(notes or [])
+    notes += [None] * (n - len(notes))
+    return [f"stage {s}" + (f" {note}" if note else "") for s, note in enumerate(notes[:n])]
+
+
+def margin_of(labels: list[str]) -> int:
+    """Column where a picture's boxes may start: past the widest stage label, plus two."""
+    return max(map(len, labels)) + 2
+
+
+def box_lines(lines: list[str]) -> list[str]:
+    """A box around ``lines`` (the first is the node's text), as drawn in a row."""
+    w = box_width(max(lines, key=text_width))
+    return (["┌" + "─" * (w - 2) + "┐"] + ["│ " + pad(t, w - 4) + " │" for t in lines]
+            + ["└" + "─" * (w - 2) + "┘"])
 
 
 def char_width(ch: str) -> int:
@@ -184,9 +209,12 @@ class _Canvas:
 
 
 class _Picture:
-    def __init__(self, stages, boxes, edges, stage_notes, width=None):
+    def __init__(self, stages, boxes, edges, stage_notes, width=None, inner=None):
         self.stages = [list(row) for row in stages]
         self.boxes = list(boxes)
+        # every box's lines: its text, then what it holds (a control node's bodies)
+        self.box_text = {i: [t] + list((inner or {}).get(i, ())) for i, t in enumerate(self.boxes)}
+        self.height = {i: len(t) + 2 for i, t in self.box_text.items()}
         n = len(self.boxes)
         self.stage_of: dict[int, int] = {}
         self.pos: dict[int, int] = {}
@@ -204,11 +232,8 @@ class _Picture:
             labels = self.labels.setdefault((src, dst), [])
             if label is not None and label not in labels:
                 labels.append(label)
-        notes = list(stage_notes or [])
-        notes += [None] * (len(self.stages) - len(notes))
-        self.row_labels = [f"stage {s}" + (f" {note}" if note else "")
-                           for s, note in enumerate(notes[:len(self.stages)])]
-        self.width = {i: box_width(t) for i, t in enumerate(self.boxes)}
+        self.row_labels = stage_labels(stage_notes, len(self.stages))
+        self.width = {i: box_width(max(t, key=text_width)) for i, t in self.box_text.items()}
         self.limit = width
         self.wrapped: set[int] = set()  # stages drawn on continuation rows
         while True:  # wrapping a stage drops its edges, which can narrow other rows
@@ -286,7 +311,7 @@ class _Picture:
     # -- layout: left column of every box -------------------------------------
 
     def _layout(self) -> None:
-        self.margin = max(len(t) for t in self.row_labels) + 2
+        self.margin = margin_of(self.row_labels)
         for r, row in enumerate(self.stages):
             if r in self.wrapped:
                 continue
@@ -436,23 +461,27 @@ class _Picture:
             self._draw_wrapped(cv, r)
             return
         notes = [self._note_text(i, self._side_notes(i)) for i in row if self._side_notes(i)]
-        ys = [cv.add_line() for _ in range(max(3 if row else 1, 1 + len(notes)))]
+        tall = max((self.height[i] for i in row), default=1)
+        ys = [cv.add_line() for _ in range(max(tall, 1 + len(notes)))]
         cv.put(ys[0], 0, self.row_labels[r])
         for i in row:
-            x, w, c = self.left[i], self.width[i], self.center(i)
-            cv.put(ys[0], x, "┌" + "─" * (w - 2) + "┐")
-            cv.put(ys[1], x, "│ " + pad(self.boxes[i], w - 4) + " │")
-            cv.put(ys[2], x, "└" + "─" * (w - 2) + "┘")
+            self._draw_box(cv, ys, i)
+            c, h = self.center(i), self.height[i]
             if i in has_in:
                 cv.put(ys[0], c, "┴")
             if i in out_data:
-                cv.put(ys[2], c, "┬")
-                for y in ys[3:]:  # extra note lines: the edge keeps going down
+                cv.put(ys[h - 1], c, "┬")
+                for y in ys[h:]:  # a taller box or note lines beside: the edge keeps going down
                     cv.put(y, c, "│" if out_data[i] else DOT_V)
         if notes:
             x = max(self.left[i] + self.width[i] for i in row) + GAP
             for y, text in zip(ys[1:], notes):
                 cv.put(y, x, text)
+
+    def _draw_box(self, cv, ys, i) -> None:
+        """Box i from line ys[0] down (top-aligned in its row)."""
+        for y, text in zip(ys, box_lines(self.box_text[i])):
+            cv.put(y, self.left[i], text)
 
     def _draw_band(self, cv, band: int) -> None:
         above, n_above, below, n_below = self.band_items[band]
@@ -507,14 +536,11 @@ class _Picture:
 
     def _draw_wrapped(self, cv, r: int) -> None:
         for k, sub in enumerate(self.sub_rows[r]):
-            ys = [cv.add_line() for _ in range(3)]
+            ys = [cv.add_line() for _ in range(max(self.height[i] for i in sub))]
             if k == 0:
                 cv.put(ys[0], 0, self.row_labels[r])
             for i in sub:
-                x, w = self.left[i], self.width[i]
-                cv.put(ys[0], x, "┌" + "─" * (w - 2) + "┐")
-                cv.put(ys[1], x, "│ " + pad(self.boxes[i], w - 4) + " │")
-                cv.put(ys[2], x, "└" + "─" * (w - 2) + "┘")
+                self._draw_box(cv, ys, i)
         # the block of notes: consumers with the same producers and arrays share a line
         srcs_of: dict[int, list[int]] = {}
         for dst, srcs in self.notes.items():
@@ -552,7 +578,8 @@ class _Picture:
 
 
 def body_lines(rec, indent: str = "", stage_note=None) -> list[str]:
-    """Text lines of the bodies of every control node of ``rec`` (a ``Recording``), nested
+    """``plan()``'s bodies section (the picture draws bodies in their boxes instead,
+    ``eagle.look.bodies``): text lines of the bodies of every control node of ``rec``, nested
     bodies indented further: a header naming the node and what it runs, then the body's
     own stage rows (``    stage 0  (quot) <more>``). Empty without control nodes.
     ``stage_note(body, s)``: text appended to body stage s's row (a backend's plan: fusion)."""

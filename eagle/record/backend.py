@@ -102,3 +102,8 @@ class Backend:
     def stage_notes(self):
         """One note per stage for the picture (how its work is shared), or None."""
         return None
+
+    def body_stage_notes(self, body):
+        """One note per stage of ``body`` (a control node's body ``Recording``) for the
+        picture, as ``stage_notes`` for the graph's, or None."""
+        return None

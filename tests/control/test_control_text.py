@@ -23,7 +23,11 @@ def test_picture_and_plan_show_the_body_stages():
     g, _ = loop_graph()
     text = str(g)
     assert "{loop}" in text
-    assert "{loop} while on 'left', at most 10 iterations\n  body:\n    stage 0  (step) <dec>" in text
+    # the body is drawn inside the loop's box (tests/look/test_picture_bodies.py)
+    assert ("│ {loop}                                      │\n"
+            "                    │ while left, ≤ 10 iterations                 │\n"
+            "                    │ stage 0 work_share  ┌─────────┐   ┌───────┐ │\n"
+            "                    │                     │ (step)  │   │ <dec> │ │\n") in text
     plan = str(g.plan())
     # the loop's stage has its own team choice (auto): its bodies run on its team
     assert "team 1   (auto    )    cost not measured yet   {loop}" in plan

@@ -149,6 +149,9 @@ def test_child_graph_used_twice(fake, ck, tk):
     g.add_node(subgraph(inner), name="second")
     g.build()
     assert g._backend._control.child_nodes == 2
+    # the picture: each body's stages say how they are captured (one stream, in order)
+    text = str(g)
+    assert text.count("│ subgraph") == 2 and text.count("│ stage 1 stream  ┌────┴────┐ │") == 2
     g.launch(2)
     np.testing.assert_array_equal(x.host, np.arange(5.0) + 2 * (3 + 100 + 3))
 
