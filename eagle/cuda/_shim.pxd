@@ -80,6 +80,13 @@ cdef extern from "eagle/cuda_shim.h" nogil:
     int eagle_cuda_stream_create(eagle_cudaStream_t *stream, unsigned int flags)
     int eagle_cuda_stream_destroy(eagle_cudaStream_t stream)
     int eagle_cuda_stream_synchronize(eagle_cudaStream_t stream)
+    int EAGLE_CUDA_ERR_NOT_READY
+    int eagle_cuda_stream_query(eagle_cudaStream_t stream)
+    int eagle_cuda_event_query(eagle_cudaEvent_t event)
+    int eagle_cuda_stream_wait_for(eagle_cudaStream_t stream, long long budget_ns,
+                                   long long *backoff_ns, int *ready)
+    int eagle_cuda_event_wait_for(eagle_cudaEvent_t event, long long budget_ns,
+                                  long long *backoff_ns, int *ready)
     int eagle_cuda_event_create(eagle_cudaEvent_t *event, unsigned int flags)
     int eagle_cuda_event_destroy(eagle_cudaEvent_t event)
     int eagle_cuda_event_record(eagle_cudaEvent_t event, eagle_cudaStream_t stream)
@@ -156,6 +163,8 @@ cdef extern from "eagle/cuda_shim.h" nogil:
 
     int eagle_cuda_malloc(void **ptr, size_t nbytes)
     int eagle_cuda_free(void *ptr)
+    int eagle_cuda_host_alloc_mapped(void **host, unsigned long long *dev, size_t nbytes)
+    int eagle_cuda_host_free(void *host)
     int eagle_cuda_memcpy_async(void *dst, const void *src, size_t nbytes,
                                 eagle_cudaStream_t stream)
 

@@ -32,6 +32,18 @@ from cpython.mem cimport PyMem_Malloc, PyMem_Realloc, PyMem_Free
 from cpython.exc cimport PyErr_CheckSignals
 from libc.stdint cimport uintptr_t, int32_t, int64_t, uint32_t, uint64_t
 
+cdef extern from *:
+    """
+    static inline void __atomic_store_n_int32(int32_t *p, int32_t v) {
+        __atomic_store_n(p, v, __ATOMIC_SEQ_CST);
+    }
+    static inline int32_t __atomic_load_n_int32(int32_t *p) {
+        return __atomic_load_n(p, __ATOMIC_SEQ_CST);
+    }
+    """
+    void __atomic_store_n_int32(int32_t *p, int32_t v) nogil
+    int32_t __atomic_load_n_int32(int32_t *p) nogil
+
 import threading
 
 from eagle._errors import CudaError
@@ -40,7 +52,7 @@ __all__ = [
     "CudaError", "check_status", "status_name", "status_text", "load", "is_loaded",
     "library", "driver_version", "api_version", "device_count", "driver_status", "has",
     "device_name", "kernel_param_sizes", "Stream", "Event", "Graph", "GraphExec", "NodeOwners",
-    "launch_kernel", "kernel_node_params", "DeviceBuffer", "CAPTURE_MODE_GLOBAL",
+    "launch_kernel", "kernel_node_params", "DeviceBuffer", "HostFlag", "CAPTURE_MODE_GLOBAL",
     "CAPTURE_MODE_THREAD_LOCAL", "CAPTURE_MODE_RELAXED",
 ]
 
@@ -55,6 +67,29 @@ ERROR_MISSING_SYMBOL = EAGLE_CUDA_ERROR_MISSING_SYMBOL
 ERROR_BAD_ARGUMENT = EAGLE_CUDA_ERROR_BAD_ARGUMENT
 ERROR_UNSUPPORTED_NODE = EAGLE_CUDA_ERROR_UNSUPPORTED_NODE
 ERROR_TOO_OLD = EAGLE_CUDA_ERROR_TOO_OLD
+ERR_NOT_READY = EAGLE_CUDA_ERR_NOT_READY
+
+#: how long a polling wait (``Stream.wait``, ``Event.wait``) runs without the GIL between
+#: two signal checks (PyErr_CheckSignals): Ctrl-C is seen within about this
+cdef long long _SIGNAL_POLL_NS = 5000000
+
+
+cdef int _wait_polling(void *h, bint event) except? -1:
+    """Poll ``h`` (a stream or an event) until its work is done, checking for signals every
+    few ms; a signal handler's exception (KeyboardInterrupt) propagates with the work
+    still queued or running: the caller decides what to do with it."""
+    cdef long long backoff = 0
+    cdef int ready = 0
+    cdef int st = 0
+    while True:
+        with nogil:
+            if event:
+                st = eagle_cuda_event_wait_for(h, _SIGNAL_POLL_NS, &backoff, &ready)
+            else:
+                st = eagle_cuda_stream_wait_for(h, _SIGNAL_POLL_NS, &backoff, &ready)
+        if st != 0 or ready:
+            return st
+        PyErr_CheckSignals()
 
 _INSTANTIATE_RESULTS = {
     0: "cuGraphInstantiateSuccess",
@@ -319,6 +354,25 @@ cdef class Stream:
             st = eagle_cuda_stream_synchronize(self.handle)
         check(st, "cuStreamSynchronize")
 
+    def query(self):
+        """True when every operation queued on the stream is done (cuStreamQuery), False
+        while some is queued or running; raises the driver's error otherwise."""
+        cdef int st
+        with nogil:
+            st = eagle_cuda_stream_query(self.handle)
+        if st == EAGLE_CUDA_ERR_NOT_READY:
+            return False
+        check(st, "cuStreamQuery")
+        return True
+
+    def wait(self):
+        """Wait for the stream's work like ``synchronize``, but interruptibly: polls
+        cuStreamQuery without the GIL (a short spin, then sleeps backing off to 1 ms) and
+        calls PyErr_CheckSignals every few ms, so Ctrl-C raises KeyboardInterrupt here
+        with the work still running (the caller stops or drains it)."""
+        st = _wait_polling(self.handle, False)
+        check(st, "cuStreamQuery")
+
     def wait_event(self, Event event not None):
         cdef int st
         with nogil:
@@ -479,6 +533,21 @@ cdef class Event:
         with nogil:
             st = eagle_cuda_event_synchronize(self.handle)
         check(st, "cuEventSynchronize")
+
+    def query(self):
+        """True when the work before the event's last record is done (cuEventQuery)."""
+        cdef int st
+        with nogil:
+            st = eagle_cuda_event_query(self.handle)
+        if st == EAGLE_CUDA_ERR_NOT_READY:
+            return False
+        check(st, "cuEventQuery")
+        return True
+
+    def wait(self):
+        """``synchronize``, interruptibly (see ``Stream.wait``)."""
+        st = _wait_polling(self.handle, True)
+        check(st, "cuEventQuery")
 
     def close(self):
         cdef eagle_cudaEvent_t e = self.handle
@@ -651,13 +720,16 @@ cdef class Graph:
         """Node handles, in the runtime's order."""
         return _graph_nodes(self.handle)
 
-    def instantiate(self, upload_stream=None, NodeOwners owners=None, names=None):
+    def instantiate(self, upload_stream=None, NodeOwners owners=None, names=None, inner=None):
         """Instantiate (cudaGraphInstantiateWithParams) into a :class:`GraphExec`.
 
         With ``upload_stream`` the graph is also uploaded there. On failure
         raises CudaError naming the failing node: its eagle index via
         ``owners`` and its name via ``names`` (a sequence indexed by eagle
-        node), with ``node_index`` / ``node_name`` set.
+        node), with ``node_index`` / ``node_name`` set. A failing node of a
+        conditional body or child graph (the driver names it there) is looked up
+        in ``inner``: {handle: (what it is, index of the top-level eagle node)};
+        ``node_index`` / ``node_name`` are then the top-level node's.
         """
         cdef eagle_cudaGraphExec_t e = NULL
         cdef eagle_cudaGraphNode_t bad = NULL
@@ -678,7 +750,16 @@ cdef class Graph:
                 except (IndexError, KeyError, TypeError):
                     name = None
             where = ""
-            if name is not None:
+            what = inner.get(<uintptr_t>bad) if (inner is not None and bad != NULL and index is None) else None
+            if what is not None:
+                index = what[1]
+                if index is not None and names is not None:
+                    try:
+                        name = names[index]
+                    except (IndexError, KeyError, TypeError):
+                        name = None
+                where = f" at {what[0]}"
+            elif name is not None:
                 where = f" at node {name!r} (eagle node {index})"
             elif index is not None:
                 where = f" at eagle node {index}"
@@ -1224,3 +1305,56 @@ cdef class DeviceBuffer:
             with nogil:
                 eagle_cuda_free(self.handle)
             self.handle = NULL
+
+
+cdef class HostFlag:
+    """An int32 in host-mapped pinned memory (cuMemHostAlloc PORTABLE | DEVICEMAP): the
+    host sets it with a plain store while kernels run, with no stream and no copy to wait
+    behind the running work; kernels read it at ``device_ptr`` (volatile). eagle's stop
+    flag: a control-flow loop's condition kernel reads it, so Ctrl-C ends the loop at its
+    next check. Zero when made; freed by ``close()`` or on collection."""
+    cdef void *host
+    cdef unsigned long long dev
+
+    def __cinit__(self):
+        cdef void *h = NULL
+        cdef unsigned long long d = 0
+        cdef int st
+        self.host = NULL
+        self.dev = 0
+        with nogil:
+            st = eagle_cuda_host_alloc_mapped(&h, &d, 4)
+        check(st, "cuMemHostAlloc (DEVICEMAP) / cuMemHostGetDevicePointer")
+        self.host = h
+        self.dev = d
+
+    @property
+    def device_ptr(self):
+        return <uintptr_t>self.dev
+
+    def set(self, int value):
+        if self.host == NULL:
+            raise ValueError("the HostFlag is closed")
+        # a release store: what the host wrote before is visible once the flag is
+        __atomic_store_n_int32(<int32_t *>self.host, value)
+
+    def get(self):
+        if self.host == NULL:
+            raise ValueError("the HostFlag is closed")
+        return __atomic_load_n_int32(<int32_t *>self.host)
+
+    def close(self):
+        cdef void *h = self.host
+        cdef int st
+        self.host = NULL
+        self.dev = 0
+        if h != NULL:
+            with nogil:
+                st = eagle_cuda_host_free(h)
+            check(st, "cuMemFreeHost")
+
+    def __dealloc__(self):
+        if self.host != NULL:
+            with nogil:
+                eagle_cuda_host_free(self.host)
+            self.host = NULL

@@ -47,9 +47,16 @@ they were captured with.
 
 ``launch(n)`` issues ``n`` graph launches (one ``cudaGraphLaunch`` each, from
 C without the GIL) on eagle's stream, ordered after the work already queued on
-CuPy's current stream, then **synchronizes** eagle's stream: when ``launch``
-returns, the arrays hold the result, as on the CPU. Ctrl-C stops a long launch
-between chunks of replays (the replays already issued finish first).
+CuPy's current stream, then waits for eagle's stream: when ``launch`` returns, the arrays hold the result,
+as on the CPU. **Ctrl-C** stops a long launch promptly: the wait polls the stream
+(``cuStreamQuery``, sleeps backing off to 1 ms) and checks for signals every few ms;
+replays are issued in windows of about 10 ms of device time, at most two in flight,
+so the launch stops between replays; a ``while_loop`` (and ``launch_until_done``'s
+WHILE node) also reads eagle's stop flag on the device, so a loop that would never
+end stops at its next condition check. Then eagle's stream is drained, the flag
+cleared, and ``KeyboardInterrupt`` raised with a note naming the loops stopped (and
+their iteration); the graph launches normally afterwards. A single kernel that is
+running cannot be stopped: the launch raises when it ends.
 
 **Compaction and reorder** (``compact``/``reorder`` on CUDA arrays) are
 captured kernels; with them, or with ``SIZE_PTR`` kernels, the graph keeps
@@ -68,6 +75,7 @@ import weakref
 import numpy as np
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 
 from eagle._errors import CudaError, add_note
@@ -83,6 +91,9 @@ __all__ = ["CudaBackend", "CudaPlan", "capture_stream", "dlpack_producers", "ens
 
 # graph launches issued per C call; Ctrl-C is seen between chunks
 _CHUNK = 4096
+#: the device time one window of replays should take (launch keeps at most two in
+#: flight, so Ctrl-C drains about this much twice)
+_WINDOW_S = 0.01
 
 _tls = threading.local()
 
@@ -348,8 +359,18 @@ class CudaBackend(Backend):
             self._setup_replay_counter()
         #: the control-flow nodes' capture and their iteration limits (eagle/cuda/control.py)
         self._control = _control.ControlCapture(self, _cuda)
+        #: the stop flag the loops' condition kernels read (Ctrl-C sets it), when there are
+        #: loops on the device (while_loop nodes, launch_until_done's WHILE node)
+        self._stop = None
+        self._stop_pending = False
+        #: replays per launch window (measured as launches go) and the two window events
+        self._window = 1
+        self._window_events = None
         try:
             self._control.prepare(nodes, recording.names, self.stream)
+            if self._control.loops or self.resizes:
+                self._stop = _cuda.HostFlag()
+                self._buffers.append(self._stop)
         except BaseException:
             self._free_buffers()
             raise
@@ -380,7 +401,8 @@ class CudaBackend(Backend):
             raise
         try:
             self.exec = captured.instantiate(upload_stream=self.stream, owners=owners,
-                                             names=list(recording.names))
+                                             names=list(recording.names),
+                                             inner=self._control.body_owners)
         except CudaError as e:
             if e.node_index is not None:
                 add_note(e, f"eagle: the CUDA graph captured from {recording.where(e.node_index)} "
@@ -527,7 +549,7 @@ class CudaBackend(Backend):
                 sized += [(i, h, nargs, 0, "none", per, None)
                           for h, nargs, per in grid_only]
             elif node.runs_as is RunsAs.CONTROL:
-                self._control.capture(node, name, stream, size, sized)
+                self._control.capture(node, name, stream, size, sized, i)
             else:
                 node.fn()
 
@@ -638,12 +660,14 @@ class CudaBackend(Backend):
         self._buffers = []
         self._gblock = None
         self._replay_buf = None
+        self._stop = None
 
     def _read_back(self):
         """Copy the device block to the host (synchronizes eagle's stream); take the
         device logical size as the host's, patching sized grids down to it."""
         from eagle.cuda import finished as fc
 
+        self.stream.wait()   # interruptible; the copy below then waits for nothing
         g = self._gblock.read_into(self._host_g, self.stream)
         n = int(g[fc.G_SIZE])
         if n != self._logical_size:
@@ -729,6 +753,8 @@ class CudaBackend(Backend):
 
     def _launch_body(self, n: int, until_done: bool) -> int:
         self.last_failure = None
+        if self._stop_pending:   # a Ctrl-C during the last one's drain cut its clean-up short
+            self._clear_stop()
         # with collectives over several ranks a rank with no live sample left still takes
         # part: the ranks decide together (_launch_until_done_ranks)
         if n == 0 or (until_done and self._logical_size == 0 and self._ranks is None):
@@ -736,28 +762,98 @@ class CudaBackend(Backend):
         self._order_after_producers()
         if until_done:
             return self._launch_until_done(n)
-        done = 0
+        issued = [0]
         try:
-            while done < n:
-                chunk = min(n - done, _CHUNK)
-                self.exec.launch(self.stream, chunk)
-                done += chunk
-        except KeyboardInterrupt:
-            self.last_failure = (-1, done)
-            self._settle()
+            self._replay(n, issued)
+            self.stream.wait()
+        except KeyboardInterrupt as e:
+            self.last_failure = (-1, issued[0])
+            self._interrupted(e, f"launch({n})", issued[0])
             raise
         except CudaError as e:
-            if done:
-                add_note(e, f"eagle: {done} replays of launch({n}) had been issued before this chunk")
+            if issued[0]:
+                add_note(e, f"eagle: {issued[0]} replays of launch({n}) had been issued")
             self._settle()
             raise
         finally:
-            self._host_replays += done
+            self._host_replays += issued[0]
         if self._gblock is None or not self._has_partitions:  # the size changes on the host only
-            self.stream.synchronize()
             return n
-        self._read_back()   # synchronizes
+        self._read_back()
         return n
+
+    def _replay(self, n, issued):
+        """Issue ``n`` replays on eagle's stream in windows of about ``_WINDOW_S`` of
+        device time, at most two in flight: before a third is issued eagle waits
+        (interruptibly) for the oldest, so Ctrl-C leaves at most two windows to drain
+        and a launch stops between replays. The window starts at one replay (a graph's
+        replay time is unknown until measured: the time between two windows' ends),
+        grows at most twofold per window and is kept for the next launch. ``issued[0]``
+        counts the replays issued; the last window's wait is the caller's."""
+        window = self._window
+        if n <= window:
+            issued[0] += self.exec.launch(self.stream, n)
+            return
+        if self._window_events is None:
+            self._window_events = [_cuda.Event(), _cuda.Event()]
+        inflight = []
+        k = 0
+        t0 = time.perf_counter()
+        while issued[0] < n:
+            c = min(n - issued[0], window)
+            issued[0] += self.exec.launch(self.stream, c)
+            if issued[0] >= n:
+                break
+            ev = self._window_events[k]
+            k ^= 1
+            ev.record(self.stream)
+            inflight.append((ev, c))
+            if len(inflight) == 2:
+                ev0, c0 = inflight.pop(0)
+                ev0.wait()
+                t1 = time.perf_counter()
+                per = (t1 - t0) / c0
+                t0 = t1
+                want = int(_WINDOW_S / per) if per > 0 else 2 * window
+                window = max(1, min(want, 2 * window, _CHUNK))
+        self._window = window
+
+    def _interrupted(self, exc, what, issued):
+        """Ctrl-C while eagle waited for ``what``: set the stop flag (each device loop
+        ends at its next condition check), drain eagle's stream, clear the flag and the
+        loops' state, and say on ``exc`` what was stopped. A kernel that is running
+        cannot be stopped: the drain waits for it. A second Ctrl-C during the drain
+        stops the waiting: that KeyboardInterrupt is raised, and the flag stays set
+        until the next launch (or close) has drained the device."""
+        self._stop_pending = True
+        if self._stop is not None:
+            self._stop.set(1)
+        try:
+            stopped = self._clear_stop(interruptible=True)
+        except KeyboardInterrupt as again:
+            add_note(again, f"eagle: a second Ctrl-C while eagle drained the device after "
+                            f"interrupting {what} on cuda: it stopped waiting; the work left "
+                            "drains (its loops stopped) before the next launch")
+            raise
+        loops = ("; the stop flag ended " + ", ".join(f"while_loop node {w}" for w in stopped)
+                 if stopped else "")
+        add_note(exc, f"eagle: Ctrl-C interrupted {what} on cuda after {issued} replays were "
+                      f"issued{loops}; the work already on the device was drained (a kernel "
+                      "that is running cannot be stopped), and the graph can be launched again")
+
+    def _clear_stop(self, interruptible=False):
+        """Drain eagle's stream, then clear the stop flag and the loops' state; returns
+        the loops the flag stopped (``ControlCapture.stopped``)."""
+        if interruptible:
+            self.stream.wait()
+        self._settle()
+        stopped = []
+        with contextlib.suppress(CudaError):
+            stopped = self._control.stopped(self.stream)
+        if self._stop is not None:
+            self._stop.set(0)
+        self._stop_pending = False
+        return stopped
 
     #: "device" (a conditional WHILE node, 12.4+ drivers) or "host" (one replay per check);
     #: None picks device when the driver has conditional nodes
@@ -816,9 +912,10 @@ class CudaBackend(Backend):
         if self._ranks is not None:
             try:
                 self._launch_until_done_ranks(n)
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as e:
                 self.last_failure = (-1, 0)
-                self._settle()
+                self._interrupted(e, f"launch_until_done({n})",
+                                  int(self._host_g[fc.G_LIVE_REPLAYS]) - live_before)
                 raise
             except CudaError:
                 self._settle()
@@ -853,9 +950,9 @@ class CudaBackend(Backend):
                     done += 1
                     if self._read_back()[fc.G_SIZE] == 0:
                         break
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
             self.last_failure = (-1, done)
-            self._settle()
+            self._interrupted(e, f"launch_until_done({n})", done)
             raise
         except CudaError as e:
             self._settle()
@@ -882,7 +979,9 @@ class CudaBackend(Backend):
             _node, handle, body = top.add_while(initial=1)
             child = body.add_child(self.exec.graph)
             func = self._kernels.function("eagle_until_done_condition")
-            body.add_kernel(func, 1, 1, [ctypes.c_uint64(handle), ctypes.c_uint64(self.size_ptr)],
+            stop = self._stop.device_ptr if self._stop is not None else 0
+            body.add_kernel(func, 1, 1, [ctypes.c_uint64(handle), ctypes.c_uint64(self.size_ptr),
+                                         ctypes.c_uint64(stop)],
                             deps=[child])
             exec_ = top.instantiate(upload_stream=self.stream)
         except BaseException:
@@ -974,6 +1073,9 @@ class CudaBackend(Backend):
         for s in [self.stream] + self._sides:
             attempt(s.close)
         attempt(self._in_event.close)
+        for ev in self._window_events or ():
+            attempt(ev.close)
+        self._window_events = None
         attempt(self._free_buffers)
         if self._pool is not None:
             attempt(self._pool.free_all_blocks)

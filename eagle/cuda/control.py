@@ -59,6 +59,13 @@ from eagle.record.node import RunsAs
 
 __all__ = ["ControlCapture", "flat_nodes", "check_bodies"]
 
+#: a while loop's device state (int64 each): iterations run in this visit, the limit was
+#: reached, the stop flag ended it, the iterations run when it did (kernels/control.cu)
+_STATE_WORDS = 4
+
+#: the constructor a control node was made with, for messages
+_CONSTRUCTOR = {"while": "while_loop"}
+
 #: what a conditional node needs of the driver, and what capture into a body needs
 _CONDITIONAL_VERSION = "12.4"
 _CAPTURE_TO_GRAPH_VERSION = "12.3"
@@ -149,11 +156,19 @@ class ControlCapture:
         self._backend_ref = weakref.ref(backend)
         self._cuda = cuda_module
         self._kernels = None
-        #: (node name, max_iterations, DeviceBuffer of [iterations, limit reached])
+        #: (node name, max_iterations, DeviceBuffer of the loop's state) per loop with a limit
         self.limits = []
+        #: (where, DeviceBuffer of the loop's state) per while loop, at any depth
+        self.loops = []
         #: {id(loop node): its DeviceBuffer}, made before the capture (no copy may run then)
         self._state = {}
         self._streams = []
+        #: {graph node handle in a body: (what it is, the top-level eagle node holding it)}:
+        #: a failed instantiate names the body node (the driver names a body's node)
+        self.body_owners = {}
+        #: the bodies being captured, outermost first ("the body of while_loop node 'x'")
+        self._path = []
+        self._top = None
         self.conditional_nodes = 0
         self.child_nodes = 0
 
@@ -161,20 +176,30 @@ class ControlCapture:
     def _backend(self):
         return self._backend_ref()
 
-    def prepare(self, nodes, names, stream):
-        """The iteration counters of the loops with ``max_iterations`` (at any depth),
-        zeroed on ``stream`` before the capture begins."""
+    def prepare(self, nodes, names, stream, path=""):
+        """The device state of every while loop (at any depth: iterations, limit reached,
+        stopped, iterations when stopped), zeroed on ``stream`` before the capture begins;
+        ``path`` names the control nodes above (messages)."""
         for node, name in zip(nodes, names):
             if node.runs_as is not RunsAs.CONTROL:
                 continue
-            if node.control == "while" and node.max_iterations is not None and id(node) not in self._state:
-                state = self._cuda.DeviceBuffer(16)
+            where = f"{name!r}{path}"
+            if node.control == "while" and id(node) not in self._state:
+                state = self._cuda.DeviceBuffer(8 * _STATE_WORDS)
                 self._backend._buffers.append(state)
-                state.write(np.zeros(2, dtype=np.int64), stream)
+                state.write(np.zeros(_STATE_WORDS, dtype=np.int64), stream)
                 self._state[id(node)] = state
-                self.limits.append((name, node.max_iterations, state))
-            for rec in node.bodies:
-                self.prepare(rec.nodes, rec.names, stream)
+                self.loops.append((where, state))
+                if node.max_iterations is not None:
+                    self.limits.append((name, node.max_iterations, state))
+            for label, rec in node.body_nodes():
+                self.prepare(rec.nodes, rec.names, stream, f" in the {label} of {where}")
+
+    @property
+    def stop_ptr(self):
+        """The device address of the backend's stop flag (0 before it is made)."""
+        stop = self._backend._stop
+        return stop.device_ptr if stop is not None else 0
 
     def _kernel_provider(self):
         if self._kernels is None:
@@ -186,15 +211,22 @@ class ControlCapture:
     def _condition(self, stream, handle, handle2, cond, state, limit, mode):
         cai = cond.__cuda_array_interface__
         width = np.dtype(cai["typestr"]).itemsize
+        # a loop's condition also reads the stop flag (Ctrl-C ends the loop there); an IF's not
+        stop = self.stop_ptr if state is not None else 0
         self._kernel_provider().launch(
             "eagle_control_condition", stream, 1, 1,
             [("i", _signed(handle)), ("i", _signed(handle2)), ("i", int(cai["data"][0])),
              ("i", width), ("i", state.ptr if state is not None else 0), ("i", limit or 0),
-             ("i", mode)])
+             ("i", mode), ("i", stop)])
 
-    def capture(self, node, name, stream, size, sized):
-        """Capture control node ``node`` (eagle name ``name``) on ``stream``, which is
-        capturing; ``sized`` collects the body's sized kernel nodes (marked in_body)."""
+    def capture(self, node, name, stream, size, sized, index):
+        """Capture control node ``node`` (eagle name ``name``; ``index``: its index at the
+        top level, or in its body) on ``stream``, which is capturing; ``sized`` collects
+        the body's sized kernel nodes (marked in_body)."""
+        if not self._path:
+            self._top = index
+        kind = _CONSTRUCTOR.get(node.control, node.control)
+        labels = [f"the {label} of {kind} node {name!r}" for label, _ in node.body_nodes()]
         _cs, _id, gptr, deps = stream.capture_info()
         graph = self._cuda.Graph.borrow(gptr)
         if node.control == "subgraph":
@@ -204,18 +236,18 @@ class ControlCapture:
             finally:
                 empty.close()
             self.child_nodes += 1
-            self._capture_body(node.bodies[0], graph.child_graph(child), size, sized)
+            self._capture_body(node.bodies[0], graph.child_graph(child), size, sized, labels[0])
             stream.set_capture_deps([child])
             return
         cond = node.cond[1]
         if node.control == "while":
-            state = self._state.get(id(node))
+            state = self._state[id(node)]
             # the node first, with no dependency: the kernel before it needs its handle
             loop, handle, body = graph.add_conditional("while", (), 0)
             self.conditional_nodes += 1
             self._condition(stream, handle, 0, cond, state, node.max_iterations, 0)
             graph.add_dependencies([stream.last_node()], [loop])
-            self._capture_body(node.bodies[0], body, size, sized,
+            self._capture_body(node.bodies[0], body, size, sized, labels[0],
                                after=lambda s: self._condition(s, handle, 0, cond, state,
                                                                node.max_iterations, 1))
             stream.set_capture_deps([loop])
@@ -226,18 +258,27 @@ class ControlCapture:
         handles = [h for _, h, _ in ifs] + [0]
         self._condition(stream, handles[0], handles[1], cond, None, None, 0)
         prev = stream.last_node()
-        for (ifnode, _h, body), rec in zip(ifs, node.bodies):
+        for (ifnode, _h, body), rec, label in zip(ifs, node.bodies, labels):
             graph.add_dependencies([prev], [ifnode])
-            self._capture_body(rec, body, size, sized)
+            self._capture_body(rec, body, size, sized, label)
             prev = ifnode
         stream.set_capture_deps([prev])
 
-    def _capture_body(self, rec, graph, size, sized, after=None):
-        """``rec``'s nodes captured into ``graph`` in recording order on a stream of
-        their own; ``after(stream)`` captures the body's last node (a loop's condition)."""
+    def _own(self, graph, what):
+        """Attribute ``graph``'s nodes not attributed yet to ``what`` (a body node)."""
+        for h in graph.nodes():
+            if h not in self.body_owners:
+                self.body_owners[h] = (what, self._top)
+
+    def _capture_body(self, rec, graph, size, sized, label, after=None):
+        """``rec``'s nodes captured into ``graph`` (``label``: "the body of while_loop node
+        'x'") in recording order on a stream of their own; ``after(stream)`` captures the
+        body's last node (a loop's condition)."""
         b = self._backend
         s = self._cuda.Stream()
         self._streams.append(s)
+        self._path.append(label)
+        where = " in ".join(reversed(self._path))
         s.begin_capture_to_graph(graph, self._cuda.CAPTURE_MODE_RELAXED)
         try:
             inner = []
@@ -256,9 +297,12 @@ class ControlCapture:
                                     f"node {rec.names[j]!r} of a control-flow body invalidated its "
                                     "capture (a GPU call inside it failed or is not allowed while "
                                     "capturing)")
+                self._own(graph, f"node {rec.names[j]!r} in {where}")
             if after is not None:
                 after(s)
+                self._own(graph, f"the condition check of {where}")
         finally:
+            self._path.pop()
             with contextlib.suppress(CudaError):
                 s.end_capture_to_graph()
         # a body's kernels are patched in the graph, then one exec update (module doc)
@@ -285,3 +329,20 @@ class ControlCapture:
             raise RuntimeError(f"while_loop node {name!r} reached max_iterations={limit} with its "
                                "condition still true (on cuda the loop was stopped there; the "
                                "other replays of this launch ran)")
+
+    def stopped(self, stream):
+        """After the stop flag ended a launch (eagle's stream drained): the loops it
+        stopped, as "'inner' in the body of 'outer' after 3 iterations" phrases, first
+        met first; every loop's state is cleared (a limit reached in a replay before
+        the stop is not reported: the launch raises KeyboardInterrupt)."""
+        out = []
+        for where, state in self.loops:
+            host = np.zeros(_STATE_WORDS, dtype=np.int64)
+            state.read_into(host, stream)
+            if host.any():
+                state.write(np.zeros(_STATE_WORDS, dtype=np.int64), stream)
+            if host[2]:
+                ran = int(host[3])
+                out.append(f"{where} after {ran} iteration{'' if ran == 1 else 's'}"
+                           if ran else f"{where} before its first iteration")
+        return out

@@ -84,9 +84,9 @@ CUDA_SOURCE = kernel_source("partition")
 KERNELS = {"eagle_part_count": 8, "eagle_part_scan": 11, "eagle_part_scatter": 11,
            "eagle_part_copyback": 4, "eagle_commit": 1}
 #: the kernels of eagle/cuda/kernels/until_done.cu (a module of its own, see there)
-UNTIL_DONE_KERNELS = {"eagle_until_done_condition": 2}
+UNTIL_DONE_KERNELS = {"eagle_until_done_condition": 3}
 #: the kernels of eagle/cuda/kernels/control.cu (control-flow nodes, eagle/cuda/control.py)
-CONTROL_KERNELS = {"eagle_control_condition": 7}
+CONTROL_KERNELS = {"eagle_control_condition": 8}
 #: the kernels of eagle/cuda/kernels/random.cu (the random nodes, eagle/cuda/random_node.py)
 RANDOM_KERNELS = {"eagle_random": 13, "eagle_replay_step": 1}
 

@@ -667,7 +667,9 @@ def test_cupy_current_stream_and_graph_pool_during_capture(backend_mod, fake, fa
     before = (fake.fake_cuda_counter(b"cuEventRecord"), fake.fake_cuda_counter(b"cuStreamWaitEvent"))
     g.launch(3)
     after = (fake.fake_cuda_counter(b"cuEventRecord"), fake.fake_cuda_counter(b"cuStreamWaitEvent"))
-    assert (after[0] - before[0], after[1] - before[1]) == (1, 1)
+    # (and the first launch of a graph issues its replays in windows of 1, 1, 1: two more
+    # event records between them, eagle/cuda/backend.py _replay)
+    assert (after[0] - before[0], after[1] - before[1]) == (3, 1)
     assert calls == {"l": 1, "r": 1, "join": 1}
     np.testing.assert_array_equal(out, [1, 4, 7, 10])
     b.close()

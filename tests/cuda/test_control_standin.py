@@ -418,3 +418,175 @@ def test_a_compaction_or_reorder_inside_a_body_is_refused_on_cuda_saying_what_is
     with pytest.raises(TypeError, match=rf"node 'part' in the then of if_else node 'maybe' is a {word} "
                                         r"node.*not captured into conditional bodies"):
         g.build()
+
+
+CTRL_C_SCRIPT = r"""
+import ctypes, os, sys, time
+import numpy as np
+sys.path[:0] = [os.environ["DOUBLES"]]
+from eagle.cuda import _shim as _cuda
+assert _cuda.load()
+import eagle, eagle.cuda.backend
+from eagle.cuda.kernel_nodes import SIZE, cuda_kernel
+from eagle.record.control import while_loop
+from fake_cuda import DeviceArray
+from fake_cuda_build import EmulatedKernels, bind_fake_libcuda
+from eagle.cuda.finished import set_kernel_provider
+lib = bind_fake_libcuda(ctypes.CDLL(os.environ["EAGLE_LIBCUDA"]))
+for so in (os.environ["EMULATED"], os.environ["TEST_KERNELS"]):
+    assert lib.fake_cuda_load_module(so.encode()) == 0
+set_kernel_provider(lambda: EmulatedKernels(lib))
+mode = sys.argv[1]
+builtin = lambda name: lib.fake_cuda_kernel(name.encode())
+t_dec = lib.fake_cuda_module_function(b"t_dec")
+x, y, s = DeviceArray(np.zeros(4)), DeviceArray(np.zeros(4)), DeviceArray(np.zeros(4))
+k = DeviceArray(np.zeros(4, np.int64))
+slow = lambda us, name: cuda_kernel((builtin("slow_fill"), 4), [s, 0.0, SIZE, us], updates={name: s})
+g = eagle.Graph()
+if mode == "replays":      # no loop: many short replays, stopped between two of them
+    g.add_node(slow(2000, "s"), name="slow")
+    g.add_node(cuda_kernel((builtin("add_one"), 2), [y, SIZE], updates={"y": y}), name="count")
+else:
+    body = eagle.Graph()
+    body.add_node(cuda_kernel((builtin("add_one"), 2), [x, SIZE], updates={"x": x}), name="inc")
+    body.add_node(cuda_kernel((t_dec, 2), [k, SIZE], updates={"k": k}, block=4), name="dec")
+    if mode == "twice":    # a slow iteration: the second Ctrl-C lands while eagle drains
+        body.add_node(slow(50000, "s"), name="slow")
+    if mode == "before":   # one long kernel before the loop (0.9 s): it cannot be stopped
+        g.add_node(cuda_kernel((builtin("slow_fill"), 4), [s, 0.0, SIZE, 900000],
+                               updates={"s": s, "k": k}), name="slow")   # "k": the loop follows it
+    g.add_node(while_loop({"k": k[:1]}, body), name="spin")
+g.build()
+k.host[0] = 10 ** 15       # the loop's condition never clears in this launch
+print("ready", flush=True)
+out = []
+try:
+    try:
+        g.launch(10 ** 6 if mode == "replays" else 1)
+        out.append("finished")
+    except KeyboardInterrupt as e:
+        out.append(f"interrupted {time.monotonic()!r} " + " ".join(getattr(e, "__notes__", [])))
+        time.sleep(0.5)    # a second Ctrl-C lands here, or already in the drain
+except KeyboardInterrupt:
+    out.append("second")
+print("\n".join(out), flush=True)
+assert g._backend._stop is None or g._backend._stop.get() == 0 or g._backend._stop_pending
+if mode == "replays":
+    issued = g._backend.last_failure[1]
+    ran = int(y.host[0])
+    before = ran
+    g.launch(3)
+    print("after", issued, ran, int(y.host[0]) - before)
+else:
+    ran = int(x.host[0])
+    k.host[0], x.host[:] = 3, 0
+    g.launch(1)
+    print("after", ran, x.host.tolist(), int(k.host[0]))
+"""
+
+_test_kernels = None
+
+
+@pytest.mark.skipif(os.name != "posix", reason="needs POSIX signals")
+@pytest.mark.parametrize("mode", ["mid", "twice", "before", "replays"])
+def test_ctrl_c_stops_a_long_launch(fake_libcuda_path, cuda_mod, tmp_path_factory, mode):
+    """SIGINT during g.launch: a while_loop whose condition never clears ("mid"; "twice":
+    a second Ctrl-C while eagle drains), a slow kernel before the loop ("before": it
+    cannot be stopped, the launch raises when it ends and the loop never starts), and a
+    launch(10**6) of short replays ("replays": stopped between two). launch raises
+    KeyboardInterrupt naming the loop (and its iteration), in a subprocess bounded by a
+    timeout; afterwards the graph launches correctly (a 3-iteration loop runs 3, or 3
+    replays run 3)."""
+    import signal
+    import time
+
+    global _emulated, _test_kernels
+    if _emulated is None:
+        _emulated = build_emulated_module(tmp_path_factory.mktemp("emulated_sub"))
+    if _test_kernels is None:
+        _test_kernels = build_emulated_module(tmp_path_factory.mktemp("control_kernels_sub"),
+                                              sources=[HERE / "control_kernels.cu"], kernels=["t_dec"])
+    env = dict(os.environ, EAGLE_LIBCUDA=fake_libcuda_path, DOUBLES=str(HERE.parent / "doubles"),
+               EMULATED=_emulated, TEST_KERNELS=_test_kernels)
+    p = subprocess.Popen([sys.executable, "-c", CTRL_C_SCRIPT, mode], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert p.stdout.readline().strip() == "ready", p.stderr.read()
+        time.sleep(0.2 if mode == "before" else 0.5)
+        sent = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        if mode == "twice":
+            time.sleep(0.01)
+            p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 0, err
+    lines = out.strip().splitlines()
+    first = lines[0].split(" ", 2)
+    assert first[0] == "interrupted", out + err
+    took = float(first[1]) - sent
+    note = first[2]
+    if mode == "twice" and "a second Ctrl-C" in note:   # it landed while eagle drained
+        assert lines[1] != "second"
+    else:
+        assert "Ctrl-C interrupted" in note and "graph can be launched again" in note, note
+    after = lines[-1].split(" ", 1)[1]
+    if mode == "replays":
+        issued, ran, again = map(int, after.split())
+        assert 0 < ran == issued < 10 ** 6 and again == 3   # stopped between replays, all drained
+        assert "launch(1000000)" in note
+    else:
+        ran, xs, k_left = after.split(" ", 1)[0], after.split(" ", 1)[1].rsplit(" ", 1)[0], after.rsplit(" ", 1)[1]
+        assert xs == "[3.0, 3.0, 3.0, 3.0]" and k_left == "0", after   # the loop runs again
+        if mode == "before":
+            assert "while_loop node 'spin' before its first iteration" in note, note
+            assert int(ran) == 0 and took >= 0.3   # raised once the slow kernel ended
+        elif "a second Ctrl-C" not in note:
+            it = int(note.split("while_loop node 'spin' after ")[1].split()[0])
+            assert int(ran) == it > 0, (ran, note)   # the iteration the note names is the one it stopped at
+    assert took < 20, took   # a hang bound, not a timing measurement
+
+
+@pytest.mark.parametrize("where", ["while", "nested", "then", "subgraph"])
+def test_failed_instantiate_names_the_body_node(fake, ck, tk, where):
+    """The driver names the failing node of cuGraphInstantiateWithParams also when it sits
+    in a conditional body or child graph: build() names that body node and the control
+    nodes around it (and sets node_index / node_name to the top-level node holding it)."""
+    x = DeviceArray(np.ones(4))
+    k, k_c = scalar(4, np.int64)
+    flag = DeviceArray(np.ones(1, np.int32))
+    body = eagle.Graph()
+    body.add_node(add(ck, tk, x, 1.0), name="step")
+    body.add_node(newton(ck, tk, x, x, None, None), name="halve")   # t_newton: fails below
+    body.add_node(dec(ck, tk, k), name="dec")
+    g = eagle.Graph()
+    g.add_node(add(ck, tk, x, 1.0), name="first")
+    if where == "while":
+        g.add_node(while_loop({"k": k_c}, body), name="newton")
+        want, top = "node 'halve' in the body of while_loop node 'newton'", "newton"
+    elif where == "nested":
+        outer = eagle.Graph()
+        outer.add_node(while_loop({"k": k_c}, body), name="inner")
+        g.add_node(if_else({"flag": flag}, outer), name="maybe")
+        want, top = ("node 'halve' in the body of while_loop node 'inner' in the then of if_else "
+                     "node 'maybe'", "maybe")
+    elif where == "then":
+        g.add_node(if_else({"flag": flag}, body), name="maybe")
+        want, top = "node 'halve' in the then of if_else node 'maybe'", "maybe"
+    else:
+        g.add_node(subgraph(body), name="sub")
+        want, top = "node 'halve' in the graph of subgraph node 'sub'", "sub"
+    fake.fake_cuda_fail_instantiate_at_kernel(tk["t_newton"][0])
+    with pytest.raises(eagle.CudaError) as info:
+        g.build()
+    e = info.value
+    assert want in str(e), str(e)
+    assert (e.node_index, e.node_name) == (1, top)
+    assert any(f"'{top}'" in n for n in e.__notes__)
+    assert g.backend is None
+    fake.fake_cuda_fail_instantiate_at_kernel(None)
+    g.build()   # nothing left behind: it builds once the driver takes the node
+    g.launch(1)

@@ -84,6 +84,7 @@ def bind_fake_libcuda(lib):
     lib.fake_cuda_last_grid_x.restype = ctypes.c_uint
     lib.fake_cuda_fail_next.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
     lib.fake_cuda_fail_instantiate_at_node.argtypes = [ctypes.c_long]
+    lib.fake_cuda_fail_instantiate_at_kernel.argtypes = [ctypes.c_void_p]
     lib.fake_cuda_kernel.argtypes = [ctypes.c_char_p]
     lib.fake_cuda_kernel.restype = ctypes.c_void_p
     lib.fake_cuda_module_function.argtypes = [ctypes.c_char_p]

@@ -20,6 +20,10 @@
  *   instantiated graph runs each node on its own host thread once its
  *   dependencies finished, so independent branches run concurrently and a
  *   missing event wait or edge is a race the tests can see.
+ * - cuStreamQuery / cuEventQuery say CUDA_ERROR_NOT_READY while the work is queued or
+ *   running on the stream's thread (a polling wait sees it, and a signal can land
+ *   meanwhile); host-mapped pinned memory (cuMemHostAlloc DEVICEMAP,
+ *   cuMemHostGetDevicePointer) is host memory kernels may read while they run.
  * - device memory (cuMemAlloc) is its own address range; a kernel given a
  *   non-NULL pointer argument outside a live allocation faults with
  *   CUDA_ERROR_ILLEGAL_ADDRESS, and that error is sticky: every later call
@@ -67,11 +71,13 @@
  * Failure injection: fake_cuda_fail_next(api, nth, err) (the nth next call of
  * `api`, e.g. "cuGraphLaunch", returns err), fake_cuda_fail_instantiate_at_node(k)
  * (instantiating a graph of more than k nodes fails naming its k-th node),
+ * fake_cuda_fail_instantiate_at_kernel(func) (fails naming the first node, at any depth,
+ * that launches kernel func),
  * env FAKE_CUDA_DEVICES=N (0: no device; N > 1: N devices, each its own context), FAKE_CUDA_VERSION,
  * FAKE_CUDA_NO_INIT=1 (cuInit fails with CUDA_ERROR_NO_DEVICE), FAKE_CUDA_ARENA_ANYWHERE=1 (device
  * memory wherever mmap puts it, not at its fixed address: for ThreadSanitizer).
  * Observation: fake_cuda_counter(api or "kernel_runs"), fake_cuda_live(kind:
- * stream event graph exec devmem), fake_cuda_launch_count(), fake_cuda_last_grid_x(),
+ * stream event graph exec devmem hostmem), fake_cuda_launch_count(), fake_cuda_last_grid_x(),
  * fake_cuda_sticky(), fake_cuda_reset() (waits for all work, clears counters,
  * injections and the sticky error).
  */
@@ -161,7 +167,7 @@ static int device_of_ctx(const void *ctx) {
 
 #define NCOUNTERS 96
 static struct { char name[64]; long value; } counters[NCOUNTERS];
-static long live_stream, live_event, live_graph, live_exec, live_devmem, launches;
+static long live_stream, live_event, live_graph, live_exec, live_devmem, live_hostmem, launches;
 static unsigned last_grid_x;
 static pthread_mutex_t count_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -184,6 +190,7 @@ static void count(const char *name) {
 #define NFAIL 16
 static struct { char api[64]; int nth; int err; } fails[NFAIL];
 static long fail_instantiate_at = -1;
+static const void *fail_instantiate_kernel; /* fake_cuda_fail_instantiate_at_kernel */
 
 static int version(void) {
     if (!driver_version_env) {
@@ -305,7 +312,7 @@ static void copy_bytes(void *dst, const void *src, size_t n) {
 static char *arena;
 static size_t arena_used;
 #define NALLOC 65536
-static struct { uintptr_t lo, hi; int live; } allocs[NALLOC];
+static struct { uintptr_t lo, hi; int live, host; } allocs[NALLOC];
 static int nallocs;
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -1243,7 +1250,7 @@ static void stream_drain(fstream *s) {
  * A GPU takes launches into a queue of fixed depth (a few thousand); a host that issues
  * faster than the device drains waits in cuLaunchKernel / cuGraphLaunch for a slot (it
  * does not fail). Here each stream's pending work is its queue: a kernel or graph launch
- * onto a stream with FAKE_CUDA_QUEUE_DEPTH (default 2048; fake_cuda_set_queue_depth)
+ * (or an event record) onto a stream with FAKE_CUDA_QUEUE_DEPTH (default 2048; fake_cuda_set_queue_depth)
  * ops pending blocks, without the API lock, until its worker finishes one. Observed:
  * counter "launch_queue_full" (launches that waited), fake_cuda_launch_queue_max() (the
  * most ops pending on one stream since the depth was last set). Test kernel
@@ -1550,6 +1557,47 @@ static int stream_synchronize(void *h) {
     return sticky;
 }
 
+/* cuStreamQuery: CUDA_SUCCESS once every operation queued on the stream finished,
+ * CUDA_ERROR_NOT_READY while one is queued or running (the stream's worker thread runs
+ * them, so a caller polling sees NOT_READY for as long as the work takes); the sticky
+ * error after a fault; on a capturing stream the capture is invalidated
+ * (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED), as for cuStreamSynchronize. The legacy
+ * stream is ready when every blocking stream is (it waits for them). */
+static int stream_busy(fstream *s) {
+    pthread_mutex_lock(&s->m);
+    int busy = s->head || s->busy;
+    pthread_mutex_unlock(&s->m);
+    return busy;
+}
+static int stream_query(void *h) {
+    ENTER("cuStreamQuery");
+    int err;
+    fstream *s = as_stream(h, &err);
+    if (!s) LEAVE(err);
+    if (s->cap) {
+        capture_invalidate(s->cap);
+        LEAVE(E_CAPTURE_UNSUPPORTED);
+    }
+    if (sticky) LEAVE(sticky);
+    int busy = stream_busy(s);
+    if (s->legacy)
+        for (int i = 0; i < NSTREAMS && !busy; ++i)
+            if (streams[i] && !(streams[i]->flags & 1u)) busy = stream_busy(streams[i]);
+    LEAVE(busy ? E_NOT_READY : 0);
+}
+/* cuEventQuery: CUDA_SUCCESS once the work before the event's last record finished (or
+ * it was never recorded), CUDA_ERROR_NOT_READY before. */
+static int event_query(void *h) {
+    ENTER("cuEventQuery");
+    if (!valid_event(h)) LEAVE(E_INVALID_HANDLE);
+    fevent *e = (fevent *)h;
+    if (sticky) LEAVE(sticky);
+    pthread_mutex_lock(&e->m);
+    int ready = e->completed >= e->issued;
+    pthread_mutex_unlock(&e->m);
+    LEAVE(ready ? 0 : E_NOT_READY);
+}
+
 static int event_create(void **out, unsigned flags) {
     ENTER("cuEventCreate");
     if (!out || (flags & ~0xfu)) LEAVE(E_INVALID_VALUE);
@@ -1591,6 +1639,8 @@ static int event_record(void *h, void *sh) {
         LEAVE(0);
     }
     e->cap = NULL;
+    launch_queue_wait_room(s); /* an event record takes a queue slot too */
+    if (!valid_event(h) || (!s->legacy && !valid_stream(s))) LEAVE(E_INVALID_HANDLE);
     op *o = (op *)calloc(1, sizeof *o);
     o->type = OP_RECORD;
     o->event = e;
@@ -1981,6 +2031,20 @@ static int add_node_v2(void **out, void *g, const void *const *deps, const void 
     LEAVE(0);
 }
 
+/* The first kernel node (depth first, into conditional bodies and child graphs) that
+ * launches `func` (a CUfunction), or NULL. */
+static fnode *kernel_node_of(const fgraph *g, const void *func) {
+    for (size_t i = 0; i < g->n; ++i) {
+        fnode *n = g->nodes[i];
+        if (n->type == N_KERNEL && (const void *)n->kl.k == func) return n;
+        if ((n->type == N_COND || n->type == N_CHILD) && n->child) {
+            fnode *in = kernel_node_of(n->child, func);
+            if (in) return in;
+        }
+    }
+    return NULL;
+}
+
 /* instantiate / launch / update */
 typedef struct { unsigned long long flags; void *upload; void *err_node; int result; } iparams;
 static int instantiate(void **out, void *g, iparams *p) {
@@ -1991,6 +2055,12 @@ static int instantiate(void **out, void *g, iparams *p) {
     p->result = 0;
     if (fail_instantiate_at >= 0 && (long)fg->n > fail_instantiate_at) {
         p->err_node = fg->nodes[fail_instantiate_at];
+        p->result = 3; /* CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED */
+        LEAVE(E_NOT_SUPPORTED);
+    }
+    fnode *bad_kernel = fail_instantiate_kernel ? kernel_node_of(fg, fail_instantiate_kernel) : NULL;
+    if (bad_kernel) {
+        p->err_node = bad_kernel;   /* the driver names the node, also inside a body */
         p->result = 3; /* CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED */
         LEAVE(E_NOT_SUPPORTED);
     }
@@ -2238,13 +2308,72 @@ static int mem_free(unsigned long long p) {
     pthread_mutex_lock(&mem_lock);
     int found = 0;
     for (int i = 0; i < nallocs; ++i)
-        if (allocs[i].live && allocs[i].lo == p) {
+        if (allocs[i].live && !allocs[i].host && allocs[i].lo == p) {
             allocs[i].live = 0;
             found = 1;
         }
     pthread_mutex_unlock(&mem_lock);
     if (!found) LEAVE(E_INVALID_VALUE);
     live_devmem--;
+    LEAVE(0);
+}
+/* cuMemHostAlloc / cuMemHostGetDevicePointer / cuMemFreeHost: page-locked host memory
+ * the device reads and writes in place (CU_MEMHOSTALLOC_DEVICEMAP), the host writing it
+ * while kernels run (no stream, no copy). Here it lives in the arena, so kernels may
+ * take it (with unified addressing, as on every 64-bit CUDA 12 system, the device
+ * pointer is the host pointer); it is not cuMemFree's, nor cuMemFreeHost device memory.
+ * Flags other than PORTABLE (1), DEVICEMAP (2) and WRITECOMBINED (4) are INVALID_VALUE;
+ * cuMemHostGetDevicePointer of memory allocated without DEVICEMAP is INVALID_VALUE. */
+static int mem_host_alloc(void **out, size_t n, unsigned flags) {
+    ENTER("cuMemHostAlloc");
+    if (!out || !n || (flags & ~7u)) LEAVE(E_INVALID_VALUE);
+    int rc = unsafe_call_check();
+    if (rc) LEAVE(rc);
+    pthread_mutex_lock(&mem_lock);
+    size_t need = (n + 255) / 256 * 256;
+    if (arena_used + need > ARENA_SIZE || nallocs == NALLOC) {
+        pthread_mutex_unlock(&mem_lock);
+        LEAVE(E_OUT_OF_MEMORY);
+    }
+    uintptr_t p = (uintptr_t)arena + arena_used;
+    arena_used += need + 256;
+    allocs[nallocs].lo = p;
+    allocs[nallocs].hi = p + n;
+    allocs[nallocs].live = 1;
+    allocs[nallocs].host = 1 | ((flags & 2u) ? 2 : 0);
+    nallocs++;
+    pthread_mutex_unlock(&mem_lock);
+    memset((void *)p, 0xcd, n);
+    *out = (void *)p;
+    live_hostmem++;
+    LEAVE(0);
+}
+static int mem_host_get_device_pointer(unsigned long long *out, void *p, unsigned flags) {
+    ENTER("cuMemHostGetDevicePointer");
+    if (!out || flags) LEAVE(E_INVALID_VALUE);
+    int ok = 0;
+    pthread_mutex_lock(&mem_lock);
+    for (int i = 0; i < nallocs; ++i)
+        if (allocs[i].live && (allocs[i].host & 2) && allocs[i].lo <= (uintptr_t)p &&
+            (uintptr_t)p < allocs[i].hi)
+            ok = 1;
+    pthread_mutex_unlock(&mem_lock);
+    if (!ok) LEAVE(E_INVALID_VALUE);
+    *out = (unsigned long long)(uintptr_t)p;
+    LEAVE(0);
+}
+static int mem_free_host(void *p) {
+    ENTER("cuMemFreeHost");
+    int found = 0;
+    pthread_mutex_lock(&mem_lock);
+    for (int i = 0; i < nallocs; ++i)
+        if (allocs[i].live && allocs[i].host && allocs[i].lo == (uintptr_t)p) {
+            allocs[i].live = 0;
+            found = 1;
+        }
+    pthread_mutex_unlock(&mem_lock);
+    if (!found) LEAVE(E_INVALID_VALUE);
+    live_hostmem--;
     LEAVE(0);
 }
 static int memcpy_async(unsigned long long dst, unsigned long long src, size_t n, void *sh) {
@@ -2350,6 +2479,8 @@ static const proc procs[] = {
     {"cuStreamCreate", 2000, 0, (void *)stream_create},
     {"cuStreamDestroy", 4000, 0, (void *)stream_destroy},
     {"cuStreamSynchronize", 2000, 0, (void *)stream_synchronize},
+    {"cuStreamQuery", 2000, 0, (void *)stream_query},
+    {"cuEventQuery", 2000, 0, (void *)event_query},
     {"cuStreamWaitEvent", 3020, 0, (void *)stream_wait_event},
     {"cuEventCreate", 2000, 0, (void *)event_create},
     {"cuEventDestroy", 4000, 0, (void *)event_destroy},
@@ -2390,6 +2521,9 @@ static const proc procs[] = {
     {"cuKernelGetFunction", 12000, 0, (void *)kernel_get_function},
     {"cuMemAlloc", 3020, 0, (void *)mem_alloc},
     {"cuMemFree", 3020, 0, (void *)mem_free},
+    {"cuMemHostAlloc", 2020, 0, (void *)mem_host_alloc},
+    {"cuMemHostGetDevicePointer", 3020, 0, (void *)mem_host_get_device_pointer},
+    {"cuMemFreeHost", 2000, 0, (void *)mem_free_host},
     {"cuMemcpyAsync", 4000, 0, (void *)memcpy_async},
     {"cuMemsetD8Async", 3020, 0, (void *)memset_d8_async},
     /* user objects (what NCCL ties captured collectives' lifetime to) */
@@ -2493,6 +2627,7 @@ EXPORT long fake_cuda_live(const char *kind) {
     if (!strcmp(kind, "graph")) return live_graph;
     if (!strcmp(kind, "exec")) return live_exec;
     if (!strcmp(kind, "devmem")) return live_devmem;
+    if (!strcmp(kind, "hostmem")) return live_hostmem;
     return -1;
 }
 EXPORT long fake_cuda_launch_count(void) { return launches; }
@@ -2509,6 +2644,9 @@ EXPORT int fake_cuda_fail_next(const char *api, int nth, int err) {
     return -1;
 }
 EXPORT void fake_cuda_fail_instantiate_at_node(long k) { fail_instantiate_at = k; }
+/* instantiating a graph that launches kernel `func` anywhere (a conditional body, a child
+ * graph) fails naming that kernel node, as the driver names a body's node (NULL: off) */
+EXPORT void fake_cuda_fail_instantiate_at_kernel(const void *func) { fail_instantiate_kernel = func; }
 /* the device address range (tests make device arrays there) */
 EXPORT int fake_cuda_is_device(unsigned long long p, size_t n) { return is_device((uintptr_t)p, n); }
 EXPORT void fake_cuda_reset(void) {
@@ -2519,6 +2657,7 @@ EXPORT void fake_cuda_reset(void) {
     pthread_mutex_unlock(&count_lock);
     memset(fails, 0, sizeof fails);
     fail_instantiate_at = -1;
+    fail_instantiate_kernel = NULL;
     fake_cuda_set_queue_depth(0);
     fake_cuda_set_gate(0);
     sticky = 0;

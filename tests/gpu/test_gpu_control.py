@@ -76,3 +76,64 @@ def test_while_if_subgraph_and_limit_on_a_gpu(cupy):
     k[0] = 9
     with pytest.raises(RuntimeError, match="while_loop node 'loop' reached max_iterations=5"):
         g.launch(1)
+
+
+CTRL_C_SCRIPT = r'''
+import sys, time
+import cupy, numpy as np
+import eagle
+from eagle.cuda.kernel_nodes import SIZE, cuda_kernel
+from eagle.record.control import while_loop
+mod = cupy.RawModule(code=sys.argv[1])
+add_k, dec_k = mod.get_function("add"), mod.get_function("dec")
+x, k = cupy.zeros(1000), cupy.zeros(1000, dtype=cupy.int64)
+body = eagle.Graph()
+body.add_node(cuda_kernel(add_k, [x, 1.0, SIZE], updates={"x": x}, block=128), name="inc")
+body.add_node(cuda_kernel(dec_k, [k, SIZE], updates={"k": k}, block=128), name="dec")
+g = eagle.Graph()
+g.add_node(while_loop({"k?": k[:1]}, body), name="spin")
+g.build()
+k[0] = 10 ** 15                     # never clears in this launch
+cupy.cuda.Device().synchronize()
+print("ready", flush=True)
+try:
+    g.launch(1)
+    print("finished", flush=True)
+except KeyboardInterrupt as e:
+    print("interrupted", " ".join(getattr(e, "__notes__", [])), flush=True)
+ran = float(x[0])
+k[0], x[:] = 3, 0
+g.launch(1)
+print("after", ran, float(x[0]), int(k[0]), flush=True)
+'''
+
+
+def test_ctrl_c_stops_an_endless_while_loop_on_a_gpu(cupy):
+    """SIGINT during launch(1) of a while_loop whose condition never clears: the stop flag
+    (host-mapped memory the condition kernel reads) ends the loop on the device, launch
+    raises KeyboardInterrupt naming the loop and its iteration, and the graph then runs a
+    3-iteration loop exactly (in a subprocess, bounded by a timeout)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    p = subprocess.Popen([sys.executable, "-c", CTRL_C_SCRIPT, ADD], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    try:
+        assert p.stdout.readline().strip() == "ready", p.stderr.read()
+        time.sleep(0.5)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 0, err
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("interrupted") and "while_loop node 'spin' after" in lines[0], out
+    it = int(lines[0].split("while_loop node 'spin' after ")[1].split()[0])
+    _, ran, again, k_left = lines[-1].split()
+    assert float(ran) == it > 0   # the iteration named is the one the loop stopped at
+    assert (float(again), int(k_left)) == (3.0, 0)

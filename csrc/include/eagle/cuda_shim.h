@@ -142,11 +142,14 @@ enum {
 #define EAGLE_CUDA_GRAPH_COND_TYPE_WHILE 1
 #define EAGLE_CUDA_GRAPH_COND_ASSIGN_DEFAULT 1u
 #define EAGLE_CUDA_STREAM_SET_CAPTURE_DEPENDENCIES 1u /* CU_STREAM_SET_CAPTURE_DEPENDENCIES */
+#define EAGLE_CUDA_MEMHOSTALLOC_PORTABLE 0x01u  /* CU_MEMHOSTALLOC_PORTABLE  */
+#define EAGLE_CUDA_MEMHOSTALLOC_DEVICEMAP 0x02u /* CU_MEMHOSTALLOC_DEVICEMAP */
 
 /* The driver's error codes the shim itself produces or tests for. */
 #define EAGLE_CUDA_SUCCESS 0
 #define EAGLE_CUDA_ERR_INVALID_VALUE 1   /* CUDA_ERROR_INVALID_VALUE  */
 #define EAGLE_CUDA_ERR_NO_DEVICE 100     /* CUDA_ERROR_NO_DEVICE      */
+#define EAGLE_CUDA_ERR_NOT_READY 600     /* CUDA_ERROR_NOT_READY      */
 #define EAGLE_CUDA_ERR_NOT_FOUND 500     /* CUDA_ERROR_NOT_FOUND      */
 #define EAGLE_CUDA_ERR_NOT_SUPPORTED 801 /* CUDA_ERROR_NOT_SUPPORTED  */
 #define EAGLE_CUDA_ERR_CAPTURE_INVALIDATED 901 /* CUDA_ERROR_STREAM_CAPTURE_INVALIDATED */
@@ -205,6 +208,19 @@ int eagle_cuda_device_name(int device, char *buf, int n);
 int eagle_cuda_stream_create(eagle_cudaStream_t *stream, unsigned int flags);
 int eagle_cuda_stream_destroy(eagle_cudaStream_t stream);
 int eagle_cuda_stream_synchronize(eagle_cudaStream_t stream);
+/* cuStreamQuery / cuEventQuery: 0 when all the work is done, EAGLE_CUDA_ERR_NOT_READY
+ * (600) while some is still running or queued, else the error. */
+int eagle_cuda_stream_query(eagle_cudaStream_t stream);
+int eagle_cuda_event_query(eagle_cudaEvent_t event);
+/* A polling wait that gives control back: queries until the work is done (*ready = 1)
+ * or `budget_ns` passed (*ready = 0, status 0), spinning briefly and then sleeping
+ * with back-off to 1 ms (*backoff_ns, may be NULL, carries the sleep from one call to
+ * the next; 0 starts over). What the caller does between calls (Python: check for
+ * signals) is its own; a signal cuts the current sleep short. */
+int eagle_cuda_stream_wait_for(eagle_cudaStream_t stream, long long budget_ns,
+                               long long *backoff_ns, int *ready);
+int eagle_cuda_event_wait_for(eagle_cudaEvent_t event, long long budget_ns,
+                              long long *backoff_ns, int *ready);
 
 int eagle_cuda_event_create(eagle_cudaEvent_t *event, unsigned int flags);
 int eagle_cuda_event_destroy(eagle_cudaEvent_t event);
@@ -363,6 +379,12 @@ void eagle_cuda_sized_free(eagle_cuda_sized *k);
 
 int eagle_cuda_malloc(void **ptr, size_t bytes);
 int eagle_cuda_free(void *ptr);
+/* Host-mapped pinned memory (cuMemHostAlloc PORTABLE | DEVICEMAP, zeroed) and the
+ * address kernels read it at (cuMemHostGetDevicePointer): the host writes it while the
+ * device runs, with no stream and no copy (eagle's stop flag, read by its loop
+ * condition kernel). Free with eagle_cuda_host_free (cuMemFreeHost). */
+int eagle_cuda_host_alloc_mapped(void **host, eagle_CUdeviceptr *dev, size_t bytes);
+int eagle_cuda_host_free(void *host);
 /* cuMemcpyAsync (unified addressing decides the direction); not while
  * `stream` captures. */
 int eagle_cuda_memcpy_async(void *dst, const void *src, size_t bytes, eagle_cudaStream_t stream);

@@ -5,7 +5,8 @@
  * without conditional nodes still loads partition.cu. The CPU emulator of the
  * tests compiles it too.
  * g is the graph's device block (see partition.cu): continue while samples are
- * live (g[0] > 0) and fewer than the allowed replays ran (g[2] < g[4]).
+ * live (g[0] > 0) and fewer than the allowed replays ran (g[2] < g[4]), and eagle's
+ * stop flag (host-mapped memory the host sets on Ctrl-C; NULL: none) is clear.
  */
 typedef long long i64;
 
@@ -16,7 +17,8 @@ extern "C" __device__ void cudaGraphSetConditional(unsigned long long handle, un
 
 /* The body's last node of a launch_until_done WHILE node: continue while
  * samples are live and fewer than the allowed replays ran. One thread. */
-extern "C" __global__ void eagle_until_done_condition(unsigned long long handle, const i64 *g) {
+extern "C" __global__ void eagle_until_done_condition(unsigned long long handle, const i64 *g,
+                                                      const volatile int *stop) {
     if (blockIdx.x == 0 && threadIdx.x == 0)
-        cudaGraphSetConditional(handle, (g[0] > 0 && g[2] < g[4]) ? 1u : 0u);
+        cudaGraphSetConditional(handle, (g[0] > 0 && g[2] < g[4] && !(stop && *stop)) ? 1u : 0u);
 }

@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <time.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -77,6 +79,8 @@ typedef int (*eagle_cu_get_name)(const char **, void *);
 typedef int (*eagle_cu_mem_alloc)(eagle_CUdeviceptr *, size_t);
 typedef int (*eagle_cu_mem_free)(eagle_CUdeviceptr);
 typedef int (*eagle_cu_memcpy_async)(eagle_CUdeviceptr, eagle_CUdeviceptr, size_t, void *);
+typedef int (*eagle_cu_host_alloc)(void **, size_t, unsigned int);
+typedef int (*eagle_cu_host_dptr)(eagle_CUdeviceptr *, void *, unsigned int);
 
 typedef struct eagle_cuda_table {
     int loaded;
@@ -129,6 +133,10 @@ typedef struct eagle_cuda_table {
     eagle_cu_mem_alloc MemAlloc;
     eagle_cu_mem_free MemFree;
     eagle_cu_memcpy_async MemcpyAsync;
+    eagle_cu_h StreamQuery, EventQuery;            /* the polling wait            */
+    eagle_cu_host_alloc MemHostAlloc;              /* host-mapped pinned memory   */
+    eagle_cu_h MemFreeHost;
+    eagle_cu_host_dptr MemHostGetDevicePointer;
 } eagle_cuda_table;
 
 static eagle_cuda_table eagle_cuda_T;
@@ -238,6 +246,11 @@ static const eagle_cuda_entry eagle_cuda_entries[] = {
     EAGLE_E(MemAlloc, "cuMemAlloc", 0, 0, 3020, 1),
     EAGLE_E(MemFree, "cuMemFree", 0, 0, 3020, 1),
     EAGLE_E(MemcpyAsync, "cuMemcpyAsync", 0, 0, 4000, 1),
+    EAGLE_E(StreamQuery, "cuStreamQuery", 0, 0, 2000, 1),
+    EAGLE_E(EventQuery, "cuEventQuery", 0, 0, 2000, 1),
+    EAGLE_E(MemHostAlloc, "cuMemHostAlloc", 0, 0, 2020, 1),
+    EAGLE_E(MemFreeHost, "cuMemFreeHost", 0, 0, 2000, 1),
+    EAGLE_E(MemHostGetDevicePointer, "cuMemHostGetDevicePointer", 0, 0, 3020, 1),
 };
 #undef EAGLE_E
 
@@ -542,6 +555,58 @@ int eagle_cuda_stream_create(eagle_cudaStream_t *stream, unsigned int flags) {
 }
 int eagle_cuda_stream_destroy(eagle_cudaStream_t s) { EAGLE_CUDA_CALL(StreamDestroy, s); }
 int eagle_cuda_stream_synchronize(eagle_cudaStream_t s) { EAGLE_CUDA_CALL(StreamSynchronize, s); }
+int eagle_cuda_stream_query(eagle_cudaStream_t s) { EAGLE_CUDA_CALL(StreamQuery, s); }
+int eagle_cuda_event_query(eagle_cudaEvent_t e) { EAGLE_CUDA_CALL(EventQuery, e); }
+
+/* The polling wait: query until ready or `budget_ns` passed. The first ~100 us spin
+ * (sched_yield between queries: a short replay is seen at once, as cuStreamSynchronize's
+ * default spin would), then sleeps that double from 20 us to 1 ms; *backoff_ns carries
+ * the sleep across calls (0: start over). A signal interrupts the sleep (EINTR), so the
+ * caller's signal check comes without delay. */
+static long long eagle_cuda_now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000ll + t.tv_nsec;
+}
+static int eagle_cuda_poll(int (*query)(void *), void *h, long long budget_ns,
+                           long long *backoff_ns, int *ready) {
+    long long start = eagle_cuda_now_ns(), now = start;
+    long long sleep_ns = backoff_ns ? *backoff_ns : 0;
+    *ready = 0;
+    for (;;) {
+        int st = query(h);
+        if (st == 0) {
+            *ready = 1;
+            if (backoff_ns) *backoff_ns = 0;
+            return 0;
+        }
+        if (st != EAGLE_CUDA_ERR_NOT_READY) return st;
+        now = eagle_cuda_now_ns();
+        if (now - start >= budget_ns) break;
+        if (sleep_ns == 0 && now - start < 100000) {
+            sched_yield();
+            continue;
+        }
+        sleep_ns = sleep_ns < 20000 ? 20000 : (sleep_ns * 2 > 1000000 ? 1000000 : sleep_ns * 2);
+        if (sleep_ns > budget_ns - (now - start)) sleep_ns = budget_ns - (now - start);
+        struct timespec ts = {0, (long)sleep_ns};
+        nanosleep(&ts, NULL);
+    }
+    if (backoff_ns) *backoff_ns = sleep_ns;
+    return 0;
+}
+static int eagle_cuda_stream_query_v(void *h) { return eagle_cuda_stream_query(h); }
+static int eagle_cuda_event_query_v(void *h) { return eagle_cuda_event_query(h); }
+int eagle_cuda_stream_wait_for(eagle_cudaStream_t s, long long budget_ns, long long *backoff_ns,
+                               int *ready) {
+    if (!ready) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
+    return eagle_cuda_poll(eagle_cuda_stream_query_v, s, budget_ns, backoff_ns, ready);
+}
+int eagle_cuda_event_wait_for(eagle_cudaEvent_t e, long long budget_ns, long long *backoff_ns,
+                              int *ready) {
+    if (!ready) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
+    return eagle_cuda_poll(eagle_cuda_event_query_v, e, budget_ns, backoff_ns, ready);
+}
 
 int eagle_cuda_event_create(eagle_cudaEvent_t *event, unsigned int flags) {
     if (!event) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
@@ -956,6 +1021,27 @@ int eagle_cuda_malloc(void **ptr, size_t bytes) {
     return st;
 }
 int eagle_cuda_free(void *ptr) { EAGLE_CUDA_CALL(MemFree, (eagle_CUdeviceptr)(size_t)ptr); }
+int eagle_cuda_host_alloc_mapped(void **host, eagle_CUdeviceptr *dev, size_t bytes) {
+    if (!host || !dev) return EAGLE_CUDA_ERROR_BAD_ARGUMENT;
+    *host = NULL;
+    *dev = 0;
+    EAGLE_CUDA_ENSURE();
+    int st = eagle_cuda_T.MemHostAlloc(host, bytes ? bytes : 1,
+                                       EAGLE_CUDA_MEMHOSTALLOC_PORTABLE |
+                                           EAGLE_CUDA_MEMHOSTALLOC_DEVICEMAP);
+    if (st) return st;
+    memset(*host, 0, bytes ? bytes : 1);
+    st = eagle_cuda_T.MemHostGetDevicePointer(dev, *host, 0);
+    if (st) {
+        eagle_cuda_T.MemFreeHost(*host);
+        *host = NULL;
+    }
+    return st;
+}
+int eagle_cuda_host_free(void *host) {
+    if (!host) return 0;
+    EAGLE_CUDA_CALL(MemFreeHost, host);
+}
 int eagle_cuda_memcpy_async(void *dst, const void *src, size_t bytes, eagle_cudaStream_t s) {
     EAGLE_CUDA_CALL(MemcpyAsync, (eagle_CUdeviceptr)(size_t)dst, (eagle_CUdeviceptr)(size_t)src,
                     bytes, s);
