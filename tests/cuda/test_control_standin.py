@@ -723,3 +723,60 @@ def test_nested_bodies_and_a_subgraph_used_twice_that_compacts(fake, pk):
         assert_same_as(s, m)
         assert g.logical_size == L
     assert L < n
+
+
+def test_a_compaction_in_a_branch_not_taken_keeps_every_size(fake, pk):
+    """Replays that skip the body keep the size: the build's, a retuned one (0 too), one a
+    taken replay set; launch_until_done then runs every replay allowed."""
+    from eagle.graph import compact
+    n = 50
+    s = body_particles(n, 1)
+    s["alive"].host[::2] = False
+    flag = DeviceArray(np.zeros(1, np.int32))
+    body = eagle.Graph()
+    body.add_node(compact(s["alive"], {"x": s["x"]}, ids=s["ids"], count=DeviceArray(np.zeros(1, np.int64))), "c")
+    g = eagle.Graph()
+    g.add_node(if_else({"f": flag}, body), "maybe")
+    g.build()
+    g.launch(5)
+    assert g.logical_size == n
+    assert g.launch_until_done(7) == 7
+    g.set_logical_size(0)
+    g.launch(2)
+    assert g.logical_size == 0
+    g.set_logical_size(n)
+    flag.host[0] = 1
+    g.launch(1)
+    assert g.logical_size == 25
+    assert (s["ids"].host[:25] == np.arange(1, 50, 2)).all()
+    flag.host[0] = 0
+    g.launch(3)
+    assert g.logical_size == 25
+    g.set_logical_size(0)
+    flag.host[0] = 1
+    g.launch(1)
+    assert g.logical_size == 0
+
+
+def test_the_same_compaction_node_at_top_level_and_in_a_body(fake, pk):
+    """One node, captured twice in one replay: one run counter (every=2 counts both
+    runs), one set of buffers; the next size is the body's run, the replay's last."""
+    from eagle.graph import compact
+    n = 64
+    s = body_particles(n, 1)
+    c = compact(s["alive"], {"x": s["x"]}, ids=s["ids"], count=DeviceArray(np.zeros(1, np.int64)), every=2, min_dead_fraction=0.0)
+    body = eagle.Graph()
+    body.add_node(c, "c")
+    g = eagle.Graph()
+    g.add_node(c, "top")
+    g.add_node(subgraph(body), "sub")
+    g.build()
+    m = host_copies(s)
+    model = Model({k: m[k] for k in ("alive", "x", "ids")}, every=2)
+    L = n
+    for r in range(4):
+        s["alive"].host[r * 3] = m["alive"][r * 3] = False
+        g.launch(1)
+        model.run(L); L = model.run(L)
+        assert_same_as(s, m)
+        assert g.logical_size == L
