@@ -346,7 +346,7 @@ class CudaBackend(Backend):
 
         size = recording.logical_size
         # the device logical size: for compaction / reorder nodes and SIZE_PTR kernels
-        partitions = [n for n in nodes if n.runs_as is RunsAs.CUDA_PARTITION]
+        partitions = _partition_nodes(flat)
         self._has_partitions = bool(partitions)
         self._device_size = bool(partitions) or any(n.size_ptr for n in flat)
         self._buffers = []
@@ -399,6 +399,8 @@ class CudaBackend(Backend):
         except BaseException:
             self._free_buffers()
             raise
+        finally:
+            self._release_partition_buffers(partitions)
         try:
             self.exec = captured.instantiate(upload_stream=self.stream, owners=owners,
                                              names=list(recording.names),
@@ -455,6 +457,13 @@ class CudaBackend(Backend):
             return self._capture_body(stages, size, owners, sized)
         finally:
             _nvtx.pop()
+
+    def _release_partition_buffers(self, partitions):
+        """The partition nodes forget this build's device buffers (the backend owns
+        them); kept through the captures, since a node in a body used twice, or a stage
+        captured again (library_serial_stages), is captured more than once."""
+        for node in partitions:
+            node.captured()
 
     def _capture_body(self, stages, size, owners, sized):
         rec = self.recording
@@ -1093,3 +1102,13 @@ _LIBRARY_KERNEL = re.compile(r"gemm|gemv|cublas|cutlass|xmma|fft|cusolver|cuspar
 
 #: how the nodes of a cuda graph may run
 _RUNS = (RunsAs.OPAQUE, RunsAs.CUDA_KERNEL, RunsAs.CUDA_PARTITION, RunsAs.CUDA_RANDOM, RunsAs.CONTROL)
+
+
+def _partition_nodes(flat):
+    """The compaction and reorder nodes among ``flat`` (the graph's nodes and its bodies'),
+    each once: a body used twice holds the same node, one set of device buffers."""
+    out = []
+    for node in flat:
+        if node.runs_as is RunsAs.CUDA_PARTITION and not any(node is m for m in out):
+            out.append(node)
+    return out

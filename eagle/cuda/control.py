@@ -38,7 +38,9 @@ allocation nodes there at instantiate). So: ``cuda_kernel``, ufunc and random no
 opaque nodes whose captured work is kernels and copies, and nested control nodes. A
 collective (NCCL) is refused in any body: its captured work is not allowed in a
 conditional body, and ranks whose conditions differ would hang. Compaction and reorder
-(which set the next replay's logical size) are refused in bodies too.
+nodes are captured into a body like kernel nodes (their sized kernels registered as the
+body's); the device's next size they write is committed at the end of the replay, as
+at top level (eagle/cuda/finished.py, "Inside a control-flow body").
 
 **Retune.** Sized kernel nodes inside bodies are registered like the top-level ones;
 ``set_logical_size`` writes their new grid and size into the body graph
@@ -71,7 +73,7 @@ _CONDITIONAL_VERSION = "12.4"
 _CAPTURE_TO_GRAPH_VERSION = "12.3"
 
 
-#: how a node inside a body may run on CUDA (compaction and reorder are refused there)
+#: how a node inside a body may run on CUDA
 _BODY_RUNS = (RunsAs.OPAQUE, RunsAs.CUDA_KERNEL, RunsAs.CUDA_RANDOM, RunsAs.CUDA_PARTITION,
               RunsAs.CONTROL)
 
@@ -121,19 +123,6 @@ def check_bodies(recording, cuda_module, path=()):
                                     "control-flow body (its captured NCCL work is not allowed in a "
                                     "conditional body, and ranks whose conditions differ would "
                                     "hang); put it outside, with a condition the ranks agree on")
-                if inner.runs_as is RunsAs.CUDA_PARTITION or inner.permutes_samples:
-                    # what is missing: the partition kernels captured into a conditional
-                    # body (their grids patched by a retune as the bodies' kernels are), and
-                    # the device's next size (G_NEXT) seeded from the size (G_SIZE) before
-                    # every replay, so that eagle_commit after a replay that skipped the body
-                    # keeps the size rather than a stale count
-                    what = "compaction" if inner.resizes else "reorder"
-                    raise TypeError(f"node {inner_name!r} in the {label} of {where} is a "
-                                    f"{what} node, which a control-flow body cannot hold on cuda "
-                                    "yet (it can on the cpu backend): the partition kernels are "
-                                    "not captured into conditional bodies, and the device's next "
-                                    "logical size is not kept on replays that skip the body. "
-                                    "Record it outside the body, before or after the control node")
             check_bodies(rec, cuda_module, (f"the {label} of {where}",) + tuple(path))
 
 

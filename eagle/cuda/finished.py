@@ -50,6 +50,16 @@ one replay at a time and the device count read back after each (exact, one
 small D2H copy per replay). Either way no replay starts once the count is 0,
 so kernels captured inside opaque nodes never run on finished work.
 
+**Inside a control-flow body** (``while_loop``, ``if_else``, ``subgraph``,
+eagle/cuda/control.py) the four kernels are captured into the body graph like any
+kernel node, and their sized kernels are registered as the body's (a retune patches
+them in the graph, then one whole-graph exec update). Each run reads the replay's
+size (``g[0]``, unchanged until ``eagle_commit`` at the end of the replay) and writes
+its next size (``g[1]``): the last run in a replay wins, as on the CPU. ``eagle_commit``
+leaves ``g[1] == g[0]`` and ``set_logical_size`` writes both, so a replay that does not
+run the body commits the size it ran at. A node captured several times (a body used
+twice) shares one set of buffers: one run counter for ``every``, as the node is one.
+
 **Where the kernels come from.** The source is eagle/cuda/kernels/partition.cu.
 On a GPU it is compiled once per process and device with ``cupy.RawModule``
 (NVRTC) at ``build()``; the program must have imported CuPy. A program that
@@ -312,7 +322,6 @@ class CudaPartitionNode(FinishedSamplesNode):
         """Launch the four kernels on ``stream`` (capturing); append the ones whose grid
         follows the logical size to ``sized`` as (graph node, nargs, per_block)."""
         counts, table, st = self._buffers
-        self._buffers = None   # the backend owns them (they live as long as the built graph)
         key_ptr, key_stride = self._layouts[0][0], self._layouts[0][1]
         p = lambda v: ("i", int(v))  # noqa: E731  pointers and ints are both 8-byte words
         common = [p(key_ptr), p(key_stride), p(self.key_kind), p(self.n_keys), p(self.chunk),
@@ -333,6 +342,12 @@ class CudaPartitionNode(FinishedSamplesNode):
         kernels.launch("eagle_part_copyback", stream, max(1, -(-size // COPY_BLOCK)), COPY_BLOCK,
                        [p(g_ptr), p(st.ptr), p(table.ptr), p(len(self._layouts))])
         sized.append((stream.last_node(), KERNELS["eagle_part_copyback"], COPY_BLOCK))
+
+    def captured(self):
+        """The build's captures are done: forget its buffers (the backend owns them, as
+        long as the built graph lives). Until then every capture of the node (a body
+        used twice) shares them: one run counter, as the node is one."""
+        self._buffers = None
 
     # -- results --------------------------------------------------------------------------
 

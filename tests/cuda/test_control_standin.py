@@ -399,25 +399,25 @@ def test_ufunc_random_and_opaque_nodes_inside_bodies(fake, ck, tk, emulating_cup
     assert calls == [1]
 
 
-@pytest.mark.parametrize("what", ["compact", "reorder"])
-def test_a_compaction_or_reorder_inside_a_body_is_refused_on_cuda_saying_what_is_missing(fake, ck, what):
-    # on the cpu backend they run in bodies (tests/control/test_finished_in_bodies.py);
-    # on cuda the refusal names the node, the body and the missing pieces
-    from eagle.graph import compact, reorder
-    n = 8
-    alive, x = DeviceArray(np.ones(n, bool)), DeviceArray(np.zeros(n))
-    key = DeviceArray(np.zeros(n, np.int64))
-    flag = DeviceArray(np.ones(1, np.int32))
-    body = eagle.Graph()
-    ids, count = DeviceArray(np.arange(n, dtype=np.int64)), DeviceArray(np.zeros(1, np.int64))
-    body.add_node(compact(alive, {"x": x}, ids=ids, count=count) if what == "compact" else
-                  reorder(key, {"x": x}, n_keys=2, ids=ids), name="part")
-    g = eagle.Graph()
-    g.add_node(if_else({"flag": flag}, body), name="maybe")
-    word = "compaction" if what == "compact" else "reorder"
-    with pytest.raises(TypeError, match=rf"node 'part' in the then of if_else node 'maybe' is a {word} "
-                                        r"node.*not captured into conditional bodies"):
-        g.build()
+# ---- compaction and reorder inside bodies ------------------------------------------------
+# The cases of tests/control/test_finished_in_bodies.py (the cpu backend) on the stand-in,
+# against the same plain-Python form: a body's compaction partitions [0, the replay's
+# size) each time it runs; the next replay starts at the live count of its last run; the
+# rest of the replay runs at the replay's size; a replay that does not run it keeps the
+# size. The step and condition kernels are tests/cuda/partition_body_kernels.cu (SIZE_PTR:
+# they see the device's size, the replay's); `log` records the size each condition
+# kernel saw, as the cpu test's sized condition nodes record their (start, stop).
+
+
+@pytest.fixture(scope="session")
+def pk(emulated_kernels, tmp_path_factory):
+    """The kernels of partition_body_kernels.cu, loaded into the stand-in."""
+    nargs = {"t_absorb": 6, "t_tick": 8, "t_add_where": 4, "t_scale_all": 3, "t_next_key": 3,
+             "t_kill_all": 2}
+    so = build_emulated_module(tmp_path_factory.mktemp("partition_body_kernels"),
+                               sources=[HERE / "partition_body_kernels.cu"], kernels=list(nargs))
+    assert emulated_kernels.fake_cuda_load_module(so.encode()) == 0
+    return {k: (emulated_kernels.fake_cuda_module_function(k.encode()), n) for k, n in nargs.items()}
 
 
 CTRL_C_SCRIPT = r"""
@@ -590,3 +590,368 @@ def test_failed_instantiate_names_the_body_node(fake, ck, tk, where):
     fake.fake_cuda_fail_instantiate_at_kernel(None)
     g.build()   # nothing left behind: it builds once the driver takes the node
     g.launch(1)
+
+
+class Model:
+    """The plain-Python form of a compaction node (as in tests/control/test_finished_in_bodies.py):
+    the stable partition of [0, L) with its policies, counted per run (``every``)."""
+
+    def __init__(self, state, every=1, min_dead_fraction=0.0):
+        self.state, self.every, self.f = state, every, min_dead_fraction
+        self.runs = 0
+        self.count = 0
+
+    def run(self, L):
+        """Returns the next replay's size if this run were the replay's last."""
+        self.runs += 1
+        alive = self.state["alive"][:L].astype(bool)
+        live = int(alive.sum()) if L > 0 else 0
+        acts = (self.runs % self.every == 0 and L > 0 and live != L
+                and (live == 0 or L - live >= self.f * L))
+        if acts:
+            order = np.argsort(~alive, kind="stable")
+            for a in self.state.values():
+                a[:L] = a[:L][order]
+        self.count = live
+        return live if acts or live == 0 else L
+
+
+def tick(pk, it, more, limit, log, *, alive=None, odd=None, reset=0):
+    from eagle.cuda.kernel_nodes import SIZE_PTR, cuda_kernel
+    arrays = {"it": it, "more": more, "log": log, **({"odd": odd} if odd is not None else {})}
+    return cuda_kernel(pk["t_tick"], [it, more, odd if odd is not None else 0, int(limit),
+                                      alive if alive is not None else 0, log, int(reset), SIZE_PTR],
+                       reads={"alive": alive} if alive is not None else None, updates=arrays, block=1)
+
+
+def sizes_seen(log):
+    return log.host[1:1 + log.host[0]].tolist()
+
+
+def body_particles(n, seed):
+    rng = np.random.default_rng(seed)
+    return {"alive": DeviceArray(np.ones(n, bool)), "x": DeviceArray(rng.standard_normal(n)),
+            "age": DeviceArray(np.zeros(n, np.int64)), "ids": DeviceArray(np.arange(n, dtype=np.int64))}
+
+
+def host_copies(s):
+    return {k: v.host.copy() for k, v in s.items()}
+
+
+def assert_same_as(s, m):
+    for k in m:
+        np.testing.assert_array_equal(s[k].host, m[k], err_msg=k)
+
+
+@pytest.mark.parametrize("policy", [{"min_dead_fraction": 0.0}, {"min_dead_fraction": 0.25},
+                                    {"every": 2, "min_dead_fraction": 0.0}])
+@pytest.mark.parametrize("path", ["device", "host"])
+def test_absorbing_samples_in_a_while_loop_compacted_in_its_body(fake, pk, policy, path):
+    """reset: it = 0, more = any live; while more: (age += 1, x += 0.5, the too old
+    finish); compact; it += 1, more = it < 3 and any live — per replay, then to the end
+    with launch_until_done (a WHILE node whose body holds the loop's WHILE node)."""
+    from eagle.cuda.kernel_nodes import SIZE_PTR, cuda_kernel
+    from eagle.graph import compact
+    n, iterations = 300, 3
+    life_h = np.random.default_rng(5).integers(1, 40, n)
+    s = body_particles(n, 1)
+    m = host_copies(s)
+    life = DeviceArray(life_h)
+    it, more, log = (DeviceArray(np.zeros(n, np.int64)), DeviceArray(np.zeros(n, bool)),
+                     DeviceArray(np.zeros(n, np.int64)))
+    count = DeviceArray(np.zeros(1, np.int64))
+    body = eagle.Graph()
+    body.add_node(cuda_kernel(pk["t_absorb"], [s["alive"], s["age"], s["x"], s["ids"], life, SIZE_PTR],
+                              reads={"ids": s["ids"], "life": life},
+                              updates={k: s[k] for k in ("alive", "age", "x")}, block=32), "absorb")
+    node = compact(s["alive"], {"x": s["x"], "age": s["age"]}, ids=s["ids"], count=count, **policy)
+    body.add_node(node, "compact")
+    body.add_node(tick(pk, it, more, iterations, log, alive=s["alive"]), "tick")
+    g = eagle.Graph()
+    g.add_node(tick(pk, it, more, iterations, log, alive=s["alive"], reset=1), "reset")
+    g.add_node(while_loop({"more": more[:1]}, body, max_iterations=iterations + 1), "loop")
+    g.build()
+    assert g.backend == "cuda"
+    model = Model({k: m[k] for k in ("alive", "x", "age", "ids")}, **policy)
+    L, seen = n, []
+
+    def replays(k):
+        nonlocal L
+        for _ in range(k):
+            nxt = L
+            i = 0
+            seen.append(L)
+            while i < iterations and m["alive"][:L].any():
+                live = m["alive"][:L].copy()
+                m["age"][:L][live] += 1
+                m["x"][:L][live] += 0.5
+                m["alive"][:L] &= m["age"][:L] < life_h[m["ids"][:L]]
+                nxt = model.run(L)
+                i += 1
+                seen.append(L)
+            L = nxt
+
+    for k in (1, 2, 4):
+        g.launch(k)
+        replays(k)
+        assert_same_as(s, m)
+        assert g.logical_size == L
+        assert int(count.host[0]) == model.count
+    assert L < n
+    # the loop's later iterations and the outer graph ran at the replay's size
+    assert sizes_seen(log) == seen
+    assert not s["alive"].host[L:].any()
+    log.host[0] = 0
+    g._backend.until_done_mode = path   # a WHILE node around the replay, or replay by replay
+    done = g.launch_until_done(1000)
+    assert g._backend.until_done_fallback is None
+    r = 7 + done
+    assert g.logical_size == 0 and not s["alive"].host.any()
+    back = {k: np.empty_like(s[k].host) for k in ("age", "x")}
+    for k in back:
+        back[k][s["ids"].host] = s[k].host
+    np.testing.assert_array_equal(back["age"], np.minimum(life_h, 3 * r))
+    np.testing.assert_allclose(back["x"], np.random.default_rng(1).standard_normal(n) + 0.5 * np.minimum(life_h, 3 * r),
+                               rtol=0, atol=1e-12)
+
+
+def test_a_compaction_in_a_branch_taken_on_some_replays(fake, pk):
+    """Replays that take the other branch keep the logical size, also one retuned by
+    set_logical_size; a retune back up reaches the partition kernels inside the body
+    (their grids, patched in the body graph)."""
+    from eagle.cuda.kernel_nodes import SIZE_PTR, cuda_kernel
+    from eagle.graph import compact
+    n = 2000
+    s = body_particles(n, 2)
+    alive, x = s["alive"], s["x"]
+    alive.host[::3] = False
+    m = host_copies(s)
+    when, when_c = scalar(n, np.int32)
+    then, other = eagle.Graph(), eagle.Graph()
+    then.add_node(compact(alive, {"x": x}, ids=s["ids"], count=DeviceArray(np.zeros(1, np.int64))), "compact")
+    other.add_node(cuda_kernel(pk["t_scale_all"], [x, 2.0, SIZE_PTR], updates={"x": x}, block=64), "double")
+    g = eagle.Graph()
+    g.add_node(cuda_kernel(pk["t_add_where"], [x, alive, 1.0, SIZE_PTR], reads={"alive": alive},
+                           updates={"x": x}, block=64), "step")
+    g.add_node(if_else({"when": when_c}, then, other), "maybe")
+    g.build()
+    model = Model({k: m[k] for k in ("alive", "x", "ids")})
+    L = n
+
+    def replay(take):
+        nonlocal L
+        when.host[0] = take
+        live = m["alive"][:L].copy()
+        m["x"][:L][live] += 1.0
+        if take:
+            L = model.run(L)
+        else:
+            m["x"][:L] *= 2.0
+        g.launch(1)
+        assert_same_as(s, m)
+        assert g.logical_size == L
+
+    for take in (False, True, False, False):
+        replay(take)
+    assert L == n - len(range(0, n, 3))
+    g.set_logical_size(100)       # retune: the untaken branch keeps it
+    L = 100
+    replay(False)
+    m["alive"][50:100] = alive.host[50:100] = False
+    replay(True)
+    assert L == 50
+    replay(False)
+    g.set_logical_size(n)         # back to all of them (the finished are behind)
+    L = n
+    replay(False)
+    alive.host[1500:] = m["alive"][1500:] = False
+    replay(True)                  # the copy-back covers the samples up to n again
+    assert L == int(m["alive"].sum()) and L < 1500
+
+
+def test_a_reorder_in_a_body_moves_the_arrays_it_names(fake, pk):
+    from eagle.cuda.kernel_nodes import SIZE_PTR, cuda_kernel
+    from eagle.graph import reorder
+    n, size = 1500, 1000
+    rng = np.random.default_rng(4)
+    key, x = DeviceArray(rng.integers(0, 4, n)), DeviceArray(rng.standard_normal(n))
+    tag, ids = DeviceArray(np.arange(n) * 3), DeviceArray(np.arange(n, dtype=np.int64))
+    m = {"key": key.host.copy(), "x": x.host.copy(), "tag": tag.host.copy(), "ids": ids.host.copy()}
+    it, more, log = (DeviceArray(np.zeros(n, np.int64)), DeviceArray(np.zeros(n, bool)),
+                     DeviceArray(np.zeros(n, np.int64)))
+    body = eagle.Graph()
+    body.add_node(cuda_kernel(pk["t_add_where"], [x, 0, 1.0, SIZE_PTR], updates={"x": x}, block=64), "inc")
+    body.add_node(reorder(key, {"x": x, "tag": tag}, n_keys=4, ids=ids), "sort")
+    # a new key per sample after the sort, so the next iteration sorts again
+    body.add_node(cuda_kernel(pk["t_next_key"], [key, 4, SIZE_PTR], updates={"key": key}, block=64), "bump")
+    body.add_node(tick(pk, it, more, 3, log), "tick")
+    g = eagle.Graph()
+    g.add_node(tick(pk, it, more, 3, log, reset=1), "reset")
+    g.add_node(while_loop({"more": more[:1]}, body), "loop")
+    g.build()
+    g.set_logical_size(size)      # the samples past it stay where they are
+    for _ in range(2):
+        g.launch(1)
+        for _ in range(3):
+            m["x"][:size] += 1.0
+            order = np.argsort(m["key"][:size], kind="stable")
+            for a in m.values():
+                a[:size] = a[:size][order]
+            m["key"][:size] = (m["key"][:size] + 1) % 4
+    for k, a in m.items():
+        np.testing.assert_array_equal({"key": key, "x": x, "tag": tag, "ids": ids}[k].host, a, err_msg=k)
+    assert g.logical_size == size
+    assert sizes_seen(log) == [size] * 8   # reset and three ticks per replay
+    # a key outside [0, n_keys) met inside the body: the samples stay, launch raises
+    # on that run (the next runs see it wrapped into range by `bump`, and sort)
+    key.host[3] = m["key"][3] = 9
+    with pytest.raises(ValueError, match="reorder: a key outside"):
+        g.launch(1)
+    for _ in range(3):
+        m["x"][:size] += 1.0
+        if m["key"][:size].max() < 4:
+            order = np.argsort(m["key"][:size], kind="stable")
+            for a in m.values():
+                a[:size] = a[:size][order]
+        m["key"][:size] = (m["key"][:size] + 1) % 4
+    for k, a in m.items():
+        np.testing.assert_array_equal({"key": key, "x": x, "tag": tag, "ids": ids}[k].host, a, err_msg=k)
+    g.launch(1)                   # the flag was cleared
+
+
+def test_compaction_to_zero_live_samples_inside_a_loop(fake, pk):
+    """Every sample finishes in the first iteration: the loop still runs until its own
+    condition ends it (at the replay's size), the next replay runs at 0, and
+    launch_until_done stops; a retune back up finds 0 live again."""
+    from eagle.cuda.kernel_nodes import SIZE_PTR, cuda_kernel
+    from eagle.graph import compact
+    n = 777
+    s = body_particles(n, 3)
+    alive, x, ids = s["alive"], s["x"], s["ids"]
+    it, more, log = (DeviceArray(np.zeros(n, np.int64)), DeviceArray(np.zeros(n, bool)),
+                     DeviceArray(np.zeros(n, np.int64)))
+    body = eagle.Graph()
+    body.add_node(cuda_kernel(pk["t_kill_all"], [alive, SIZE_PTR], updates={"alive": alive}, block=64), "die")
+    body.add_node(compact(alive, {"x": x}, ids=ids, count=DeviceArray(np.zeros(1, np.int64))), "compact")
+    body.add_node(tick(pk, it, more, 4, log), "count")
+    g = eagle.Graph()
+    g.add_node(tick(pk, it, more, 4, log, reset=1), "reset")
+    g.add_node(while_loop({"more": more[:1]}, body, max_iterations=10), "loop")
+    g.build()
+    g.launch(1)
+    assert sizes_seen(log) == [n] * 5 and g.logical_size == 0 and not alive.host.any()
+    g.launch(2)
+    assert sizes_seen(log)[5:] == [0] * 10 and g.logical_size == 0
+    assert g.launch_until_done(5) == 0
+    g.set_logical_size(10)
+    assert g.launch_until_done(5) == 1
+    assert sizes_seen(log)[-5:] == [10] * 5 and g.logical_size == 0
+
+
+def test_nested_bodies_and_a_subgraph_used_twice_that_compacts(fake, pk):
+    """while -> if_else -> subgraph(compacting body), the same subgraph also at top level:
+    one compaction node captured three times (one run counter, one set of buffers), run
+    several times a replay; the next size is its last run's."""
+    from eagle.cuda.kernel_nodes import SIZE_PTR, cuda_kernel
+    from eagle.graph import compact
+    n = 500
+    life_h = np.random.default_rng(8).integers(1, 30, n)
+    s = body_particles(n, 4)
+    m = host_copies(s)
+    life = DeviceArray(life_h)
+    it, more, odd, log = (DeviceArray(np.zeros(n, np.int64)), DeviceArray(np.zeros(n, bool)),
+                          DeviceArray(np.zeros(n, bool)), DeviceArray(np.zeros(n, np.int64)))
+    step = eagle.Graph()
+    step.add_node(cuda_kernel(pk["t_absorb"], [s["alive"], s["age"], s["x"], s["ids"], life, SIZE_PTR],
+                              reads={"ids": s["ids"], "life": life},
+                              updates={k: s[k] for k in ("alive", "age", "x")}, block=32), "absorb")
+    step.add_node(compact(s["alive"], {"x": s["x"], "age": s["age"]}, ids=s["ids"],
+                          count=DeviceArray(np.zeros(1, np.int64)), every=2,
+                          min_dead_fraction=0.05), "compact")
+    inner = eagle.Graph()
+    inner.add_node(subgraph(step), "step")
+    branch = eagle.Graph()
+    branch.add_node(tick(pk, it, more, 4, log, odd=odd), "tick")
+    branch.add_node(if_else({"odd": odd[:1]}, inner), "maybe")
+    g = eagle.Graph()
+    g.add_node(tick(pk, it, more, 4, log, odd=odd, reset=1), "reset")
+    g.add_node(while_loop({"more": more[:1]}, branch), "loop")
+    g.add_node(subgraph(step), "again")
+    g.build()
+    model = Model({k: m[k] for k in ("alive", "x", "age", "ids")}, every=2, min_dead_fraction=0.05)
+
+    def run_step(L):
+        live = m["alive"][:L].copy()
+        m["age"][:L][live] += 1
+        m["x"][:L][live] += 0.5
+        m["alive"][:L] &= m["age"][:L] < life_h[m["ids"][:L]]
+        return model.run(L)
+
+    L = n
+    for k in (1, 1, 3, 2):
+        g.launch(k)
+        for _ in range(k):
+            for i in range(1, 5):     # tick: it = 1..4, odd on 1 and 3
+                if i % 2 == 1:
+                    run_step(L)
+            L = run_step(L)           # "again": the replay's last run
+        assert_same_as(s, m)
+        assert g.logical_size == L
+    assert L < n
+
+
+def test_a_compaction_in_a_branch_not_taken_keeps_every_size(fake, pk):
+    """Replays that skip the body keep the size: the build's, a retuned one (0 too), one a
+    taken replay set; launch_until_done then runs every replay allowed."""
+    from eagle.graph import compact
+    n = 50
+    s = body_particles(n, 1)
+    s["alive"].host[::2] = False
+    flag = DeviceArray(np.zeros(1, np.int32))
+    body = eagle.Graph()
+    body.add_node(compact(s["alive"], {"x": s["x"]}, ids=s["ids"], count=DeviceArray(np.zeros(1, np.int64))), "c")
+    g = eagle.Graph()
+    g.add_node(if_else({"f": flag}, body), "maybe")
+    g.build()
+    g.launch(5)
+    assert g.logical_size == n
+    assert g.launch_until_done(7) == 7
+    g.set_logical_size(0)
+    g.launch(2)
+    assert g.logical_size == 0
+    g.set_logical_size(n)
+    flag.host[0] = 1
+    g.launch(1)
+    assert g.logical_size == 25
+    assert (s["ids"].host[:25] == np.arange(1, 50, 2)).all()
+    flag.host[0] = 0
+    g.launch(3)
+    assert g.logical_size == 25
+    g.set_logical_size(0)
+    flag.host[0] = 1
+    g.launch(1)
+    assert g.logical_size == 0
+
+
+def test_the_same_compaction_node_at_top_level_and_in_a_body(fake, pk):
+    """One node, captured twice in one replay: one run counter (every=2 counts both
+    runs), one set of buffers; the next size is the body's run, the replay's last."""
+    from eagle.graph import compact
+    n = 64
+    s = body_particles(n, 1)
+    c = compact(s["alive"], {"x": s["x"]}, ids=s["ids"], count=DeviceArray(np.zeros(1, np.int64)), every=2, min_dead_fraction=0.0)
+    body = eagle.Graph()
+    body.add_node(c, "c")
+    g = eagle.Graph()
+    g.add_node(c, "top")
+    g.add_node(subgraph(body), "sub")
+    g.build()
+    m = host_copies(s)
+    model = Model({k: m[k] for k in ("alive", "x", "ids")}, every=2)
+    L = n
+    for r in range(4):
+        s["alive"].host[r * 3] = m["alive"][r * 3] = False
+        g.launch(1)
+        model.run(L); L = model.run(L)
+        assert_same_as(s, m)
+        assert g.logical_size == L

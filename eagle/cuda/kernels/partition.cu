@@ -114,6 +114,9 @@ extern "C" __global__ void eagle_part_copyback(const i64 *size, const i64 *st, c
     }
 }
 
+/* The replay's last node: the next size becomes the size. Afterwards g[1] == g[0] (and
+ * set_logical_size writes both), so a replay whose compaction did not run (it sits in a
+ * control-flow body the replay skipped) commits the size it ran at. */
 extern "C" __global__ void eagle_commit(i64 *g) {
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         g[2] += g[0] > 0;
