@@ -1194,10 +1194,11 @@ static int run_control_team(team_state *ts, eagle_plan *plan, const eagle_node *
     return -1;
 }
 
-/* Phase `phase` of a stage run by the calling thread alone. As on a team
- * (run_stage_share), a failure skips only the stage's Python work not yet started
- * (opaque and control nodes): its native and team nodes complete, so the state after
- * an error is the same on every thread count. */
+/* Phase `phase` of a stage the calling thread runs alone inside the team's region.
+ * As in a team stage (run_stage_share), a failure skips only the stage's Python work
+ * not yet started (opaque and control nodes): its native and team nodes complete, so
+ * a team node is never left between its phases. (The serial path, one thread and no
+ * region, stops at the failing node: the recording-order state.) */
 static int run_stage_alone(team_state *ts, const eagle_stage *st, int32_t phase, gil_slot *gil,
                            eagle_profile_lane *lane, int32_t *failed_node)
 {
