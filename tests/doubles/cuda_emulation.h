@@ -168,10 +168,20 @@ static Pool &pool() {
     return p;
 }
 
+// What a pool thread is started with: its index and its semaphore, handed over whole.
+// (Reading p.go[me] from the new thread raced with the next push_back growing the vector
+// in run_block: a reallocation freed the buffer it read, and the thread waited on garbage.)
+struct PoolSlot {
+    unsigned me;
+    sem_t *go;
+};
+
 inline void *pool_thread(void *arg) {
-    const unsigned me = static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(arg));
+    const PoolSlot slot = *static_cast<PoolSlot *>(arg);
+    delete static_cast<PoolSlot *>(arg);
+    const unsigned me = slot.me;
+    sem_t *go = slot.go;
     Pool &p = pool();
-    sem_t *go = p.go[me];
     for (;;) {
         while (sem_wait(go) != 0) {
         }
@@ -210,7 +220,7 @@ inline void run_block(void (*call)(void **), void **args, eagle_emu_dim3 grid, e
         pthread_attr_setstacksize(&attr, 256 * 1024);
         pthread_t t;
         pthread_create(&t, &attr, pool_thread,
-                       reinterpret_cast<void *>(static_cast<std::uintptr_t>(p.go.size() - 1)));
+                       new PoolSlot{static_cast<unsigned>(p.go.size() - 1), s});
         pthread_attr_destroy(&attr);
         pthread_detach(t);
     }
