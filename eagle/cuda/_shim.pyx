@@ -727,8 +727,9 @@ cdef class Graph:
         raises CudaError naming the failing node: its eagle index via
         ``owners`` and its name via ``names`` (a sequence indexed by eagle
         node), with ``node_index`` / ``node_name`` set. A failing node of a
-        conditional body or child graph (the driver names it there) is looked up
-        in ``inner``: {handle: (what it is, index of the top-level eagle node)};
+        conditional body or child graph (the driver names it there), or of a body
+        captured in place, is looked up in ``inner`` (before ``owners``): {handle:
+        (what it is, index of the top-level eagle node)};
         ``node_index`` / ``node_name`` are then the top-level node's.
         """
         cdef eagle_cudaGraphExec_t e = NULL
@@ -750,7 +751,9 @@ cdef class Graph:
                 except (IndexError, KeyError, TypeError):
                     name = None
             where = ""
-            what = inner.get(<uintptr_t>bad) if (inner is not None and bad != NULL and index is None) else None
+            # inner first: a subgraph body captured in place sits in the top-level graph,
+            # where owners knows only the top-level node holding it
+            what = inner.get(<uintptr_t>bad) if (inner is not None and bad != NULL) else None
             if what is not None:
                 index = what[1]
                 if index is not None and names is not None:

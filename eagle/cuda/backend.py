@@ -64,7 +64,8 @@ its logical size in device memory (``size_ptr``), a compaction node sets the
 next replay's size there, and ``launch`` reads it back once at its end (one
 small D2H copy per launch, not per replay). ``launch_until_done`` runs as one
 conditional WHILE node on 12.4+ drivers (an exact replay-by-replay host loop
-before), never past the end. See eagle/cuda/finished.py.
+before, and for a graph holding conditional nodes, which no child graph may hold:
+``until_done_path``), never past the end. See eagle/cuda/finished.py.
 """
 from __future__ import annotations
 
@@ -878,6 +879,16 @@ class CudaBackend(Backend):
         mode = self.until_done_mode
         if mode is None:
             mode = "device" if _cuda.has("conditional") else "host"
+        if mode == "device" and self._control.conditional_nodes:
+            # the WHILE node's body holds the replay graph as a child graph (_while_exec),
+            # and CUDA refuses a child graph holding conditional nodes: decided here, with
+            # no driver call made to fail
+            self.until_done_fallback = (
+                f"the replay graph holds {self._control.conditional_nodes} conditional "
+                "node(s) (while_loop / if_else), and CUDA refuses a child graph holding "
+                "conditional nodes, which launch_until_done's WHILE node would need around "
+                "the replay: it replays one at a time, reading the live count after each")
+            mode = "host"
         return mode
 
     def _ranks_of(self, recording):

@@ -20,7 +20,15 @@ graph) and then makes ``s``'s next work follow them (``cuStreamUpdateCaptureDepe
   it and the second to its negation (so ``then`` writing the condition does not also
   run ``otherwise``, as in Python's ``if``/``else``). Two IF nodes work on every 12.4+
   driver; the two-body IF of CUDA 12.8 would save one node and is not used.
-- ``subgraph(graph)`` becomes a **child-graph** node whose graph the body is captured into.
+- ``subgraph(graph)`` becomes a **child-graph** node whose graph the body is captured
+  into, unless the body holds a ``while_loop`` / ``if_else`` at any depth: CUDA refuses a
+  child graph holding conditional nodes (CUDA_CHILD_GRAPH_NODE_PARAMS: "The graph must
+  not contain conditional nodes"), so such a body is captured **in place**, its nodes
+  one after another on the capturing stream, into the graph holding the subgraph node
+  (``_capture_in_place``). In place rather than inside an IF node whose handle defaults
+  to 1: it adds no node, no handle and no condition to evaluate per run, needs nothing
+  of the driver beyond what the body's own conditional nodes need, and keeps the sized
+  kernels and failed-instantiate names on the paths the other nodes use.
 
 Each body is captured into its graph (the conditional node's body, the child node's
 graph) with ``cuStreamBeginCaptureToGraph`` on a stream of its own, its nodes in
@@ -59,7 +67,7 @@ import numpy as np
 from eagle._errors import CudaError
 from eagle.record.node import RunsAs
 
-__all__ = ["ControlCapture", "flat_nodes", "check_bodies"]
+__all__ = ["ControlCapture", "flat_nodes", "check_bodies", "holds_conditional"]
 
 #: a while loop's device state (int64 each): iterations run in this visit, the limit was
 #: reached, the stop flag ended it, the iterations run when it did (kernels/control.cu)
@@ -89,6 +97,16 @@ def flat_nodes(nodes):
     return out
 
 
+def holds_conditional(rec) -> bool:
+    """Whether recording ``rec`` holds a while_loop / if_else node at any depth (inside
+    subgraphs too): what CUDA does not allow in a child graph."""
+    for node in rec.nodes:
+        if node.runs_as is RunsAs.CONTROL:
+            if node.control != "subgraph" or any(holds_conditional(b) for b in node.bodies):
+                return True
+    return False
+
+
 def _signed(v: int) -> int:
     """An unsigned 64-bit handle as the int64 the kernel launch takes (the same bits)."""
     return v - (1 << 64) if v >= (1 << 63) else v
@@ -103,7 +121,8 @@ def check_bodies(recording, cuda_module, path=()):
         name = recording.names[i]
         where = " inside ".join([f"{node.control} node {name!r}"] + list(path))
         if node.control == "subgraph":
-            if not cuda_module.has("capture_to_graph"):
+            # a body captured in place (holding conditional nodes) needs no child graph
+            if not holds_conditional(node.bodies[0]) and not cuda_module.has("capture_to_graph"):
                 _too_old(cuda_module, where, "child-graph nodes captured into",
                          _CAPTURE_TO_GRAPH_VERSION)
         else:
@@ -160,6 +179,8 @@ class ControlCapture:
         self._top = None
         self.conditional_nodes = 0
         self.child_nodes = 0
+        #: subgraph nodes whose body was captured in place (it holds conditional nodes)
+        self.in_place = 0
 
     @property
     def _backend(self):
@@ -218,6 +239,10 @@ class ControlCapture:
         labels = [f"the {label} of {kind} node {name!r}" for label, _ in node.body_nodes()]
         _cs, _id, gptr, deps = stream.capture_info()
         graph = self._cuda.Graph.borrow(gptr)
+        if node.control == "subgraph" and holds_conditional(node.bodies[0]):
+            self.in_place += 1
+            self._capture_in_place(node.bodies[0], stream, graph, size, sized, labels[0])
+            return
         if node.control == "subgraph":
             empty = self._cuda.Graph()
             try:
@@ -296,6 +321,41 @@ class ControlCapture:
                 s.end_capture_to_graph()
         # a body's kernels are patched in the graph, then one exec update (module doc)
         sized += [entry[:7] + (True,) for entry in inner]
+
+    def _capture_in_place(self, rec, stream, graph, size, sized, label):
+        """``rec``'s nodes captured in recording order on ``stream`` itself, into ``graph``
+        (the graph ``stream`` captures into): a subgraph body holding conditional nodes,
+        which no child graph may hold. Its sized kernels go to ``sized`` as the holding
+        graph's own (a body's when that graph is one); each graph node added is named
+        after the body node that added it (``body_owners``, which instantiate consults
+        before the top-level owners)."""
+        b = self._backend
+        self._path.append(label)
+        where = " in ".join(reversed(self._path))
+        seen = set(graph.nodes())
+        try:
+            for j, node in enumerate(rec.nodes):
+                try:
+                    b._capture_node(node, rec.names[j], stream, size, sized, j)
+                except BaseException as e:
+                    from eagle._errors import add_note
+
+                    add_note(e, f"eagle: raised by node {rec.names[j]!r} of a control-flow body "
+                                "while build() captured it")
+                    raise
+                if stream.capture_status() != self._cuda.CAPTURE_STATUS_ACTIVE:
+                    st = 901
+                    raise CudaError(st, self._cuda.status_name(st), self._cuda.status_text(st),
+                                    f"node {rec.names[j]!r} of a control-flow body invalidated its "
+                                    "capture (a GPU call inside it failed or is not allowed while "
+                                    "capturing)")
+                for h in graph.nodes():
+                    if h not in seen:
+                        seen.add(h)
+                        self.body_owners.setdefault(h, (f"node {rec.names[j]!r} in {where}",
+                                                        self._top))
+        finally:
+            self._path.pop()
 
     def close_streams(self):
         for s in self._streams:

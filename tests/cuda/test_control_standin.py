@@ -428,7 +428,7 @@ from eagle.cuda import _shim as _cuda
 assert _cuda.load()
 import eagle, eagle.cuda.backend
 from eagle.cuda.kernel_nodes import SIZE, cuda_kernel
-from eagle.record.control import while_loop
+from eagle.record.control import subgraph, while_loop
 from fake_cuda import DeviceArray
 from fake_cuda_build import EmulatedKernels, bind_fake_libcuda
 from eagle.cuda.finished import set_kernel_provider
@@ -455,7 +455,12 @@ else:
     if mode == "before":   # one long kernel before the loop (0.9 s): it cannot be stopped
         g.add_node(cuda_kernel((builtin("slow_fill"), 4), [s, 0.0, SIZE, 900000],
                                updates={"s": s, "k": k}), name="slow")   # "k": the loop follows it
-    g.add_node(while_loop({"k": k[:1]}, body), name="spin")
+    if mode == "subgraph":  # the loop in a subgraph, captured in place
+        held = eagle.Graph()
+        held.add_node(while_loop({"k": k[:1]}, body), name="spin")
+        g.add_node(subgraph(held), name="sub")
+    else:
+        g.add_node(while_loop({"k": k[:1]}, body), name="spin")
 g.build()
 k.host[0] = 10 ** 15       # the loop's condition never clears in this launch
 print("ready", flush=True)
@@ -488,7 +493,7 @@ _test_kernels = None
 
 
 @pytest.mark.skipif(os.name != "posix", reason="needs POSIX signals")
-@pytest.mark.parametrize("mode", ["mid", "twice", "before", "replays"])
+@pytest.mark.parametrize("mode", ["mid", "twice", "before", "replays", "subgraph"])
 def test_ctrl_c_stops_a_long_launch(fake_libcuda_path, cuda_mod, tmp_path_factory, mode):
     """SIGINT during g.launch: a while_loop whose condition never clears ("mid"; "twice":
     a second Ctrl-C while eagle drains), a slow kernel before the loop ("before": it
@@ -526,7 +531,7 @@ def test_ctrl_c_stops_a_long_launch(fake_libcuda_path, cuda_mod, tmp_path_factor
     assert p.returncode == 0, err
     lines = out.strip().splitlines()
     first = lines[0].split(" ", 2)
-    assert first[0] == "interrupted", out + err
+    assert first[0] == "interrupted" and len(first) == 3, out + err
     took = float(first[1]) - sent
     note = first[2]
     if mode == "twice" and "a second Ctrl-C" in note:   # it landed while eagle drained
@@ -545,12 +550,15 @@ def test_ctrl_c_stops_a_long_launch(fake_libcuda_path, cuda_mod, tmp_path_factor
             assert "while_loop node 'spin' before its first iteration" in note, note
             assert int(ran) == 0 and took >= 0.3   # raised once the slow kernel ended
         elif "a second Ctrl-C" not in note:
-            it = int(note.split("while_loop node 'spin' after ")[1].split()[0])
+            spin = ("while_loop node 'spin' in the graph of 'sub' after "
+                    if mode == "subgraph" else "while_loop node 'spin' after ")
+            assert spin in note, note
+            it = int(note.split(spin)[1].split()[0])
             assert int(ran) == it > 0, (ran, note)   # the iteration the note names is the one it stopped at
     assert took < 20, took   # a hang bound, not a timing measurement
 
 
-@pytest.mark.parametrize("where", ["while", "nested", "then", "subgraph"])
+@pytest.mark.parametrize("where", ["while", "nested", "then", "subgraph", "in place", "in place, nested"])
 def test_failed_instantiate_names_the_body_node(fake, ck, tk, where):
     """The driver names the failing node of cuGraphInstantiateWithParams also when it sits
     in a conditional body or child graph: build() names that body node and the control
@@ -576,9 +584,26 @@ def test_failed_instantiate_names_the_body_node(fake, ck, tk, where):
     elif where == "then":
         g.add_node(if_else({"flag": flag}, body), name="maybe")
         want, top = "node 'halve' in the then of if_else node 'maybe'", "maybe"
-    else:
+    elif where == "subgraph":
         g.add_node(subgraph(body), name="sub")
         want, top = "node 'halve' in the graph of subgraph node 'sub'", "sub"
+    elif where == "in place":   # a subgraph holding a loop: its nodes sit in the top-level graph
+        spin = eagle.Graph()
+        spin.add_node(dec(ck, tk, k), name="dec")
+        held = eagle.Graph()
+        held.add_node(while_loop({"k": k_c}, spin), name="loop")
+        held.add_node(add(ck, tk, x, 1.0), name="step")
+        held.add_node(newton(ck, tk, x, x, None, None), name="halve")
+        g.add_node(subgraph(held), name="sub")
+        want, top = "node 'halve' in the graph of subgraph node 'sub'", "sub"
+    else:                       # a loop in a subgraph captured in place inside a branch
+        held = eagle.Graph()
+        held.add_node(while_loop({"k": k_c}, body), name="inner")
+        then = eagle.Graph()
+        then.add_node(subgraph(held), name="sub")
+        g.add_node(if_else({"flag": flag}, then), name="maybe")
+        want, top = ("node 'halve' in the body of while_loop node 'inner' in the graph of subgraph "
+                     "node 'sub' in the then of if_else node 'maybe'", "maybe")
     fake.fake_cuda_fail_instantiate_at_kernel(tk["t_newton"][0])
     with pytest.raises(eagle.CudaError) as info:
         g.build()
@@ -702,9 +727,16 @@ def test_absorbing_samples_in_a_while_loop_compacted_in_its_body(fake, pk, polic
     assert sizes_seen(log) == seen
     assert not s["alive"].host[L:].any()
     log.host[0] = 0
-    g._backend.until_done_mode = path   # a WHILE node around the replay, or replay by replay
+    g._backend.until_done_mode = path   # asked for the WHILE node, or replay by replay
+    calls = fake.fake_cuda_counter(b"cuGraphAddChildGraphNode")
     done = g.launch_until_done(1000)
-    assert g._backend.until_done_fallback is None
+    # the WHILE node would hold the replay, a graph with conditional nodes, as a child
+    # graph, which CUDA refuses: the host loop runs, decided up front (no driver call fails)
+    assert (g._backend.until_done_fallback is None) == (path == "host")
+    if path == "device":
+        assert "conditional" in g._backend.until_done_fallback
+        assert g._backend.until_done_path() == "host"
+        assert fake.fake_cuda_counter(b"cuGraphAddChildGraphNode") == calls
     r = 7 + done
     assert g.logical_size == 0 and not s["alive"].host.any()
     back = {k: np.empty_like(s[k].host) for k in ("age", "x")}
@@ -955,3 +987,194 @@ def test_the_same_compaction_node_at_top_level_and_in_a_body(fake, pk):
         model.run(L); L = model.run(L)
         assert_same_as(s, m)
         assert g.logical_size == L
+
+
+# ---- a child graph must not hold conditional nodes -----------------------------------
+# CUDA refuses a child-graph node whose graph holds a conditional node at any depth
+# (CUDA_CHILD_GRAPH_NODE_PARAMS, cuGraphAddChildGraphNode); the stand-in models it. A
+# subgraph whose body holds a while_loop / if_else is captured in place instead
+# (eagle/cuda/control.py), and launch_until_done, whose WHILE node would hold the replay
+# as a child graph, replays one at a time for a graph with conditional nodes.
+
+
+def test_stand_in_refuses_a_child_graph_holding_a_conditional_node(fake, cuda_mod):
+    """cuGraphAddChildGraphNode with a graph holding a conditional node (also one level
+    down, in a child of a conditional body), and a conditional node added into a child
+    node's own graph (cuGraphChildGraphNodeGetGraph), are refused; a conditional body may
+    hold a child graph and conditional nodes."""
+    holder = cuda_mod.Graph()
+    holder.add_conditional("while", (), 0)
+    deep = cuda_mod.Graph()
+    _n, _h, body = deep.add_conditional("if", (), 1)
+    body.add_conditional("if", (), 0)           # allowed: a conditional inside a body
+    plain = cuda_mod.Graph()
+    body.add_child(plain)                        # allowed: a child graph inside a body
+    top = cuda_mod.Graph()
+    for g in (holder, deep):
+        with pytest.raises(eagle.CudaError, match="cuGraphAddChildGraphNode: CUDA_ERROR_INVALID_VALUE"):
+            top.add_child(g)
+    child = top.add_child(plain)                 # a child graph without conditionals: fine
+    with pytest.raises(eagle.CudaError, match="CUDA_ERROR_INVALID_VALUE"):
+        top.child_graph(child).add_conditional("if", (), 1)
+    ex = top.instantiate()
+    ex.close()
+    for g in (top, plain, deep, holder):
+        g.close()
+
+
+def _counting_loop(ck, tk, x, k):
+    """while k: x += 1; k -= 1"""
+    body = eagle.Graph()
+    body.add_node(add(ck, tk, x, 1.0), name="inc")
+    body.add_node(dec(ck, tk, k), name="dec")
+    return body
+
+
+def test_a_subgraph_holding_a_while_loop_used_twice(fake, ck, tk):
+    """sub = (check; while more: newton step; check; iterations += 1), used twice with
+    x += 3 between: per replay, against the same Python; the body is captured in place
+    (no child-graph node holds the WHILE node), which the stand-in would refuse."""
+    rng = np.random.default_rng(3)
+    n, tol = 8, 1e-10
+    a_h = rng.uniform(1.0, 30.0, n)
+    x, a = DeviceArray(np.ones(n)), DeviceArray(a_h)
+    more, more_c = scalar(n, np.int32)
+    count = DeviceArray(np.zeros(n))
+    step = eagle.Graph()
+    step.add_node(newton(ck, tk, x, a, more, tol), name="step")
+    step.add_node(residual(ck, tk, x, a, more, tol), name="check")
+    step.add_node(add(ck, tk, count, 1.0), name="count")
+    sub = eagle.Graph()
+    sub.add_node(residual(ck, tk, x, a, more, tol), name="check0")
+    sub.add_node(while_loop({"more?": more_c}, step), name="newton")
+    g = eagle.Graph()
+    g.add_node(subgraph(sub), name="first")
+    g.add_node(add(ck, tk, x, 3.0), name="kick")
+    g.add_node(subgraph(sub), name="second")
+    g.build()
+    b = g._backend
+    assert (b._control.in_place, b._control.child_nodes, b._control.conditional_nodes) == (2, 0, 2)
+    assert fake.fake_cuda_counter(b"cuGraphAddChildGraphNode") == 0
+    want_count = 0.0
+    for replay in range(3):
+        start = rng.uniform(0.5, 3.0, n)
+        x.host[:] = start
+        g.launch(1)
+        xs = start.copy()
+        for use in range(2):
+            if use:
+                xs += 3.0
+            while np.any(np.abs(xs * xs - a_h) > tol):
+                xs = 0.5 * (xs + a_h / xs)
+                want_count += 1
+        np.testing.assert_array_equal(x.host, xs)
+        np.testing.assert_array_equal(count.host, np.full(n, want_count))
+    assert want_count > 6
+
+
+def test_nesting_subgraph_if_else_while(fake, ck, tk):
+    """subgraph(if flag: (while k: x += 1; k -= 1) else: x -= 100; y += 1) next to a
+    subgraph without conditionals (still a child-graph node), inside a while loop too;
+    set_logical_size reaches the kernels captured in place (top-level graph: per-node
+    update; inside the loop's body: the whole-graph update)."""
+    n = 6
+    x, y = DeviceArray(np.zeros(n)), DeviceArray(np.zeros(n))
+    k, k_c = scalar(n, np.int64)
+    j, j_c = scalar(n, np.int64)
+    flag = DeviceArray(np.ones(1, np.int32))
+    other = eagle.Graph()
+    other.add_node(add(ck, tk, x, -100.0), name="minus")
+    then = eagle.Graph()
+    then.add_node(while_loop({"k?": k_c}, _counting_loop(ck, tk, x, k)), name="count")
+    sub = eagle.Graph()
+    sub.add_node(if_else({"flag": flag}, then, other), name="choose")
+    sub.add_node(add(ck, tk, y, 1.0), name="tally")
+    plain = eagle.Graph()
+    plain.add_node(add(ck, tk, y, 10.0), name="ten")
+    outer = eagle.Graph()
+    outer.add_node(subgraph(sub), name="inner_sub")
+    outer.add_node(dec(ck, tk, j), name="jdec")
+    g = eagle.Graph()
+    g.add_node(subgraph(sub), name="sub")
+    g.add_node(subgraph(plain), name="plain")
+    g.add_node(while_loop({"j?": j_c}, outer), name="outer")
+    g.build()
+    b = g._backend
+    assert (b._control.in_place, b._control.child_nodes) == (2, 1)
+    assert b.sized_kernels == 10   # 4 per capture of sub, ten, jdec
+
+    def python(L, kk, f, jj):
+        """x, y as Python's control flow leaves them (the first L samples of each kernel)."""
+        for _ in range(1 + jj):           # sub at top level, then once per outer iteration
+            if f:
+                want_x[:L] += kk          # the loop counts k down to 0 ...
+                kk = 0                    # ... so a later use runs no iteration
+            else:
+                want_x[:L] -= 100.0
+            want_y[:L] += 1.0
+            if _ == 0:
+                want_y[:L] += 10.0
+
+    want_x, want_y = np.zeros(n), np.zeros(n)
+    for L, kk, f, jj in [(n, 3, 1, 2), (n, 0, 1, 1), (n, 2, 0, 3), (2, 4, 1, 2), (4, 1, 0, 0), (n, 5, 1, 1)]:
+        if L != g.logical_size:
+            g.set_logical_size(L)
+        k.host[0], flag.host[0], j.host[0] = kk, f, jj
+        g.launch(1)
+        python(L, kk, f, jj)
+        np.testing.assert_array_equal(x.host, want_x)
+        np.testing.assert_array_equal(y.host, want_y)
+        assert k.host[0] == (0 if f else kk) and j.host[0] == 0
+
+
+def test_launch_until_done_of_a_graph_with_control_nodes(fake, pk):
+    """launch_until_done asked for the device path: a graph whose subgraph holds a while
+    loop around a compaction replays one at a time (until_done_fallback says why, no
+    driver call fails); one whose subgraph holds no conditional keeps the WHILE node."""
+    from eagle.cuda.kernel_nodes import SIZE_PTR, cuda_kernel
+    from eagle.graph import compact
+    n = 120
+    life_h = np.random.default_rng(2).integers(1, 25, n)
+    results = {}
+    for looped in (True, False):
+        s = body_particles(n, 6)
+        life = DeviceArray(life_h)
+        it, more, log = (DeviceArray(np.zeros(n, np.int64)), DeviceArray(np.zeros(n, bool)),
+                         DeviceArray(np.zeros(n, np.int64)))
+        step = eagle.Graph()
+        step.add_node(cuda_kernel(pk["t_absorb"], [s["alive"], s["age"], s["x"], s["ids"], life, SIZE_PTR],
+                                  reads={"ids": s["ids"], "life": life},
+                                  updates={k: s[k] for k in ("alive", "age", "x")}, block=32), "absorb")
+        step.add_node(compact(s["alive"], {"x": s["x"], "age": s["age"]}, ids=s["ids"],
+                              count=DeviceArray(np.zeros(1, np.int64))), "compact")
+        sub = eagle.Graph()
+        if looped:   # two steps per replay, as a loop: it = 0; while it < 2: step; it += 1
+            step.add_node(tick(pk, it, more, 2, log, alive=s["alive"]), "tick")
+            sub.add_node(tick(pk, it, more, 2, log, alive=s["alive"], reset=1), "reset")
+            sub.add_node(while_loop({"more": more[:1]}, step), "loop")
+        else:        # two steps per replay, written out
+            sub.add_node(subgraph(step), "one")
+            sub.add_node(subgraph(step), "two")
+        g = eagle.Graph()
+        g.add_node(subgraph(sub), "sub")
+        g.build()
+        b = g._backend
+        b.until_done_mode = "device"
+        calls = fake.fake_cuda_counter(b"cuGraphAddChildGraphNode")
+        done = g.launch_until_done(1000)
+        if looped:
+            assert b._control.in_place == 1 and b._control.conditional_nodes == 1
+            assert "conditional" in b.until_done_fallback and b.until_done_path() == "host"
+            assert fake.fake_cuda_counter(b"cuGraphAddChildGraphNode") == calls
+            assert b._while is None
+        else:
+            assert b._control.in_place == 0 and b._control.child_nodes == 3
+            assert b.until_done_fallback is None and b._while is not None
+        assert g.logical_size == 0 and not s["alive"].host.any()
+        back = np.empty(n, np.int64)
+        back[s["ids"].host] = s["age"].host
+        results[looped] = (done, back)
+    # the same work either way: every sample aged to its life, in the same replays
+    assert results[True][0] == results[False][0] == int(np.ceil(life_h.max() / 2))
+    np.testing.assert_array_equal(results[True][1], life_h)
+    np.testing.assert_array_equal(results[False][1], life_h)

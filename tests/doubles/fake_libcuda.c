@@ -45,7 +45,9 @@
  * - graph nodes: kernel, memcpy and memset (captured, device memory only),
  *   child graph, conditional (IF/WHILE, with cuGraphConditionalHandleCreate
  *   and a device-side fake_cuda_set_conditional that emulated kernels call
- *   as cudaGraphSetConditional). Events during capture are fork/join edges,
+ *   as cudaGraphSetConditional). A child graph must not hold a conditional
+ *   node at any depth (the driver's rule, modelled at cuGraphAddChildGraphNode,
+ *   cuGraphAddNode and instantiate: see graph_holds_cond). Events during capture are fork/join edges,
  *   as in CUDA; no entry point adds event record / wait nodes (eagle uses
  *   none), though the executor knows the node types.
  *
@@ -853,6 +855,7 @@ typedef struct fgraph {
     fnode **nodes;
     size_t n, cap;
     struct fgraph *cond_parent;    /* a conditional body: its node's graph */
+    int in_child;                  /* the graph a child-graph node owns */
     struct uref *urefs;            /* user objects the graph holds references to */
     size_t nurefs;
 } fgraph;
@@ -962,6 +965,7 @@ static void node_copy_params(fnode *d, const fnode *s) {
     d->handle = s->handle;
     d->cond_type = s->cond_type;
     d->child = s->child ? graph_clone(s->child) : NULL;
+    if (d->child) d->child->in_child = s->type == N_CHILD;
 }
 static fgraph *graph_clone(const fgraph *src) {
     fgraph *g = graph_new();
@@ -1003,6 +1007,28 @@ static void cond_defaults_at_launch(const fgraph *g) {
     }
 }
 
+/* The child-graph rule (CUDA_CHILD_GRAPH_NODE_PARAMS: "The graph must not contain
+ * conditional nodes"; cuGraphAddChildGraphNode: "If childGraph contains allocation
+ * nodes, free nodes, or conditional nodes, this call will return an error"), whereas a
+ * conditional body may hold conditional and child-graph nodes. Whether g holds a
+ * conditional node at any depth (in its child graphs and conditional bodies too). */
+static int graph_holds_cond(const fgraph *g) {
+    for (size_t i = 0; i < g->n; ++i) {
+        const fnode *n = g->nodes[i];
+        if (n->type == N_COND) return 1;
+        if (n->type == N_CHILD && n->child && graph_holds_cond(n->child)) return 1;
+    }
+    return 0;
+}
+/* Whether g is a child-graph node's graph, or a conditional body inside one (at any
+ * depth): a conditional node may not be added there (the graph cuGraphChildGraphNodeGetGraph
+ * returns is the node's own, so adding one would break the rule above). */
+static int graph_in_child(const fgraph *g) {
+    for (; g; g = g->cond_parent)
+        if (g->in_child) return 1;
+    return 0;
+}
+
 /* What a conditional body may hold (CUDA 12.4+): kernel, memcpy, memset, empty, child
  * graph and conditional nodes, the same holding for child graphs and nested bodies
  * inside it; host, event and memory-allocation nodes are refused at instantiate
@@ -1013,6 +1039,7 @@ static fnode *cond_body_refused(const fgraph *g) {
         if (n->type != N_KERNEL && n->type != N_MEMCPY && n->type != N_MEMSET &&
             n->type != N_EMPTY && n->type != N_CHILD && n->type != N_COND)
             return n;
+        if (n->type == N_CHILD && n->child && graph_holds_cond(n->child)) return n;
         if ((n->type == N_COND || n->type == N_CHILD) && n->child) {
             fnode *bad = cond_body_refused(n->child);
             if (bad) return bad;
@@ -1024,6 +1051,7 @@ static fnode *graph_cond_refused(const fgraph *g) {
     for (size_t i = 0; i < g->n; ++i) {
         const fnode *n = g->nodes[i];
         fnode *bad = NULL;
+        if (n->type == N_CHILD && n->child && graph_holds_cond(n->child)) return (fnode *)n;
         if (n->type == N_COND && n->child) bad = cond_body_refused(n->child);
         else if (n->type == N_CHILD && n->child) bad = graph_cond_refused(n->child);
         if (bad) return bad;
@@ -1902,8 +1930,13 @@ static int add_child(void **out, void *g, const void *const *deps, size_t n, voi
     if (!out || !valid_graph(g) || !valid_graph(child)) LEAVE(E_INVALID_VALUE);
     int rc = check_deps((fgraph *)g, deps, n);
     if (rc) LEAVE(rc);
+    /* the docs say only "this call will return an error" for a childGraph holding a
+     * conditional node; the code is a guess: CUDA_ERROR_INVALID_VALUE, the one error the
+     * call's return list names besides the not-initialized ones */
+    if (graph_holds_cond((fgraph *)child)) LEAVE(E_INVALID_VALUE);
     fnode *nd = graph_add((fgraph *)g, N_CHILD, (fnode *const *)deps, n);
     nd->child = graph_clone((fgraph *)child);
+    nd->child->in_child = 1;
     *out = nd;
     LEAVE(0);
 }
@@ -2005,7 +2038,9 @@ static int cond_handle_create(unsigned long long *h, void *g, void *ctx, unsigne
     LEAVE(0);
 }
 typedef struct { unsigned long long handle; int type; unsigned size; void **phGraph_out; void *ctx; } condp;
-typedef struct { int type; int reserved0[3]; union { long long reserved1[29]; condp cond; } u;
+/* CUDA_CHILD_GRAPH_NODE_PARAMS: the graph, and its ownership (0 clone, 1 move) */
+typedef struct { void *graph; int ownership; } childp;
+typedef struct { int type; int reserved0[3]; union { long long reserved1[29]; condp cond; childp child; } u;
                  long long reserved2; } nodeparams;
 static int add_node_v2(void **out, void *g, const void *const *deps, const void *edges, size_t n,
                        nodeparams *p) {
@@ -2014,7 +2049,22 @@ static int add_node_v2(void **out, void *g, const void *const *deps, const void 
     if (!out || !valid_graph(g) || !p) LEAVE(E_INVALID_VALUE);
     int rc = check_deps((fgraph *)g, deps, n);
     if (rc) LEAVE(rc);
-    if (p->type != N_COND) LEAVE(E_NOT_SUPPORTED); /* the stand-in adds only conditionals here */
+    if (p->type == N_CHILD) {   /* CU_GRAPH_NODE_TYPE_GRAPH: clone only */
+        childp *cp = &p->u.child;
+        if (!valid_graph(cp->graph) || cp->ownership != 0) LEAVE(E_INVALID_VALUE);
+        /* the child-graph rule (graph_holds_cond); the code is a guess, as in add_child */
+        if (graph_holds_cond((fgraph *)cp->graph)) LEAVE(E_INVALID_VALUE);
+        fnode *nd = graph_add((fgraph *)g, N_CHILD, (fnode *const *)deps, n);
+        nd->child = graph_clone((fgraph *)cp->graph);
+        nd->child->in_child = 1;
+        *out = nd;
+        LEAVE(0);
+    }
+    /* the stand-in adds only conditional and child-graph nodes here */
+    if (p->type != N_COND) LEAVE(E_NOT_SUPPORTED);
+    /* a conditional node into a child graph's graph (or a body inside one) breaks the
+     * child-graph rule (graph_in_child); the code is a guess (CUDA_ERROR_INVALID_VALUE) */
+    if (graph_in_child((fgraph *)g)) LEAVE(E_INVALID_VALUE);
     condp *c = &p->u.cond;
     if (c->handle < 1 || c->handle > (unsigned long long)nconds ||
         conds[c->handle - 1].graph != (fgraph *)g || c->type < 0 || c->type > 1 || c->size != 1 ||

@@ -3,7 +3,9 @@
 WHILE / IF nodes set by eagle's condition kernel (eagle/cuda/kernels/control.cu,
 compiled by CuPy's NVRTC), a child-graph node, the iteration limit, and a retune of
 kernel nodes inside a body (the graph patch + cuGraphExecUpdate path, which the CPU
-stand-in can only model). Run in a process of its own (see test_gpu_backend.py)."""
+stand-in can only model), and a subgraph holding control flow (captured in place: no
+child graph may hold a conditional node). Run in a process of its own (see
+test_gpu_backend.py)."""
 import numpy as np
 import pytest
 
@@ -232,3 +234,40 @@ def test_a_compaction_inside_a_while_loop_body_on_a_gpu(cupy):
     back = cupy.asnumpy(age).copy()
     back[cupy.asnumpy(ids)] = cupy.asnumpy(age)
     np.testing.assert_array_equal(back, life_h)
+
+
+def test_a_subgraph_holding_control_flow_on_a_gpu(cupy):
+    """subgraph(if flag: (while k: x += 1; k -= 1) else: x -= 100), used twice: CUDA
+    refuses a child graph holding conditional nodes (CUDA_CHILD_GRAPH_NODE_PARAMS), so
+    eagle captures the body in place; the result against the plain-Python form, a retune
+    reaching the kernels captured in place, and launch_until_done of a graph with
+    conditional nodes (the host path, decided up front, no refused driver call)."""
+    add, dec = kernels(cupy)
+    n = 1000
+    x = cupy.zeros(n)
+    k = cupy.zeros(n, dtype=cupy.int64)
+    flag = cupy.ones(1, dtype=cupy.int32)
+    loop, then, other, sub = eagle.Graph(), eagle.Graph(), eagle.Graph(), eagle.Graph()
+    loop.add_node(add(x, 1.0), name="inc")
+    loop.add_node(dec(k), name="dec")
+    then.add_node(while_loop({"k?": k[:1]}, loop), name="count")
+    other.add_node(add(x, -100.0), name="minus")
+    sub.add_node(if_else({"flag?": flag}, then, other), name="choose")
+    g = eagle.Graph()
+    g.add_node(subgraph(sub), name="first")
+    g.add_node(add(x, 0.5), name="half")
+    g.add_node(subgraph(sub), name="second")
+    g.build()
+    assert g._backend._control.in_place == 2 and g._backend._control.child_nodes == 0
+    want = np.zeros(n)
+    for kk, f in [(3, 1), (0, 1), (2, 0)]:
+        k[0], flag[0] = kk, f
+        g.launch(1)
+        want += (kk if f else -200.0) + 0.5    # the second use finds k == 0 (or subtracts again)
+        np.testing.assert_array_equal(cupy.asnumpy(x), want)
+    g.set_logical_size(10)
+    k[0], flag[0] = 2, 1
+    g.launch(1)
+    want[:10] += 2.5
+    np.testing.assert_array_equal(cupy.asnumpy(x), want)
+    assert g._backend.until_done_path() == "host" and "conditional" in g._backend.until_done_fallback
