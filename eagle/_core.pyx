@@ -277,7 +277,7 @@ cdef object _graph_run(GraphCore self, int64_t n, bint until_done, object progre
             else:
                 done = _run_observed(self, backend, n, until_done, progress)
         except BaseException as e:
-            backend.note_failure(e, n)
+            backend.note_failure(e, n, until_done)
             raise
         finally:
             if self._resizes:

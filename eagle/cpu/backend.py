@@ -9,7 +9,7 @@ from eagle.cpu._executor import CpuPlan, get_num_threads, parallel_threshold_ns
 from eagle.cpu.fusion import fused_runs
 from eagle.look.picture import body_lines
 from eagle.record import hooks
-from eagle.record.backend import Backend
+from eagle.record.backend import Backend, launch_call
 from eagle.record.node import RunsAs
 from eagle.record.plan import Plan, StagePlan
 
@@ -96,12 +96,13 @@ class CpuBackend(Backend):
         node, replay = where
         return (self._plan.order[node] if node >= 0 else -1), replay
 
-    def note_failure(self, exc, n):
+    def note_failure(self, exc, n, until_done=False):
         """As Backend's, and through control nodes: which body node raised, in which
         iteration (or that Ctrl-C or the iteration limit stopped a loop)."""
         where = self._plan.last_failure
         if where is None or where[0] < 0 or self._plan.control_failure(where[0]) is None:
-            return super().note_failure(exc, n)
+            return super().note_failure(exc, n, until_done)
+        call = launch_call(n, until_done)
         plan, rec, i = self._plan, self.recording, self._plan.order[where[0]]
         k = where[0]
         path = []
@@ -120,12 +121,12 @@ class CpuBackend(Backend):
             return " in ".join(f"the {nd.body_labels[b]}" + (f" (iteration {it})" if nd.control == "while" else "")
                                + f" of {w}" for w, nd, b, it in reversed(entries))
         if why == "raised":
-            text = f"eagle: raised by node {rec.names[i]!r} in {inside(path)}, in replay {where[1]} of launch({n})"
+            text = f"eagle: raised by node {rec.names[i]!r} in {inside(path)}, in replay {where[1]} of {call}"
         else:
             w, nd, _, it = path[-1]
             w = f"{w} in {inside(path[:-1])}" if len(path) > 1 else w
-            text = (f"eagle: raised by {w} in replay {where[1]} of launch({n})" if why == "limit" else
-                    f"eagle: launch({n}) interrupted in iteration {it} of {w}, in replay {where[1]}")
+            text = (f"eagle: raised by {w} in replay {where[1]} of {call}" if why == "limit" else
+                    f"eagle: {call} interrupted in iteration {it} of {w}, in replay {where[1]}")
         add_note(exc, text)
         hooks.failed(self.recording, exc)
 

@@ -932,10 +932,12 @@ cdef class GraphExec:
                 st = eagle_cuda_graph_upload(self.handle, s)
             check(st, "cuGraphUpload")
 
-    def launch(self, stream=None, long long n=1):
+    def launch(self, stream=None, long long n=1, long long first=0, long long of=-1):
         """Replay n times on ``stream``: one cuGraphLaunch per replay, issued
         without the GIL; Ctrl-C is honoured between chunks of replays. Returns
-        the number issued. Does not synchronize."""
+        the number issued. Does not synchronize. A failure names the replay as
+        ``first`` + its index here, out of ``of`` (default n): a caller issuing one
+        launch(n) in windows says where in the whole its window starts."""
         cdef eagle_cudaStream_t s = _stream_handle(stream)
         cdef long long done = 0, total = 0, chunk
         cdef int st = 0
@@ -951,7 +953,7 @@ cdef class GraphExec:
                     st = eagle_cuda_graph_launch_n(self.handle, s, chunk, &done)
                 total += done
                 if st != 0:
-                    check(st, f"cuGraphLaunch (replay {total} of {n})")
+                    check(st, f"cuGraphLaunch (replay {first + total} of {n if of < 0 else of})")
                 if total < n:
                     PyErr_CheckSignals()
         return total

@@ -811,7 +811,7 @@ class CudaBackend(Backend):
         t0 = time.perf_counter()
         while issued[0] < n:
             c = min(n - issued[0], window)
-            issued[0] += self.exec.launch(self.stream, c)
+            issued[0] += self.exec.launch(self.stream, c, issued[0], n)
             if issued[0] >= n:
                 break
             ev = self._window_events[k]
@@ -829,7 +829,8 @@ class CudaBackend(Backend):
         self._window = window
 
     def _interrupted(self, exc, what, issued):
-        """Ctrl-C while eagle waited for ``what``: set the stop flag (each device loop
+        """Ctrl-C while eagle waited for ``what`` (``issued``: the replays issued, or a
+        callable that counts them once the device is drained): set the stop flag (each device loop
         ends at its next condition check), drain eagle's stream, clear the flag and the
         loops' state, and say on ``exc`` what was stopped. A kernel that is running
         cannot be stopped: the drain waits for it. A second Ctrl-C during the drain
@@ -845,6 +846,8 @@ class CudaBackend(Backend):
                             f"interrupting {what} on cuda: it stopped waiting; the work left "
                             "drains (its loops stopped) before the next launch")
             raise
+        if callable(issued):   # counted on the device: known once the work is drained
+            issued = issued()
         loops = ("; the stop flag ended " + ", ".join(f"while_loop node {w}" for w in stopped)
                  if stopped else "")
         add_note(exc, f"eagle: Ctrl-C interrupted {what} on cuda after {issued} replays were "
@@ -971,8 +974,11 @@ class CudaBackend(Backend):
                     if self._read_back()[fc.G_SIZE] == 0:
                         break
         except KeyboardInterrupt as e:
-            self.last_failure = (-1, done)
-            self._interrupted(e, f"launch_until_done({n})", done)
+            # the device path counts its replays on the device: `done` lags by the chunk
+            # under way, the counter read back after the drain does not
+            self._interrupted(e, f"launch_until_done({n})",
+                              lambda: int(self._host_g[fc.G_LIVE_REPLAYS]) - live_before)
+            self.last_failure = (-1, int(self._host_g[fc.G_LIVE_REPLAYS]) - live_before)
             raise
         except CudaError as e:
             self._settle()

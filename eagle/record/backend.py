@@ -70,17 +70,18 @@ class Backend:
     #: (graph node index, or -1 for an interrupt, replay) of the last failed launch, or None
     last_failure = None
 
-    def note_failure(self, exc, n: int) -> None:
-        """A launch of n replays raised ``exc``: attach where it happened, then run the
-        failure hooks (scale-out stops the other ranks)."""
+    def note_failure(self, exc, n: int, until_done: bool = False) -> None:
+        """A launch of n replays (``launch_until_done(n)`` when until_done) raised ``exc``:
+        attach where it happened, then run the failure hooks (scale-out stops the other
+        ranks)."""
         where = self.last_failure
         if where is not None:
             node, replay = where
+            call = launch_call(n, until_done)
             if node is None or node < 0:
-                add_note(exc, f"eagle: launch({n}) interrupted in replay {replay}")
+                add_note(exc, f"eagle: {call} interrupted in replay {replay}")
             else:
-                add_note(exc, f"eagle: raised by {self.recording.where(node)} in replay {replay} "
-                              f"of launch({n})")
+                add_note(exc, f"eagle: raised by {self.recording.where(node)} in replay {replay} of {call}")
         hooks.failed(self.recording, exc)
 
     # ---- the logical size ----
@@ -107,3 +108,8 @@ class Backend:
         """One note per stage of ``body`` (a control node's body ``Recording``) for the
         picture, as ``stage_notes`` for the graph's, or None."""
         return None
+
+
+def launch_call(n: int, until_done: bool) -> str:
+    """How a failure note names the launch: ``launch(n)`` or ``launch_until_done(n)``."""
+    return f"launch_until_done({n})" if until_done else f"launch({n})"

@@ -443,9 +443,14 @@ x, y, s = DeviceArray(np.zeros(4)), DeviceArray(np.zeros(4)), DeviceArray(np.zer
 k = DeviceArray(np.zeros(4, np.int64))
 slow = lambda us, name: cuda_kernel((builtin("slow_fill"), 4), [s, 0.0, SIZE, us], updates={name: s})
 g = eagle.Graph()
-if mode == "replays":      # no loop: many short replays, stopped between two of them
+if mode in ("replays", "until_done"):   # no loop: many short replays, stopped between two
     g.add_node(slow(2000, "s"), name="slow")
     g.add_node(cuda_kernel((builtin("add_one"), 2), [y, SIZE], updates={"y": y}), name="count")
+    if mode == "until_done":   # a compaction whose samples never finish: the device path
+        from eagle.graph import compact
+        alive = DeviceArray(np.ones(4, bool))
+        g.add_node(compact(alive, {"x": x}, ids=DeviceArray(np.arange(4, dtype=np.int64)),
+                           count=DeviceArray(np.zeros(1, np.int64))), name="compact")
 else:
     body = eagle.Graph()
     body.add_node(cuda_kernel((builtin("add_one"), 2), [x, SIZE], updates={"x": x}), name="inc")
@@ -467,7 +472,10 @@ print("ready", flush=True)
 out = []
 try:
     try:
-        g.launch(10 ** 6 if mode == "replays" else 1)
+        if mode == "until_done":
+            g.launch_until_done(10 ** 6)
+        else:
+            g.launch(10 ** 6 if mode == "replays" else 1)
         out.append("finished")
     except KeyboardInterrupt as e:
         out.append(f"interrupted {time.monotonic()!r} " + " ".join(getattr(e, "__notes__", [])))
@@ -476,7 +484,7 @@ except KeyboardInterrupt:
     out.append("second")
 print("\n".join(out), flush=True)
 assert g._backend._stop is None or g._backend._stop.get() == 0 or g._backend._stop_pending
-if mode == "replays":
+if mode in ("replays", "until_done"):
     issued = g._backend.last_failure[1]
     ran = int(y.host[0])
     before = ran
@@ -493,7 +501,7 @@ _test_kernels = None
 
 
 @pytest.mark.skipif(os.name != "posix", reason="needs POSIX signals")
-@pytest.mark.parametrize("mode", ["mid", "twice", "before", "replays", "subgraph"])
+@pytest.mark.parametrize("mode", ["mid", "twice", "before", "replays", "until_done", "subgraph"])
 def test_ctrl_c_stops_a_long_launch(fake_libcuda_path, cuda_mod, tmp_path_factory, mode):
     """SIGINT during g.launch: a while_loop whose condition never clears ("mid"; "twice":
     a second Ctrl-C while eagle drains), a slow kernel before the loop ("before": it
@@ -539,10 +547,13 @@ def test_ctrl_c_stops_a_long_launch(fake_libcuda_path, cuda_mod, tmp_path_factor
     else:
         assert "Ctrl-C interrupted" in note and "graph can be launched again" in note, note
     after = lines[-1].split(" ", 1)[1]
-    if mode == "replays":
+    if mode in ("replays", "until_done"):
         issued, ran, again = map(int, after.split())
         assert 0 < ran == issued < 10 ** 6 and again == 3   # stopped between replays, all drained
-        assert "launch(1000000)" in note
+        call = "launch_until_done(1000000)" if mode == "until_done" else "launch(1000000)"
+        # both notes count what ran (launch_until_done's device path counts on the device)
+        assert f"interrupted {call} on cuda after {ran} replays" in note, note
+        assert f"eagle: {call} interrupted in replay {ran}" in note, note
     else:
         ran, xs, k_left = after.split(" ", 1)[0], after.split(" ", 1)[1].rsplit(" ", 1)[0], after.rsplit(" ", 1)[1]
         assert xs == "[3.0, 3.0, 3.0, 3.0]" and k_left == "0", after   # the loop runs again
