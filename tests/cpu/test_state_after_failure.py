@@ -1,7 +1,8 @@
-"""What the arrays hold after a node raises: no node is left half-run and the team never
-waits at mismatched barriers. On one thread the state is the recording-order program's
-when the node raised; on a team the nodes running side by side with it in its stage
-may have run too, each of them whole (docs/graph.md, Errors)."""
+"""What the arrays hold after a node raises: a prefix in stage order, no node left
+half-run, and the team never waits at mismatched barriers. Every stage before the failing
+node's ran whole and no later one runs; of its own stage, on one thread the nodes before
+it ran, on a team any node running side by side with it may have run, each of them
+whole (docs/graph.md, Errors)."""
 import subprocess
 import sys
 import textwrap
@@ -45,7 +46,7 @@ def test_a_node_beside_the_failing_one_runs_whole_or_not_at_all(teams):
     assert (a == 1).all()
     assert np.unique(b).size == 1, f"post was left half-run: {np.unique(b)}"
     if eagle.get_num_threads() == 1:
-        assert not b.any()   # the sequential program: post comes after boom
+        assert not b.any()   # one thread: post comes after boom in the stage
 
 
 def test_the_same_inside_a_loop_body(teams):
@@ -119,3 +120,19 @@ def test_a_failure_beside_a_control_node_does_not_hang_the_team(tmp_path):
     raised, count = map(int, out.stdout.split())
     # the failing replay's loop did not start (or ran whole): 3 or 4 loops of 3 iterations
     assert raised == 1 and count in (9, 12)
+
+
+def test_a_node_recorded_earlier_in_a_later_stage_has_not_run(threads):
+    # a: x += 1 (stage 0); b: y = x + 1 (stage 1, it reads x); c raises (stage 0, beside a):
+    # stage order runs c before b, so b has not run when c raises, on any thread count
+    threads(1)
+    x, y, k = np.zeros(N), np.zeros(N), np.zeros(1)
+    g = Graph()
+    g.add_node(ufunc(np.add, {"x": x}, 1.0, out={"x": x}), "a")
+    g.add_node(ufunc(np.add, {"x": x}, 1.0, out={"y": y}), "b")
+    g.add_node(opaque(boom, writes={"k": k}), "c")
+    g.build()
+    assert [len(s.nodes) for s in g.plan().stages] == [2, 1]
+    with pytest.raises(ValueError, match="boom"):
+        g.launch(1)
+    assert (x == 1).all() and not y.any()
