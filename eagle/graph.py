@@ -90,9 +90,10 @@ def _not_a_node_hint(obj) -> str:
 
 
 def _one_line(name):
-    """No line break (str.splitlines' \\v, \\f, U+2028 too) nor control character (NUL, ESC):
-    the picture and the DOT text lay a name out on one line."""
-    return not any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in name)
+    """No line break (str.splitlines' \\v, \\f, U+2028 too), control character (NUL, ESC)
+    nor invisible format character (zero-width space, soft hyphen, a bidi override): the
+    picture and the DOT text lay a name out on one line, a column per character width."""
+    return not any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in name)
 
 
 def _fuse_arg(fuse):
@@ -274,8 +275,8 @@ class Graph(GraphCore):
                     k += 1
                 suffixes[base] = k
             elif not isinstance(name, str) or not name or not _one_line(name):
-                raise TypeError(f"a node name must be a non-empty one-line string (no line breaks "
-                                f"or control characters), got {name!r}")
+                raise TypeError(f"a node name must be a non-empty one-line string (no line breaks, "
+                                f"control or invisible format characters), got {name!r}")
             elif taken(name):
                 raise ValueError(f"the graph already has a node named {name!r}; node names are unique")
             new.add(name)

@@ -267,10 +267,14 @@ def test_logical_size_follows_capacity_and_is_kept():
 #
 # str(g) (the picture), to_dot() and _repr_html_ lay names out one per line; a
 # name holding a line break other than \n (\v, \f, \x85, U+2028, U+2029), a
-# NUL (Graphviz cannot draw it) or an escape sequence (ESC) would break them.
+# NUL (Graphviz cannot draw it), an escape sequence (ESC) or an invisible format
+# character (U+200B, U+202E) would break them.
 
 @pytest.mark.parametrize("name", ["a\x0bb", "a\x0cb", "a\x85b", "a\u2028b", "a\u2029b", "a\x00b",
-                                  "a\x1b[31mred", "a\x7fb", "a\x1cb"])
+                                  "a\x1b[31mred", "a\x7fb", "a\x1cb",
+                                  # invisible format characters: drawn 0 columns wide (or
+                                  # reversing the line), they would throw the box borders out
+                                  "a\u200bb", "a\u2060b", "a\u00adb", "a\u202eb", "\ufeffa"])
 def test_a_name_with_a_line_break_or_control_character_is_refused_and_nothing_is_recorded(name):
     g = eagle.Graph()
     x = np.zeros(2)
