@@ -288,7 +288,6 @@ class ControlCapture:
         """``rec``'s nodes captured into ``graph`` (``label``: "the body of while_loop node
         'x'") in recording order on a stream of their own; ``after(stream)`` captures the
         body's last node (a loop's condition)."""
-        b = self._backend
         s = self._cuda.Stream()
         self._streams.append(s)
         self._path.append(label)
@@ -296,21 +295,8 @@ class ControlCapture:
         s.begin_capture_to_graph(graph, self._cuda.CAPTURE_MODE_RELAXED)
         try:
             inner = []
-            for j, node in enumerate(rec.nodes):
-                try:
-                    b._capture_node(node, rec.names[j], s, size, inner, j)
-                except BaseException as e:
-                    from eagle._errors import add_note
-
-                    add_note(e, f"eagle: raised by node {rec.names[j]!r} of a control-flow body "
-                                "while build() captured it")
-                    raise
-                if s.capture_status() != self._cuda.CAPTURE_STATUS_ACTIVE:
-                    st = 901
-                    raise CudaError(st, self._cuda.status_name(st), self._cuda.status_text(st),
-                                    f"node {rec.names[j]!r} of a control-flow body invalidated its "
-                                    "capture (a GPU call inside it failed or is not allowed while "
-                                    "capturing)")
+            for j in range(len(rec.nodes)):
+                self._capture_body_node(rec, j, s, size, inner)
                 self._own(graph, f"node {rec.names[j]!r} in {where}")
             if after is not None:
                 after(s)
@@ -322,6 +308,25 @@ class ControlCapture:
         # a body's kernels are patched in the graph, then one exec update (module doc)
         sized += [entry[:7] + (True,) for entry in inner]
 
+    def _capture_body_node(self, rec, j, stream, size, sized):
+        """Body node j of ``rec`` captured on ``stream`` (its sized kernels go to ``sized``):
+        an exception it raises is noted as a body node's, and a capture it invalidated is
+        a CudaError naming it."""
+        try:
+            self._backend._capture_node(rec.nodes[j], rec.names[j], stream, size, sized, j)
+        except BaseException as e:
+            from eagle._errors import add_note
+
+            add_note(e, f"eagle: raised by node {rec.names[j]!r} of a control-flow body "
+                        "while build() captured it")
+            raise
+        if stream.capture_status() != self._cuda.CAPTURE_STATUS_ACTIVE:
+            st = 901
+            raise CudaError(st, self._cuda.status_name(st), self._cuda.status_text(st),
+                            f"node {rec.names[j]!r} of a control-flow body invalidated its "
+                            "capture (a GPU call inside it failed or is not allowed while "
+                            "capturing)")
+
     def _capture_in_place(self, rec, stream, graph, size, sized, label):
         """``rec``'s nodes captured in recording order on ``stream`` itself, into ``graph``
         (the graph ``stream`` captures into): a subgraph body holding conditional nodes,
@@ -329,26 +334,12 @@ class ControlCapture:
         graph's own (a body's when that graph is one); each graph node added is named
         after the body node that added it (``body_owners``, which instantiate consults
         before the top-level owners)."""
-        b = self._backend
         self._path.append(label)
         where = " in ".join(reversed(self._path))
         seen = set(graph.nodes())
         try:
-            for j, node in enumerate(rec.nodes):
-                try:
-                    b._capture_node(node, rec.names[j], stream, size, sized, j)
-                except BaseException as e:
-                    from eagle._errors import add_note
-
-                    add_note(e, f"eagle: raised by node {rec.names[j]!r} of a control-flow body "
-                                "while build() captured it")
-                    raise
-                if stream.capture_status() != self._cuda.CAPTURE_STATUS_ACTIVE:
-                    st = 901
-                    raise CudaError(st, self._cuda.status_name(st), self._cuda.status_text(st),
-                                    f"node {rec.names[j]!r} of a control-flow body invalidated its "
-                                    "capture (a GPU call inside it failed or is not allowed while "
-                                    "capturing)")
+            for j in range(len(rec.nodes)):
+                self._capture_body_node(rec, j, stream, size, sized)
                 for h in graph.nodes():
                     if h not in seen:
                         seen.add(h)
