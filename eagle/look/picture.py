@@ -120,8 +120,9 @@ def stage_labels(notes: list[str | None] | None, n: int) -> list[str]:
 
 
 def margin_of(labels: list[str]) -> int:
-    """Column where a picture's boxes may start: past the widest stage label, plus two."""
-    return max(map(len, labels)) + 2
+    """Column where a picture's boxes may start: past the widest stage label, plus two
+    (an empty graph has no stage row)."""
+    return max(map(len, labels), default=0) + 2
 
 
 def box_lines(lines: list[str]) -> list[str]:

@@ -1,4 +1,4 @@
-"""Golden-output tests for the text picture of a graph (``eagle._picture``).
+"""Golden-output tests for the text picture of a graph (``eagle.look.picture``).
 
 Each test pins the exact picture, character for character.  The module is
 pure Python; it is loaded from its file when the ``eagle`` package itself
@@ -16,7 +16,7 @@ def _load_picture():
         from eagle.look import picture as _picture
         return _picture
     except Exception:  # package not importable yet: load the file directly
-        path = pathlib.Path(__file__).resolve().parents[2] / "eagle" / "_picture.py"
+        path = pathlib.Path(__file__).resolve().parents[2] / "eagle" / "look" / "picture.py"
         spec = importlib.util.spec_from_file_location("_eagle_picture_under_test", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)

@@ -272,3 +272,8 @@ def test_a_narrow_terminal_keeps_every_line_inside_it(monkeypatch):
     text = str(newton())
     assert max(map(text_width, text.split("\n")[1:])) <= 40   # the header stays one line
     assert TOO_WIDE not in text and "│ (halve)" in text
+
+
+def test_an_empty_graph_draws_as_empty():
+    # the bodies' picture computes its margin before render: no stage row at all
+    assert str(eagle.Graph()) == "eagle.Graph 0 nodes · 0 groups · backend: (not built)\n(empty)"
