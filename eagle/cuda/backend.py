@@ -777,7 +777,9 @@ class CudaBackend(Backend):
             self._replay(n, issued)
             self.stream.wait()
         except KeyboardInterrupt as e:
-            self.last_failure = (-1, issued[0])
+            # the replay the interrupt landed in: the last one issued (they all ran once
+            # drained; its loops may have been cut short), counted from 0 as on the cpu
+            self.last_failure = (-1, max(issued[0] - 1, 0))
             self._interrupted(e, f"launch({n})", issued[0])
             raise
         except CudaError as e:
@@ -978,7 +980,7 @@ class CudaBackend(Backend):
             # under way, the counter read back after the drain does not
             self._interrupted(e, f"launch_until_done({n})",
                               lambda: int(self._host_g[fc.G_LIVE_REPLAYS]) - live_before)
-            self.last_failure = (-1, int(self._host_g[fc.G_LIVE_REPLAYS]) - live_before)
+            self.last_failure = (-1, max(int(self._host_g[fc.G_LIVE_REPLAYS]) - live_before - 1, 0))
             raise
         except CudaError as e:
             self._settle()

@@ -485,7 +485,7 @@ except KeyboardInterrupt:
 print("\n".join(out), flush=True)
 assert g._backend._stop is None or g._backend._stop.get() == 0 or g._backend._stop_pending
 if mode in ("replays", "until_done"):
-    issued = g._backend.last_failure[1]
+    issued = g._backend.last_failure[1] + 1   # the replay interrupted, counted from 0
     ran = int(y.host[0])
     before = ran
     g.launch(3)
@@ -553,10 +553,12 @@ def test_ctrl_c_stops_a_long_launch(fake_libcuda_path, cuda_mod, tmp_path_factor
         call = "launch_until_done(1000000)" if mode == "until_done" else "launch(1000000)"
         # both notes count what ran (launch_until_done's device path counts on the device)
         assert f"interrupted {call} on cuda after {ran} replays" in note, note
-        assert f"eagle: {call} interrupted in replay {ran}" in note, note
+        assert f"eagle: {call} interrupted in replay {ran - 1}" in note, note   # counted from 0
     else:
         ran, xs, k_left = after.split(" ", 1)[0], after.split(" ", 1)[1].rsplit(" ", 1)[0], after.rsplit(" ", 1)[1]
         assert xs == "[3.0, 3.0, 3.0, 3.0]" and k_left == "0", after   # the loop runs again
+        if mode != "twice":   # the only replay of launch(1), counted from 0 (as on the cpu)
+            assert "eagle: launch(1) interrupted in replay 0" in note, note
         if mode == "before":
             assert "while_loop node 'spin' before its first iteration" in note, note
             assert int(ran) == 0 and took >= 0.3   # raised once the slow kernel ended
