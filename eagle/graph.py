@@ -48,6 +48,7 @@ from eagle.nodes import (SIZE, SIZE_PTR, CudaKernelNode, NativeNode, Node, Opaqu
 from eagle.record import hooks
 from eagle.record.memory import leading_length
 from eagle.record.plan import Plan, StagePlan
+from eagle.record.random import as_uint64
 from eagle.record.recording import Recording
 from eagle.record.staging import GroupConflict, Stager
 
@@ -395,14 +396,7 @@ class Graph(GraphCore):
 
     @replays.setter
     def replays(self, r):
-        if isinstance(r, bool):
-            raise TypeError("g.replays is an integer in [0, 2**64), got a bool")
-        try:
-            r = operator.index(r)
-        except TypeError:
-            raise TypeError(f"g.replays is an integer in [0, 2**64), got {type(r).__name__}") from None
-        if not 0 <= r < 1 << 64:
-            raise ValueError(f"g.replays is an integer in [0, 2**64), got {r}")
+        r = as_uint64(r, "g.replays is")
         with self._exclusive("set replays of"):
             if self._backend is not None:
                 self._backend.replays = r

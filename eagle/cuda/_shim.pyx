@@ -32,17 +32,19 @@ from cpython.mem cimport PyMem_Malloc, PyMem_Realloc, PyMem_Free
 from cpython.exc cimport PyErr_CheckSignals
 from libc.stdint cimport uintptr_t, int32_t, int64_t, uint32_t, uint64_t
 
+# HostFlag's store and load: atomic, sequentially consistent (the host sets the flag while
+# kernels read it)
 cdef extern from *:
     """
-    static inline void __atomic_store_n_int32(int32_t *p, int32_t v) {
+    static inline void host_flag_store(int32_t *p, int32_t v) {
         __atomic_store_n(p, v, __ATOMIC_SEQ_CST);
     }
-    static inline int32_t __atomic_load_n_int32(int32_t *p) {
+    static inline int32_t host_flag_load(int32_t *p) {
         return __atomic_load_n(p, __ATOMIC_SEQ_CST);
     }
     """
-    void __atomic_store_n_int32(int32_t *p, int32_t v) nogil
-    int32_t __atomic_load_n_int32(int32_t *p) nogil
+    void host_flag_store(int32_t *p, int32_t v) nogil
+    int32_t host_flag_load(int32_t *p) nogil
 
 import threading
 
@@ -1341,12 +1343,12 @@ cdef class HostFlag:
         if self.host == NULL:
             raise ValueError("the HostFlag is closed")
         # a release store: what the host wrote before is visible once the flag is
-        __atomic_store_n_int32(<int32_t *>self.host, value)
+        host_flag_store(<int32_t *>self.host, value)
 
     def get(self):
         if self.host == NULL:
             raise ValueError("the HostFlag is closed")
-        return __atomic_load_n_int32(<int32_t *>self.host)
+        return host_flag_load(<int32_t *>self.host)
 
     def close(self):
         cdef void *h = self.host

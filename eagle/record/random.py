@@ -66,16 +66,19 @@ def _one_array(what, arg, default_name, role):
     return name, a
 
 
-def _key(what, key):
-    if isinstance(key, bool):
-        raise TypeError(f"{what}(): key= must be an integer in [0, 2**64), got a bool")
+def as_uint64(value, what: str) -> int:
+    """``value`` as a Philox counter or key word pair: an integer in [0, 2**64) (a NumPy
+    integer too, not a bool), else a TypeError or ValueError that begins with ``what``
+    ("g.replays is", "normal(): key= must be")."""
+    if isinstance(value, bool):
+        raise TypeError(f"{what} an integer in [0, 2**64), got a bool")
     try:
-        key = operator.index(key)
+        value = operator.index(value)
     except TypeError:
-        raise TypeError(f"{what}(): key= must be an integer in [0, 2**64), got {type(key).__name__}") from None
-    if not 0 <= key < 1 << 64:
-        raise ValueError(f"{what}(): key= must be in [0, 2**64), got {key}")
-    return key
+        raise TypeError(f"{what} an integer in [0, 2**64), got {type(value).__name__}") from None
+    if not 0 <= value < 1 << 64:
+        raise ValueError(f"{what} an integer in [0, 2**64), got {value}")
+    return value
 
 
 def _real(what, name, v):
@@ -151,7 +154,7 @@ def random_spec(what, out, key, ids=None, a=None, b=None) -> RandomSpec:
         if len(shape) != 1:
             raise ValueError(f"{name}(): out {out_name!r} must be 1-d, one number per sample, got "
                              f"shape {shape}")
-    key = _key(name, key)
+    key = as_uint64(key, f"{name}(): key= must be")
     ids_name = None
     if ids is not None:
         ids_name, ids = _one_array(name, ids, "id", "ids")

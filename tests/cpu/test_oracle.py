@@ -109,6 +109,22 @@ def conflicts(a, b):
             or any(np.shares_memory(x, y) for x in ra for y in wb))
 
 
+def replay_and_compare(g, threads, teams, size, replays, bufs, expected):
+    """Build g on `threads` threads, run `replays` replays at `size` (at most the
+    capacity), and compare every buffer with the oracle's."""
+    before = eagle.get_num_threads()
+    eagle.set_num_threads(threads)
+    try:
+        g.build(teams=teams)
+        if g.capacity:
+            g.set_logical_size(min(size, g.capacity))
+        g.launch(replays)
+    finally:
+        eagle.set_num_threads(before)
+    for got, want in zip(bufs, expected):
+        np.testing.assert_array_equal(got, want)
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=graph_spec, threads=st.sampled_from([1, 2]), teams=st.sampled_from(["auto", "serial", "parallel"]),
        size=st.sampled_from([0, 1, 5, N]), replays=st.integers(1, 3))
@@ -146,17 +162,7 @@ def test_replay_equals_recording_order(spec, threads, teams, size, replays):
             if conflicts((a[2], a[3]), (b[2], b[3])):
                 assert g.stage_of(a[0]) < g.stage_of(b[0]), (a[0], b[0])
 
-    before = eagle.get_num_threads()
-    eagle.set_num_threads(threads)
-    try:
-        g.build(teams=teams)
-        if g.capacity:
-            g.set_logical_size(min(size, g.capacity))
-        g.launch(replays)
-    finally:
-        eagle.set_num_threads(before)
-    for got, want in zip(bufs, expected):
-        np.testing.assert_array_equal(got, want)
+    replay_and_compare(g, threads, teams, size, replays, bufs, expected)
 
 
 # ---- control-flow nodes against the Python control flow they stand for ---------------
@@ -274,14 +280,4 @@ def test_control_nodes_equal_their_python_form(spec, threads, teams, size, repla
         b[...] = s
     items = Realized(views).items(spec)
     g = Realized.graph(items)
-    before = eagle.get_num_threads()
-    eagle.set_num_threads(threads)
-    try:
-        g.build(teams=teams)
-        if g.capacity:
-            g.set_logical_size(min(size, g.capacity))
-        g.launch(replays)
-    finally:
-        eagle.set_num_threads(before)
-    for got, want in zip(bufs, expected):
-        np.testing.assert_array_equal(got, want)
+    replay_and_compare(g, threads, teams, size, replays, bufs, expected)

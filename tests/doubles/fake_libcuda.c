@@ -2329,25 +2329,35 @@ static int kernel_get_function(void **func, void *k) {
     *func = f;
     LEAVE(0);
 }
+/* n bytes of the arena for cuMemAlloc (host 0) or cuMemHostAlloc (host: 1, | 2 with
+ * DEVICEMAP), filled with 0xcd (uninitialised, as on a device); 0 when the arena or the
+ * allocation table is full. Each allocation is followed by a gap: off-by-one pointers
+ * are not device memory. */
+static uintptr_t arena_take(size_t n, int host) {
+    pthread_mutex_lock(&mem_lock);
+    size_t need = (n + 255) / 256 * 256;
+    if (arena_used + need > ARENA_SIZE || nallocs == NALLOC) {
+        pthread_mutex_unlock(&mem_lock);
+        return 0;
+    }
+    uintptr_t p = (uintptr_t)arena + arena_used;
+    arena_used += need + 256;
+    allocs[nallocs].lo = p;
+    allocs[nallocs].hi = p + n;
+    allocs[nallocs].live = 1;
+    allocs[nallocs].host = host;
+    nallocs++;
+    pthread_mutex_unlock(&mem_lock);
+    memset((void *)p, 0xcd, n);
+    return p;
+}
 static int mem_alloc(unsigned long long *out, size_t n) {
     ENTER("cuMemAlloc");
     if (!out || !n) LEAVE(E_INVALID_VALUE);
     int rc = unsafe_call_check();
     if (rc) LEAVE(rc);
-    pthread_mutex_lock(&mem_lock);
-    size_t need = (n + 255) / 256 * 256;
-    if (arena_used + need > ARENA_SIZE || nallocs == NALLOC) {
-        pthread_mutex_unlock(&mem_lock);
-        LEAVE(E_OUT_OF_MEMORY);
-    }
-    uintptr_t p = (uintptr_t)arena + arena_used;
-    arena_used += need + 256; /* a gap: off-by-one pointers are not device memory */
-    allocs[nallocs].lo = p;
-    allocs[nallocs].hi = p + n;
-    allocs[nallocs].live = 1;
-    nallocs++;
-    pthread_mutex_unlock(&mem_lock);
-    memset((void *)p, 0xcd, n); /* uninitialised, as on a device */
+    uintptr_t p = arena_take(n, 0);
+    if (!p) LEAVE(E_OUT_OF_MEMORY);
     *out = p;
     live_devmem++;
     LEAVE(0);
@@ -2379,21 +2389,8 @@ static int mem_host_alloc(void **out, size_t n, unsigned flags) {
     if (!out || !n || (flags & ~7u)) LEAVE(E_INVALID_VALUE);
     int rc = unsafe_call_check();
     if (rc) LEAVE(rc);
-    pthread_mutex_lock(&mem_lock);
-    size_t need = (n + 255) / 256 * 256;
-    if (arena_used + need > ARENA_SIZE || nallocs == NALLOC) {
-        pthread_mutex_unlock(&mem_lock);
-        LEAVE(E_OUT_OF_MEMORY);
-    }
-    uintptr_t p = (uintptr_t)arena + arena_used;
-    arena_used += need + 256;
-    allocs[nallocs].lo = p;
-    allocs[nallocs].hi = p + n;
-    allocs[nallocs].live = 1;
-    allocs[nallocs].host = 1 | ((flags & 2u) ? 2 : 0);
-    nallocs++;
-    pthread_mutex_unlock(&mem_lock);
-    memset((void *)p, 0xcd, n);
+    uintptr_t p = arena_take(n, 1 | ((flags & 2u) ? 2 : 0));
+    if (!p) LEAVE(E_OUT_OF_MEMORY);
     *out = (void *)p;
     live_hostmem++;
     LEAVE(0);
