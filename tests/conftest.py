@@ -1,8 +1,14 @@
-"""Fixtures shared by the CPU test files, and the test doubles on sys.path.
+"""Fixtures shared by every test directory; tests/doubles and tests/helpers on sys.path.
 
 tests/doubles holds every test double (stand-ins for the CUDA driver, MPI and NCCL,
 and the Python helpers that build and bind them: ``fake_cuda``, ``fake_cuda_build``);
-it is put on sys.path here so any test directory imports them by name.
+tests/helpers what several test directories share (``backends``, ``ctrl_c``,
+``oracle_graphs``, the stand-in's fixtures). Both are put on sys.path here so any
+test directory imports them by name.
+
+``backend`` runs a scenario on each backend (cpu, the cuda stand-in, a GPU when one
+is present: marked ``gpu``, skipped cleanly otherwise); ``cuda_backend`` on the two
+cuda ones. See tests/helpers/backends.py.
 """
 import sys
 from pathlib import Path
@@ -11,9 +17,17 @@ import pytest
 
 import eagle
 
-DOUBLES = Path(__file__).resolve().parent / "doubles"
-if str(DOUBLES) not in sys.path:
-    sys.path.insert(0, str(DOUBLES))
+HERE = Path(__file__).resolve().parent
+for _path in (HERE / "doubles", HERE / "helpers"):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+from backends import (CpuBackend, GpuBackend, StandinBackend, gpu_kernels,  # noqa: E402
+                      gpu_unavailable_reason, shim_bound_to_the_standin)
+from standin_fixtures import (cuda_mod, emulated_kernels, emulating_cupy, fake,  # noqa: E402,F401
+                              fake_libcuda_path, standin_backend_kernels)
+
+CUDA_BACKENDS = ["cuda-standin", pytest.param("gpu", marks=pytest.mark.gpu)]
 
 
 @pytest.fixture
@@ -29,3 +43,42 @@ def threads():
 
     yield set_threads
     eagle.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def gpu_backend_kernels():
+    import cupy
+    return gpu_kernels(cupy)
+
+
+def _make_backend(request):
+    if request.param == "cpu":
+        yield CpuBackend()
+    elif request.param == "cuda-standin":
+        yield StandinBackend(request.getfixturevalue("fake"), request.getfixturevalue("standin_backend_kernels"),
+                             lambda: request.getfixturevalue("emulating_cupy"))
+    else:
+        reason = gpu_unavailable_reason()
+        if reason:
+            pytest.skip(reason)
+        if shim_bound_to_the_standin():
+            pytest.skip("eagle's CUDA shim is bound to the CPU stand-in in this process (a "
+                        "cuda-standin test ran first); run the gpu tests in a process of their own: "
+                        "pytest -m gpu")
+        import cupy
+        b = GpuBackend(cupy, request.getfixturevalue("gpu_backend_kernels"))
+        yield b
+        b.sync()
+
+
+@pytest.fixture(params=["cpu", *CUDA_BACKENDS])
+def backend(request):
+    """The scenario's backend: cpu, cuda-standin, gpu (tests/helpers/backends.py)."""
+    yield from _make_backend(request)
+
+
+@pytest.fixture(params=CUDA_BACKENDS)
+def cuda_backend(request):
+    """The scenario's cuda backend: cuda-standin, gpu."""
+    yield from _make_backend(request)
+

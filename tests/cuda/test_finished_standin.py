@@ -15,14 +15,11 @@ with the same policy, so after any launches every state array, the id map,
 the count and the logical size are equal element for element, and scattering
 back by ids gives the uncompacted computation.
 
-What is covered: capture (the partition kernels become graph nodes, one
-capture, one instantiate), replays whose logical size comes from the device
-count (SIZE_PTR kernels see it on the very next replay, no host copy per
-replay: one device-to-host copy per launch), the host-visible logical size
-after launch and the grids patched down to it, the policy (every,
-min_dead_fraction), reorder and its invalid-key error, launch_until_done's
-check-every-round control flow and its replay count, set_logical_size
-writing the device size, and that device memory is released.
+What is covered here: 2-d state with a SIZE (by value) step kernel, launch_until_done
+in chunks and its fallback to the host loop, reorder then compaction in one graph,
+record-time validation, and that device memory is released. The scenarios every
+backend shares (compaction and its policy against a model, the device count driving
+the next replay, launch_until_done, reorder) are tests/finished/test_finished_on_every_backend.py.
 """
 import ctypes
 import gc
@@ -35,17 +32,11 @@ from eagle.graph import compact, opaque, reorder
 from fake_cuda import DeviceArray, dev, kernel  # noqa: F401
 
 
-
-
-
-
 @pytest.fixture
 def ck(cuda_mod):
     import eagle.cuda.backend  # noqa: F401  (binds the backend to the stand-in)
     from eagle.cuda.kernel_nodes import SIZE, SIZE_PTR, cuda_kernel
     return cuda_kernel, SIZE, SIZE_PTR
-
-
 
 
 def initial_state(n, seed, max_life=6):
@@ -115,33 +106,6 @@ def assert_same(cpu, gpu):
 
 # ---- compaction ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("n,seed", [(1, 0), (7, 1), (37, 2), (130, 3), (1000, 4)])
-@pytest.mark.parametrize("launches", [[1, 1, 1], [3, 2], [10]])
-def test_compaction_equals_the_cpu_backend(fake, ck, n, seed, launches):
-    host_cpu = initial_state(n, seed)
-    host_gpu = tuple(a.copy() for a in host_cpu)
-    gc_, ids_c, count_c = cpu_graph(*host_cpu)
-    gg, ids_g, count_g = gpu_graph(fake, ck, *host_gpu)
-    host_gpu = gg.standin_hosts
-    assert gg.backend == "cuda" and gc_.backend == "cpu"
-    for k in launches:
-        gc_.launch(k)
-        gg.launch(k)
-        assert gg.logical_size == gc_.logical_size
-        assert_same(host_cpu + (ids_c, count_c), host_gpu + (ids_g, count_g))
-    # scattering back by ids gives the uncompacted computation
-    ref = initial_state(n, seed)
-    for _ in range(sum(launches)):
-        numpy_step(*ref)
-    for compacted, want in zip(host_gpu, ref):
-        back = np.empty_like(compacted)
-        back[ids_g] = compacted
-        np.testing.assert_array_equal(back, want)
-    assert gg.logical_size == int(ref[0].sum())
-    assert fake.fake_cuda_counter(b"cuStreamBeginCapture") == 1
-    assert fake.fake_cuda_counter(b"cuGraphInstantiateWithParams") == 1
-
-
 def test_rows_and_size_by_value_kernels(fake, ck):
     """2-d state (a row per sample, odd row sizes) and a SIZE (by value) step kernel."""
     rng = np.random.default_rng(7)
@@ -163,125 +127,7 @@ def check_rows(fake, ck, extra):
         assert_same(host_cpu + (ids_c, count_c), host_gpu + (ids_g, count_g))
 
 
-@pytest.mark.parametrize("alive_pattern", ["none", "all", "one"])
-def test_edge_cases(fake, ck, alive_pattern):
-    n = 20
-    alive, life, x = initial_state(n, 5)
-    if alive_pattern == "none":
-        life[:] = 0
-    elif alive_pattern == "all":
-        life[:] = 50
-    else:
-        life[:] = 0
-        life[13] = 3
-    alive[:] = life > 0
-    host_cpu = (alive, life, x)
-    host_gpu = tuple(a.copy() for a in host_cpu)
-    gc_, ids_c, count_c = cpu_graph(*host_cpu)
-    gg, ids_g, count_g = gpu_graph(fake, ck, *host_gpu)
-    host_gpu = gg.standin_hosts
-    for _ in range(4):
-        gc_.launch(1)
-        gg.launch(1)
-        assert gg.logical_size == gc_.logical_size
-        assert_same(host_cpu + (ids_c, count_c), host_gpu + (ids_g, count_g))
-
-
-@pytest.mark.parametrize("policy", [dict(every=2), dict(every=3), dict(min_dead_fraction=0.3),
-                                    dict(every=2, min_dead_fraction=0.5)])
-def test_policy_equals_the_cpu_backend(fake, ck, policy):
-    host_cpu = initial_state(200, 11, max_life=9)
-    host_gpu = tuple(a.copy() for a in host_cpu)
-    gc_, ids_c, count_c = cpu_graph(*host_cpu, **policy)
-    gg, ids_g, count_g = gpu_graph(fake, ck, *host_gpu, **policy)
-    host_gpu = gg.standin_hosts
-    for k in (1, 1, 2, 3, 1, 5):
-        gc_.launch(k)
-        gg.launch(k)
-        assert gg.logical_size == gc_.logical_size
-        assert_same(host_cpu + (ids_c, count_c), host_gpu + (ids_g, count_g))
-
-
-# ---- the device count drives the next replay, with one host copy per launch ----------------
-
-def test_size_comes_from_the_device_within_a_launch(fake, ck):
-    n = 64
-    alive, life, x = initial_state(n, 3)
-    touch = np.zeros(n)
-    gg, ids, count = gpu_graph(fake, ck, alive, life, x, touch=touch)
-    alive, life, x = gg.standin_hosts[:3]
-    touch = gg.standin_touch
-    # the sizes the replays should see: capacity, then the live count after each replay
-    ref = initial_state(n, 3)
-    sizes = [n]
-    for _ in range(5):
-        numpy_step(*ref)
-        sizes.append(int(ref[0].sum()))
-    copies = fake.fake_cuda_counter(b"cuMemcpyAsync")
-    gg.launch(5)
-    # touch[i] counts the replays whose logical size exceeded i: read from the device each replay
-    want = np.zeros(n)
-    for s in sizes[:5]:
-        want[:s] += 1
-    np.testing.assert_array_equal(touch, want)
-    # one device-to-host copy for the whole launch, none per replay
-    assert fake.fake_cuda_counter(b"cuMemcpyAsync") - copies == 1
-    assert fake.fake_cuda_launch_count() == 5
-    assert gg.logical_size == sizes[5] == int(count[0])
-    # after the launch the sized grids are patched down to the live count
-    launches_before = fake.fake_cuda_counter(b"cuGraphExecKernelNodeSetParams")
-    assert launches_before > 0
-    gg.launch(1)
-    node = gg._backend
-    assert node.sized_kernels == 1 + 1 + 3  # step, touch, count/scatter/copyback
-    assert "{step}" in str(gg) and "[compact]" in str(gg)
-
-
-def test_set_logical_size_writes_the_device_size(fake, ck):
-    n = 40
-    alive, life, x = initial_state(n, 9, max_life=30)
-    life[:] = np.maximum(life, 20)
-    alive[:] = True
-    touch = np.zeros(n)
-    gg, ids, count = gpu_graph(fake, ck, alive, life, x, touch=touch)
-    alive, life, x = gg.standin_hosts[:3]
-    touch = gg.standin_touch
-    gg.set_logical_size(10)
-    gg.launch(2)
-    np.testing.assert_array_equal(touch, np.where(np.arange(n) < 10, 2, 0))
-    assert gg.logical_size == 10
-    assert fake.fake_cuda_counter(b"cuStreamBeginCapture") == 1
-
-
 # ---- running until done ---------------------------------------------------------------
-
-@pytest.mark.parametrize("max_replays", [3, 50, 1000])
-@pytest.mark.parametrize("mode", ["device", "host"])
-def test_launch_until_done_equals_the_cpu_backend(fake, ck, max_replays, mode):
-    host_cpu = initial_state(300, 21, max_life=25)
-    host_gpu = tuple(a.copy() for a in host_cpu)
-    gc_, ids_c, count_c = cpu_graph(*host_cpu)
-    gg, ids_g, count_g = gpu_graph(fake, ck, *host_gpu)
-    host_gpu = gg.standin_hosts
-    gg._backend.until_done_mode = mode
-    copies = fake.fake_cuda_counter(b"cuMemcpyAsync")
-    done_c = gc_.launch_until_done(max_replays)
-    done_g = gg.launch_until_done(max_replays)
-    assert done_g == done_c
-    assert gg.logical_size == gc_.logical_size
-    assert_same(host_cpu + (ids_c, count_c), host_gpu + (ids_g, count_g))
-    issued = fake.fake_cuda_launch_count()
-    copies = fake.fake_cuda_counter(b"cuMemcpyAsync") - copies
-    if mode == "device":
-        # one cuGraphLaunch of the WHILE node ran every replay: no overshoot, no round trip
-        assert issued == 1 and copies == 2  # the stop count in, the device block out
-    else:
-        # one replay per check: exactly the replays that started with live samples
-        assert issued == done_g and copies == issued
-    if max_replays >= 50:
-        assert gg.logical_size == 0 and done_g == 25
-        assert gg.launch_until_done(10) == 0  # nothing left: no replay
-
 
 def test_launch_until_done_in_chunks_and_fallback(fake, ck):
     """A WHILE launch runs at most until_done_chunk replays (Ctrl-C is seen between
@@ -323,57 +169,6 @@ def test_launch_until_done_needs_compaction(fake, ck):
 
 
 # ---- reorder -----------------------------------------------------------------------------
-
-def reorder_graphs(fake, ck, n, n_keys, seed, key_dtype=np.int32):
-    rng = np.random.default_rng(seed)
-    key = rng.integers(0, n_keys, size=n).astype(key_dtype)
-    val = rng.random((n, 2))
-    hosts = [(key.copy(), val.copy(), np.arange(n, dtype=np.int64)) for _ in range(2)]
-    (kc, vc, ic), (kg, vg, ig) = hosts
-    gc_ = eagle.Graph()
-    gc_.add_node(reorder(kc, {"v": vc}, n_keys=n_keys, ids=ic))
-    gc_.build()
-    dk, dv, di = dev(kg, vg, ig)
-    kg, vg, ig = dk.host, dv.host, di.host
-    gg = eagle.Graph()
-    gg.add_node(reorder(dk, {"v": dv}, n_keys=n_keys, ids=di))
-    gg.build()
-    return gc_, gg, ((kc, vc, ic), (kg, vg, ig))
-
-
-@pytest.mark.parametrize("n,n_keys,key_dtype", [(1, 1, np.int32), (50, 3, np.int32),
-                                                (500, 17, np.int64), (100, 1, np.int64)])
-def test_reorder_equals_the_cpu_backend(fake, ck, n, n_keys, key_dtype):
-    gc_, gg, ((kc, vc, ic), (kg, vg, ig)) = reorder_graphs(fake, ck, n, n_keys, 4, key_dtype)
-    key0 = kc.copy()
-    gc_.launch(1)
-    gg.launch(1)
-    assert_same((kc, vc, ic), (kg, vg, ig))
-    np.testing.assert_array_equal(kg, np.sort(key0, kind="stable"))
-    np.testing.assert_array_equal(ig, np.argsort(key0, kind="stable"))
-    gg.set_logical_size(n // 2)
-    gc_.set_logical_size(n // 2)
-    kg[: n // 2] = kc[: n // 2] = kc[: n // 2][::-1].copy()
-    gc_.launch(2)
-    gg.launch(2)
-    assert_same((kc, vc, ic), (kg, vg, ig))
-
-
-def test_reorder_with_an_invalid_key_raises_and_moves_nothing(fake, ck):
-    gc_, gg, ((kc, vc, ic), (kg, vg, ig)) = reorder_graphs(fake, ck, 30, 4, 8)
-    kc[5] = kg[5] = 9
-    before = kg.copy()
-    with pytest.raises(ValueError, match="outside"):
-        gc_.launch(1)
-    with pytest.raises(ValueError, match="outside"):
-        gg.launch(1)
-    np.testing.assert_array_equal(kg, before)
-    assert_same((kc, vc, ic), (kg, vg, ig))
-    kc[5] = kg[5] = 1
-    gc_.launch(1)
-    gg.launch(1)  # the graph stays usable; the flag was cleared
-    assert_same((kc, vc, ic), (kg, vg, ig))
-
 
 def test_reorder_then_compaction_in_one_graph(fake, ck):
     """step -> reorder by key -> compact: compaction is stable, so the live stay sorted.

@@ -2,20 +2,7 @@
 reason) when CuPy or an NVIDIA GPU is missing. Run on a GPU machine with
 ``tests/gpu/run_on_gpu.sh`` or ``pytest -m gpu tests/gpu -v``."""
 import pytest
-
-
-def _gpu_unavailable_reason():
-    try:
-        import cupy
-    except Exception as exc:  # ImportError, or a CuPy that cannot load its CUDA libraries
-        return f"CuPy is not importable ({type(exc).__name__}: {exc})"
-    try:
-        n = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:
-        return f"CuPy finds no usable GPU ({type(exc).__name__}: {exc})"
-    if n < 1:
-        return "CuPy finds no GPU"
-    return None
+from backends import gpu_unavailable_reason
 
 
 def pytest_collection_modifyitems(config, items):
@@ -27,7 +14,7 @@ def pytest_collection_modifyitems(config, items):
             continue
         item.add_marker(pytest.mark.gpu)
         if not checked:
-            reason, checked = _gpu_unavailable_reason(), True
+            reason, checked = gpu_unavailable_reason(), True
         if reason:
             item.add_marker(pytest.mark.skip(reason=reason))
 

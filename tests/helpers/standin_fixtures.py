@@ -1,4 +1,6 @@
-"""Fixtures for the CUDA tests that run without a GPU.
+"""Fixtures for the cuda backend without a GPU, against the CPU stand-in of the driver
+(tests/cuda, and the ``cuda-standin`` case of the ``backend`` fixture). tests/conftest.py
+imports them, so every test directory has them.
 
 ``fake_libcuda_path`` compiles the CPU stand-in of the CUDA driver
 (tests/doubles/fake_libcuda.c, a TEST DOUBLE) into a temporary directory
@@ -98,3 +100,10 @@ def emulating_cupy(fake, fake_libcuda_path, tmp_path, monkeypatch):
             return ufunc(*args, **kwargs)
 
     return record
+
+
+@pytest.fixture(scope="session")
+def standin_backend_kernels(emulated_kernels, tmp_path_factory):
+    """tests/helpers/backend_kernels.cu, emulated and loaded into the stand-in."""
+    from backends import standin_kernels
+    return standin_kernels(emulated_kernels, tmp_path_factory.mktemp("backend_kernels"))
