@@ -21,7 +21,6 @@ record-time validation, and that device memory is released. The scenarios every
 backend shares (compaction and its policy against a model, the device count driving
 the next replay, launch_until_done, reorder) are tests/finished/test_finished_on_every_backend.py.
 """
-import ctypes
 import gc
 
 import numpy as np

@@ -20,7 +20,6 @@ import os
 import sys
 import types
 
-import numpy as np
 import pytest
 from fake_cuda_build import EmulatedKernels, bind_fake_libcuda, build_emulated_module, build_fake_libcuda
 

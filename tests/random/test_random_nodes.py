@@ -65,16 +65,6 @@ def test_counter_layout_at_several_replays_and_across_2_32():
         assert g.replays == (start + 3) % (1 << 64)   # the count wraps at 2**64
 
 
-def test_ids_set_the_counter():
-    n, key = 257, 7
-    ids = np.random.default_rng(1).integers(-2**63, 2**63 - 1, n, dtype=np.int64)
-    out = np.zeros((n, 4), dtype=np.uint32)
-    g = one_node(random_bits(out, key=key, ids={"id": ids}))
-    g.replays = 123
-    g.launch(1)
-    np.testing.assert_array_equal(out, philox_np(ids, 123, key))
-
-
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("low,high", [(0.0, 1.0), (-3.5, 2.25), (1e6, 1e6 + 1)])
 def test_uniform_matches_numpy_reference(dtype, low, high):
