@@ -55,8 +55,9 @@ def _make_backend(request):
     if request.param == "cpu":
         yield CpuBackend()
     elif request.param == "cuda-standin":
-        yield StandinBackend(request.getfixturevalue("fake"), request.getfixturevalue("standin_backend_kernels"),
-                             lambda: request.getfixturevalue("emulating_cupy"))
+        kernels, modules = request.getfixturevalue("standin_backend_kernels")
+        yield StandinBackend(request.getfixturevalue("fake"), kernels,
+                             lambda: request.getfixturevalue("emulating_cupy"), modules)
     else:
         reason = gpu_unavailable_reason()
         if reason:

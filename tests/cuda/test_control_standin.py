@@ -17,6 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from backends import StandinBackend
+from ctrl_c import child_env, interrupt
+
 import eagle
 from eagle.record.control import if_else, subgraph, while_loop
 from fake_cuda import DeviceArray
@@ -108,36 +111,6 @@ def test_newton_iterations_per_replay(fake, ck, tk):
     np.testing.assert_allclose(x.host, before, rtol=1e-15)
 
 
-def branch_graph(ck, tk, flag, flag_c, x, otherwise=True):
-    then, other = eagle.Graph(), eagle.Graph()
-    then.add_node(add(ck, tk, x, 10.0), name="plus10")
-    # `then` clears the flag: `otherwise` must still not run (one read decides)
-    then.add_node(dec(ck, tk, flag), name="clear")
-    other.add_node(add(ck, tk, x, -1.0), name="minus1")
-    g = eagle.Graph()
-    g.add_node(if_else({"flag?": flag_c}, then, other if otherwise else None), name="branch")
-    return g
-
-
-@pytest.mark.parametrize("otherwise", [True, False])
-def test_branch_chosen_per_replay(fake, ck, tk, otherwise):
-    x = DeviceArray(np.zeros(6))
-    flag, flag_c = scalar(6, np.int64)
-    g = branch_graph(ck, tk, flag, flag_c, x, otherwise)
-    g.build()
-    assert g._backend._control.conditional_nodes == (2 if otherwise else 1)
-    want = np.zeros(6)
-    for f in [1, 0, 0, 1, 1, 0]:
-        flag.host[0] = f
-        g.launch(1)
-        if f:
-            want += 10.0
-        elif otherwise:
-            want -= 1.0
-        np.testing.assert_array_equal(x.host, want)
-        assert flag.host[0] == 0   # `then` cleared it, `otherwise` left it
-
-
 def test_child_graph_used_twice(fake, ck, tk):
     x = DeviceArray(np.arange(5.0))
     inner = eagle.Graph()
@@ -154,83 +127,6 @@ def test_child_graph_used_twice(fake, ck, tk):
     assert text.count("│ subgraph") == 2 and text.count("│ stage 1 stream  ┌────┴────┐ │") == 2
     g.launch(2)
     np.testing.assert_array_equal(x.host, np.arange(5.0) + 2 * (3 + 100 + 3))
-
-
-def test_nesting(fake, ck, tk):
-    """while k: (if flag: x += 1 else: x -= 100); k -= 1; subgraph(x += 0.5) — nested
-    conditionals (the inner handles belong to the body graph) and a child inside a body."""
-    x = DeviceArray(np.zeros(4))
-    k, k_c = scalar(4, np.int64)
-    flag = DeviceArray(np.ones(1, np.int32))
-    then, other, half = eagle.Graph(), eagle.Graph(), eagle.Graph()
-    then.add_node(add(ck, tk, x, 1.0), name="plus")
-    other.add_node(add(ck, tk, x, -100.0), name="minus")
-    half.add_node(add(ck, tk, x, 0.5), name="half")
-    body = eagle.Graph()
-    body.add_node(if_else({"flag": flag}, then, other), name="choose")
-    body.add_node(subgraph(half), name="halfstep")
-    body.add_node(dec(ck, tk, k), name="dec")
-    g = eagle.Graph()
-    g.add_node(while_loop({"k?": k_c}, body), name="loop")
-    g.build()
-    want = np.zeros(4)
-    for kk, f in [(3, 1), (0, 1), (2, 0), (5, 1)]:
-        k.host[0], flag.host[0] = kk, f
-        g.launch(1)
-        for _ in range(kk):
-            want += 1.0 if f else -100.0
-            want += 0.5
-        np.testing.assert_array_equal(x.host, want)
-        assert k.host[0] == 0
-
-
-def test_retune_inside_a_branch(fake, ck, tk):
-    """set_logical_size reaches the sized kernels inside a conditional body and a child graph."""
-    n = 12
-    x = DeviceArray(np.zeros(n))
-    flag = DeviceArray(np.ones(1, np.int32))
-    then, inner = eagle.Graph(), eagle.Graph()
-    then.add_node(add(ck, tk, x, 1.0), name="plus")
-    inner.add_node(add(ck, tk, x, 10.0), name="plus10")
-    g = eagle.Graph()
-    g.add_node(if_else({"flag": flag}, then), name="branch")
-    g.add_node(subgraph(inner), name="sub")
-    g.build()
-    assert g._backend.sized_kernels == 2
-    g.launch(1)
-    np.testing.assert_array_equal(x.host, np.full(n, 11.0))
-    g.set_logical_size(5)
-    g.launch(1)
-    want = np.full(n, 11.0)
-    want[:5] += 11.0
-    np.testing.assert_array_equal(x.host, want)
-    g.set_logical_size(n)
-    flag.host[0] = 0
-    g.launch(1)
-    want += 10.0
-    np.testing.assert_array_equal(x.host, want)
-
-
-@pytest.mark.parametrize("k0, limit, raises", [(3, 3, False), (4, 3, True), (10, 1, True), (0, 1, False)])
-def test_iteration_limit(fake, ck, tk, k0, limit, raises):
-    x = DeviceArray(np.zeros(3))
-    k, k_c = scalar(3, np.int64)
-    body = eagle.Graph()
-    body.add_node(add(ck, tk, x, 1.0), name="inc")
-    body.add_node(dec(ck, tk, k), name="dec")
-    g = eagle.Graph()
-    g.add_node(while_loop({"k?": k_c}, body, max_iterations=limit), name="bounded")
-    g.build()
-    k.host[0] = k0
-    if raises:
-        with pytest.raises(RuntimeError, match=r"while_loop node 'bounded' reached max_iterations=" + str(limit)):
-            g.launch(1)
-        np.testing.assert_array_equal(x.host, np.full(3, float(limit)))   # stopped there
-        k.host[0] = 0
-        g.launch(1)   # the flag was cleared: the next launch is clean
-    else:
-        g.launch(1)
-        np.testing.assert_array_equal(x.host, np.full(3, float(k0)))
 
 
 def test_a_collective_inside_a_body_is_refused(fake, ck, tk):
@@ -421,24 +317,16 @@ def pk(emulated_kernels, tmp_path_factory):
 
 
 CTRL_C_SCRIPT = r"""
-import ctypes, os, sys, time
+import sys, time
 import numpy as np
-sys.path[:0] = [os.environ["DOUBLES"]]
-from eagle.cuda import _shim as _cuda
-assert _cuda.load()
-import eagle, eagle.cuda.backend
-from eagle.cuda.kernel_nodes import SIZE, cuda_kernel
-from eagle.record.control import subgraph, while_loop
+import eagle
+from eagle.graph import SIZE, cuda_kernel, subgraph, while_loop
+from backends import child_backend
 from fake_cuda import DeviceArray
-from fake_cuda_build import EmulatedKernels, bind_fake_libcuda
-from eagle.cuda.finished import set_kernel_provider
-lib = bind_fake_libcuda(ctypes.CDLL(os.environ["EAGLE_LIBCUDA"]))
-for so in (os.environ["EMULATED"], os.environ["TEST_KERNELS"]):
-    assert lib.fake_cuda_load_module(so.encode()) == 0
-set_kernel_provider(lambda: EmulatedKernels(lib))
+b = child_backend()              # the stand-in, eagle's kernels and backend_kernels.cu loaded
+lib = b.fake
 mode = sys.argv[1]
 builtin = lambda name: lib.fake_cuda_kernel(name.encode())
-t_dec = lib.fake_cuda_module_function(b"t_dec")
 x, y, s = DeviceArray(np.zeros(4)), DeviceArray(np.zeros(4)), DeviceArray(np.zeros(4))
 k = DeviceArray(np.zeros(4, np.int64))
 slow = lambda us, name: cuda_kernel((builtin("slow_fill"), 4), [s, 0.0, SIZE, us], updates={name: s})
@@ -454,7 +342,7 @@ if mode in ("replays", "until_done"):   # no loop: many short replays, stopped b
 else:
     body = eagle.Graph()
     body.add_node(cuda_kernel((builtin("add_one"), 2), [x, SIZE], updates={"x": x}), name="inc")
-    body.add_node(cuda_kernel((t_dec, 2), [k, SIZE], updates={"k": k}, block=4), name="dec")
+    body.add_node(b.dec(k), name="dec")
     if mode == "twice":    # a slow iteration: the second Ctrl-C lands while eagle drains
         body.add_node(slow(50000, "s"), name="slow")
     if mode == "before":   # one long kernel before the loop (0.9 s): it cannot be stopped
@@ -497,47 +385,28 @@ else:
     print("after", ran, x.host.tolist(), int(k.host[0]))
 """
 
-_test_kernels = None
+@pytest.fixture
+def standin(fake, standin_backend_kernels):
+    kernels, modules = standin_backend_kernels
+    return StandinBackend(fake, kernels, None, modules)
 
 
 @pytest.mark.skipif(os.name != "posix", reason="needs POSIX signals")
-@pytest.mark.parametrize("mode", ["mid", "twice", "before", "replays", "until_done", "subgraph"])
-def test_ctrl_c_stops_a_long_launch(fake_libcuda_path, cuda_mod, tmp_path_factory, mode):
-    """SIGINT during g.launch: a while_loop whose condition never clears ("mid"; "twice":
-    a second Ctrl-C while eagle drains), a slow kernel before the loop ("before": it
-    cannot be stopped, the launch raises when it ends and the loop never starts), and a
-    launch(10**6) of short replays ("replays": stopped between two). launch raises
+@pytest.mark.parametrize("mode", ["twice", "before", "replays", "until_done", "subgraph"])
+def test_ctrl_c_stops_a_long_launch(standin, mode):
+    """SIGINT during g.launch: a while_loop whose condition never clears, with a second
+    Ctrl-C while eagle drains ("twice"; one Ctrl-C is tests/control's scenario on every
+    backend) or inside a subgraph ("subgraph"), a slow kernel before the loop ("before":
+    it cannot be stopped, the launch raises when it ends and the loop never starts), and
+    a launch(10**6) of short replays ("replays": stopped between two). launch raises
     KeyboardInterrupt naming the loop (and its iteration), in a subprocess bounded by a
     timeout; afterwards the graph launches correctly (a 3-iteration loop runs 3, or 3
     replays run 3)."""
-    import signal
-    import time
-
-    global _emulated, _test_kernels
-    if _emulated is None:
-        _emulated = build_emulated_module(tmp_path_factory.mktemp("emulated_sub"))
-    if _test_kernels is None:
-        _test_kernels = build_emulated_module(tmp_path_factory.mktemp("control_kernels_sub"),
-                                              sources=[HERE / "control_kernels.cu"], kernels=["t_dec"])
-    env = dict(os.environ, EAGLE_LIBCUDA=fake_libcuda_path, DOUBLES=str(HERE.parent / "doubles"),
-               EMULATED=_emulated, TEST_KERNELS=_test_kernels)
-    p = subprocess.Popen([sys.executable, "-c", CTRL_C_SCRIPT, mode], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        assert p.stdout.readline().strip() == "ready", p.stderr.read()
-        time.sleep(0.2 if mode == "before" else 0.5)
-        sent = time.monotonic()
-        p.send_signal(signal.SIGINT)
-        if mode == "twice":
-            time.sleep(0.01)
-            p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=60)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.communicate()
-    assert p.returncode == 0, err
-    lines = out.strip().splitlines()
+    res = interrupt(["-c", CTRL_C_SCRIPT, mode], env=child_env(**standin.child_env()),
+                    after_s=0.2 if mode == "before" else 0.5, signals=2 if mode == "twice" else 1)
+    sent, out, err = res.sent, res.out, res.err
+    assert res.returncode == 0, err
+    lines = res.lines
     first = lines[0].split(" ", 2)
     assert first[0] == "interrupted" and len(first) == 3, out + err
     took = float(first[1]) - sent

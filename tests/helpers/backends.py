@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+BACKEND_ENV = "EAGLE_TEST_BACKEND"     # the backend a child process makes (child_backend)
 KERNELS_CU = Path(__file__).resolve().with_name("backend_kernels.cu")
 # name -> number of arguments (the stand-in's cuda_kernel needs it)
 KERNEL_ARGS = {"b_add": 3, "b_dec": 2, "b_life_step": 4, "b_touch": 2}
@@ -66,6 +67,11 @@ class Backend:
 
     def sync(self):
         """Wait for the device (nothing to wait for on the cpu or the stand-in)."""
+
+    def child_env(self):
+        """The environment variables a child process needs to make this backend again
+        (``child_backend()``), beside tests/helpers/ctrl_c.child_env's."""
+        return {BACKEND_ENV: self.name}
 
 
 class CpuBackend(Backend):
@@ -148,10 +154,15 @@ class StandinBackend(CudaBackend):
     name = "cuda-standin"
     block = 4              # several blocks even for a few samples
 
-    def __init__(self, fake, kernels, emulating_cupy):
+    def __init__(self, fake, kernels, emulating_cupy, modules=()):
         super().__init__(kernels)
         self.fake = fake
         self._emulating_cupy = emulating_cupy
+        self.modules = modules   # the emulated modules loaded into the stand-in (for a child)
+
+    def child_env(self):
+        return {**super().child_env(), "EAGLE_LIBCUDA": os.environ["EAGLE_LIBCUDA"],
+                "EAGLE_TEST_MODULES": os.pathsep.join(self.modules)}
 
     def asarray(self, a):
         from fake_cuda import DeviceArray
@@ -200,8 +211,31 @@ def gpu_kernels(cupy):
 
 def standin_kernels(fake, out_dir):
     """backend_kernels.cu through the CUDA C emulator, loaded into the stand-in:
-    {name: (CUfunction, nargs)}."""
+    ({name: (CUfunction, nargs)}, the module's path)."""
     from fake_cuda_build import build_emulated_module
     so = build_emulated_module(out_dir, sources=[KERNELS_CU], kernels=list(KERNEL_ARGS))
     assert fake.fake_cuda_load_module(so.encode()) == 0
-    return {k: (fake.fake_cuda_module_function(k.encode()), n) for k, n in KERNEL_ARGS.items()}
+    return {k: (fake.fake_cuda_module_function(k.encode()), n) for k, n in KERNEL_ARGS.items()}, so
+
+
+def child_backend():
+    """In a child process whose environment has a backend's child_env(): that backend
+    (on the stand-in: the shim bound to it, eagle's emulated kernels and ours loaded)."""
+    name = os.environ[BACKEND_ENV]
+    if name == "cpu":
+        return CpuBackend()
+    if name == "gpu":
+        import cupy
+        return GpuBackend(cupy, gpu_kernels(cupy))
+    import ctypes
+
+    from eagle.cuda import _shim
+    assert _shim.load() == os.environ["EAGLE_LIBCUDA"]
+    from eagle.cuda.finished import set_kernel_provider
+    from fake_cuda_build import EmulatedKernels, bind_fake_libcuda
+    lib = bind_fake_libcuda(ctypes.CDLL(os.environ["EAGLE_LIBCUDA"]))
+    for so in os.environ["EAGLE_TEST_MODULES"].split(os.pathsep):
+        assert lib.fake_cuda_load_module(so.encode()) == 0
+    set_kernel_provider(lambda: EmulatedKernels(lib))
+    kernels = {k: (lib.fake_cuda_module_function(k.encode()), n) for k, n in KERNEL_ARGS.items()}
+    return StandinBackend(lib, kernels, None)

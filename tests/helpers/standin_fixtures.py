@@ -47,6 +47,7 @@ def emulated_kernels(cuda_mod, fake_libcuda_path, tmp_path_factory):
     lib = bind_fake_libcuda(ctypes.CDLL(fake_libcuda_path))
     so = build_emulated_module(tmp_path_factory.mktemp("emulated"))
     assert lib.fake_cuda_load_module(so.encode()) == 0
+    lib.module_path = so   # for a child process that loads it again
     from eagle.cuda.finished import set_kernel_provider
     set_kernel_provider(lambda: EmulatedKernels(lib))
     return lib
@@ -103,6 +104,8 @@ def emulating_cupy(fake, fake_libcuda_path, tmp_path, monkeypatch):
 
 @pytest.fixture(scope="session")
 def standin_backend_kernels(emulated_kernels, tmp_path_factory):
-    """tests/helpers/backend_kernels.cu, emulated and loaded into the stand-in."""
+    """tests/helpers/backend_kernels.cu, emulated and loaded into the stand-in: (kernels,
+    the paths of the modules loaded: eagle's and this one)."""
     from backends import standin_kernels
-    return standin_kernels(emulated_kernels, tmp_path_factory.mktemp("backend_kernels"))
+    kernels, so = standin_kernels(emulated_kernels, tmp_path_factory.mktemp("backend_kernels"))
+    return kernels, (emulated_kernels.module_path, so)

@@ -1,0 +1,107 @@
+"""Ctrl-C in a subprocess: a child Python runs eagle from this tree, says a line once
+its launch is under way, and gets SIGINT; whatever can hang is bounded by a timeout,
+and the child is killed and reaped on the way out whatever happens.
+
+    res = interrupt(["-c", SCRIPT, arg])            # "ready", 0.5 s, SIGINT, wait
+    assert res.returncode == 0, res.err
+
+Time limits here are deadlock guards, not speed requirements.
+"""
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parents[1]
+
+
+def eagle_root():
+    """The directory holding the eagle under test, so a child imports the same one."""
+    import eagle
+    return str(Path(eagle.__file__).resolve().parents[1])
+
+
+def child_env(**extra):
+    """This process's environment for a child: eagle under test, tests/doubles and
+    tests/helpers importable; OMP_NUM_THREADS dropped (the child sets its threads)."""
+    env = dict(os.environ)
+    env.pop("OMP_NUM_THREADS", None)
+    paths = [eagle_root(), str(TESTS / "doubles"), str(TESTS / "helpers")]
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env.update(extra)
+    return env
+
+
+@contextmanager
+def child(args, env=None, **popen):
+    """``python *args`` with text pipes (env: child_env() unless given); killed and
+    reaped on the way out if it still runs."""
+    p = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=child_env() if env is None else env, **popen)
+    try:
+        yield p
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+
+
+def read_line(p, deadline_s):
+    """The child's next stdout line, or fail (killing it) after deadline_s of silence."""
+    ready, _, _ = select.select([p.stdout], [], [], deadline_s)
+    if not ready:
+        p.kill()
+        _, err = p.communicate()
+        pytest.fail(f"the child said nothing for {deadline_s} s (hung?); stderr: {err[-2000:]!r}")
+    return p.stdout.readline().strip()
+
+
+def wait_for(p, line, deadline_s=120):
+    """Read the child's next line; it must be `line` (else fail with its stderr)."""
+    got = read_line(p, deadline_s)
+    if got != line:
+        p.kill()
+        _, err = p.communicate()
+        pytest.fail(f"the child said {got!r}, not {line!r}; stderr: {err[-3000:]!r}")
+
+
+@dataclass
+class Interrupted:
+    returncode: int
+    out: str
+    err: str
+    sent: float       # time.monotonic() of the first SIGINT
+    waited: float     # seconds from it until the child exited
+
+    @property
+    def lines(self):
+        return self.out.strip().splitlines()
+
+
+def interrupt(args, *, env=None, ready="ready", after_s=0.5, signals=1, gap_s=0.01, timeout_s=60, **popen):
+    """Run ``python *args``; once it printed `ready`, wait after_s, send SIGINT `signals`
+    times (gap_s apart), and wait at most timeout_s for it to exit."""
+    with child(args, env, **popen) as p:
+        wait_for(p, ready)
+        time.sleep(after_s)
+        sent = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        for _ in range(signals - 1):
+            time.sleep(gap_s)
+            p.send_signal(signal.SIGINT)
+        try:
+            out, err = p.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the child did not exit within {timeout_s} s of SIGINT")
+        return Interrupted(p.returncode, out, err, sent, time.monotonic() - sent)
