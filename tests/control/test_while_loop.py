@@ -3,20 +3,14 @@ one launch; against the Python ``while`` it stands for, run on copies of the arr
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
-import time
 
 import numpy as np
 import pytest
+from ctrl_c import interrupt
 
 import eagle
 import eagle.kernels as ek
 from eagle.graph import Graph, native, normal, opaque, ufunc, while_loop
-
-EAGLE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(eagle.__file__)))
-
 
 def newton_graph(x, y, t, res, more, tol, counter):
     """Per replay: x grows by 1 (a new problem), y := x, then Newton for sqrt(x) until
@@ -214,18 +208,6 @@ except KeyboardInterrupt as e:
                                                 ("native", 2, "parallel"), ("opaque", 3, "parallel")])
 def test_ctrl_c_stops_an_endless_loop(body, threads, teams):
     # "parallel": the loop runs on the team (every thread in it, thread 0 polling signals)
-    env = dict(os.environ, PYTHONPATH=EAGLE_ROOT)
-    env.pop("OMP_NUM_THREADS", None)
-    p = subprocess.Popen([sys.executable, "-c", LONG_LOOP, body, str(threads), teams], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        assert p.stdout.readline().strip() == "ready"
-        time.sleep(0.3)
-        p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=30)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.communicate()
-    assert "interrupted" in out, err
-    assert "'loop'" in out
+    res = interrupt(["-c", LONG_LOOP, body, str(threads), teams], after_s=0.3, timeout_s=30)
+    assert "interrupted" in res.out, res.err
+    assert "'loop'" in res.out

@@ -10,36 +10,18 @@ from __future__ import annotations
 import json
 import os
 import random
-import select
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
+from ctrl_c import child, read_line
 
 import eagle
 
 EAGLE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(eagle.__file__)))
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="needs POSIX signals")
-
-
-def child_env():
-    env = dict(os.environ)
-    env.pop("OMP_NUM_THREADS", None)
-    env["PYTHONPATH"] = EAGLE_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
-
-
-def read_line(p, deadline_s):
-    """The child's next stdout line, or fail after deadline_s."""
-    ready, _, _ = select.select([p.stdout], [], [], deadline_s)
-    if not ready:
-        p.kill()
-        out, err = p.communicate()
-        pytest.fail(f"the child said nothing for {deadline_s} s (hung?); stderr: {err[-2000:]!r}")
-    return p.stdout.readline().strip()
 
 
 # ---- many single Ctrl-Cs into launch(1) loops ------------------------------------------
@@ -99,10 +81,8 @@ def test_single_ctrl_c_into_launch_loops_never_leaves_the_graph_locked(tmp_path,
     trials = 70
     script = tmp_path / "loop_child.py"
     script.write_text(LOOP_CHILD)
-    p = subprocess.Popen([sys.executable, str(script), kind, str(trials)], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, env=child_env(), cwd=EAGLE_ROOT)
     rng = random.Random(kind)
-    try:
+    with child([str(script), kind, str(trials)], cwd=EAGLE_ROOT) as p:
         assert read_line(p, 60) == "ready"
         for trial in range(trials):
             time.sleep(rng.uniform(0, 0.004))   # anywhere in the loop: inside launch or between
@@ -111,10 +91,6 @@ def test_single_ctrl_c_into_launch_loops_never_leaves_the_graph_locked(tmp_path,
             if status != "ok":
                 p.kill()
                 pytest.fail(f"after SIGINT {trial + 1}: {status!r}; stderr: {p.communicate()[1][-3000:]}")
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.communicate()
 
 
 # ---- Ctrl-C into a launch whose replays turn slow ----------------------------------------
@@ -199,19 +175,11 @@ def test_ctrl_c_stops_a_launch_whose_replays_turn_slow(tmp_path, slowing_lib, n_
     script = tmp_path / "slowing_child.py"
     script.write_text(SLOWING_CHILD)
     # a million cheap calls first: an adaptive stride grown on them would overshoot by minutes
-    p = subprocess.Popen([sys.executable, str(script), slowing_lib, str(n_threads), teams, gil, "1000000"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(),
-                         cwd=EAGLE_ROOT)
-    try:
+    with child([str(script), slowing_lib, str(n_threads), teams, gil, "1000000"], cwd=EAGLE_ROOT) as p:
         assert read_line(p, 120) == "slow"
         p.send_signal(signal.SIGINT)
-        line = read_line(p, 20)          # generous: the executor checks every few ms
-        res = json.loads(line)
+        res = json.loads(read_line(p, 20))   # generous: the executor checks every few ms
         p.wait(30)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.communicate()
     assert res["interrupted"] and res["other_ok"], res
     assert len(res["notes"]) == 1 and ("interrupted" in res["notes"][0] or "'c'" in res["notes"][0]), res
 
@@ -253,16 +221,10 @@ print(json.dumps(out), flush=True)
 def test_ctrl_c_while_waiting_for_another_threads_launch(tmp_path, slowing_lib):
     script = tmp_path / "waiter_child.py"
     script.write_text(WAITER_CHILD)
-    p = subprocess.Popen([sys.executable, str(script), slowing_lib], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, env=child_env(), cwd=EAGLE_ROOT)
-    try:
+    with child([str(script), slowing_lib], cwd=EAGLE_ROOT) as p:
         assert read_line(p, 60) == "waiting"
         time.sleep(0.05)
         p.send_signal(signal.SIGINT)
         res = json.loads(read_line(p, 60))
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.communicate()
     # the wait gave up while the other launch still ran, and nothing was left held
     assert res == {"interrupted": True, "busy_still": True, "after": 4, "holder": None}, res

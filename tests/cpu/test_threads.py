@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
 import threading
 import time
 
+import ctrl_c
 import numpy as np
 import pytest
+from ctrl_c import child_env
 
 import eagle
 import eagle.kernels as ek
@@ -27,14 +28,6 @@ from eagle.graph import native, opaque
 EAGLE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(eagle.__file__)))
 posix_only = pytest.mark.skipif(os.name != "posix", reason="needs POSIX signals and fork")
 needs_openmp = pytest.mark.skipif(not eagle.have_openmp(), reason="eagle was built without OpenMP")
-
-
-def child_env(**extra):
-    env = dict(os.environ)
-    env.pop("OMP_NUM_THREADS", None)
-    env["PYTHONPATH"] = EAGLE_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
 
 
 def run_python(code, timeout=120, **env):
@@ -426,31 +419,13 @@ print(json.dumps({"interrupted": False}), flush=True)
 def interrupt(tmp_path, kind, n_threads, teams):
     script = tmp_path / "sigint_child.py"
     script.write_text(SIGINT_CHILD)
-    p = subprocess.Popen([sys.executable, str(script), kind, str(n_threads), teams],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(),
-                         cwd=EAGLE_ROOT)
-    try:
-        line = p.stdout.readline()
-        assert line.strip() == "ready", f"child did not start its launch: {line!r} {p.stderr.read()!r}"
-        time.sleep(0.05)
-        sent = time.monotonic()
-        p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=60)
-        waited = time.monotonic() - sent
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.communicate()
-        pytest.fail("the launch did not stop within 60 s of SIGINT")
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.communicate()
-    assert p.returncode == 0, f"child failed ({p.returncode}): {out!r} {err!r}"
-    res = json.loads(out.strip().splitlines()[-1])
-    assert res["interrupted"], "launch(10**9) finished instead of being interrupted"
+    res = ctrl_c.interrupt([str(script), kind, str(n_threads), teams], after_s=0.05, cwd=EAGLE_ROOT)
+    assert res.returncode == 0, f"child failed ({res.returncode}): {res.out!r} {res.err!r}"
+    out = json.loads(res.lines[-1])
+    assert out["interrupted"], "launch(10**9) finished instead of being interrupted"
     # a correctness bound, generous on a loaded machine: the executor checks signals every few ms
-    assert waited < 20, f"SIGINT took {waited:.1f} s to stop the launch"
-    return res["notes"]
+    assert res.waited < 20, f"SIGINT took {res.waited:.1f} s to stop the launch"
+    return out["notes"]
 
 
 @posix_only

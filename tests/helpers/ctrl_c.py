@@ -39,7 +39,7 @@ def child_env(**extra):
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(paths)
-    env.update(extra)
+    env.update({k: str(v) for k, v in extra.items()})
     return env
 
 

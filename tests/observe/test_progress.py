@@ -8,13 +8,13 @@ be seen, never asserted as speeds.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
 
 import numpy as np
 import pytest
+from ctrl_c import interrupt
 
 import eagle
 from eagle import kernels
@@ -190,18 +190,9 @@ print("usable", flush=True)
 
 @pytest.mark.skipif(os.name != "posix", reason="needs POSIX signals")
 def test_ctrl_c_stops_a_progress_launch():
-    env = dict(os.environ, PYTHONPATH=EAGLE_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.Popen([sys.executable, "-c", CTRL_C_CHILD], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        assert p.stdout.readline().strip() == "ready"
-        time.sleep(0.5)
-        p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=60)   # a deadlock guard, not a speed requirement
-    finally:
-        p.kill()
-    assert out.split("\n")[:2] == ["interrupted True", "usable"], err[-2000:]
-    assert "eagle launch" in err     # the bar was shown, and closed
+    res = interrupt(["-c", CTRL_C_CHILD])
+    assert res.out.split("\n")[:2] == ["interrupted True", "usable"], res.err[-2000:]
+    assert "eagle launch" in res.err     # the bar was shown, and closed
 
 
 def test_progress_and_a_profile_together(fake_tqdm):
