@@ -16,7 +16,9 @@ from hypothesis import strategies as st
 
 import eagle
 from eagle import kernels
-from eagle.graph import GroupConflict, native, opaque
+from eagle.graph import native, opaque
+from oracle_graphs import assert_conflicts_staged_in_order, graph_spec, opaque_spec, opaque_work, record
+from oracle_graphs import make_pool as pool
 
 N = 12  # samples per array
 
@@ -28,20 +30,7 @@ VIEWS = [
 
 
 def make_pool():
-    bufs = [np.arange(2 * N, dtype=np.float64) * (k + 1) / 7 for k in range(2)]
-    views = [(b, v(b)) for b in bufs for v in VIEWS]
-    return bufs, [v for _, v in views]
-
-
-def opaque_work(k, reads, writes):
-    """A deterministic function of the node's reads, written to its writes."""
-    def work():
-        acc = float(k)
-        for r in reads:
-            acc += float(r.sum()) * 0.25
-        for j, w in enumerate(writes):
-            w[...] = np.sin(acc + j + np.arange(w.shape[0]))
-    return work
+    return pool(VIEWS, N)
 
 
 # native kernels and what they do to the first L samples, in NumPy
@@ -54,12 +43,10 @@ NATIVE = {
 
 
 node_spec = st.one_of(
-    st.tuples(st.just("opaque"), st.lists(st.integers(0, 13), max_size=3, unique=True),
-              st.lists(st.integers(0, 13), max_size=2, unique=True)),
+    opaque_spec(2 * len(VIEWS)),
     st.tuples(st.sampled_from(sorted(NATIVE)), st.lists(st.integers(0, 13), min_size=3, max_size=3)),
 )
-graph_spec = st.lists(st.tuples(st.booleans(), st.lists(node_spec, min_size=1, max_size=3)),
-                      min_size=1, max_size=7)
+graphs = graph_spec(node_spec)
 
 
 def realize(spec, views):
@@ -103,12 +90,6 @@ def run_oracle(recorded, logical_size, replays):
                 NATIVE[kind][3](reads, writes, logical_size)
 
 
-def conflicts(a, b):
-    (ra, wa), (rb, wb) = a, b
-    return (any(np.shares_memory(x, y) for x in wa for y in rb + wb)
-            or any(np.shares_memory(x, y) for x in ra for y in wb))
-
-
 def replay_and_compare(g, threads, teams, size, replays, bufs, expected):
     """Build g on `threads` threads, run `replays` replays at `size` (at most the
     capacity), and compare every buffer with the oracle's."""
@@ -126,7 +107,7 @@ def replay_and_compare(g, threads, teams, size, replays, bufs, expected):
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(spec=graph_spec, threads=st.sampled_from([1, 2]), teams=st.sampled_from(["auto", "serial", "parallel"]),
+@given(spec=graphs, threads=st.sampled_from([1, 2]), teams=st.sampled_from(["auto", "serial", "parallel"]),
        size=st.sampled_from([0, 1, 5, N]), replays=st.integers(1, 3))
 def test_replay_equals_recording_order(spec, threads, teams, size, replays):
     # oracle run
@@ -141,26 +122,9 @@ def test_replay_equals_recording_order(spec, threads, teams, size, replays):
     for b, s in zip(bufs, start):
         b[...] = s
     g = eagle.Graph()
-    recorded = []
-    for as_group, members in realize(spec, views):
-        if as_group and len(members) > 1:
-            try:
-                g.add_group([m[4] for m in members], names=[m[0] for m in members])
-                recorded.extend(members)
-                continue
-            except GroupConflict:
-                assert any(conflicts((a[2], a[3]), (b[2], b[3]))
-                           for i, a in enumerate(members) for b in members[i + 1:])
-        for m in members:
-            g.add_node(m[4], name=m[0])
-            recorded.append(m)
+    recorded = record(g, realize(spec, views))
     assert [m[0] for m in recorded] == [m[0] for m in order]
-
-    # every conflicting pair is staged in recording order
-    for i, a in enumerate(recorded):
-        for b in recorded[i + 1:]:
-            if conflicts((a[2], a[3]), (b[2], b[3])):
-                assert g.stage_of(a[0]) < g.stage_of(b[0]), (a[0], b[0])
+    assert_conflicts_staged_in_order(g, recorded)
 
     replay_and_compare(g, threads, teams, size, replays, bufs, expected)
 

@@ -20,6 +20,7 @@ from numpy.lib.stride_tricks import as_strided, sliding_window_view
 import eagle
 from eagle import kernels
 from eagle.graph import GroupConflict, native, opaque
+from oracle_graphs import assert_conflicts_staged_in_order, conflicts, record
 
 
 def nop():
@@ -255,12 +256,6 @@ def realize(spec, pool):
     return out
 
 
-def conflicts(a, b):
-    (ra, wa), (rb, wb) = a, b
-    return (any(np.shares_memory(x, y) for x in wa for y in rb + wb)
-            or any(np.shares_memory(x, y) for x in ra for y in wb))
-
-
 def native_capacity(recorded):
     lengths = [len(a) for m in recorded if m[1] != "opaque" for a in m[2] + m[3]]
     return min(lengths) if lengths else None
@@ -292,26 +287,9 @@ def test_random_graphs_of_aliases_replay_as_recorded(threads, spec, n_threads, t
     for b, s in zip(bases, start):
         b[...] = s
     g = eagle.Graph()
-    recorded = []
-    for as_group, members in realize(spec, pool):
-        pairs = [(a, b) for i, a in enumerate(members) for b in members[i + 1:]]
-        if as_group and len(members) > 1:
-            try:
-                g.add_group([m[4] for m in members], names=[m[0] for m in members])
-            except GroupConflict:
-                assert any(conflicts((a[2], a[3]), (b[2], b[3])) for a, b in pairs)
-            else:
-                assert not any(conflicts((a[2], a[3]), (b[2], b[3])) for a, b in pairs)
-                recorded.extend(members)
-                continue
-        for m in members:
-            g.add_node(m[4], name=m[0])
-            recorded.append(m)
+    recorded = record(g, realize(spec, pool))
     assert [m[0] for m in recorded] == [m[0] for m in order]
-    for i, a in enumerate(recorded):
-        for b in recorded[i + 1:]:
-            if conflicts((a[2], a[3]), (b[2], b[3])):
-                assert g.stage_of(a[0]) < g.stage_of(b[0]), (a[0], b[0])
+    assert_conflicts_staged_in_order(g, recorded)
     # every edge joins two nodes whose bytes meet (the rule is exact, not conservative)
     by_name = {m[0]: m for m in recorded}
     for before, after, _ in g.dependencies:

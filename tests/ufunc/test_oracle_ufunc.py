@@ -14,7 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import eagle
-from eagle.graph import GroupConflict, opaque, ufunc
+from eagle.graph import opaque, ufunc
+from oracle_graphs import assert_conflicts_staged_in_order, graph_spec, opaque_spec, opaque_work, record
+from oracle_graphs import make_pool as pool
 
 N = 12
 
@@ -34,30 +36,14 @@ SCALARS = [0.5, -1.25, 3, np.float64(0.75)]
 
 
 def make_pool():
-    bufs = [np.arange(2 * N, dtype=np.float64) * (k + 1) / 7 - 1.0 for k in range(2)]
-    return bufs, [v(b) for b in bufs for v in VIEWS]
-
-
-def opaque_work(k, reads, writes):
-    def work():
-        acc = float(k)
-        for r in reads:
-            acc += float(r.sum()) * 0.25
-        for j, w in enumerate(writes):
-            w[...] = np.cos(acc + j + np.arange(w.shape[0]))
-    return work
+    return pool(VIEWS, N, shift=1.0)
 
 
 operand = st.one_of(st.integers(0, N_VIEWS - 1), st.integers(0, 3).map(lambda i: -1 - i))
 ufunc_spec = st.tuples(st.sampled_from(sorted(UFUNCS)), st.lists(operand, min_size=2, max_size=2),
                        st.lists(st.integers(0, N_VIEWS - 1), min_size=2, max_size=2), st.booleans())
-node_spec = st.one_of(
-    st.tuples(st.just("opaque"), st.lists(st.integers(0, N_VIEWS - 1), max_size=3, unique=True),
-              st.lists(st.integers(0, N_VIEWS - 1), max_size=2, unique=True)),
-    ufunc_spec, ufunc_spec, ufunc_spec,
-)
-graph_spec = st.lists(st.tuples(st.booleans(), st.lists(node_spec, min_size=1, max_size=3)),
-                      min_size=1, max_size=7)
+node_spec = st.one_of(opaque_spec(N_VIEWS), ufunc_spec, ufunc_spec, ufunc_spec)
+graphs = graph_spec(node_spec)
 
 
 def realize(spec, views):
@@ -71,7 +57,7 @@ def realize(spec, views):
                 _, r, w = m
                 w = [i for i in w if i not in r]
                 reads, writes = [views[i] for i in r], [views[i] for i in w]
-                fn = opaque_work(k, reads, writes)
+                fn = opaque_work(k, reads, writes, wave=np.cos)
                 node = opaque(fn, reads={f"r{i}": views[i] for i in r},
                               writes={f"w{i}": views[i] for i in w})
                 group.append((f"n{k}", "opaque", reads, writes, node, lambda L, fn=fn: fn()))
@@ -102,44 +88,22 @@ def realize(spec, views):
     return out
 
 
-def conflicts(a, b):
-    (ra, wa), (rb, wb) = a, b
-    return (any(np.shares_memory(x, y) for x in wa for y in rb + wb)
-            or any(np.shares_memory(x, y) for x in ra for y in wb))
-
-
-def record(spec, views):
+def record_graph(spec, views):
     g = eagle.Graph()
-    recorded = []
-    for as_group, members in realize(spec, views):
-        if as_group and len(members) > 1:
-            try:
-                g.add_group([m[4] for m in members], names=[m[0] for m in members])
-                recorded.extend(members)
-                continue
-            except GroupConflict:
-                assert any(conflicts((a[2], a[3]), (b[2], b[3]))
-                           for i, a in enumerate(members) for b in members[i + 1:])
-        for m in members:
-            g.add_node(m[4], name=m[0])
-            recorded.append(m)
-    return g, recorded
+    return g, record(g, realize(spec, views))
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(spec=graph_spec, threads=st.sampled_from([1, 2]), teams=st.sampled_from(["auto", "serial", "parallel"]),
+@given(spec=graphs, threads=st.sampled_from([1, 2]), teams=st.sampled_from(["auto", "serial", "parallel"]),
        size=st.sampled_from([0, 1, 5, N, 2 * N]), replays=st.integers(1, 3))
 def test_replay_with_ufunc_nodes_equals_recording_order(spec, threads, teams, size, replays):
     # eagle's graph first, to learn the logical size its arrays allow
     bufs, views = make_pool()
     start = [b.copy() for b in bufs]
-    g, recorded = record(spec, views)
+    g, recorded = record_graph(spec, views)
     logical = min(size, g.capacity)
 
-    for i, a in enumerate(recorded):
-        for b in recorded[i + 1:]:
-            if conflicts((a[2], a[3]), (b[2], b[3])):
-                assert g.stage_of(a[0]) < g.stage_of(b[0]), (a[0], b[0])
+    assert_conflicts_staged_in_order(g, recorded)
 
     before = eagle.get_num_threads()
     if threads > 1 and not eagle.have_openmp():
@@ -156,7 +120,7 @@ def test_replay_with_ufunc_nodes_equals_recording_order(spec, threads, teams, si
     obufs, oviews = make_pool()
     for b, s in zip(obufs, start):
         b[...] = s
-    _, oracle = record(spec, oviews)
+    _, oracle = record_graph(spec, oviews)
     assert [m[0] for m in oracle] == [m[0] for m in recorded]
     with np.errstate(all="ignore"):
         for _ in range(replays):
