@@ -13,8 +13,9 @@
 #   2. build              95 s  eagle built in place from the carried tree, offline, in
 #                               parallel (cythonize and the C compiles on every core);
 #                               wheels carried in .whl/ are installed first when present;
-#   3. pytest -m gpu      85 s  tests/gpu (but the NCCL test) and the gpu-marked tests of
-#                               tests/cuda, 30 s per test (pytest-timeout);
+#   3. pytest -m gpu      85 s  every gpu-marked test but the NCCL one (the files
+#                               tests/gpu/gpu_test_files.sh lists: tests/gpu, the gpu case of
+#                               the scenarios written once for every backend), 30 s per test;
 #   4. NCCL              30 s  tests/gpu/test_gpu_nccl.py in a pytest of its own: a
 #                               communicator that hangs at exit costs this step only;
 #   5. timing             55 s  tests/gpu/timing.py: the ratio table.
@@ -135,9 +136,11 @@ per_test_timeout() {  # pytest-timeout's option when it is installed (it is on t
 }
 
 gpu_tests() {  # the tests import the in-place eagle (rootdir stays the checkout for conftest.py)
+    local files=() f
+    while IFS= read -r f; do files+=("$ROOT/$f"); done < <(bash "$ROOT/tests/gpu/gpu_test_files.sh")
+    (( ${#files[@]} )) || return 1
     (cd /tmp && EAGLE_GPU_PROGRESS="$RESULTS/progress.txt" "$PY" -m pytest -p no:cacheprovider \
-        -p gpu_progress -m gpu -rs -q $(per_test_timeout 30) --junitxml="$RESULTS/gpu.xml" \
-        --ignore="$ROOT/tests/gpu/test_gpu_nccl.py" "$ROOT/tests/gpu" "$ROOT/tests/cuda/test_shim_standin.py")
+        -p gpu_progress -m gpu -rs -q $(per_test_timeout 30) --junitxml="$RESULTS/gpu.xml" "${files[@]}")
 }
 
 nccl_test() {
