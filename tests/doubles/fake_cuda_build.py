@@ -5,8 +5,8 @@
 ``build_emulated_module`` compiles eagle's own CUDA C source (eagle/cuda/kernels/)
 with the CUDA C emulator (tests/doubles/cuda_emulation.h) into a shared object the
 stand-in loads; ``bind_fake_libcuda`` declares the ctypes signatures of the
-stand-in's test-only controls (fake_cuda_*). Used by tests/cuda/conftest.py and
-tests/mpi/test_nccl_standin.py.
+stand-in's test-only controls (fake_cuda_*). Used by tests/helpers/standin_fixtures.py,
+tests/helpers/backends.py and tests/mpi/test_nccl_standin.py.
 
 ``DOUBLES_CFLAGS``: extra compiler flags for every test double the tests compile,
 from env EAGLE_DOUBLES_CFLAGS (tests/sanitize.sh sets the sanitizer flags there, so
