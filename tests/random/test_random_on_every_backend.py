@@ -82,7 +82,9 @@ def test_same_numbers_whatever_the_launch_grouping_and_logical_size(backend, kin
     g.replays = start
     g.launch(1)
     assert not np.array_equal(backend.asnumpy(out), got)   # another replay draws other numbers
-    for size in (1, 257, 0, n - 1):
+    fake = backend.fake
+    instantiated = fake.fake_cuda_counter(b"cuGraphInstantiate") if fake else 0
+    for size in (1, 257, 256, 0, n - 1):
         backend.put(out, Ellipsis, 7)
         g.set_logical_size(size)
         g.replays = last
@@ -90,6 +92,10 @@ def test_same_numbers_whatever_the_launch_grouping_and_logical_size(backend, kin
         part = backend.asnumpy(out)
         np.testing.assert_array_equal(part[:size], got[:size])
         assert (part[size:] == 7).all()            # past the logical size: untouched
+        if fake and size:
+            assert fake.fake_cuda_last_grid_x() >= 1
+    if fake:
+        assert fake.fake_cuda_counter(b"cuGraphInstantiate") == instantiated   # patched, not rebuilt
 
 
 def test_ids_set_the_counter(backend):
