@@ -22,16 +22,6 @@ from eagle.graph import opaque
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(autouse=True)
-def real_runtime(cupy):
-    from eagle.cuda import _shim as _cuda
-    if _cuda.is_loaded() and "fake_libcuda" in _cuda.library() or "EAGLE_LIBCUDA" in __import__("os").environ:
-        pytest.skip("eagle's CUDA shim is bound to the CPU stand-in in this process (tests/cuda "
-                    "ran first); run tests/gpu in a process of its own")
-    yield
-    cupy.cuda.Device().synchronize()
-
-
 def kernel_api():
     try:
         from eagle.graph import SIZE, cuda_kernel

@@ -22,16 +22,6 @@ class DLPackOnly:
         return self._a.__dlpack_device__()
 
 
-@pytest.fixture(autouse=True)
-def real_runtime(cupy):
-    from eagle.cuda import _shim as _cuda
-    if _cuda.is_loaded() and "fake_libcuda" in _cuda.library() or "EAGLE_LIBCUDA" in __import__("os").environ:
-        pytest.skip("eagle's CUDA shim is bound to the CPU stand-in in this process (tests/cuda "
-                    "ran first); run tests/gpu in a process of its own")
-    yield
-    cupy.cuda.Device().synchronize()
-
-
 def test_a_dlpack_cuda_tensor_shares_the_producers_memory(cupy):
     a = cupy.arange(8.0)
     node = opaque(lambda: None, writes={"t": DLPackOnly(a[2:6])})
