@@ -299,7 +299,9 @@ class CudaBackend(Backend):
 
         for i, node in enumerate(nodes):
             if not runs_on_cuda(node):
-                raise TypeError(f"node {recording.names[i]!r} is {with_article(node.kind)} node, which runs on the CPU; "
+                raise TypeError(f"node {recording.names[i]!r} is {with_article(node.kind)} node, which the cuda "
+                                "backend cannot capture (a CPU kind, or no CUDA lowering is registered "
+                                "for it: eagle.cuda.capture.register); "
                                 "a graph of CUDA arrays takes opaque(), cuda_kernel(), ufunc(), "
                                 "compact(), reorder() and random nodes")
             if node.runs_as is RunsAs.OPAQUE and node.sized:

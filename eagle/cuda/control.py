@@ -129,7 +129,9 @@ def check_bodies(recording, cuda_module, path=()):
                 inner_name = rec.names[j]
                 if not runs_on_cuda(inner):
                     raise TypeError(f"node {inner_name!r} in the {label} of {where} is "
-                                    f"a {inner.kind} node, which runs on the CPU; a body of a "
+                                    f"a {inner.kind} node, which the cuda backend cannot capture "
+                                    "(a CPU kind, or no CUDA lowering is registered for it: "
+                                    "eagle.cuda.capture.register); a body of a "
                                     "graph of CUDA arrays takes opaque(), cuda_kernel(), ufunc(), "
                                     "random and control-flow nodes")
                 if inner.collective is not None:
