@@ -11,7 +11,8 @@ arrays or any object with ``__cuda_array_interface__``). It
 2. captures the whole graph in **one** stream capture on eagle's own stream
    (a blocking stream: legacy-default-stream work inside a node then fails the
    capture, ``CUDA_ERROR_STREAM_CAPTURE_IMPLICIT``, naming the node), in relaxed
-   capture mode, stage by stage in recording order. A stage with
+   capture mode, stage by stage in recording order, each node through its kind's
+   lowering (eagle/cuda/capture.py). A stage with
    several nodes is captured as side-by-side branches: an event recorded on
    eagle's stream forks the side streams, each node is captured on its own
    stream, and events join them back before the next stage. One capture with
@@ -25,7 +26,8 @@ arrays or any object with ``__cuda_array_interface__``). It
    (returned to CuPy's shared pool they would be reused, and replays would
    corrupt them);
 3. instantiates the captured graph once (a failure names the eagle node);
-4. registers every ``cuda_kernel`` node as a sized kernel node of the
+4. registers the kernel nodes the lowerings added as sized (``SizedKernel``: every
+   ``cuda_kernel``, random and partition kernel, in bodies too) with the
    instantiated graph.
 
 **Opaque nodes run once, while the graph is captured.** Their Python code does

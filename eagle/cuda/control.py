@@ -1,9 +1,10 @@
 """Control-flow nodes on CUDA: ``while_loop`` and ``if_else`` as conditional nodes,
 ``subgraph`` as a child-graph node, inside the one CUDA graph ``build()`` captures.
 
-The record-level contract is ``eagle.record.control`` (``ControlNode``). When the cuda
-backend's capture meets a control node on stream ``s`` (eagle's stream or a branch's),
-it adds nodes to the graph ``s`` is capturing into (``cuStreamGetCaptureInfo`` gives the
+The record-level contract is ``eagle.record.control`` (``ControlNode``); its CUDA lowering
+is ``ControlCapture`` (eagle/cuda/capture.py), which works through the capture context
+alone. Captured on stream ``s`` (eagle's stream or a branch's), a control node
+adds nodes to the graph ``s`` is capturing into (``cuStreamGetCaptureInfo`` gives the
 graph) and then makes ``s``'s next work follow them (``cuStreamUpdateCaptureDependencies``):
 
 - ``while_loop(cond, body)`` becomes a conditional **WHILE** node whose handle the
@@ -32,7 +33,8 @@ graph) and then makes ``s``'s next work follow them (``cuStreamUpdateCaptureDepe
 
 Each body is captured into its graph (the conditional node's body, the child node's
 graph) with ``cuStreamBeginCaptureToGraph`` on a stream of its own, its nodes in
-recording order, one after another (no side branches inside a body); a control node
+recording order, one after another (no side branches inside a body), each through its
+kind's lowering (``CaptureContext.capture``); a control node
 inside a body does the same one level down (the handle of a nested conditional node
 belongs to the body graph holding it).
 

@@ -249,7 +249,7 @@ class CudaKernelNode(Node):
             raise ValueError(f"shared_mem must be >= 0, got {shared_mem}")
         self.shared_mem = shared_mem
 
-    # -- launching (called by the cuda backend while it captures) ------------------
+    # -- launching (called by its lowering, CudaKernelCapture, while the graph is captured) --
 
     def arg_sizes(self) -> list:
         """Bytes of each kernel parameter as eagle passes it: 4 for a 32-bit SIZE,
