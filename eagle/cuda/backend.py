@@ -360,11 +360,8 @@ class CudaBackend(Backend):
         # what every node's lowering sees of this build (eagle/cuda/capture.py)
         capture = Capture(self.stream, size, on_stream=self._on, register_buffer=self._buffers.append,
                           kernel_provider=fc.kernel_provider)
-        #: the distinct nodes (a body used twice holds the same node) and their lowerings
-        distinct = []
-        for node in flat:
-            if not any(node is m for m in distinct):
-                distinct.append(node)
+        # each node once (a body used twice holds the same nodes), in order
+        distinct = list({id(node): node for node in flat}.values())
         needs = set()
         for node in distinct:
             needs |= capture.lowering(type(node)).needs(node)

@@ -2,8 +2,8 @@
 ``subgraph`` as a child-graph node, inside the one CUDA graph ``build()`` captures.
 
 The record-level contract is ``eagle.record.control`` (``ControlNode``); its CUDA lowering
-is ``ControlCapture`` (eagle/cuda/capture.py), which works through the capture context
-alone. Captured on stream ``s`` (eagle's stream or a branch's), a control node
+(eagle/cuda/capture.py) is ``ControlCapture``, below, which works through the capture
+context alone. Captured on stream ``s`` (eagle's stream or a branch's), a control node
 adds nodes to the graph ``s`` is capturing into (``cuStreamGetCaptureInfo`` gives the
 graph) and then makes ``s``'s next work follow them (``cuStreamUpdateCaptureDependencies``):
 
