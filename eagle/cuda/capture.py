@@ -1,7 +1,7 @@
 """How a node kind is captured into eagle's CUDA graph: lowerings and the capture context.
 
-The cuda backend (eagle/cuda/backend.py) captures a graph node by node and knows no node
-kind. For each node it looks up the kind's **lowering**, the ``Lowering`` subclass
+The cuda backend (eagle/cuda/backend.py) captures a graph node by node and dispatches on
+no node kind: for each node it looks up the kind's **lowering**, the ``Lowering`` subclass
 registered for the node's class or its nearest base (``register``), and hands it a
 ``CaptureContext``: the stream the node is captured on (made current for its GPU work,
 CuPy's current stream included), the logical size, the device logical size and replay

@@ -98,7 +98,6 @@ class CudaRandomNode(Node):
         return f"{s.kind}(out={s.out_name!r}, key={s.key}{ids}, cuda)"
 
 
-
 class CudaRandomCapture(Lowering):
     """A random node's capture: one ``eagle_random`` kernel node, sized, reading the
     graph's device replay counter (and its device logical size, when it keeps one)."""
