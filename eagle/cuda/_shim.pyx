@@ -1238,12 +1238,14 @@ def kernel_node_params(uintptr_t node):
 # ---- device memory ------------------------------------------------------------------
 
 cdef class DeviceBuffer:
-    """``nbytes`` of device memory (cudaMalloc), owned; freed by ``close()`` or on
-    collection. ``ptr`` is the device address. ``write(data, stream)`` and
-    ``read(nbytes, stream)`` copy from / to host memory with cudaMemcpyAsync on
-    ``stream`` and then synchronize it (never while it captures). eagle uses it
-    for the device logical size and the compaction scratch, which live as long
-    as the built graph."""
+    """``nbytes`` of device memory (cuMemAlloc), owned; freed by ``close()`` or on
+    collection. ``ptr`` is the device address. ``write(data, stream, offset)`` copies
+    the bytes of a host buffer to ``ptr + offset``, ``read_into(out, stream, offset,
+    synchronize=True)`` copies ``len(out)`` bytes from ``ptr + offset`` into the writable
+    host buffer ``out`` and returns it; both with cuMemcpyAsync on ``stream``, then
+    synchronize it (``read_into(..., synchronize=False)`` leaves that to the caller;
+    never while it captures). eagle uses it for the device logical size, the replay
+    counter and the compaction scratch, which live as long as the built graph."""
     cdef void *handle
     cdef readonly size_t nbytes
 

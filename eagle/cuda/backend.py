@@ -11,7 +11,8 @@ arrays or any object with ``__cuda_array_interface__``). It
 2. captures the whole graph in **one** stream capture on eagle's own stream
    (a blocking stream: legacy-default-stream work inside a node then fails the
    capture, ``CUDA_ERROR_STREAM_CAPTURE_IMPLICIT``, naming the node), in relaxed
-   capture mode, stage by stage in recording order. A stage with
+   capture mode, stage by stage in recording order, each node through its kind's
+   lowering (eagle/cuda/capture.py). A stage with
    several nodes is captured as side-by-side branches: an event recorded on
    eagle's stream forks the side streams, each node is captured on its own
    stream, and events join them back before the next stage. One capture with
@@ -25,7 +26,8 @@ arrays or any object with ``__cuda_array_interface__``). It
    (returned to CuPy's shared pool they would be reused, and replays would
    corrupt them);
 3. instantiates the captured graph once (a failure names the eagle node);
-4. registers every ``cuda_kernel`` node as a sized kernel node of the
+4. registers the kernel nodes the lowerings added as sized (``SizedKernel``: every
+   ``cuda_kernel``, random and partition kernel, in bodies too) with the
    instantiated graph.
 
 **Opaque nodes run once, while the graph is captured.** Their Python code does
@@ -83,7 +85,9 @@ from eagle._errors import CudaError, add_note
 from eagle._text import with_article
 from eagle.cuda import _nvtx
 from eagle.cuda import _shim as _cuda  # ImportError: eagle was built without the cuda backend (Graph.build says so)
+from eagle.cuda.capture import Capture, Need, runs_on_cuda
 from eagle.record.backend import Backend
+from eagle.record.control import ControlNode
 from eagle.record.node import RunsAs
 from eagle.record.plan import Plan, StagePlan
 
@@ -292,9 +296,14 @@ class CudaBackend(Backend):
         self._cp = _cupy()
         nodes = recording.nodes
         stages = recording.rows
+        # the lowerings of eagle.record's kinds: opaque (eagle.cuda.capture), control flow
+        from eagle.cuda import control as _control
+
         for i, node in enumerate(nodes):
-            if node.runs_as not in _RUNS:
-                raise TypeError(f"node {recording.names[i]!r} is {with_article(node.kind)} node, which runs on the CPU; "
+            if not runs_on_cuda(node):
+                raise TypeError(f"node {recording.names[i]!r} is {with_article(node.kind)} node, which the cuda "
+                                "backend cannot capture (a CPU kind, or no CUDA lowering is registered "
+                                "for it: eagle.cuda.capture.register); "
                                 "a graph of CUDA arrays takes opaque(), cuda_kernel(), ufunc(), "
                                 "compact(), reorder() and random nodes")
             if node.runs_as is RunsAs.OPAQUE and node.sized:
@@ -302,16 +311,12 @@ class CudaBackend(Backend):
                                 "sized=True)): on cuda an opaque node runs once, at capture, and the "
                                 "kernels it launches keep that call's size, so it could not follow "
                                 "set_logical_size(); use cuda_kernel() with SIZE, or a plain opaque node")
-        from eagle.cuda import control as _control
-
         _control.check_bodies(recording, _cuda)
         #: the nodes with every control node's body nodes (for what the graph needs set up)
         flat = _control.flat_nodes(nodes)
         #: whether a compaction node sets the next replay's logical size (on the device)
         self.resizes = recording.index_of_resizer() is not None
         self._until_done_refused = None
-        #: the communicator launch_until_done agrees over (collectives over several ranks)
-        self._ranks = self._ranks_of(recording)
         # a stage of several nodes is captured as branches, unless its policy is "serial"
         self._branches = [len(idx) > 1 and policies[s] != "serial" for s, idx in enumerate(stages)]
         width = max([len(idx) for s, idx in enumerate(stages) if self._branches[s]] or [1])
@@ -346,20 +351,26 @@ class CudaBackend(Backend):
         self._replay_buf = None   # the device replay counter (graphs with random nodes)
 
         size = recording.logical_size
-        # the device logical size: for compaction / reorder nodes and SIZE_PTR kernels
-        partitions = _partition_nodes(flat)
-        self._has_partitions = bool(partitions)
-        self._device_size = bool(partitions) or any(n.size_ptr for n in flat)
         self._buffers = []
         self._gblock = None
         self._host_g = None
         self._kernels = None
-        if self._device_size:
-            self._setup_device_size(size, partitions)
-        if any(n.runs_as is RunsAs.CUDA_RANDOM for n in flat):
-            self._setup_replay_counter()
-        #: the control-flow nodes' capture and their iteration limits (eagle/cuda/control.py)
-        self._control = _control.ControlCapture(self, _cuda)
+        from eagle.cuda import finished as fc
+
+        # what every node's lowering sees of this build (eagle/cuda/capture.py)
+        capture = Capture(self.stream, size, on_stream=self._on, register_buffer=self._buffers.append,
+                          kernel_provider=fc.kernel_provider)
+        # each node once (a body used twice holds the same nodes), in order
+        distinct = list({id(node): node for node in flat}.values())
+        needs = set()
+        for node in distinct:
+            needs |= capture.lowering(type(node)).needs(node)
+        #: whether a node writes the device block (compaction, reorder): launch reads it back
+        self._has_partitions = Need.READ_BACK in needs
+        # the device logical size: for compaction / reorder nodes and SIZE_PTR kernels
+        self._device_size = bool(needs & {Need.DEVICE_SIZE, Need.READ_BACK})
+        #: the control-flow nodes' lowering: their capture and loop states (eagle/cuda/control.py)
+        self._control = capture.lowering(ControlNode)
         #: the stop flag the loops' condition kernels read (Ctrl-C sets it), when there are
         #: loops on the device (while_loop nodes, launch_until_done's WHILE node)
         self._stop = None
@@ -368,22 +379,29 @@ class CudaBackend(Backend):
         self._window = 1
         self._window_events = None
         try:
-            self._control.prepare(nodes, recording.names, self.stream)
+            if self._device_size:
+                self._setup_device_size(size, needs)
+            if Need.REPLAY_COUNTER in needs:
+                self._setup_replay_counter()
+            capture.size_ptr, capture.kernels = self.size_ptr, self._kernels
+            if self._replay_buf is not None:
+                capture.replay_ptr = self._replay_buf.ptr
+            root = capture.context()
+            for node in distinct:   # before the capture: no copy may run while it captures
+                capture.lowering(type(node)).allocate(node, root)
+            self._control.prepare(nodes, recording.names, root)
             if self._control.loops or self.resizes:
                 self._stop = _cuda.HostFlag()
                 self._buffers.append(self._stop)
-        except BaseException:
-            self._free_buffers()
-            raise
-        owners = _cuda.NodeOwners(self.stream)
-        sized = []
-        try:  # the capture reads what the producers wrote (CuPy arrays, torch, numba ...)
+                capture.stop_ptr = self._stop.device_ptr
+            # the capture reads what the producers wrote (CuPy arrays, torch, numba ...)
             self._order_after_producers()
         except BaseException:
             self._free_buffers()
             raise
+        owners = _cuda.NodeOwners(self.stream)
         try:
-            captured = self._capture(stages, size, owners, sized)
+            captured = self._capture(root, stages, owners)
             shared = self._stages_sharing_library_state()
             if shared and self.library_branches == "serial":
                 # two branches of one stage call a library that keeps per-thread state
@@ -394,14 +412,15 @@ class CudaBackend(Backend):
                     self._branches[st] = False
                 self.library_serial_stages = shared
                 owners = _cuda.NodeOwners(self.stream)
-                sized = []
+                capture.sized.clear()
                 self._library_kernels = {}
-                captured = self._capture(stages, size, owners, sized)
+                captured = self._capture(root, stages, owners)
         except BaseException:
             self._free_buffers()
             raise
-        finally:
-            self._release_partition_buffers(partitions)
+        sized = capture.sized
+        #: the communicator launch_until_done agrees over (collectives over several ranks)
+        self._ranks = self._ranks_of(capture.communicators)
         try:
             self.exec = captured.instantiate(upload_stream=self.stream, owners=owners,
                                              names=list(recording.names),
@@ -414,13 +433,13 @@ class CudaBackend(Backend):
             self._free_buffers()
             raise
         try:
-            for index, handle, nargs, size_index, size_type, per_block, arg_sizes, *body in sized:
+            for k in sized:
                 try:
-                    self.exec.add_sized_kernel(handle, nargs, size_index, size_type,
-                                               per_block=per_block, arg_sizes=arg_sizes,
-                                               in_body=bool(body and body[0]))
+                    self.exec.add_sized_kernel(k.handle, k.nargs, k.size_index, k.size_type,
+                                               per_block=k.per_block, arg_sizes=k.arg_sizes,
+                                               in_body=k.in_body)
                 except (TypeError, CudaError) as e:
-                    add_note(e, f"eagle: registering kernel node {recording.names[index]!r} as sized")
+                    add_note(e, f"eagle: registering kernel node {k.name!r} as sized")
                     raise
         except BaseException:
             self.exec.close()
@@ -452,21 +471,16 @@ class CudaBackend(Backend):
         finally:
             _tls.stream = prev
 
-    def _capture(self, stages, size, owners, sized):
+    def _capture(self, root, stages, owners):
         _nvtx.push("eagle capture")
         try:
-            return self._capture_body(stages, size, owners, sized)
+            return self._capture_stages(root, stages, owners)
         finally:
             _nvtx.pop()
 
-    def _release_partition_buffers(self, partitions):
-        """The partition nodes forget this build's device buffers (the backend owns
-        them); kept through the captures, since a node in a body used twice, or a stage
-        captured again (library_serial_stages), is captured more than once."""
-        for node in partitions:
-            node.captured()
-
-    def _capture_body(self, stages, size, owners, sized):
+    def _capture_stages(self, root, stages, owners):
+        """Every node captured through its kind's lowering (``root.capture``: eagle's
+        stream, or a branch's), stage by stage, into one CUDA graph."""
         rec = self.recording
         s0 = self.stream
         events = []
@@ -488,7 +502,7 @@ class CudaBackend(Backend):
                     for i, stream in zip(idx, streams):
                         where = (i, s)
                         node = rec.nodes[i]
-                        self._capture_node(node, rec.names[i], stream, size, sized, i)
+                        root.capture(node, i, rec.names[i], stream)
                         if stream.capture_status() != _cuda.CAPTURE_STATUS_ACTIVE:
                             st = 901  # cudaErrorStreamCaptureInvalidated
                             raise CudaError(st, _cuda.status_name(st), _cuda.status_text(st),
@@ -534,35 +548,6 @@ class CudaBackend(Backend):
                     ev.close()
         return captured
 
-    def _capture_node(self, node, name, stream, size, sized, i):
-        """Capture one node on ``stream`` (a top-level node, or one of a control-flow
-        body, eagle/cuda/control.py); its sized kernel nodes go to ``sized``."""
-        with self._on(stream):
-            if node.runs_as is RunsAs.CUDA_KERNEL:
-                if node.size_ptr:
-                    node.launch(stream, size, self.size_ptr)
-                    sized.append((i, stream.last_node(), node.nargs, 0, "none",
-                                  node.block, node.arg_sizes()))
-                else:
-                    node.launch(stream, size)
-                    sized.append((i, stream.last_node(), node.nargs, node.size_arg,
-                                  node.size_type, node.block, node.arg_sizes()))
-            elif node.runs_as is RunsAs.CUDA_RANDOM:
-                drawn = []
-                node.capture(self._kernels, stream, size, self.size_ptr,
-                             self._replay_buf.ptr, drawn)
-                sized += [(i, h, nargs, k, "int64", per, None)
-                          for h, nargs, k, per in drawn]
-            elif node.runs_as is RunsAs.CUDA_PARTITION:
-                grid_only = []
-                node.capture(self._kernels, stream, size, self.size_ptr, grid_only)
-                sized += [(i, h, nargs, 0, "none", per, None)
-                          for h, nargs, per in grid_only]
-            elif node.runs_as is RunsAs.CONTROL:
-                self._control.capture(node, name, stream, size, sized, i)
-            else:
-                node.fn()
-
     def _abandon(self, events):
         """End a failed capture, whatever state it is in, so every stream stays usable."""
         s0 = self.stream
@@ -601,24 +586,18 @@ class CudaBackend(Backend):
 
     # -- the device logical size --------------------------------------------------------
 
-    def _setup_device_size(self, size, partitions):
-        import numpy as np
-
+    def _setup_device_size(self, size, needs):
+        """The graph's device block (eagle/cuda/finished.py): its logical size, for nodes
+        that read it there, or write it (``needs``: the ``Need`` of the graph's nodes)."""
         from eagle.cuda import finished as fc
 
-        if partitions or self.resizes:
+        if Need.READ_BACK in needs or self.resizes:
             self._kernels = fc.kernel_provider()
-        try:
-            self._gblock = _cuda.DeviceBuffer(fc.G_WORDS * 8)
-            self._buffers.append(self._gblock)
-            self._host_g = np.zeros(fc.G_WORDS, dtype=np.int64)
-            self._host_g[fc.G_SIZE] = self._host_g[fc.G_NEXT] = size
-            self._gblock.write(self._host_g, self.stream)
-            for node in partitions:
-                self._buffers += node.prepare(self.stream)
-        except BaseException:
-            self._free_buffers()
-            raise
+        self._gblock = _cuda.DeviceBuffer(fc.G_WORDS * 8)
+        self._buffers.append(self._gblock)
+        self._host_g = np.zeros(fc.G_WORDS, dtype=np.int64)
+        self._host_g[fc.G_SIZE] = self._host_g[fc.G_NEXT] = size
+        self._gblock.write(self._host_g, self.stream)
 
     # -- the replay counter (random nodes) ----------------------------------------------
 
@@ -628,13 +607,9 @@ class CudaBackend(Backend):
 
         if self._kernels is None:
             self._kernels = fc.kernel_provider()
-        try:
-            self._replay_buf = _cuda.DeviceBuffer(8)
-            self._buffers.append(self._replay_buf)
-            self._replay_buf.write(np.zeros(1, dtype=np.uint64), self.stream)
-        except BaseException:
-            self._free_buffers()
-            raise
+        self._replay_buf = _cuda.DeviceBuffer(8)
+        self._buffers.append(self._replay_buf)
+        self._replay_buf.write(np.zeros(1, dtype=np.uint64), self.stream)
 
     def _capture_replay_step(self, s0, owners):
         """The replay's last node: the counter goes to r + 1 (inside the graph, so every
@@ -667,7 +642,7 @@ class CudaBackend(Backend):
         for b in self._buffers:
             with contextlib.suppress(CudaError):
                 b.close()
-        self._buffers = []
+        self._buffers.clear()   # in place: the build's capture context registers into it
         self._gblock = None
         self._replay_buf = None
         self._stop = None
@@ -896,16 +871,12 @@ class CudaBackend(Backend):
             mode = "host"
         return mode
 
-    def _ranks_of(self, recording):
-        """The MPI communicator of the graph's collectives over several ranks, or None.
+    def _ranks_of(self, comms):
+        """The MPI communicator of the graph's collectives over several ranks (``comms``:
+        what their lowerings added, ``CaptureContext.add_communicator``), or None.
         ``launch_until_done`` then decides on every rank together: a rank whose samples
         finish first must keep replaying (its collectives pair with the others'), or
         the others' next collective would wait forever."""
-        comms = []
-        for i, node in enumerate(recording.nodes):
-            c = node.ranks
-            if c is not None and not any(c is d or c == d for d in comms):
-                comms.append(c)
         if len(comms) > 1:
             self._until_done_refused = ("launch_until_done: this graph's collectives use "
                                         f"{len(comms)} communicators; eagle agrees on the stop "
@@ -1117,17 +1088,3 @@ class CudaBackend(Backend):
 _UNNAMED_KERNEL = "<a kernel: this driver (CUDA < 12.3) has no cuFuncGetName to name it>"
 _LIBRARY_KERNEL = re.compile(r"gemm|gemv|cublas|cutlass|xmma|fft|cusolver|cusparse|cudnn|trsm|syrk",
                              re.IGNORECASE)
-
-
-#: how the nodes of a cuda graph may run
-_RUNS = (RunsAs.OPAQUE, RunsAs.CUDA_KERNEL, RunsAs.CUDA_PARTITION, RunsAs.CUDA_RANDOM, RunsAs.CONTROL)
-
-
-def _partition_nodes(flat):
-    """The compaction and reorder nodes among ``flat`` (the graph's nodes and its bodies'),
-    each once: a body used twice holds the same node, one set of device buffers."""
-    out = []
-    for node in flat:
-        if node.runs_as is RunsAs.CUDA_PARTITION and not any(node is m for m in out):
-            out.append(node)
-    return out

@@ -1,9 +1,10 @@
 """Control-flow nodes on CUDA: ``while_loop`` and ``if_else`` as conditional nodes,
 ``subgraph`` as a child-graph node, inside the one CUDA graph ``build()`` captures.
 
-The record-level contract is ``eagle.record.control`` (``ControlNode``). When the cuda
-backend's capture meets a control node on stream ``s`` (eagle's stream or a branch's),
-it adds nodes to the graph ``s`` is capturing into (``cuStreamGetCaptureInfo`` gives the
+The record-level contract is ``eagle.record.control`` (``ControlNode``); its CUDA lowering
+(eagle/cuda/capture.py) is ``ControlCapture``, below, which works through the capture
+context alone. Captured on stream ``s`` (eagle's stream or a branch's), a control node
+adds nodes to the graph ``s`` is capturing into (``cuStreamGetCaptureInfo`` gives the
 graph) and then makes ``s``'s next work follow them (``cuStreamUpdateCaptureDependencies``):
 
 - ``while_loop(cond, body)`` becomes a conditional **WHILE** node whose handle the
@@ -32,7 +33,8 @@ graph) and then makes ``s``'s next work follow them (``cuStreamUpdateCaptureDepe
 
 Each body is captured into its graph (the conditional node's body, the child node's
 graph) with ``cuStreamBeginCaptureToGraph`` on a stream of its own, its nodes in
-recording order, one after another (no side branches inside a body); a control node
+recording order, one after another (no side branches inside a body), each through its
+kind's lowering (``CaptureContext.capture``); a control node
 inside a body does the same one level down (the handle of a nested conditional node
 belongs to the body graph holding it).
 
@@ -60,11 +62,12 @@ graphs in place.
 from __future__ import annotations
 
 import contextlib
-import weakref
 
 import numpy as np
 
-from eagle._errors import CudaError
+from eagle._errors import CudaError, add_note
+from eagle.cuda.capture import Lowering, register, runs_on_cuda
+from eagle.record.control import ControlNode
 from eagle.record.node import RunsAs
 
 __all__ = ["ControlCapture", "flat_nodes", "check_bodies", "holds_conditional"]
@@ -79,11 +82,6 @@ _CONSTRUCTOR = {"while": "while_loop"}
 #: what a conditional node needs of the driver, and what capture into a body needs
 _CONDITIONAL_VERSION = "12.4"
 _CAPTURE_TO_GRAPH_VERSION = "12.3"
-
-
-#: how a node inside a body may run on CUDA
-_BODY_RUNS = (RunsAs.OPAQUE, RunsAs.CUDA_KERNEL, RunsAs.CUDA_RANDOM, RunsAs.CUDA_PARTITION,
-              RunsAs.CONTROL)
 
 
 def flat_nodes(nodes):
@@ -131,9 +129,11 @@ def check_bodies(recording, cuda_module, path=()):
         for label, rec in node.body_nodes():
             for j, inner in enumerate(rec.nodes):
                 inner_name = rec.names[j]
-                if inner.runs_as not in _BODY_RUNS:
+                if not runs_on_cuda(inner):
                     raise TypeError(f"node {inner_name!r} in the {label} of {where} is "
-                                    f"a {inner.kind} node, which runs on the CPU; a body of a "
+                                    f"a {inner.kind} node, which the cuda backend cannot capture "
+                                    "(a CPU kind, or no CUDA lowering is registered for it: "
+                                    "eagle.cuda.capture.register); a body of a "
                                     "graph of CUDA arrays takes opaque(), cuda_kernel(), ufunc(), "
                                     "random and control-flow nodes")
                 if inner.collective is not None:
@@ -153,17 +153,15 @@ def _too_old(cuda_module, where, what, need):
                     f"CUDA {version}")
 
 
-class ControlCapture:
-    """The control nodes of one ``build()``: captures them (``capture``), owns the device
-    iteration counters of the loops with ``max_iterations`` and reads them after a launch
-    (``check_limits``)."""
+class ControlCapture(Lowering):
+    """The lowering of the control nodes of one ``build()``: captures them (``capture``),
+    owns the device state of the loops (``prepare``) and reads it after a launch
+    (``check_limits``, ``stopped``)."""
 
-    def __init__(self, backend, cuda_module):
-        # a weak reference: the backend owns this object, and a cycle would keep a dropped
-        # graph's GPU objects alive until the cyclic collector ran
-        self._backend_ref = weakref.ref(backend)
-        self._cuda = cuda_module
-        self._kernels = None
+    def __init__(self):
+        from eagle.cuda import _shim
+
+        self._cuda = _shim
         #: (node name, max_iterations, DeviceBuffer of the loop's state) per loop with a limit
         self.limits = []
         #: (where, DeviceBuffer of the loop's state) per while loop, at any depth
@@ -182,66 +180,50 @@ class ControlCapture:
         #: subgraph nodes whose body was captured in place (it holds conditional nodes)
         self.in_place = 0
 
-    @property
-    def _backend(self):
-        return self._backend_ref()
-
-    def prepare(self, nodes, names, stream, path=""):
+    def prepare(self, nodes, names, ctx, path=""):
         """The device state of every while loop (at any depth: iterations, limit reached,
-        stopped, iterations when stopped), zeroed on ``stream`` before the capture begins;
-        ``path`` names the control nodes above (messages)."""
+        stopped, iterations when stopped), zeroed on ``ctx.stream`` before the capture
+        begins and owned by the graph (``ctx.register_buffer``); ``path`` names the control
+        nodes above (messages)."""
         for node, name in zip(nodes, names):
             if node.runs_as is not RunsAs.CONTROL:
                 continue
             where = f"{name!r}{path}"
             if node.control == "while" and id(node) not in self._state:
-                state = self._cuda.DeviceBuffer(8 * _STATE_WORDS)
-                self._backend._buffers.append(state)
-                state.write(np.zeros(_STATE_WORDS, dtype=np.int64), stream)
+                state = ctx.register_buffer(self._cuda.DeviceBuffer(8 * _STATE_WORDS))
+                state.write(np.zeros(_STATE_WORDS, dtype=np.int64), ctx.stream)
                 self._state[id(node)] = state
                 self.loops.append((where, state))
                 if node.max_iterations is not None:
                     self.limits.append((name, node.max_iterations, state))
             for label, rec in node.body_nodes():
-                self.prepare(rec.nodes, rec.names, stream, f" in the {label} of {where}")
+                self.prepare(rec.nodes, rec.names, ctx, f" in the {label} of {where}")
 
-    @property
-    def stop_ptr(self):
-        """The device address of the backend's stop flag (0 before it is made)."""
-        stop = self._backend._stop
-        return stop.device_ptr if stop is not None else 0
-
-    def _kernel_provider(self):
-        if self._kernels is None:
-            from eagle.cuda import finished as fc
-
-            self._kernels = self._backend._kernels or fc.kernel_provider()
-        return self._kernels
-
-    def _condition(self, stream, handle, handle2, cond, state, limit, mode):
+    def _condition(self, ctx, stream, handle, handle2, cond, state, limit, mode):
         cai = cond.__cuda_array_interface__
         width = np.dtype(cai["typestr"]).itemsize
         # a loop's condition also reads the stop flag (Ctrl-C ends the loop there); an IF's not
-        stop = self.stop_ptr if state is not None else 0
-        self._kernel_provider().launch(
+        stop = ctx.stop_ptr if state is not None else 0
+        ctx.kernels.launch(
             "eagle_control_condition", stream, 1, 1,
             [("i", _signed(handle)), ("i", _signed(handle2)), ("i", int(cai["data"][0])),
              ("i", width), ("i", state.ptr if state is not None else 0), ("i", limit or 0),
              ("i", mode), ("i", stop)])
 
-    def capture(self, node, name, stream, size, sized, index):
-        """Capture control node ``node`` (eagle name ``name``; ``index``: its index at the
-        top level, or in its body) on ``stream``, which is capturing; ``sized`` collects
-        the body's sized kernel nodes (marked in_body)."""
+    def capture(self, node, ctx):
+        """Capture control node ``node`` on ``ctx.stream``, which is capturing (``ctx.index``:
+        its index at the top level, or in its body); its bodies' nodes are captured through
+        ``ctx.capture``, their sized kernel nodes marked in_body."""
+        stream, name = ctx.stream, ctx.name
         if not self._path:
-            self._top = index
+            self._top = ctx.index
         kind = _CONSTRUCTOR.get(node.control, node.control)
         labels = [f"the {label} of {kind} node {name!r}" for label, _ in node.body_nodes()]
         _cs, _id, gptr, deps = stream.capture_info()
         graph = self._cuda.Graph.borrow(gptr)
         if node.control == "subgraph" and holds_conditional(node.bodies[0]):
             self.in_place += 1
-            self._capture_in_place(node.bodies[0], stream, graph, size, sized, labels[0])
+            self._capture_in_place(ctx, node.bodies[0], graph, labels[0])
             return
         if node.control == "subgraph":
             empty = self._cuda.Graph()
@@ -250,7 +232,7 @@ class ControlCapture:
             finally:
                 empty.close()
             self.child_nodes += 1
-            self._capture_body(node.bodies[0], graph.child_graph(child), size, sized, labels[0])
+            self._capture_body(ctx, node.bodies[0], graph.child_graph(child), labels[0])
             stream.set_capture_deps([child])
             return
         cond = node.cond[1]
@@ -259,10 +241,10 @@ class ControlCapture:
             # the node first, with no dependency: the kernel before it needs its handle
             loop, handle, body = graph.add_conditional("while", (), 0)
             self.conditional_nodes += 1
-            self._condition(stream, handle, 0, cond, state, node.max_iterations, 0)
+            self._condition(ctx, stream, handle, 0, cond, state, node.max_iterations, 0)
             graph.add_dependencies([stream.last_node()], [loop])
-            self._capture_body(node.bodies[0], body, size, sized, labels[0],
-                               after=lambda s: self._condition(s, handle, 0, cond, state,
+            self._capture_body(ctx, node.bodies[0], body, labels[0],
+                               after=lambda s: self._condition(ctx, s, handle, 0, cond, state,
                                                                node.max_iterations, 1))
             stream.set_capture_deps([loop])
             return
@@ -270,11 +252,11 @@ class ControlCapture:
         ifs = [graph.add_conditional("if", (), 0) for _ in node.bodies]
         self.conditional_nodes += len(ifs)
         handles = [h for _, h, _ in ifs] + [0]
-        self._condition(stream, handles[0], handles[1], cond, None, None, 0)
+        self._condition(ctx, stream, handles[0], handles[1], cond, None, None, 0)
         prev = stream.last_node()
         for (ifnode, _h, body), rec, label in zip(ifs, node.bodies, labels):
             graph.add_dependencies([prev], [ifnode])
-            self._capture_body(rec, body, size, sized, label)
+            self._capture_body(ctx, rec, body, label)
             prev = ifnode
         stream.set_capture_deps([prev])
 
@@ -284,19 +266,19 @@ class ControlCapture:
             if h not in self.body_owners:
                 self.body_owners[h] = (what, self._top)
 
-    def _capture_body(self, rec, graph, size, sized, label, after=None):
+    def _capture_body(self, ctx, rec, graph, label, after=None):
         """``rec``'s nodes captured into ``graph`` (``label``: "the body of while_loop node
-        'x'") in recording order on a stream of their own; ``after(stream)`` captures the
-        body's last node (a loop's condition)."""
+        'x'") in recording order on a stream of their own, their sized kernels registered
+        as a body's (a retune patches them in the graph, then one exec update: module doc);
+        ``after(stream)`` captures the body's last node (a loop's condition)."""
         s = self._cuda.Stream()
         self._streams.append(s)
         self._path.append(label)
         where = " in ".join(reversed(self._path))
         s.begin_capture_to_graph(graph, self._cuda.CAPTURE_MODE_RELAXED)
         try:
-            inner = []
             for j in range(len(rec.nodes)):
-                self._capture_body_node(rec, j, s, size, inner)
+                self._capture_body_node(ctx, rec, j, s, in_body=True)
                 self._own(graph, f"node {rec.names[j]!r} in {where}")
             if after is not None:
                 after(s)
@@ -305,18 +287,14 @@ class ControlCapture:
             self._path.pop()
             with contextlib.suppress(CudaError):
                 s.end_capture_to_graph()
-        # a body's kernels are patched in the graph, then one exec update (module doc)
-        sized += [entry[:7] + (True,) for entry in inner]
 
-    def _capture_body_node(self, rec, j, stream, size, sized):
-        """Body node j of ``rec`` captured on ``stream`` (its sized kernels go to ``sized``):
+    def _capture_body_node(self, ctx, rec, j, stream, in_body=None):
+        """Body node j of ``rec`` captured on ``stream`` (``in_body``: as ``ctx.capture``):
         an exception it raises is noted as a body node's, and a capture it invalidated is
         a CudaError naming it."""
         try:
-            self._backend._capture_node(rec.nodes[j], rec.names[j], stream, size, sized, j)
+            ctx.capture(rec.nodes[j], j, rec.names[j], stream, in_body=in_body)
         except BaseException as e:
-            from eagle._errors import add_note
-
             add_note(e, f"eagle: raised by node {rec.names[j]!r} of a control-flow body "
                         "while build() captured it")
             raise
@@ -327,11 +305,11 @@ class ControlCapture:
                             "capture (a GPU call inside it failed or is not allowed while "
                             "capturing)")
 
-    def _capture_in_place(self, rec, stream, graph, size, sized, label):
-        """``rec``'s nodes captured in recording order on ``stream`` itself, into ``graph``
-        (the graph ``stream`` captures into): a subgraph body holding conditional nodes,
-        which no child graph may hold. Its sized kernels go to ``sized`` as the holding
-        graph's own (a body's when that graph is one); each graph node added is named
+    def _capture_in_place(self, ctx, rec, graph, label):
+        """``rec``'s nodes captured in recording order on ``ctx.stream`` itself, into ``graph``
+        (the graph that stream captures into): a subgraph body holding conditional nodes,
+        which no child graph may hold. Its sized kernels are the holding graph's own (a
+        body's when that graph is one); each graph node added is named
         after the body node that added it (``body_owners``, which instantiate consults
         before the top-level owners)."""
         self._path.append(label)
@@ -339,7 +317,7 @@ class ControlCapture:
         seen = set(graph.nodes())
         try:
             for j in range(len(rec.nodes)):
-                self._capture_body_node(rec, j, stream, size, sized)
+                self._capture_body_node(ctx, rec, j, ctx.stream)
                 for h in graph.nodes():
                     if h not in seen:
                         seen.add(h)
@@ -386,3 +364,6 @@ class ControlCapture:
                 out.append(f"{where} after {ran} iteration{'' if ran == 1 else 's'}"
                            if ran else f"{where} before its first iteration")
         return out
+
+
+register(ControlNode, ControlCapture)

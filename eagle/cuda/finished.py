@@ -78,12 +78,13 @@ import threading
 
 import numpy as np
 
+from eagle.cuda.capture import Lowering, Need, register
 from eagle.cuda.kernel_nodes import SIZE_PTR  # noqa: F401  (re-exported for users of compaction)
 from eagle.record.memory import array_kind
 from eagle.record.finished import FinishedSamplesNode, check_policy, check_state
 from eagle.record.node import RunsAs
 
-__all__ = ["CudaPartitionNode", "compact_cuda", "reorder_cuda", "CUDA_SOURCE", "SIZE_PTR"]
+__all__ = ["CudaPartitionNode", "CudaPartitionCapture", "compact_cuda", "reorder_cuda", "CUDA_SOURCE", "SIZE_PTR"]
 
 from eagle.cuda import kernel_source
 
@@ -285,69 +286,6 @@ class CudaPartitionNode(FinishedSamplesNode):
         buckets = self.n_keys + 1
         self.chunk = max(32, -(-buckets * max(capacity, 1) // _MAX_COUNTS))
         self.c_cap = max(1, -(-capacity // self.chunk))
-        self._buffers = None
-
-    # -- build: device memory, then capture ---------------------------------------------
-
-    def prepare(self, stream):
-        """Allocate this build's scratch, counts, array table and state on the device.
-        Returns the buffers (the backend owns them for the built graph's life)."""
-        from eagle.cuda import _shim as _cuda
-
-        bufs = []
-        try:
-            scratch = []
-            for ptr, stride, row, shape, dt in self._layouts:
-                b = _cuda.DeviceBuffer(max(1, row * self.capacity))
-                bufs.append(b)
-                scratch.append(b.ptr)
-            counts = _cuda.DeviceBuffer((self.n_keys + 1) * self.c_cap * 8)
-            bufs.append(counts)
-            table = np.array([[lay[0], s, lay[2], lay[1]] for lay, s in zip(self._layouts, scratch)],
-                             dtype=np.int64)
-            tbuf = _cuda.DeviceBuffer(table.nbytes)
-            bufs.append(tbuf)
-            tbuf.write(table, stream)
-            st = _cuda.DeviceBuffer(16)
-            bufs.append(st)
-            st.write(np.zeros(2, dtype=np.int64), stream)
-        except BaseException:
-            for b in bufs:
-                b.close()
-            raise
-        self._buffers = (counts, tbuf, st)
-        return bufs
-
-    def capture(self, kernels, stream, size, g_ptr, sized):
-        """Launch the four kernels on ``stream`` (capturing); append the ones whose grid
-        follows the logical size to ``sized`` as (graph node, nargs, per_block)."""
-        counts, table, st = self._buffers
-        key_ptr, key_stride = self._layouts[0][0], self._layouts[0][1]
-        p = lambda v: ("i", int(v))  # noqa: E731  pointers and ints are both 8-byte words
-        common = [p(key_ptr), p(key_stride), p(self.key_kind), p(self.n_keys), p(self.chunk),
-                  p(self.c_cap), p(counts.ptr), p(g_ptr)]
-        per_chunk_block = COUNT_BLOCK * self.chunk
-        grid = max(1, -(-size // per_chunk_block))
-        kernels.launch("eagle_part_count", stream, grid, COUNT_BLOCK, common)
-        sized.append((stream.last_node(), KERNELS["eagle_part_count"], per_chunk_block))
-        # the scan's block: a power of two covering the counts at capacity (at most 1024)
-        scan_block = min(SCAN_BLOCK, max(32, 1 << ((self.n_keys + 1) * self.c_cap - 1).bit_length()))
-        kernels.launch("eagle_part_scan", stream, 1, scan_block,
-                       [p(counts.ptr), p(self.n_keys), p(self.c_cap), p(self.chunk), p(g_ptr),
-                        p(g_ptr), p(st.ptr), p(self.count_ptr), p(self.key_kind), p(self.every),
-                        ("d", self.min_dead_fraction)])
-        kernels.launch("eagle_part_scatter", stream, grid, COUNT_BLOCK,
-                       common + [p(st.ptr), p(table.ptr), p(len(self._layouts))])
-        sized.append((stream.last_node(), KERNELS["eagle_part_scatter"], per_chunk_block))
-        kernels.launch("eagle_part_copyback", stream, max(1, -(-size // COPY_BLOCK)), COPY_BLOCK,
-                       [p(g_ptr), p(st.ptr), p(table.ptr), p(len(self._layouts))])
-        sized.append((stream.last_node(), KERNELS["eagle_part_copyback"], COPY_BLOCK))
-
-    def captured(self):
-        """The build's captures are done: forget its buffers (the backend owns them, as
-        long as the built graph lives). Until then every capture of the node (a body
-        used twice) shares them: one run counter, as the node is one."""
-        self._buffers = None
 
     # -- results --------------------------------------------------------------------------
 
@@ -360,6 +298,73 @@ class CudaPartitionNode(FinishedSamplesNode):
         out = cp.empty_like(compacted) if out is None else out
         out[self.ids] = compacted
         return out
+
+
+class CudaPartitionCapture(Lowering):
+    """A compaction or reorder node's capture: its four kernels (the module doc), on this
+    build's device memory. A node captured several times (a body used twice, a stage
+    captured again for ``library_serial_stages``) uses one set of buffers: one run
+    counter, as the node is one."""
+
+    def __init__(self):
+        #: {id(node): (counts, array table, state)} of this build, made by ``allocate``
+        self._buffers = {}
+
+    def needs(self, node):
+        return frozenset({Need.READ_BACK})
+
+    def allocate(self, node, ctx):
+        """This build's scratch, counts, array table and state on the device (the graph
+        owns them, ``ctx.register_buffer``)."""
+        from eagle.cuda import _shim as _cuda
+
+        stream = ctx.stream
+        scratch = []
+        for ptr, stride, row, shape, dt in node._layouts:
+            scratch.append(ctx.register_buffer(_cuda.DeviceBuffer(max(1, row * node.capacity))).ptr)
+        counts = ctx.register_buffer(_cuda.DeviceBuffer((node.n_keys + 1) * node.c_cap * 8))
+        table = np.array([[lay[0], s, lay[2], lay[1]] for lay, s in zip(node._layouts, scratch)],
+                         dtype=np.int64)
+        tbuf = ctx.register_buffer(_cuda.DeviceBuffer(table.nbytes))
+        tbuf.write(table, stream)
+        st = ctx.register_buffer(_cuda.DeviceBuffer(16))
+        st.write(np.zeros(2, dtype=np.int64), stream)
+        self._buffers[id(node)] = (counts, tbuf, st)
+
+    def capture(self, node, ctx):
+        """Launch the four kernels on ``ctx.stream``; the ones whose grid follows the
+        logical size are sized (grid only: they read the device size)."""
+        counts, table, st = self._buffers[id(node)]
+        stream, size, g_ptr = ctx.stream, ctx.size, ctx.size_ptr
+        key_ptr, key_stride = node._layouts[0][0], node._layouts[0][1]
+        p = lambda v: ("i", int(v))  # noqa: E731  pointers and ints are both 8-byte words
+        common = [p(key_ptr), p(key_stride), p(node.key_kind), p(node.n_keys), p(node.chunk),
+                  p(node.c_cap), p(counts.ptr), p(g_ptr)]
+        per_chunk_block = COUNT_BLOCK * node.chunk
+        grid = max(1, -(-size // per_chunk_block))
+        kernels = ctx.kernels
+
+        def sized(name, per_block):
+            ctx.add_sized_kernel(stream.last_node(), nargs=KERNELS[name], size_index=0,
+                                 size_type="none", per_block=per_block)
+
+        kernels.launch("eagle_part_count", stream, grid, COUNT_BLOCK, common)
+        sized("eagle_part_count", per_chunk_block)
+        # the scan's block: a power of two covering the counts at capacity (at most 1024)
+        scan_block = min(SCAN_BLOCK, max(32, 1 << ((node.n_keys + 1) * node.c_cap - 1).bit_length()))
+        kernels.launch("eagle_part_scan", stream, 1, scan_block,
+                       [p(counts.ptr), p(node.n_keys), p(node.c_cap), p(node.chunk), p(g_ptr),
+                        p(g_ptr), p(st.ptr), p(node.count_ptr), p(node.key_kind), p(node.every),
+                        ("d", node.min_dead_fraction)])
+        kernels.launch("eagle_part_scatter", stream, grid, COUNT_BLOCK,
+                       common + [p(st.ptr), p(table.ptr), p(len(node._layouts))])
+        sized("eagle_part_scatter", per_chunk_block)
+        kernels.launch("eagle_part_copyback", stream, max(1, -(-size // COPY_BLOCK)), COPY_BLOCK,
+                       [p(g_ptr), p(st.ptr), p(table.ptr), p(len(node._layouts))])
+        sized("eagle_part_copyback", COPY_BLOCK)
+
+
+register(CudaPartitionNode, CudaPartitionCapture)
 
 
 def compact_cuda(alive, state, *, ids=None, count=None, every=1, min_dead_fraction=0.25):

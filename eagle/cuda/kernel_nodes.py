@@ -50,6 +50,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from eagle.cuda.capture import Lowering, Need, register
 from eagle.record.memory import array_kind, extent_of
 from eagle.record.node import Node, RunsAs
 
@@ -207,7 +208,8 @@ class CudaKernelNode(Node):
                 f"kernel {self.name!r}: mark exactly one argument with eagle.graph.SIZE (the "
                 f"logical size goes there) or SIZE_PTR (a pointer to it), found {len(sizes)}")
         self.size_arg = sizes[0]
-        #: True when the kernel reads the logical size from device memory (SIZE_PTR)
+        #: True when the kernel reads the logical size from device memory (SIZE_PTR): the
+        #: graph then keeps it there (``Need.DEVICE_SIZE``)
         self.size_ptr = isinstance(args[self.size_arg], SizePointer)
         self.size_type = args[self.size_arg].ctype
 
@@ -247,7 +249,7 @@ class CudaKernelNode(Node):
             raise ValueError(f"shared_mem must be >= 0, got {shared_mem}")
         self.shared_mem = shared_mem
 
-    # -- launching (called by the cuda backend while it captures) ------------------
+    # -- launching (called by its lowering, CudaKernelCapture, while the graph is captured) --
 
     def arg_sizes(self) -> list:
         """Bytes of each kernel parameter as eagle passes it: 4 for a 32-bit SIZE,
@@ -352,6 +354,30 @@ class CudaKernelNode(Node):
     def __repr__(self):
         return (f"cuda_kernel({self.name!r}, nargs={self.nargs}, size_arg={self.size_arg}, "
                 f"block={self.block}, reads={list(self.reads)}, writes={list(self.writes)})")
+
+
+class CudaKernelCapture(Lowering):
+    """A ``cuda_kernel`` node's capture: one kernel node, sized (``set_logical_size``
+    patches its grid, and its ``SIZE`` argument; a ``SIZE_PTR`` kernel reads the device
+    logical size, and only its grid is patched)."""
+
+    def needs(self, node):
+        return frozenset({Need.DEVICE_SIZE}) if node.size_ptr else frozenset()
+
+    def capture(self, node, ctx):
+        stream = ctx.stream
+        if node.size_ptr:
+            node.launch(stream, ctx.size, ctx.size_ptr)
+            ctx.add_sized_kernel(stream.last_node(), nargs=node.nargs, size_index=0,
+                                 size_type="none", per_block=node.block, arg_sizes=node.arg_sizes())
+        else:
+            node.launch(stream, ctx.size)
+            ctx.add_sized_kernel(stream.last_node(), nargs=node.nargs, size_index=node.size_arg,
+                                 size_type=node.size_type, per_block=node.block,
+                                 arg_sizes=node.arg_sizes())
+
+
+register(CudaKernelNode, CudaKernelCapture)
 
 
 def cuda_kernel(kernel, args, reads: Mapping[str, Any] | None = None,

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from eagle.cuda.capture import Lowering, Need, register
 from eagle.record.memory import array_kind, overlap
 from eagle.record.node import Node, RunsAs
 from eagle.record.random import RandomSpec
 
-__all__ = ["CudaRandomNode", "BLOCK"]
+__all__ = ["CudaRandomNode", "CudaRandomCapture", "BLOCK"]
 
 #: threads per block of eagle_random
 BLOCK = 256
@@ -88,13 +89,6 @@ class CudaRandomNode(Node):
                 i(s.what), i(s.f32), i(key), d(s.a), d(s.b), d(s.below), i(replay_ptr),
                 i(size_ptr), i(size)]
 
-    def capture(self, kernels, stream, size, size_ptr, replay_ptr, sized):
-        """Launch eagle_random on ``stream`` (capturing) for ``size`` samples; append
-        (graph node, nargs, size index, per block) to ``sized``."""
-        kernels.launch("eagle_random", stream, max(1, -(-size // BLOCK)), BLOCK,
-                       self.kernel_args(size, size_ptr, replay_ptr))
-        sized.append((stream.last_node(), SIZE_INDEX + 1, SIZE_INDEX, BLOCK))
-
     def default_name(self) -> str:
         return self.spec.kind
 
@@ -103,3 +97,20 @@ class CudaRandomNode(Node):
         ids = f", ids={s.ids_name!r}" if s.ids is not None else ""
         return f"{s.kind}(out={s.out_name!r}, key={s.key}{ids}, cuda)"
 
+
+class CudaRandomCapture(Lowering):
+    """A random node's capture: one ``eagle_random`` kernel node, sized, reading the
+    graph's device replay counter (and its device logical size, when it keeps one)."""
+
+    def needs(self, node):
+        return frozenset({Need.REPLAY_COUNTER})
+
+    def capture(self, node, ctx):
+        size = ctx.size
+        ctx.kernels.launch("eagle_random", ctx.stream, max(1, -(-size // BLOCK)), BLOCK,
+                           node.kernel_args(size, ctx.size_ptr, ctx.replay_ptr))
+        ctx.add_sized_kernel(ctx.stream.last_node(), nargs=SIZE_INDEX + 1, size_index=SIZE_INDEX,
+                             size_type="int64", per_block=BLOCK)
+
+
+register(CudaRandomNode, CudaRandomCapture)

@@ -33,6 +33,7 @@ import sys
 import numpy as np
 
 from eagle._errors import CudaError
+from eagle.cuda.capture import OpaqueCapture, register
 from eagle.record.node import OpaqueNode
 from eagle.mpi import _runtime
 from eagle.mpi._order import ORDER_NAME
@@ -264,7 +265,8 @@ class NcclNode(OpaqueNode):
 
     @property
     def ranks(self):
-        """The MPI communicator when the collective spans several ranks (see ``Node.ranks``)."""
+        """The MPI communicator whose ranks replay this node's graph together when the
+        collective spans several ranks (``launch_until_done`` stops on all at once), or None."""
         return self.comm if self.comm_size > 1 else None
 
     def default_name(self) -> str:
@@ -296,6 +298,19 @@ class NcclNode(OpaqueNode):
 
     def __repr__(self):
         return f"{self.signature()}"
+
+
+class NcclCapture(OpaqueCapture):
+    """An NCCL node is captured as an opaque node (its call, on the capturing stream),
+    and hands the backend its communicator when it spans several ranks."""
+
+    def capture(self, node, ctx):
+        if node.ranks is not None:
+            ctx.add_communicator(node.ranks)
+        super().capture(node, ctx)
+
+
+register(NcclNode, NcclCapture)
 
 
 class _Scratch:

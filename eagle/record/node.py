@@ -88,11 +88,6 @@ class Node:
     partition = None
     #: cpu: the compiled ufunc loop of a ufunc node, whose error is raised after the launch
     loop = None
-    #: cuda: whether the kernel reads the logical size from device memory (``SIZE_PTR``)
-    size_ptr = False
-    #: cuda: the MPI communicator whose ranks replay this node's graph together (an NCCL
-    #: collective over several ranks), or None: ``launch_until_done`` stops on all at once
-    ranks = None
     #: why a node that asked to be split runs whole (None: it was not refused)
     split_refused_reason = None
     #: whether the node touches its per-sample arrays only at its own samples [start, stop)
