@@ -1,6 +1,7 @@
 """Native nodes: a nogil C kernel over samples [start, stop), split across the cpu team."""
 from __future__ import annotations
 
+from eagle._public import keywords_after
 from eagle.record.memory import data_pointer, overlap, samples_may_overlap
 from eagle.record.node import Node, RunsAs, refuse_object_arrays
 
@@ -88,7 +89,8 @@ def self_overlap(node):
     return None
 
 
-def native(kernel, reads=None, writes=None, *, updates=None, user_data=None, split=True, per_sample=True,
+@keywords_after(1, 'native(kernel, reads={"x": x}, writes={"y": y})')
+def native(kernel, *, reads=None, writes=None, updates=None, user_data=None, split=True, per_sample=True,
            dtypes=None, ndim=None, sample_local=None) -> NativeNode:
     """A node that runs a nogil C kernel over samples [start, stop).
 

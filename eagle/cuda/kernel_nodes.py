@@ -50,6 +50,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from eagle._public import keywords_after
 from eagle.record.memory import array_kind, extent_of
 from eagle.record.node import Node, RunsAs
 
@@ -354,8 +355,9 @@ class CudaKernelNode(Node):
                 f"block={self.block}, reads={list(self.reads)}, writes={list(self.writes)})")
 
 
-def cuda_kernel(kernel, args, reads: Mapping[str, Any] | None = None,
-                writes: Mapping[str, Any] | None = None, *, size_arg: int | None = None,
+@keywords_after(2, 'cuda_kernel(kernel, [x, y, SIZE], reads={"x": x}, writes={"y": y})')
+def cuda_kernel(kernel, args, *, reads: Mapping[str, Any] | None = None,
+                writes: Mapping[str, Any] | None = None, size_arg: int | None = None,
                 block: int = 256, shared_mem: int = 0, nargs: int | None = None,
                 updates: Mapping[str, Any] | None = None) -> CudaKernelNode:
     """A GPU kernel node that eagle launches itself, sized by the graph's logical size.

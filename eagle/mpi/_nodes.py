@@ -15,6 +15,7 @@ import os
 
 import numpy as np
 
+from eagle.record.arrays import named_array
 from eagle.record.memory import data_pointer
 from eagle.record.node import Node, RunsAs
 from eagle.mpi import _runtime
@@ -113,6 +114,12 @@ class CollectiveNode(Node):
                 f"{self.signature()})")
 
 
+def _buffers(what, send, recv):
+    """``(send name, send), (recv name, recv)``: each an array or ``{name: array}``."""
+    return (named_array(send, f"{what}(): send", "send"),
+            named_array(recv, f"{what}(): recv", "recv", write=True))
+
+
 def allreduce(send, recv, *, op="sum", comm=None) -> CollectiveNode:
     """A node that combines ``send`` of every rank with ``op`` into ``recv`` on every rank
     (``MPI_Allreduce``). ``send is recv`` reduces in place (``MPI_IN_PLACE``).
@@ -124,10 +131,13 @@ def allreduce(send, recv, *, op="sum", comm=None) -> CollectiveNode:
     """
     if not isinstance(op, str) or op not in _runtime.OPS:
         raise ValueError(f"allreduce(): op must be one of {', '.join(_runtime.OPS)}, got {op!r}")
+    # in place, the one buffer takes the name given to recv (else send's, else "buf")
+    buf_name = next((next(iter(a)) for a in (recv, send) if isinstance(a, dict) and len(a) == 1), "buf")
+    (send_name, send), (recv_name, recv) = _buffers("allreduce", send, recv)
     comm = _runtime.default_comm(comm)
     if _on_gpu(send, recv):
         from eagle.mpi import _nccl
-        return _nccl.allreduce(send, recv, op, comm)
+        return _nccl.allreduce(send, recv, op, comm, (send_name, recv_name, buf_name))
     _runtime.buffer(send, "allreduce(): send", writable=False)
     _runtime.buffer(recv, "allreduce(): recv", writable=True)
     in_place = _same_memory(send, recv)
@@ -141,9 +151,9 @@ def allreduce(send, recv, *, op="sum", comm=None) -> CollectiveNode:
     if send.dtype.kind not in kinds:
         raise TypeError(f"allreduce(): op {op!r} does not apply to {send.dtype} in MPI")
     if in_place:
-        return CollectiveNode("allreduce", {}, {"buf": recv}, comm, op=op, count=recv.size, in_place=True,
+        return CollectiveNode("allreduce", {}, {buf_name: recv}, comm, op=op, count=recv.size, in_place=True,
                               dtype_array=recv)
-    return CollectiveNode("allreduce", {"send": send}, {"recv": recv}, comm, op=op, count=send.size,
+    return CollectiveNode("allreduce", {send_name: send}, {recv_name: recv}, comm, op=op, count=send.size,
                           dtype_array=send)
 
 
@@ -151,10 +161,11 @@ def allgather(send, recv, *, comm=None) -> CollectiveNode:
     """A node that gathers ``send`` of every rank, in rank order, into ``recv`` on every
     rank (``MPI_Allgather``): ``recv`` holds ``comm.size`` times ``send``'s elements,
     rank r's at ``recv.reshape(comm.size, -1)[r]``."""
+    (send_name, send), (recv_name, recv) = _buffers("allgather", send, recv)
     comm = _runtime.default_comm(comm)
     if _on_gpu(send, recv):
         from eagle.mpi import _nccl
-        return _nccl.allgather(send, recv, comm)
+        return _nccl.allgather(send, recv, comm, (send_name, recv_name))
     _runtime.buffer(send, "allgather(): send", writable=False)
     _runtime.buffer(recv, "allgather(): recv", writable=True)
     size = comm.Get_size()
@@ -165,12 +176,13 @@ def allgather(send, recv, *, comm=None) -> CollectiveNode:
                          f"{send.size * size} elements, it holds {recv.size}")
     _apart(send, recv, "allgather()")
     _runtime.datatype(send, "allgather()")
-    return CollectiveNode("allgather", {"send": send}, {"recv": recv}, comm, count=send.size,
+    return CollectiveNode("allgather", {send_name: send}, {recv_name: recv}, comm, count=send.size,
                           recv_count=send.size, dtype_array=send)
 
 
 def bcast(buf, root=0, *, comm=None) -> CollectiveNode:
     """A node that copies ``buf`` of rank ``root`` into ``buf`` on every rank (``MPI_Bcast``)."""
+    buf_name, buf = named_array(buf, "bcast(): buf", "buf", write=True)
     comm = _runtime.default_comm(comm)
     root = _int(root, "bcast(): root")
     size = comm.Get_size()
@@ -178,10 +190,10 @@ def bcast(buf, root=0, *, comm=None) -> CollectiveNode:
         raise ValueError(f"bcast(): root must be a rank of the communicator, 0..{size - 1}, got {root}")
     if _on_gpu(buf):
         from eagle.mpi import _nccl
-        return _nccl.bcast(buf, root, comm)
+        return _nccl.bcast(buf, root, comm, buf_name)
     _runtime.buffer(buf, "bcast(): buf", writable=True)
     _runtime.datatype(buf, "bcast()")
-    return CollectiveNode("bcast", {}, {"buf": buf}, comm, root=root, count=buf.size, dtype_array=buf)
+    return CollectiveNode("bcast", {}, {buf_name: buf}, comm, root=root, count=buf.size, dtype_array=buf)
 
 
 def sendrecv(send, recv, dest, source, tag=0, *, comm=None) -> CollectiveNode:
@@ -190,6 +202,7 @@ def sendrecv(send, recv, dest, source, tag=0, *, comm=None) -> CollectiveNode:
     ``source`` skips that side (the edge of a non-periodic grid); on a cartesian
     communicator ``source, dest = comm.Shift(direction, 1)`` names the neighbours.
     ``recv`` must hold at least the elements the source sends."""
+    (send_name, send), (recv_name, recv) = _buffers("sendrecv", send, recv)
     comm = _runtime.default_comm(comm)
     MPI = _runtime.mpi()
     size = comm.Get_size()
@@ -204,12 +217,12 @@ def sendrecv(send, recv, dest, source, tag=0, *, comm=None) -> CollectiveNode:
         raise ValueError(f"sendrecv(): tag must be in 0..{tag_ub}, got {tag}")
     if _on_gpu(send, recv):
         from eagle.mpi import _nccl
-        return _nccl.sendrecv(send, recv, dest, source, tag, comm)
+        return _nccl.sendrecv(send, recv, dest, source, tag, comm, (send_name, recv_name))
     _runtime.buffer(send, "sendrecv(): send", writable=False)
     _runtime.buffer(recv, "sendrecv(): recv", writable=True)
     if send.dtype != recv.dtype:
         raise ValueError(f"sendrecv(): send ({send.dtype}) and recv ({recv.dtype}) must have one dtype")
     _apart(send, recv, "sendrecv()")
     _runtime.datatype(send, "sendrecv()")
-    return CollectiveNode("sendrecv", {"send": send}, {"recv": recv}, comm, dest=dest, source=source, tag=tag,
+    return CollectiveNode("sendrecv", {send_name: send}, {recv_name: recv}, comm, dest=dest, source=source, tag=tag,
                           count=send.size, recv_count=recv.size, dtype_array=send)

@@ -13,3 +13,9 @@ contract.
 
 Nothing here imports a backend, ``eagle.graph`` or ``eagle.mpi``.
 """
+
+
+def __dir__():
+    from eagle._public import public_dir
+
+    return public_dir(globals())

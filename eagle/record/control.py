@@ -31,6 +31,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from eagle._core import GraphCore
+from eagle.record.arrays import named_array
 from eagle.record.memory import array_kind, same_view
 from eagle.record.node import Node, RunsAs
 from eagle.record.recording import Recording
@@ -39,22 +40,14 @@ __all__ = ["ControlNode", "while_loop", "if_else", "subgraph"]
 
 
 def _condition(cond, what):
-    """``(name, array)`` of a condition: a one-entry dict naming a one-element bool or integer
-    array (0-d or shape (1,)), on the CPU or a GPU."""
-    if not (isinstance(cond, Mapping) and len(cond) == 1):
-        raise TypeError(f"{what}: cond is a one-entry dict naming a one-element bool or integer array, "
-                        f"e.g. {{'more': more}}; got {type(cond).__name__}")
-    (name, a), = cond.items()
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"{what}: the condition's name must be a non-empty str, got {name!r}")
+    """``(name, array)`` of a condition: a one-element bool or integer array (0-d or shape
+    (1,)), on the CPU or a GPU, or a one-entry dict naming it (default name ``cond``)."""
+    name, a = named_array(cond, f"{what}: cond", "cond")
     if array_kind(a) == "cuda":
         cai = a.__cuda_array_interface__
         shape, dtype = tuple(cai["shape"]), np.dtype(cai["typestr"])
-    elif isinstance(a, np.ndarray):
-        shape, dtype = a.shape, a.dtype
     else:
-        raise TypeError(f"{what}: the condition {name!r} must be an array (NumPy or CUDA), "
-                        f"got {type(a).__name__}")
+        shape, dtype = a.shape, a.dtype
     if int(np.prod(shape, dtype=np.int64)) != 1 or len(shape) > 1:
         raise ValueError(f"{what}: the condition {name!r} must hold one element (shape () or (1,)), "
                          f"got shape {shape}")

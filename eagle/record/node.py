@@ -17,7 +17,9 @@ from __future__ import annotations
 import enum
 from typing import Any, Mapping
 
-from eagle.record.memory import array_family, same_view, validate_access_dict
+from eagle._public import keywords_after
+from eagle.record.arrays import named_arrays
+from eagle.record.memory import array_family, same_view
 
 
 class RunsAs(enum.Enum):
@@ -106,15 +108,15 @@ class Node:
 
     def __init__(self, reads: Mapping[str, Any] | None, writes: Mapping[str, Any] | None,
                  per_sample=True, updates: Mapping[str, Any] | None = None):
-        self.reads = validate_access_dict(reads, "reads")
-        self.writes = validate_access_dict(writes, "writes")
+        self.reads = named_arrays(reads, "reads", "in")
+        self.writes = named_arrays(writes, "writes", "out", write=True)
         for name in set(self.reads) & set(self.writes):
             if not same_view(self.reads[name], self.writes[name]):
                 raise ValueError(
                     f"the name {name!r} is bound to two different arrays in reads and writes; a "
                     f"node that reads and writes one array binds it to that array in both (or "
                     f"declares it in updates=)")
-        updates = validate_access_dict(updates, "updates")
+        updates = named_arrays(updates, "updates", "inout", write=True)
         for name in updates:
             if name in self.reads or name in self.writes:
                 where = "reads" if name in self.reads else "writes"
@@ -267,8 +269,9 @@ class SizedOpaqueNode(OpaqueNode):
         return call
 
 
-def opaque(fn, reads: Mapping[str, Any] | None = None, writes: Mapping[str, Any] | None = None,
-           *, updates: Mapping[str, Any] | None = None, per_sample=True, sized=False) -> OpaqueNode:
+@keywords_after(1, 'opaque(fn, reads={"x": x}, writes={"y": y})')
+def opaque(fn, *, reads: Mapping[str, Any] | None = None, writes: Mapping[str, Any] | None = None,
+           updates: Mapping[str, Any] | None = None, per_sample=True, sized=False) -> OpaqueNode:
     """A node that calls ``fn()`` on every replay.
 
     ``reads`` and ``writes`` name the arrays ``fn`` reads and writes, e.g.

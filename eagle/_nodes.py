@@ -1,4 +1,4 @@
-"""The node constructors a user calls; ``eagle.graph`` re-exports them.
+"""The node constructors a user calls; ``eagle.graph`` is their public home.
 
 Most make one node kind whatever the arrays (``opaque``), or take one device's
 arrays only (``native``: NumPy; ``cuda_kernel``: CUDA). ``ufunc``, ``compact``
@@ -11,11 +11,15 @@ given.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from eagle.cpu.finished import PartitionNode, compact_cpu, reorder_cpu
 from eagle.cpu.native_node import NativeNode, native
 from eagle.cpu.ufunc_node import UfuncNode, cpu_ufunc
 from eagle.cuda.kernel_nodes import SIZE, SIZE_PTR, CudaKernelNode, cuda_kernel
-from eagle.mpi import allgather, allreduce, bcast, sendrecv  # collective nodes (mpi4py on first use)
+from eagle._public import renamed_keyword
+from eagle.mpi._nodes import allgather, allreduce, bcast, sendrecv  # collective nodes (mpi4py on first use)
+from eagle.record.arrays import named_array
 from eagle.record.control import ControlNode, if_else, subgraph, while_loop
 from eagle.record.memory import array_kind
 from eagle.record.node import Node, OpaqueNode, opaque
@@ -102,23 +106,45 @@ def compact(alive, state, *, ids=None, count=None, every=1, min_dead_fraction=0.
     Every array it moves needs bytes of its own: arrays sharing memory with each
     other (or samples of one array sharing memory) are refused with ``ValueError``.
     """
-    if _on_cuda(alive):
+    alive = named_array(alive, "compact(): alive", "alive", write=True)
+    ids, count = _ids(ids, "compact()"), _count(count)
+    if _on_cuda(alive[1]):
         from eagle.cuda.finished import compact_cuda
         return compact_cuda(alive, state, ids=ids, count=count, every=every,
                             min_dead_fraction=min_dead_fraction)
     return compact_cpu(alive, state, ids=ids, count=count, every=every, min_dead_fraction=min_dead_fraction)
 
 
-def reorder(key, state, *, n_keys, ids=None, every=1) -> Node:
+def _ids(ids, what):
+    return None if ids is None else named_array(ids, f"{what}: ids", "ids", write=True)
+
+
+def _count(count):
+    return None if count is None else named_array(count, "compact(): count", "count", write=True)
+
+
+def _n_keys(n_keys):
+    if isinstance(n_keys, bool) or not isinstance(n_keys, (int, np.integer)) or n_keys < 1:
+        raise ValueError(f"reorder(): n_keys must be an integer >= 1, got {n_keys!r}")
+    return int(n_keys)
+
+
+def reorder(by=None, state=None, *, n_keys, ids=None, every=1, **old) -> Node:
     """A node that sorts samples [0, logical size) stably by ``key`` (int32/int64 in [0, n_keys)).
 
     ``key`` and every ``state`` array (and the ``ids`` map) are permuted. A key
     outside [0, n_keys) stops the reorder on that replay and ``launch`` raises.
     """
-    if _on_cuda(key):
+    by = renamed_keyword(old, "key", "by", by, "reorder()")
+    if by is None or state is None:
+        raise TypeError(f"reorder() needs {'by, the sort key' if by is None else 'state'}: "
+                        "reorder(by, state, n_keys=...)")
+    by = named_array(by, "reorder(): the sort key by", "key", write=True)
+    ids, n_keys = _ids(ids, "reorder()"), _n_keys(n_keys)
+    if _on_cuda(by[1]):
         from eagle.cuda.finished import reorder_cuda
-        return reorder_cuda(key, state, n_keys=n_keys, ids=ids, every=every)
-    return reorder_cpu(key, state, n_keys=n_keys, ids=ids, every=every)
+        return reorder_cuda(by, state, n_keys=n_keys, ids=ids, every=every)
+    return reorder_cpu(by, state, n_keys=n_keys, ids=ids, every=every)
 
 
 def _random_node(spec) -> Node:
