@@ -55,10 +55,10 @@ from eagle.record.recording import Recording
 from eagle.record.staging import Stager
 
 #: the node constructors, eagle.graph's to offer (eagle._nodes holds them)
-CONSTRUCTORS = ("opaque", "native", "ufunc", "cuda_kernel", "compact", "reorder", "random_bits", "uniform",
+_CONSTRUCTORS = ("opaque", "native", "ufunc", "cuda_kernel", "compact", "reorder", "random_bits", "uniform",
                 "normal", "while_loop", "if_else", "subgraph", "allreduce", "allgather", "bcast", "sendrecv")
 
-__all__ = ["Graph", *CONSTRUCTORS, "SIZE", "SIZE_PTR", "Node", "CpuOptions", "CudaOptions", "NotBuiltError",
+__all__ = ["Graph", *_CONSTRUCTORS, "SIZE", "SIZE_PTR", "Node", "CpuOptions", "CudaOptions", "NotBuiltError",
            "GroupConflictError", "Plan", "StagePlan", "Recording"]
 
 
@@ -76,7 +76,7 @@ def __getattr__(name):
 
 def _constructors():
     """``opaque(), native(), ...``: every node constructor eagle.graph offers."""
-    return ", ".join(f"{n}()" for n in CONSTRUCTORS[:-1]) + f" and {CONSTRUCTORS[-1]}()"
+    return ", ".join(f"{n}()" for n in _CONSTRUCTORS[:-1]) + f" and {_CONSTRUCTORS[-1]}()"
 
 
 def _not_a_node_hint(obj) -> str:
@@ -504,7 +504,7 @@ class Graph(GraphCore):
                              "of the arrays recorded since; call set_logical_size() first")
         return policies
 
-    # launch(n) and launch_until_done(max_replays) are GraphCore's (compiled)
+    # launch(n) and launch_until_done(n) are GraphCore's (compiled)
 
     def set_logical_size(self, n: int) -> None:
         """Process samples [0, n) on the next replays: 0 <= n <= capacity. No rebuild.

@@ -64,7 +64,7 @@ cdef class Kernel:
     ``sample_local=True`` declares that the kernel touches its per-sample arrays
     only at its own samples ``[start, stop)`` and writes nothing else: the cpu
     executor may then fuse its node with its neighbours into sample tiles
-    (``Graph.build(fuse=...)``). ``None`` keeps what another ``Kernel`` declared
+    (``Graph.build(cpu=eagle.CpuOptions(fuse=...))``). ``None`` keeps what another ``Kernel`` declared
     (eagle's built-in kernels declare it), else ``False``.
     """
 

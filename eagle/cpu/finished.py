@@ -62,11 +62,11 @@ class PartitionNode(FinishedSamplesNode):
         if ids is None:
             ids = np.arange(capacity, dtype=np.int64)
         if not (isinstance(ids, np.ndarray) and ids.dtype == np.int64 and ids.shape == (capacity,)):
-            raise TypeError(f"{mode}(): ids {ids_name!r} must be an int64 array of shape ({capacity},)")
+            raise TypeError(f"{mode}(): ids must be an int64 array of shape ({capacity},)")
         if count is None:
             count = np.zeros(1, dtype=np.int64)
         if not (isinstance(count, np.ndarray) and count.dtype == np.int64 and count.size == 1):
-            raise TypeError(f"{mode}(): count {count_name!r} must be an int64 array of one element")
+            raise TypeError(f"{mode}(): count must be an int64 array of one element")
         for name, a in ((ids_name, ids), (count_name, count)):
             if not a.flags.writeable:
                 raise ValueError(f"{mode}(): {name!r} is read-only")

@@ -125,7 +125,7 @@ def native(kernel, *, reads=None, writes=None, updates=None, user_data=None, spl
     per-sample arrays only when ``i`` is in its ``[start, stop)`` and writes no other
     array (``None``, the default: what the ``Kernel`` declares; eagle's built-in
     kernels in ``eagle.kernels`` do). The cpu backend may then run the node in a
-    fused run of sample tiles with its neighbours (``Graph.build(fuse=...)``); a
+    fused run of sample tiles with its neighbours (``Graph.build(cpu=eagle.CpuOptions(fuse=...))``); a
     kernel that reads a neighbouring sample, or sums into a total, must not declare it.
     """
     return NativeNode(kernel, reads, writes, user_data=user_data, split=split, per_sample=per_sample,

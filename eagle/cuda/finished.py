@@ -38,7 +38,7 @@ the live count. Cost: one 8-byte load per thread, and at most one
 ``launch`` eagle copies the device block back (**one 32-byte D2H copy per
 launch, not per replay**), sets ``g.logical_size`` and patches the grids down.
 
-**Running until done** (``g.launch_until_done(max_replays)``), with no
+**Running until done** (``g.launch_until_done(n)``), with no
 overshoot. On a CUDA 12.4+ driver: one conditional WHILE node whose body is
 the captured replay (a child graph) followed by the one-thread
 ``eagle_until_done_condition`` kernel, which sets the condition from the
@@ -274,12 +274,12 @@ class CudaPartitionNode(FinishedSamplesNode):
                                  f"{name!r} has shape {lay[3]}")
             self._layouts.append(lay)
         if self._layouts[-1][4] != np.int64 or len(self._layouts[-1][3]) != 1:
-            raise TypeError(f"{mode}(): ids {ids_name!r} must be an int64 array of shape ({capacity},)")
+            raise TypeError(f"{mode}(): ids must be an int64 array of shape ({capacity},)")
         self.count_ptr = 0
         if count is not None:
             cptr, _, _, cshape, cdt = _layout(count, count_name, mode)
             if cdt != np.int64 or int(np.prod(cshape)) != 1:
-                raise TypeError(f"{mode}(): count {count_name!r} must be an int64 array of one element")
+                raise TypeError(f"{mode}(): count must be an int64 array of one element")
             self.count_ptr = cptr
         check_policy(mode, every, min_dead_fraction)
         self.mode = mode

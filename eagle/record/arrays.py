@@ -24,7 +24,7 @@ _AN_ARRAY = ("a NumPy array, a CUDA array (__cuda_array_interface__), or an obje
 
 def _check_name(name, what):
     if not isinstance(name, str) or not name:
-        raise TypeError(f"{what}: an array's name is a non-empty str, got {name!r}")
+        raise TypeError(f"{what}: array names must be non-empty strings, got {name!r}")
 
 
 def _array(a, what, write, expected=None):
@@ -35,10 +35,12 @@ def _array(a, what, write, expected=None):
     return view
 
 
-def named_array(arg: Any, what: str, default: str, *, write: bool = False) -> tuple[str, Any]:
+def named_array(arg: Any, what: str, default: str, *, write: bool = False,
+                expected: str | None = None) -> tuple[str, Any]:
     """``(name, array)`` of one array argument: an array (named ``default``) or a one-entry
     dict ``{name: array}``. ``what`` names the argument in messages (``"compact(): alive"``);
-    ``write``: the node writes it (read-only exported memory is refused)."""
+    ``write``: the node writes it (read-only exported memory is refused); ``expected``:
+    what the argument may be, for the message when it is neither (default: an array)."""
     if isinstance(arg, Mapping):
         if len(arg) != 1:
             raise TypeError(f"{what} is an array or a one-entry dict {{name: array}}, got a dict of "
@@ -46,7 +48,7 @@ def named_array(arg: Any, what: str, default: str, *, write: bool = False) -> tu
         (name, a), = arg.items()
         _check_name(name, what)
         return name, _array(a, f"{what} {name!r}", write)
-    return default, _array(arg, what, write)
+    return default, _array(arg, what, write, expected)
 
 
 def named_arrays(arg: Any, what: str, default: str, *, write: bool = False) -> dict:

@@ -52,7 +52,8 @@ def _operand(x, default_name, what, write=False):
     if isinstance(x, Mapping) and len(x) == 1 and isinstance(next(iter(x.values())),
                                                              (bool, int, float, complex, np.generic)):
         raise TypeError(f"{what}: {next(iter(x))!r} must be an array (a scalar goes bare, without a name)")
-    name, a = named_array(x, what, default_name, write=write)
+    name, a = named_array(x, what, default_name, write=write,
+                          expected="an array, a scalar or a one-entry dict {name: array}")
     return Operand(name, array=a, given_name=isinstance(x, Mapping))
 
 

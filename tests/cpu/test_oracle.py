@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import eagle
 from eagle import kernels
-from eagle.graph import GroupConflict, native, opaque
+from eagle.graph import GroupConflictError, native, opaque
 
 N = 12  # samples per array
 
@@ -115,7 +115,7 @@ def replay_and_compare(g, threads, teams, size, replays, bufs, expected):
     before = eagle.get_num_threads()
     eagle.set_num_threads(threads)
     try:
-        g.build(teams=teams)
+        g.build(cpu=eagle.CpuOptions(teams=teams))
         if g.capacity:
             g.set_logical_size(min(size, g.capacity))
         g.launch(replays)
@@ -148,7 +148,7 @@ def test_replay_equals_recording_order(spec, threads, teams, size, replays):
                 g.add_group([m[4] for m in members], names=[m[0] for m in members])
                 recorded.extend(members)
                 continue
-            except GroupConflict:
+            except GroupConflictError:
                 assert any(conflicts((a[2], a[3]), (b[2], b[3]))
                            for i, a in enumerate(members) for b in members[i + 1:])
         for m in members:

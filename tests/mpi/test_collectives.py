@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import eagle
-from eagle.graph import GroupConflict, allgather, allreduce, bcast, opaque, sendrecv
+from eagle.graph import GroupConflictError, allgather, allreduce, bcast, opaque, sendrecv
 from eagle.mpi import CollectiveNode, get_failure_mode, set_failure_mode
 
 MPI = pytest.importorskip("mpi4py.MPI")
@@ -62,7 +62,7 @@ def test_threads_in_the_team(teams, threads):
     g.add_group([opaque(lambda: None, writes={"x": x}) for x in xs], names=[f"fill{k}" for k in range(4)])
     for k in range(4):
         g.add_node(allreduce(xs[k], outs[k]), name=f"sum{k}")
-    g.build(teams=teams).launch(5)
+    g.build(cpu=eagle.CpuOptions(teams=teams)).launch(5)
     for x, o in zip(xs, outs):
         np.testing.assert_array_equal(o, x)
 
@@ -75,7 +75,7 @@ def test_collectives_run_in_recording_order_one_stage_each():
     g.add_node(bcast(c), name="third")
     assert g.stages == [["first"], ["second"], ["third"]]
     assert ("first", "second", None) in g.dependencies
-    with pytest.raises(GroupConflict, match="collective order"):
+    with pytest.raises(GroupConflictError, match="collective order"):
         g.add_group([allreduce(a, a), allreduce(b, b)], names=["x", "y"])
     assert g.nodes == ["first", "second", "third"]
 

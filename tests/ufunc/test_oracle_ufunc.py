@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import eagle
-from eagle.graph import GroupConflict, opaque, ufunc
+from eagle.graph import GroupConflictError, opaque, ufunc
 
 N = 12
 
@@ -117,7 +117,7 @@ def record(spec, views):
                 g.add_group([m[4] for m in members], names=[m[0] for m in members])
                 recorded.extend(members)
                 continue
-            except GroupConflict:
+            except GroupConflictError:
                 assert any(conflicts((a[2], a[3]), (b[2], b[3]))
                            for i, a in enumerate(members) for b in members[i + 1:])
         for m in members:
@@ -146,7 +146,7 @@ def test_replay_with_ufunc_nodes_equals_recording_order(spec, threads, teams, si
         threads = 1
     eagle.set_num_threads(threads)
     try:
-        g.build(teams=teams)
+        g.build(cpu=eagle.CpuOptions(teams=teams))
         g.set_logical_size(logical)
         g.launch(replays)
     finally:
