@@ -176,14 +176,76 @@ class Graph(GraphCore):
     # ---- recording ------------------------------------------------------
 
     def add_node(self, node: Node, name: str | None = None) -> None:
-        """Record one node. ``name`` defaults to the function's or kernel's name."""
+        """Record one node, after the nodes recorded so far.
+
+        Parameters
+        ----------
+        node : Node
+            A node made by one of ``eagle.graph``'s constructors (``opaque``, ``ufunc``...).
+        name : str, optional
+            Its name in the picture, the profile and messages; defaults to the function's or
+            kernel's name (``_2``, ``_3``... appended to keep names unique).
+
+        Returns
+        -------
+        None
+
+        Raises
+        ------
+        TypeError
+            Not a node (the message says which constructor wraps it), or a node whose arrays
+            are on another device than the graph's.
+        ValueError
+            A name already taken, empty, or not on one line; a second compaction node; a
+            control node running this very graph.
+        RuntimeError
+            Called by a node of this graph while it runs.
+
+        Examples
+        --------
+        >>> import numpy as np, eagle
+        >>> from eagle.graph import ufunc
+        >>> x = np.ones(4)
+        >>> g = eagle.Graph()
+        >>> g.add_node(ufunc(np.multiply, {"x": x}, 2.0, out={"x": x}), name="double")
+        >>> g.stages
+        [['double']]
+        """
         self._add([node], [name], group=False)
 
     def add_group(self, nodes, names=None) -> None:
         """Record nodes that are independent of each other and share one stage.
 
-        A group whose members conflict (one writes memory another reads or
-        writes) is rejected, naming both nodes and the array.
+        Parameters
+        ----------
+        nodes : iterable of Node
+            At least one node; no member may write memory another reads or writes.
+        names : iterable of str, optional
+            One name per node (default: each node's default name).
+
+        Returns
+        -------
+        None
+
+        Raises
+        ------
+        GroupConflictError
+            Two members conflict: the message names both nodes and the array.
+        ValueError
+            No nodes, or not one name per node; the checks of ``add_node``.
+        TypeError, RuntimeError
+            As for ``add_node``.
+
+        Examples
+        --------
+        >>> import numpy as np, eagle
+        >>> from eagle.graph import ufunc
+        >>> x = np.ones(4)
+        >>> g = eagle.Graph()
+        >>> y = np.ones(4)
+        >>> g.add_group([ufunc(np.negative, x, out=x), ufunc(np.negative, y, out=y)], names=["x", "y"])
+        >>> g.stages
+        [['x', 'y']]
         """
         nodes = list(nodes)
         if not nodes:
@@ -303,9 +365,32 @@ class Graph(GraphCore):
         return list(self._names)
 
     def recording(self) -> Recording:
-        """A read-only view of the nodes recorded so far: nodes, names, stages, edges and
-        capacity (``eagle.record.recording.Recording``). It is consistent while another
-        thread records (takes no lock: it works inside a launch) and never changes."""
+        """A read-only view of the nodes recorded so far.
+
+        Nodes, names, stages, edges and capacity (``eagle.record.recording.Recording``). It
+        is consistent while another thread records (takes no lock: it works inside a
+        launch) and never changes.
+
+        Returns
+        -------
+        Recording
+            The snapshot.
+
+        Raises
+        ------
+        None
+            It only reads.
+
+        Examples
+        --------
+        >>> import numpy as np, eagle
+        >>> from eagle.graph import ufunc
+        >>> x = np.ones(4)
+        >>> g = eagle.Graph()
+        >>> g.add_node(ufunc(np.sqrt, x, out=x), name="root")
+        >>> g.recording().names
+        ('root',)
+        """
         names = self._names[:]
         n = len(names)
         edges = [d for d in self._stager.edges if d.dst < n]
@@ -315,10 +400,37 @@ class Graph(GraphCore):
                          logical_size=self._logical_size_for(capacity))
 
     def body_recording(self, what: str = "body_recording()") -> Recording:
-        """``recording()``, for use as a control-flow body: what ``while_loop``,
-        ``if_else`` and ``subgraph`` (``eagle.record.control``) take from their graphs.
-        Raises ``RuntimeError`` (starting with ``what``) while this graph is being
-        launched (or built, retuned, recorded into), on any thread: its nodes are mid-run."""
+        """``recording()``, for use as a control-flow body.
+
+        What ``while_loop``, ``if_else`` and ``subgraph`` (``eagle.record.control``) take
+        from their graphs.
+
+        Parameters
+        ----------
+        what : str, default "body_recording()"
+            How the error names the caller.
+
+        Returns
+        -------
+        Recording
+            The snapshot.
+
+        Raises
+        ------
+        RuntimeError
+            (Starting with ``what``) while this graph is being launched (or built, retuned,
+            recorded into), on any thread: its nodes are mid-run.
+
+        Examples
+        --------
+        >>> import numpy as np, eagle
+        >>> from eagle.graph import ufunc
+        >>> x = np.ones(4)
+        >>> g = eagle.Graph()
+        >>> g.add_node(ufunc(np.sqrt, x, out=x), name="root")
+        >>> len(g.body_recording())
+        1
+        """
         if self._holder is not None:
             raise RuntimeError(f"{what}: this graph is being launched (or built or recorded into) right "
                                "now; a body is a recorded graph that is not itself running: make the "
@@ -345,7 +457,38 @@ class Graph(GraphCore):
         return [[rec.names[i] for i in idx] for idx in rec.rows]
 
     def stage_of(self, name: str) -> int:
-        return self._stager.stage_of[self._names.index(name)]
+        """The stage a node runs in.
+
+        Parameters
+        ----------
+        name : str
+            The node's name.
+
+        Returns
+        -------
+        int
+            Its stage, counted from 0.
+
+        Raises
+        ------
+        ValueError
+            No node has that name.
+
+        Examples
+        --------
+        >>> import numpy as np, eagle
+        >>> from eagle.graph import ufunc
+        >>> x = np.ones(4)
+        >>> g = eagle.Graph()
+        >>> g.add_node(ufunc(np.sqrt, x, out=x), name="root")
+        >>> g.add_node(ufunc(np.exp, x, out=x), name="grow")
+        >>> g.stage_of("grow")
+        1
+        """
+        try:
+            return self._stager.stage_of[self._names.index(name)]
+        except ValueError:
+            raise ValueError(f"no node of this graph is named {name!r}") from None
 
     @property
     def dependencies(self) -> list[tuple[str, str, str | None]]:
@@ -507,9 +650,41 @@ class Graph(GraphCore):
     # launch(n) and launch_until_done(n) are GraphCore's (compiled)
 
     def set_logical_size(self, n: int) -> None:
-        """Process samples [0, n) on the next replays: 0 <= n <= capacity. No rebuild.
-        While another thread launches the graph this waits for that launch to end:
-        a retune applies from the next launch on, never inside one."""
+        """Process samples [0, n) on the next replays, without a rebuild.
+
+        While another thread launches the graph this waits for that launch to end: a
+        retune applies from the next launch on, never inside one.
+
+        Parameters
+        ----------
+        n : int
+            The logical size, ``0 <= n <= g.capacity``.
+
+        Returns
+        -------
+        None
+
+        Raises
+        ------
+        TypeError
+            ``n`` is not an integer.
+        ValueError
+            ``n`` outside ``0..capacity``.
+        RuntimeError
+            Called by a node of this graph while it runs.
+
+        Examples
+        --------
+        >>> import numpy as np, eagle
+        >>> from eagle.graph import ufunc
+        >>> x = np.ones(4)
+        >>> g = eagle.Graph()
+        >>> g.add_node(ufunc(np.negative, x, out=x), name="flip")
+        >>> g.build().set_logical_size(2)
+        >>> g.launch(1)
+        >>> x
+        array([-1., -1.,  1.,  1.])
+        """
         if type(n) is not int:
             if isinstance(n, bool):
                 raise TypeError("set_logical_size() needs an integer, got a bool")
@@ -533,7 +708,28 @@ class Graph(GraphCore):
         self._logical_size = n
 
     def plan(self) -> Plan:
-        """How the built graph runs: per stage, the team chosen and the cost it was chosen from."""
+        """How the built graph runs: per stage, the team chosen and the cost it was chosen from.
+
+        Returns
+        -------
+        Plan
+            The plan (``print(g.plan())`` shows it as a table).
+
+        Raises
+        ------
+        NotBuiltError
+            The graph is not built.
+
+        Examples
+        --------
+        >>> import numpy as np, eagle
+        >>> from eagle.graph import ufunc
+        >>> x = np.ones(4)
+        >>> g = eagle.Graph()
+        >>> g.add_node(ufunc(np.sqrt, x, out=x), name="root")
+        >>> len(g.build().plan().stages)
+        1
+        """
         if self._backend is None:
             raise NotBuiltError("plan() needs a built graph: call g.build() first")
         plan = self._backend.plan()
@@ -578,8 +774,31 @@ class Graph(GraphCore):
         return f"<{self._header()}>"
 
     def to_dot(self) -> str:
-        """The graph as Graphviz DOT: stages as ranks, node kinds as shapes, edges labelled
-        with the arrays they carry, ordering-only edges dashed (see ``eagle.look.dot``)."""
+        """The graph as Graphviz DOT text.
+
+        Stages as ranks, node kinds as shapes, edges labelled with the arrays they carry,
+        ordering-only edges dashed (see ``eagle.look.dot``).
+
+        Returns
+        -------
+        str
+            The DOT source (``dot -Tsvg`` draws it).
+
+        Raises
+        ------
+        None
+            It only reads.
+
+        Examples
+        --------
+        >>> import numpy as np, eagle
+        >>> from eagle.graph import ufunc
+        >>> x = np.ones(4)
+        >>> g = eagle.Graph()
+        >>> g.add_node(ufunc(np.sqrt, x, out=x), name="root")
+        >>> g.to_dot().startswith("digraph")
+        True
+        """
         rec = self.recording()
         rows = [list(r) for r in rec.rows]
         edges = [(d.src, d.dst, d.label) for d in rec.edges]

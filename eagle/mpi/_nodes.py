@@ -121,13 +121,45 @@ def _buffers(what, send, recv):
 
 
 def allreduce(send, recv, *, op="sum", comm=None) -> CollectiveNode:
-    """A node that combines ``send`` of every rank with ``op`` into ``recv`` on every rank
-    (``MPI_Allreduce``). ``send is recv`` reduces in place (``MPI_IN_PLACE``).
+    """A node that combines ``send`` of every rank with ``op`` into ``recv`` on every rank.
 
-    ``op`` is one of ``sum``, ``prod``, ``max``, ``min``, ``land``, ``lor``,
-    ``lxor``, ``band``, ``bor``, ``bxor``; ``comm`` an mpi4py intracommunicator
-    (default ``MPI.COMM_WORLD``). Both buffers are C-contiguous NumPy arrays of
-    one dtype and size.
+    ``MPI_Allreduce`` (``ncclAllReduce`` on CUDA arrays), on every replay. ``send is recv``
+    reduces in place (``MPI_IN_PLACE``; the buffer takes ``recv``'s name, else ``buf``).
+
+    Parameters
+    ----------
+    send : array or {name: array}
+        C-contiguous, read (default name ``send``).
+    recv : array or {name: array}
+        C-contiguous, written: one dtype and size with ``send`` (default name ``recv``).
+    op : str, default "sum"
+        One of ``sum``, ``prod``, ``max``, ``min``, ``land``, ``lor``, ``lxor``, ``band``,
+        ``bor``, ``bxor``.
+    comm : mpi4py.MPI.Intracomm, optional
+        The communicator (default ``MPI.COMM_WORLD``).
+    Returns
+    -------
+    Node
+        The collective node (an MPI node for NumPy arrays, NCCL for CuPy arrays).
+
+    Raises
+    ------
+    TypeError
+        An argument that is no array, an ``op`` MPI does not apply to the dtype.
+    ValueError
+        An unknown ``op``, buffers not C-contiguous, of different dtypes or sizes, or
+        overlapping without being one array.
+
+    Examples
+    --------
+    >>> import numpy as np, eagle
+    >>> from eagle.graph import allreduce
+    >>> tally, total = np.ones(3), np.zeros(3)
+    >>> g = eagle.Graph()
+    >>> g.add_node(allreduce({"tally": tally}, {"total": total}, op="sum"), name="combine")
+    >>> g.build().launch(1)   # one process: the sum is its own tally
+    >>> total
+    array([1., 1., 1.])
     """
     if not isinstance(op, str) or op not in _runtime.OPS:
         raise ValueError(f"allreduce(): op must be one of {', '.join(_runtime.OPS)}, got {op!r}")
@@ -158,9 +190,42 @@ def allreduce(send, recv, *, op="sum", comm=None) -> CollectiveNode:
 
 
 def allgather(send, recv, *, comm=None) -> CollectiveNode:
-    """A node that gathers ``send`` of every rank, in rank order, into ``recv`` on every
-    rank (``MPI_Allgather``): ``recv`` holds ``comm.size`` times ``send``'s elements,
-    rank r's at ``recv.reshape(comm.size, -1)[r]``."""
+    """A node that gathers ``send`` of every rank, in rank order, into ``recv`` on every rank.
+
+    ``MPI_Allgather``: ``recv`` holds ``comm.size`` times ``send``'s elements, rank
+    r's at ``recv.reshape(comm.size, -1)[r]``.
+
+    Parameters
+    ----------
+    send : array or {name: array}
+        C-contiguous, read (default name ``send``).
+    recv : array or {name: array}
+        C-contiguous, written, of ``send``'s dtype (default name ``recv``).
+    comm : mpi4py.MPI.Intracomm, optional
+        The communicator (default ``MPI.COMM_WORLD``).
+    Returns
+    -------
+    Node
+        The collective node (an MPI node for NumPy arrays, NCCL for CuPy arrays).
+
+    Raises
+    ------
+    TypeError
+        An argument that is no array.
+    ValueError
+        Different dtypes, ``recv`` not ``comm.size`` times ``send``, buffers that overlap.
+
+    Examples
+    --------
+    >>> import numpy as np, eagle
+    >>> from eagle.graph import allgather
+    >>> mine, everyone = np.arange(2.0), np.zeros(2)
+    >>> g = eagle.Graph()
+    >>> g.add_node(allgather(mine, everyone), name="gather")
+    >>> g.build().launch(1)
+    >>> everyone
+    array([0., 1.])
+    """
     (send_name, send), (recv_name, recv) = _buffers("allgather", send, recv)
     comm = _runtime.default_comm(comm)
     if _on_gpu(send, recv):
@@ -181,7 +246,39 @@ def allgather(send, recv, *, comm=None) -> CollectiveNode:
 
 
 def bcast(buf, root=0, *, comm=None) -> CollectiveNode:
-    """A node that copies ``buf`` of rank ``root`` into ``buf`` on every rank (``MPI_Bcast``)."""
+    """A node that copies ``buf`` of rank ``root`` into ``buf`` on every rank (``MPI_Bcast``).
+
+    Parameters
+    ----------
+    buf : array or {name: array}
+        C-contiguous, written on every rank but ``root`` (default name ``buf``).
+    root : int, default 0
+        The rank whose buffer is copied.
+    comm : mpi4py.MPI.Intracomm, optional
+        The communicator (default ``MPI.COMM_WORLD``).
+    Returns
+    -------
+    Node
+        The collective node (an MPI node for NumPy arrays, NCCL for CuPy arrays).
+
+    Raises
+    ------
+    TypeError
+        An argument that is no array, a ``root`` that is not an integer.
+    ValueError
+        ``root`` not a rank of the communicator, ``buf`` not C-contiguous or read-only.
+
+    Examples
+    --------
+    >>> import numpy as np, eagle
+    >>> from eagle.graph import bcast
+    >>> params = np.arange(3.0)
+    >>> g = eagle.Graph()
+    >>> g.add_node(bcast({"params": params}, root=0), name="share")
+    >>> g.build().launch(1)
+    >>> params
+    array([0., 1., 2.])
+    """
     buf_name, buf = named_array(buf, "bcast(): buf", "buf", write=True)
     comm = _runtime.default_comm(comm)
     root = _int(root, "bcast(): root")
@@ -197,11 +294,49 @@ def bcast(buf, root=0, *, comm=None) -> CollectiveNode:
 
 
 def sendrecv(send, recv, dest, source, tag=0, *, comm=None) -> CollectiveNode:
-    """A node that sends ``send`` to rank ``dest`` and receives ``recv`` from rank ``source``
-    (``MPI_Sendrecv``): a halo or boundary exchange. ``MPI.PROC_NULL`` as ``dest`` or
+    """A node that sends ``send`` to rank ``dest`` and receives ``recv`` from rank ``source``.
+
+    ``MPI_Sendrecv``: a halo or boundary exchange. ``MPI.PROC_NULL`` as ``dest`` or
     ``source`` skips that side (the edge of a non-periodic grid); on a cartesian
     communicator ``source, dest = comm.Shift(direction, 1)`` names the neighbours.
-    ``recv`` must hold at least the elements the source sends."""
+
+    Parameters
+    ----------
+    send : array or {name: array}
+        C-contiguous, read (default name ``send``).
+    recv : array or {name: array}
+        C-contiguous, written: at least the elements the source sends (default name
+        ``recv``).
+    dest, source : int
+        Ranks of the communicator, or ``MPI.PROC_NULL``.
+    tag : int, default 0
+        The message tag, in [0, the communicator's ``TAG_UB``].
+    comm : mpi4py.MPI.Intracomm, optional
+        The communicator (default ``MPI.COMM_WORLD``).
+    Returns
+    -------
+    Node
+        The collective node (an MPI node for NumPy arrays, NCCL for CuPy arrays).
+
+    Raises
+    ------
+    TypeError
+        An argument that is no array, ranks or tag that are not integers.
+    ValueError
+        Ranks or tag out of range, different dtypes, buffers that overlap.
+
+    Examples
+    --------
+    >>> import numpy as np, eagle
+    >>> from mpi4py import MPI
+    >>> from eagle.graph import sendrecv
+    >>> edge, halo = np.ones(2), np.zeros(2)
+    >>> g = eagle.Graph()
+    >>> g.add_node(sendrecv(edge, {"halo": halo}, MPI.PROC_NULL, MPI.PROC_NULL), name="halo")
+    >>> g.build().launch(1)   # no neighbours: nothing moves
+    >>> halo
+    array([0., 0.])
+    """
     (send_name, send), (recv_name, recv) = _buffers("sendrecv", send, recv)
     comm = _runtime.default_comm(comm)
     MPI = _runtime.mpi()

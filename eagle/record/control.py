@@ -26,7 +26,7 @@ from __future__ import annotations
 import operator
 
 import weakref
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -207,23 +207,105 @@ def _max_iterations(n):
     return n
 
 
-def while_loop(cond: Mapping[str, Any], body, *, max_iterations: int | None = None) -> ControlNode:
-    """A node that runs ``body`` (an ``eagle.Graph``) while ``cond[0]`` is true, checked
-    before each iteration, as CUDA's WHILE node does: ``while cond[0]: body``.
+def while_loop(cond, body, *, max_iterations: int | None = None) -> ControlNode:
+    """A node that runs ``body`` while ``cond[0]`` is true, checked before each iteration.
 
-    ``cond`` is a one-entry dict naming a one-element bool or integer array (nonzero:
-    true), which the body (or a node before the loop) sets. ``max_iterations``: reaching
-    it stops the launch with ``RuntimeError`` naming the node (None: no limit; Ctrl-C
-    stops a long loop either way)."""
+    As CUDA's WHILE node does: ``while cond[0]: body``. The body's nodes are compiled
+    into the plan of the graph that records this node: one ``launch`` runs everything,
+    on one team, with the logical size of the outer graph.
+
+    Parameters
+    ----------
+    cond : array or {name: array}
+        A one-element (shape ``()`` or ``(1,)``) bool or integer array, nonzero: true, on
+        the CPU or a GPU, which the body (or a node before this one) sets (default name
+        ``cond``).
+    body : Graph
+        The recorded graph to run (its recording now: nodes recorded into it later are
+        not part of the loop).
+    max_iterations : int, optional
+        Reaching it stops the launch with ``RuntimeError`` naming the node (None: no
+        limit; Ctrl-C stops a long loop either way).
+
+    Returns
+    -------
+    Node
+        The control node.
+
+    Raises
+    ------
+    TypeError
+        ``cond`` not a one-element bool or integer array, ``body`` not a Graph, a bad
+        ``max_iterations``.
+    ValueError
+        An empty body, a body holding a collective, ``max_iterations`` < 1.
+    RuntimeError
+        ``body`` is being launched right now.
+
+    Examples
+    --------
+    >>> import numpy as np, eagle
+    >>> from eagle.graph import ufunc, while_loop
+    >>> x, more = np.zeros(1), np.ones(1, dtype=bool)
+    >>> body = eagle.Graph()
+    >>> body.add_node(ufunc(np.add, {"x": x}, 1.0, out={"x": x}), name="inc")
+    >>> body.add_node(ufunc(np.less, {"x": x}, 5.0, out={"more": more}), name="test")
+    >>> g = eagle.Graph()
+    >>> g.add_node(while_loop(more, body), name="loop")
+    >>> g.build().launch(1)
+    >>> x
+    array([5.])
+    """
     c = _condition(cond, "while_loop()")
     max_iterations = _max_iterations(max_iterations)
     rec, src = _body(body, "while_loop(): body")
     return ControlNode("while", c, (rec,), ("body",), max_iterations, (src,))
 
 
-def if_else(cond: Mapping[str, Any], then, otherwise=None) -> ControlNode:
-    """A node that runs ``then`` when ``cond[0]`` is true, else ``otherwise`` (nothing when it
-    is None): ``if cond[0]: then else: otherwise``."""
+def if_else(cond, then, otherwise=None) -> ControlNode:
+    """A node that runs ``then`` when ``cond[0]`` is true, else ``otherwise``.
+
+    ``if cond[0]: then else: otherwise``; nothing runs for a false condition when
+    ``otherwise`` is None.
+
+    Parameters
+    ----------
+    cond : array or {name: array}
+        A one-element (shape ``()`` or ``(1,)``) bool or integer array, nonzero: true, on
+        the CPU or a GPU, which the body (or a node before this one) sets (default name
+        ``cond``).
+    then : Graph
+        The recorded graph run when the condition is true.
+    otherwise : Graph, optional
+        The recorded graph run when it is false.
+
+    Returns
+    -------
+    Node
+        The control node.
+
+    Raises
+    ------
+    TypeError
+        ``cond`` not a one-element bool or integer array, a body that is not a Graph.
+    ValueError
+        An empty body, a body holding a collective.
+    RuntimeError
+        A body is being launched right now.
+
+    Examples
+    --------
+    >>> import numpy as np, eagle
+    >>> from eagle.graph import if_else, ufunc
+    >>> x, big = np.ones(3), np.array(True)
+    >>> halve = eagle.Graph()
+    >>> halve.add_node(ufunc(np.multiply, {"x": x}, 0.5, out={"x": x}), name="halve")
+    >>> g = eagle.Graph()
+    >>> g.add_node(if_else({"big": big}, halve), name="maybe")
+    >>> g.build().launch(2)
+    >>> x
+    array([0.25, 0.25, 0.25])
+    """
     c = _condition(cond, "if_else()")
     made = [_body(then, "if_else(): then")]
     labels = ["then"]
@@ -235,7 +317,41 @@ def if_else(cond: Mapping[str, Any], then, otherwise=None) -> ControlNode:
 
 
 def subgraph(graph) -> ControlNode:
-    """A node that runs the recorded ``graph`` in place, once per replay (its nodes in their
-    order, on the outer graph's team and logical size)."""
+    """A node that runs the recorded ``graph`` in place, once per replay.
+
+    Its nodes run in their order, on the outer graph's team and logical size.
+
+    Parameters
+    ----------
+    graph : Graph
+        The recorded graph (its recording now).
+
+    Returns
+    -------
+    Node
+        The control node.
+
+    Raises
+    ------
+    TypeError
+        ``graph`` is not a Graph.
+    ValueError
+        An empty graph, a graph holding a collective.
+    RuntimeError
+        ``graph`` is being launched right now.
+
+    Examples
+    --------
+    >>> import numpy as np, eagle
+    >>> from eagle.graph import subgraph, ufunc
+    >>> x = np.ones(2)
+    >>> inner = eagle.Graph()
+    >>> inner.add_node(ufunc(np.add, {"x": x}, 1.0, out={"x": x}), name="inc")
+    >>> g = eagle.Graph()
+    >>> g.add_node(subgraph(inner), name="inner")
+    >>> g.build().launch(3)
+    >>> x
+    array([4., 4.])
+    """
     rec, src = _body(graph, "subgraph(): graph")
     return ControlNode("subgraph", None, (rec,), ("graph",), body_graphs=(src,))

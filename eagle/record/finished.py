@@ -47,8 +47,8 @@ def check_state(mode, own_names, state) -> None:
                         f"got {type(state).__name__}")
     for name in own_names:
         if name in state:
-            raise ValueError(f"{mode}(): {name!r} names another of the node's arrays; call the state "
-                             "array otherwise")
+            raise ValueError(f"{mode}(): {name!r} names another of the node's own arrays; call the "
+                             "state array otherwise")
 
 
 def check_policy(mode, every, min_dead_fraction) -> None:

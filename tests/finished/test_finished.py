@@ -572,7 +572,7 @@ def test_bad_inputs_to_compact():
     ro.flags.writeable = False
     with pytest.raises(ValueError, match="read-only"):
         compact(alive, {"x": ro})
-    with pytest.raises(ValueError, match="'ids' names another of the node's arrays"):
+    with pytest.raises(ValueError, match="'ids' names another of the node's own arrays"):
         compact(alive, {"ids": x})
     with pytest.raises(TypeError, match="ids must be an int64"):
         compact(alive, {"x": x}, ids=np.arange(n, dtype=np.int32))
