@@ -39,6 +39,23 @@ def test_in_place_and_2d_buffers():
     np.testing.assert_array_equal(a, np.arange(12).reshape(3, 4))
 
 
+def test_buffers_are_arrays_or_named_arrays_as_every_array_argument():
+    tally, total, halo = np.ones(3), np.zeros(3), np.zeros(3)
+    node = allreduce({"tally": tally}, {"total": total})
+    assert list(node.reads) == ["tally"] and "total" in node.writes
+    assert list(allreduce(tally, total).reads) == ["send"]              # the default names
+    assert "tally" in allreduce({"tally": tally}, tally).writes            # in place: the name given
+    assert "halo" in sendrecv(tally, {"halo": halo}, dest=0, source=0).writes
+    assert "params" in bcast({"params": halo}).writes
+    assert "all" in allgather(tally, {"all": total}).writes
+    with pytest.raises(TypeError, match=r"allreduce\(\): recv is an array or a one-entry dict"):
+        allreduce(tally, {"a": total, "b": halo})
+    g = eagle.Graph()
+    g.add_node(node, name="combine")
+    g.build().launch(1)
+    np.testing.assert_array_equal(total, tally)
+
+
 def test_collectives_run_whatever_the_logical_size():
     # a rank whose logical size is 0 must still take part, or the others would hang
     per_sample = np.zeros(10)
