@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from eagle._public import renamed_keyword
 from eagle.cpu.finished import PartitionNode, compact_cpu, reorder_cpu
 from eagle.cpu.native_node import NativeNode, native
 from eagle.cpu.ufunc_node import UfuncNode, cpu_ufunc
 from eagle.cuda.kernel_nodes import SIZE, SIZE_PTR, CudaKernelNode, cuda_kernel
-from eagle._public import renamed_keyword
 from eagle.mpi._nodes import allgather, allreduce, bcast, sendrecv  # collective nodes (mpi4py on first use)
 from eagle.record.arrays import named_array
 from eagle.record.control import ControlNode, if_else, subgraph, while_loop

@@ -1,6 +1,6 @@
 """Compaction and reorder on the GPU: captured kernels inside the CUDA graph.
 
-``eagle.graph.compact(alive, state)`` and ``reorder(key, state, n_keys=...)``
+``eagle.graph.compact(alive, state)`` and ``reorder(by, state, n_keys=...)``
 on CUDA arrays (CuPy, or any ``__cuda_array_interface__`` array) make a
 :class:`CudaPartitionNode`. ``build()`` captures it as four kernel nodes of the
 graph (no host work on replay, no host round trip):

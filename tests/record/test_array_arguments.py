@@ -132,3 +132,21 @@ def test_random_nodes_take_bare_and_named_outputs_alike():
     g.add_group([random_bits(a, key=5), random_bits({"b": b}, key=5)], names=["a", "b"])
     g.build().launch(1)
     np.testing.assert_array_equal(a, b)
+
+
+def test_a_compaction_with_named_ids_and_count_runs_as_with_the_default_names():
+    results = []
+    for named in (False, True):
+        alive = np.array([True, False, True, True, False])
+        x = np.arange(5.0)
+        ids, count = np.arange(5, dtype=np.int64), np.zeros(1, np.int64)
+        node = compact({"live": alive} if named else alive, {"x": x},
+                       ids={"order": ids} if named else ids, count={"n_live": count} if named else count)
+        g = eagle.Graph()
+        g.add_node(node, name="compact")
+        assert g.capacity == 5            # a one-element count never bounds the capacity
+        g.build().launch(1)
+        results.append((g.logical_size, x[:3].tolist(), ids.tolist(), int(count[0]),
+                        node.scatter_back(x).tolist()))
+    assert results[0] == results[1]
+    assert results[0][:4] == (3, [0.0, 2.0, 3.0], [0, 2, 3, 1, 4], 3)
