@@ -213,7 +213,7 @@ class EagleOpaqueDraw(EagleGraph):
 
 class EagleNormal(EagleGraph):
     name = "eagle, normal node"
-    note = "build(cpu=eagle.CpuOptions(fuse=False))"
+    note = "CpuOptions(fuse=False)"
     fuse = False
 
 

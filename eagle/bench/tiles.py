@@ -62,5 +62,4 @@ def rows_fused_tiles(rounds, samples=SAMPLES):
         eagle.set_num_threads(before)
     what = f"four ufunc nodes over {samples:,} doubles, 1 thread"
     return [(f"{what}, fused (tiles of {tile})", best["fused"], "the same NumPy calls, out=", best["numpy"]),
-            (f"{what}, build(cpu=eagle.CpuOptions(fuse=False))", best["unfused"], "the same NumPy calls, out=",
-             best["numpy"])]
+            (f"{what}, CpuOptions(fuse=False)", best["unfused"], "the same NumPy calls, out=", best["numpy"])]
