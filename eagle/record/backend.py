@@ -2,7 +2,8 @@
 and scale-out.
 
 ``Graph.build()`` makes a backend from the graph's ``Recording`` (a read-only
-view, ``eagle.record.recording``) and one team policy per stage. From then on
+view, ``eagle.record.recording``), one team policy per stage and the backend's own
+options (``eagle.record.options``). From then on
 the graph, its compiled core (``eagle._core.GraphCore``), ``eagle.profile`` and
 ``eagle.mpi`` use the backend only through the attributes and methods below.
 Every method is called with the graph's lock held (so never two at once on one
