@@ -34,18 +34,19 @@ from __future__ import annotations
 
 import operator
 import shutil
+import types
 import unicodedata
 
 from eagle._core import GraphCore
-from eagle._public import public_dir, warn_renamed
 from eagle._errors import GroupConflictError, NotBuiltError
+from eagle._nodes import (SIZE, SIZE_PTR, Node, allgather, allreduce, bcast, compact, cuda_kernel,
+                          if_else, native, normal, opaque, random_bits, reorder, sendrecv, subgraph, ufunc,
+                          uniform, while_loop)
+from eagle._public import public_dir, warn_renamed
 from eagle._text import plural, with_article
 from eagle.cpu.backend import CpuBackend
 from eagle.look import dot
 from eagle.look import bodies
-from eagle._nodes import (SIZE, SIZE_PTR, Node, allgather, allreduce, bcast, compact, cuda_kernel,
-                          if_else, native, normal, opaque, random_bits, reorder, sendrecv, subgraph, ufunc,
-                          uniform, while_loop)
 from eagle.record import hooks
 from eagle.record.memory import leading_length
 from eagle.record.options import CpuOptions, CudaOptions
@@ -54,12 +55,10 @@ from eagle.record.random import as_uint64
 from eagle.record.recording import Recording
 from eagle.record.staging import Stager
 
-#: the node constructors, eagle.graph's to offer (eagle._nodes holds them)
-_CONSTRUCTORS = ("opaque", "native", "ufunc", "cuda_kernel", "compact", "reorder", "random_bits", "uniform",
-                "normal", "while_loop", "if_else", "subgraph", "allreduce", "allgather", "bcast", "sendrecv")
-
-__all__ = ["Graph", *_CONSTRUCTORS, "SIZE", "SIZE_PTR", "Node", "CpuOptions", "CudaOptions", "NotBuiltError",
-           "GroupConflictError", "Plan", "StagePlan", "Recording"]
+__all__ = ["Graph", "opaque", "native", "ufunc", "cuda_kernel", "compact", "reorder", "random_bits", "uniform",
+           "normal", "while_loop", "if_else", "subgraph", "allreduce", "allgather", "bcast", "sendrecv", "SIZE",
+           "SIZE_PTR", "Node", "CpuOptions", "CudaOptions", "NotBuiltError", "GroupConflictError", "Plan",
+           "StagePlan", "Recording"]
 
 
 def __dir__():
@@ -75,8 +74,10 @@ def __getattr__(name):
 
 
 def _constructors():
-    """``opaque(), native(), ...``: every node constructor eagle.graph offers."""
-    return ", ".join(f"{n}()" for n in _CONSTRUCTORS[:-1]) + f" and {_CONSTRUCTORS[-1]}()"
+    """``opaque(), native(), ...``: every node constructor eagle.graph offers (the functions
+    of its ``__all__``, so a new kind is listed as soon as it is exported)."""
+    names = [n for n in __all__ if isinstance(globals()[n], types.FunctionType)]
+    return ", ".join(f"{n}()" for n in names[:-1]) + f" and {names[-1]}()"
 
 
 def _not_a_node_hint(obj) -> str:
