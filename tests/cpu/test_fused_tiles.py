@@ -142,7 +142,7 @@ def test_fused_equals_unfused_equals_the_oracle(n, spec, tile, threads, teams, s
 
 # ---- which stages fuse --------------------------------------------------------------
 
-def chain(n=1000, **build):
+def chain(n=1000, **cpu):
     x = np.linspace(0, 1, n)
     y, z, w = np.empty(n), np.empty(n), np.empty(n)
     g = eagle.Graph()
@@ -150,7 +150,7 @@ def chain(n=1000, **build):
     g.add_node(ufunc(np.add, {"y": y}, {"x": x}, out={"z": z}), name="b")
     g.add_node(native(kernels.scale(0.5), reads={"z": z}, writes={"w": w}), name="c")
     g.add_node(ufunc(np.sqrt, {"w": w}, out={"w": w}), name="d")
-    return g.build(**build), x, w
+    return g.build(cpu=eagle.CpuOptions(**cpu)), x, w
 
 
 def test_a_chain_of_ufunc_and_builtin_kernel_nodes_is_one_fused_run():
@@ -173,7 +173,7 @@ def test_fuse_false_and_a_tile_size():
     g, _, _ = chain(fuse=7)
     assert g.plan().fused_runs == [((0, 3), 7)]
     for bad in (0, -3, 2.5, "yes", None, np.True_, np.int64(0)):
-        with pytest.raises(ValueError, match="fuse= is True, False or a tile size"):
+        with pytest.raises(ValueError, match=r"CpuOptions\(fuse=\.\.\.\) is True, False or a tile size"):
             chain(fuse=bad)
 
 
