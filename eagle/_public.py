@@ -58,8 +58,8 @@ def keywords_after(n: int, example: str):
         def constructor(*args, **kwargs):
             if len(args) > n:
                 raise TypeError(f"{fn.__name__}() takes {n} positional argument{'s' * (n > 1)}, "
-                                f"got {len(args)}: reads, writes, updates and every option are "
-                                f"keywords, e.g. {example}")
+                                f"got {len(args)}: the arguments after them (reads, writes, updates, "
+                                f"every option) are keywords, e.g. {example}")
             return fn(*args, **kwargs)
         return constructor
     return wrap

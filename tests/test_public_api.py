@@ -98,9 +98,19 @@ def test_exceptions_are_named_error_and_the_old_name_warns():
      "cuda_kernel() takes 2 positional arguments, got 4"),
 ])
 def test_reads_and_writes_given_positionally_are_refused_naming_the_keywords(make, positional):
-    with pytest.raises(TypeError, match=re.escape(positional) + ".*reads, writes, updates and every option "
-                                                                "are keywords, e.g. .*reads=\\{"):
+    with pytest.raises(TypeError, match=re.escape(positional) + r".*\(reads, writes, updates, every option\) "
+                                                                r"are keywords, e.g. .*=\{"):
         make(np.ones(2), np.zeros(2))
+
+
+def test_collective_options_given_positionally_are_refused_naming_the_keywords():
+    pytest.importorskip("mpi4py")
+    x = np.zeros(2)
+    with pytest.raises(TypeError, match=re.escape("sendrecv() takes 2 positional arguments, got 4") +
+                       ".*dest=right, source=left"):
+        eg.sendrecv(x, x.copy(), 0, 0)
+    with pytest.raises(TypeError, match=re.escape("bcast() takes 1 positional argument, got 2")):
+        eg.bcast(x, 0)
 
 
 @pytest.mark.parametrize("name", ["opaque", "native", "cuda_kernel", "compact", "reorder", "random_bits",
@@ -111,8 +121,8 @@ def test_options_are_keyword_only(name):
     arrays = {"opaque": ["fn"], "native": ["kernel"], "cuda_kernel": ["kernel", "args"],
               "compact": ["alive", "state"], "reorder": ["by", "state"], "random_bits": ["out"],
               "uniform": ["out"], "normal": ["out"], "while_loop": ["cond", "body"],
-              "allreduce": ["send", "recv"], "allgather": ["send", "recv"], "bcast": ["buf", "root"],
-              "sendrecv": ["send", "recv", "dest", "source", "tag"]}[name]
+              "allreduce": ["send", "recv"], "allgather": ["send", "recv"], "bcast": ["buf"],
+              "sendrecv": ["send", "recv"]}[name]
     positional = [p for p, v in params.items() if v.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
     assert positional == arrays
     for p in ("reads", "writes", "updates"):

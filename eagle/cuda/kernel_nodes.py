@@ -46,7 +46,6 @@ from __future__ import annotations
 import ctypes
 import operator
 import sys
-from typing import Any, Mapping
 
 import numpy as np
 
@@ -356,10 +355,9 @@ class CudaKernelNode(Node):
 
 
 @keywords_after(2, 'cuda_kernel(kernel, [x, y, SIZE], reads={"x": x}, writes={"y": y})')
-def cuda_kernel(kernel, args, *, reads: Mapping[str, Any] | None = None,
-                writes: Mapping[str, Any] | None = None, size_arg: int | None = None,
+def cuda_kernel(kernel, args, *, reads=None, writes=None, size_arg: int | None = None,
                 block: int = 256, shared_mem: int = 0, nargs: int | None = None,
-                updates: Mapping[str, Any] | None = None) -> CudaKernelNode:
+                updates=None) -> CudaKernelNode:
     """A GPU kernel node that eagle launches itself, sized by the graph's logical size.
 
     On retune (``g.set_logical_size(n)``) eagle patches this node's grid and size

@@ -15,6 +15,7 @@ import os
 
 import numpy as np
 
+from eagle._public import keywords_after
 from eagle.record.arrays import named_array
 from eagle.record.memory import data_pointer
 from eagle.record.node import Node, RunsAs
@@ -245,7 +246,8 @@ def allgather(send, recv, *, comm=None) -> CollectiveNode:
                           recv_count=send.size, dtype_array=send)
 
 
-def bcast(buf, root=0, *, comm=None) -> CollectiveNode:
+@keywords_after(1, "bcast(buf, root=0)")
+def bcast(buf, *, root=0, comm=None) -> CollectiveNode:
     """A node that copies ``buf`` of rank ``root`` into ``buf`` on every rank (``MPI_Bcast``).
 
     Parameters
@@ -293,7 +295,8 @@ def bcast(buf, root=0, *, comm=None) -> CollectiveNode:
     return CollectiveNode("bcast", {}, {buf_name: buf}, comm, root=root, count=buf.size, dtype_array=buf)
 
 
-def sendrecv(send, recv, dest, source, tag=0, *, comm=None) -> CollectiveNode:
+@keywords_after(2, "sendrecv(send, recv, dest=right, source=left, tag=0)")
+def sendrecv(send, recv, *, dest, source, tag=0, comm=None) -> CollectiveNode:
     """A node that sends ``send`` to rank ``dest`` and receives ``recv`` from rank ``source``.
 
     ``MPI_Sendrecv``: a halo or boundary exchange. ``MPI.PROC_NULL`` as ``dest`` or
@@ -332,7 +335,7 @@ def sendrecv(send, recv, dest, source, tag=0, *, comm=None) -> CollectiveNode:
     >>> from eagle.graph import sendrecv
     >>> edge, halo = np.ones(2), np.zeros(2)
     >>> g = eagle.Graph()
-    >>> g.add_node(sendrecv(edge, {"halo": halo}, MPI.PROC_NULL, MPI.PROC_NULL), name="halo")
+    >>> g.add_node(sendrecv(edge, {"halo": halo}, dest=MPI.PROC_NULL, source=MPI.PROC_NULL), name="halo")
     >>> g.build().launch(1)   # no neighbours: nothing moves
     >>> halo
     array([0., 0.])

@@ -270,8 +270,7 @@ class SizedOpaqueNode(OpaqueNode):
 
 
 @keywords_after(1, 'opaque(fn, reads={"x": x}, writes={"y": y})')
-def opaque(fn, *, reads: Mapping[str, Any] | None = None, writes: Mapping[str, Any] | None = None,
-           updates: Mapping[str, Any] | None = None, per_sample=True, sized=False) -> OpaqueNode:
+def opaque(fn, *, reads=None, writes=None, updates=None, per_sample=True, sized=False) -> OpaqueNode:
     """A node that calls ``fn()`` on every replay.
 
     eagle orders nodes by the memory of the arrays they declare (their bytes, whoever
