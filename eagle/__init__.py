@@ -51,14 +51,29 @@ finally:
         _os.environ.pop("GOMP_SPINCOUNT", None)
 
 from eagle import kernels, native  # noqa: E402
-from eagle._errors import CudaError
-from eagle.graph import Graph, GroupConflict, NotBuiltError
+from eagle._errors import CudaError, GroupConflictError, NotBuiltError
+from eagle.graph import CpuOptions, CudaOptions, Graph
 from eagle.observe import Profile, profile
 
 __version__ = "0.1.0"
-__all__ = ["Graph", "GroupConflict", "NotBuiltError", "CudaError", "Profile", "get_num_threads", "set_num_threads",
-           "max_threads", "profile",
-           "show_config", "get_include", "__version__"]
+__all__ = ["Graph", "CpuOptions", "CudaOptions", "GroupConflictError", "NotBuiltError", "CudaError", "Profile",
+           "profile", "get_num_threads", "set_num_threads", "max_threads", "have_openmp", "show_config",
+           "get_include", "__version__"]
+
+
+def __getattr__(name):
+    if name == "GroupConflict":
+        from eagle._public import warn_renamed
+
+        warn_renamed("eagle.GroupConflict", "eagle.GroupConflictError")
+        return GroupConflictError
+    raise AttributeError(f"module 'eagle' has no attribute {name!r}")
+
+
+def __dir__():
+    from eagle._public import public_dir
+
+    return public_dir(globals())
 
 
 def get_include() -> str:

@@ -133,19 +133,49 @@ cdef class GraphCore:
 
     # ---- launch ----
 
-    def launch(self, n=1, progress=False):
-        """Replay the built graph ``n`` times.
+    def launch(self, n=1, *, progress=False):
+        """Replay the built graph ``n`` times, in one call.
 
         If a node raises, the replay stops there and the exception reaches you
         with a note naming the node, its stage and the replay; the graph stays
         usable. Ctrl-C stops a long launch within a few milliseconds of the
         current replay's end, however long a replay takes (see Threads in the
-        README), and never leaves the graph locked.
+        README), and never leaves the graph locked. Inside ``with eagle.profile():``
+        every node call is timed.
 
-        ``progress=True`` shows a progress bar (tqdm when installed, else a
-        line on stderr) once the launch has run for about a second, updated
-        at most every 100 ms from the executor's signal checks. Inside
-        ``with eagle.profile():`` every node call is timed.
+        Parameters
+        ----------
+        n : int, default 1
+            The replays to run, ``n >= 0`` (a NumPy integer too).
+        progress : bool, default False
+            Show a progress bar (tqdm when installed, else a line on stderr) once the
+            launch has run for about a second, updated at most every 100 ms.
+
+        Returns
+        -------
+        None
+
+        Raises
+        ------
+        NotBuiltError
+            The graph was never built, or was recorded into since ``build()``.
+        TypeError, ValueError
+            ``n`` is not an integer, or is negative.
+        RuntimeError
+            Called by a node of this graph (or of a graph whose launch encloses it).
+        Exception
+            A node's own exception, with a note naming the node, its stage and the replay.
+
+        Examples
+        --------
+        >>> import numpy as np, eagle
+        >>> from eagle.graph import ufunc
+        >>> x = np.ones(3)
+        >>> g = eagle.Graph()
+        >>> g.add_node(ufunc(np.multiply, x, 2.0, out=x), name="double")
+        >>> g.build().launch(3)
+        >>> x
+        array([8., 8., 8.])
         """
         cdef int overflow = 0
         cdef long long count = -1
@@ -159,11 +189,53 @@ cdef class GraphCore:
         else:
             _graph_run(self, count, False, progress)
 
-    def launch_until_done(self, max_replays, progress=False):
-        """Replay until no sample is left (a compaction node's live count reaches 0),
-        at most ``max_replays`` times, without returning to Python in between.
-        Returns the replays run. ``progress=True``: as for ``launch``."""
-        return _graph_run(self, _fast_count(max_replays, "launch_until_done()"), True, progress)
+    def launch_until_done(self, n=None, *, progress=False, **old):
+        """Replay until no sample is left (a compaction node's live count reaches 0), at
+        most ``n`` times, without returning to Python in between.
+
+        Parameters
+        ----------
+        n : int
+            The most replays to run, ``n >= 0``.
+        progress : bool, default False
+            As for ``launch``.
+
+        Returns
+        -------
+        int
+            The replays run: fewer than ``n`` when the samples ran out first.
+
+        Raises
+        ------
+        NotBuiltError, TypeError, ValueError, RuntimeError
+            As for ``launch``; a node's own exception, with its note, too.
+
+        Examples
+        --------
+        >>> import numpy as np, eagle
+        >>> from eagle.graph import compact, ufunc
+        >>> alive = np.ones(4, dtype=bool)
+        >>> g = eagle.Graph()
+        >>> g.add_node(ufunc(np.logical_and, alive, False, out=alive), name="finish")
+        >>> g.add_node(compact(alive, {}), name="compact")
+        >>> g.build().launch_until_done(100)
+        1
+
+        ``launch_until_done(max_replays=...)`` still works, with a ``DeprecationWarning``.
+        """
+        if old:
+            n = _old_max_replays(n, old)
+        if n is None:
+            raise TypeError("launch_until_done() needs n, the most replays to run")
+        return _graph_run(self, _fast_count(n, "launch_until_done()"), True, progress)
+
+
+def _old_max_replays(n, old):
+    """launch_until_done()'s n, given under its old name ``max_replays=`` (with a warning)."""
+    from eagle._public import renamed_keyword
+
+    # a compiled method has no frame of its own: the caller is two frames up
+    return renamed_keyword(dict(old), "max_replays", "n", n, "launch_until_done()", stacklevel=3)
 
 
 # The graph's lock and launch path as module functions of GraphCore, not cdef methods:

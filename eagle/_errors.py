@@ -8,6 +8,11 @@ class NotBuiltError(RuntimeError):
     """launch() on a graph that was never built or was recorded into since build()."""
 
 
+class GroupConflictError(ValueError):
+    """``add_group()`` of nodes that are not independent: one writes memory another reads
+    or writes. The message names both nodes and the array."""
+
+
 class CudaError(RuntimeError):
     """A CUDA driver call made by eagle failed.
 

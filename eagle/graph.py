@@ -34,42 +34,49 @@ from __future__ import annotations
 
 import operator
 import shutil
+import types
 import unicodedata
 
 from eagle._core import GraphCore
-from eagle._errors import NotBuiltError
+from eagle._errors import GroupConflictError, NotBuiltError
+from eagle._nodes import (SIZE, SIZE_PTR, Node, allgather, allreduce, bcast, compact, cuda_kernel,
+                          if_else, native, normal, opaque, random_bits, reorder, sendrecv, subgraph, ufunc,
+                          uniform, while_loop)
+from eagle._public import public_dir, warn_renamed
 from eagle._text import plural, with_article
 from eagle.cpu.backend import CpuBackend
 from eagle.look import dot
 from eagle.look import bodies
-from eagle.nodes import (SIZE, SIZE_PTR, CudaKernelNode, NativeNode, Node, OpaqueNode, UfuncNode, allgather,
-                         allreduce, bcast, compact, cuda_kernel, native, normal, opaque, random_bits, reorder,
-                         sendrecv, subgraph, ufunc, uniform, while_loop, if_else)
 from eagle.record import hooks
 from eagle.record.memory import leading_length
+from eagle.record.options import CpuOptions, CudaOptions
 from eagle.record.plan import Plan, StagePlan
 from eagle.record.random import as_uint64
 from eagle.record.recording import Recording
-from eagle.record.staging import GroupConflict, Stager
+from eagle.record.staging import Stager
 
-__all__ = ["Graph", "Node", "opaque", "native", "ufunc", "cuda_kernel", "SIZE", "SIZE_PTR", "compact", "reorder",
-           "random_bits", "uniform", "normal", "while_loop", "if_else", "subgraph", "NotBuiltError", "GroupConflict", "Plan", "StagePlan", "Recording", "allreduce", "allgather", "bcast",
-           "sendrecv"]
+__all__ = ["Graph", "opaque", "native", "ufunc", "cuda_kernel", "compact", "reorder", "random_bits", "uniform",
+           "normal", "while_loop", "if_else", "subgraph", "allreduce", "allgather", "bcast", "sendrecv", "SIZE",
+           "SIZE_PTR", "Node", "CpuOptions", "CudaOptions", "NotBuiltError", "GroupConflictError", "Plan",
+           "StagePlan", "Recording"]
 
 
 def __dir__():
     # what eagle.graph offers, not the names its implementation imports (CpuBackend, shutil...)
-    return sorted(set(__all__) | {k for k in globals() if k.startswith("__") and k.endswith("__")})
+    return public_dir(globals())
+
+
+def __getattr__(name):
+    if name == "GroupConflict":
+        warn_renamed("eagle.graph.GroupConflict", "eagle.graph.GroupConflictError")
+        return GroupConflictError
+    raise AttributeError(f"module 'eagle.graph' has no attribute {name!r}")
 
 
 def _constructors():
-    """``opaque(), native(), ...``: every node constructor eagle.graph offers, read from
-    ``eagle.nodes.__all__`` (so a new kind is listed as soon as it is exported)."""
-    import inspect
-
-    import eagle.nodes as _nodes
-
-    names = [n for n in _nodes.__all__ if inspect.isfunction(getattr(_nodes, n, None))]
+    """``opaque(), native(), ...``: every node constructor eagle.graph offers (the functions
+    of its ``__all__``, so a new kind is listed as soon as it is exported)."""
+    names = [n for n in __all__ if isinstance(globals()[n], types.FunctionType)]
     return ", ".join(f"{n}()" for n in names[:-1]) + f" and {names[-1]}()"
 
 
@@ -97,18 +104,23 @@ def _one_line(name):
     return not any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in name)
 
 
-def _fuse_arg(fuse):
-    """build()'s ``fuse=``: True, False, or a tile size, any integer > 0 (a NumPy one
-    too); a tile past int64 is one tile over any capacity, so it is cut to 2**63 - 1."""
-    if fuse is True or fuse is False:
-        return fuse
-    try:
-        tile = operator.index(fuse)   # np.bool_ has no __index__: refused below
-    except TypeError:
-        tile = None
-    if tile is not None and tile > 0:
-        return min(tile, (1 << 63) - 1)
-    raise ValueError(f"fuse= is True, False or a tile size in samples (an int > 0), got {fuse!r}")
+def _cpu_options(cpu, old):
+    """build()'s ``cpu=``, or the CpuOptions of the deprecated ``teams=``/``fuse=``."""
+    unknown = sorted(set(old) - {"teams", "fuse"})
+    if unknown:
+        raise TypeError(f"build() got an unexpected keyword argument {unknown[0]!r}")
+    if old:
+        if cpu is not None:
+            raise TypeError("build() got cpu= and the old spelling teams=/fuse=; pass "
+                            "cpu=eagle.CpuOptions(teams=..., fuse=...) only")
+        given = ", ".join(f"{k}=..." for k in old)
+        warn_renamed(f"build({given})", f"build(cpu=eagle.CpuOptions({given}))", stacklevel=4)
+        return CpuOptions(**old)
+    if cpu is None:
+        return CpuOptions()
+    if not isinstance(cpu, CpuOptions):
+        raise TypeError(f"build(cpu=...) takes an eagle.CpuOptions, got {type(cpu).__name__}")
+    return cpu
 
 
 class Graph(GraphCore):
@@ -165,14 +177,76 @@ class Graph(GraphCore):
     # ---- recording ------------------------------------------------------
 
     def add_node(self, node: Node, name: str | None = None) -> None:
-        """Record one node. ``name`` defaults to the function's or kernel's name."""
+        """Record one node, after the nodes recorded so far.
+
+        Parameters
+        ----------
+        node : Node
+            A node made by one of ``eagle.graph``'s constructors (``opaque``, ``ufunc``...).
+        name : str, optional
+            Its name in the picture, the profile and messages; defaults to the function's or
+            kernel's name (``_2``, ``_3``... appended to keep names unique).
+
+        Returns
+        -------
+        None
+
+        Raises
+        ------
+        TypeError
+            Not a node (the message says which constructor wraps it), or a node whose arrays
+            are on another device than the graph's.
+        ValueError
+            A name already taken, empty, or not on one line; a second compaction node; a
+            control node running this very graph.
+        RuntimeError
+            Called by a node of this graph while it runs.
+
+        Examples
+        --------
+        >>> import numpy as np, eagle
+        >>> from eagle.graph import ufunc
+        >>> x = np.ones(4)
+        >>> g = eagle.Graph()
+        >>> g.add_node(ufunc(np.multiply, {"x": x}, 2.0, out={"x": x}), name="double")
+        >>> g.stages
+        [['double']]
+        """
         self._add([node], [name], group=False)
 
     def add_group(self, nodes, names=None) -> None:
         """Record nodes that are independent of each other and share one stage.
 
-        A group whose members conflict (one writes memory another reads or
-        writes) is rejected, naming both nodes and the array.
+        Parameters
+        ----------
+        nodes : iterable of Node
+            At least one node; no member may write memory another reads or writes.
+        names : iterable of str, optional
+            One name per node (default: each node's default name).
+
+        Returns
+        -------
+        None
+
+        Raises
+        ------
+        GroupConflictError
+            Two members conflict: the message names both nodes and the array.
+        ValueError
+            No nodes, or not one name per node; the checks of ``add_node``.
+        TypeError, RuntimeError
+            As for ``add_node``.
+
+        Examples
+        --------
+        >>> import numpy as np, eagle
+        >>> from eagle.graph import ufunc
+        >>> x = np.ones(4)
+        >>> g = eagle.Graph()
+        >>> y = np.ones(4)
+        >>> g.add_group([ufunc(np.negative, x, out=x), ufunc(np.negative, y, out=y)], names=["x", "y"])
+        >>> g.stages
+        [['x', 'y']]
         """
         nodes = list(nodes)
         if not nodes:
@@ -292,9 +366,32 @@ class Graph(GraphCore):
         return list(self._names)
 
     def recording(self) -> Recording:
-        """A read-only view of the nodes recorded so far: nodes, names, stages, edges and
-        capacity (``eagle.record.recording.Recording``). It is consistent while another
-        thread records (takes no lock: it works inside a launch) and never changes."""
+        """A read-only view of the nodes recorded so far.
+
+        Nodes, names, stages, edges and capacity (``eagle.record.recording.Recording``). It
+        is consistent while another thread records (takes no lock: it works inside a
+        launch) and never changes.
+
+        Returns
+        -------
+        Recording
+            The snapshot.
+
+        Raises
+        ------
+        None
+            It only reads.
+
+        Examples
+        --------
+        >>> import numpy as np, eagle
+        >>> from eagle.graph import ufunc
+        >>> x = np.ones(4)
+        >>> g = eagle.Graph()
+        >>> g.add_node(ufunc(np.sqrt, x, out=x), name="root")
+        >>> g.recording().names
+        ('root',)
+        """
         names = self._names[:]
         n = len(names)
         edges = [d for d in self._stager.edges if d.dst < n]
@@ -304,10 +401,37 @@ class Graph(GraphCore):
                          logical_size=self._logical_size_for(capacity))
 
     def body_recording(self, what: str = "body_recording()") -> Recording:
-        """``recording()``, for use as a control-flow body: what ``while_loop``,
-        ``if_else`` and ``subgraph`` (``eagle.record.control``) take from their graphs.
-        Raises ``RuntimeError`` (starting with ``what``) while this graph is being
-        launched (or built, retuned, recorded into), on any thread: its nodes are mid-run."""
+        """``recording()``, for use as a control-flow body.
+
+        What ``while_loop``, ``if_else`` and ``subgraph`` (``eagle.record.control``) take
+        from their graphs.
+
+        Parameters
+        ----------
+        what : str, default "body_recording()"
+            How the error names the caller.
+
+        Returns
+        -------
+        Recording
+            The snapshot.
+
+        Raises
+        ------
+        RuntimeError
+            (Starting with ``what``) while this graph is being launched (or built, retuned,
+            recorded into), on any thread: its nodes are mid-run.
+
+        Examples
+        --------
+        >>> import numpy as np, eagle
+        >>> from eagle.graph import ufunc
+        >>> x = np.ones(4)
+        >>> g = eagle.Graph()
+        >>> g.add_node(ufunc(np.sqrt, x, out=x), name="root")
+        >>> len(g.body_recording())
+        1
+        """
         if self._holder is not None:
             raise RuntimeError(f"{what}: this graph is being launched (or built or recorded into) right "
                                "now; a body is a recorded graph that is not itself running: make the "
@@ -334,7 +458,38 @@ class Graph(GraphCore):
         return [[rec.names[i] for i in idx] for idx in rec.rows]
 
     def stage_of(self, name: str) -> int:
-        return self._stager.stage_of[self._names.index(name)]
+        """The stage a node runs in.
+
+        Parameters
+        ----------
+        name : str
+            The node's name.
+
+        Returns
+        -------
+        int
+            Its stage, counted from 0.
+
+        Raises
+        ------
+        ValueError
+            No node has that name.
+
+        Examples
+        --------
+        >>> import numpy as np, eagle
+        >>> from eagle.graph import ufunc
+        >>> x = np.ones(4)
+        >>> g = eagle.Graph()
+        >>> g.add_node(ufunc(np.sqrt, x, out=x), name="root")
+        >>> g.add_node(ufunc(np.exp, x, out=x), name="grow")
+        >>> g.stage_of("grow")
+        1
+        """
+        try:
+            return self._stager.stage_of[self._names.index(name)]
+        except ValueError:
+            raise ValueError(f"no node of this graph is named {name!r}") from None
 
     @property
     def dependencies(self) -> list[tuple[str, str, str | None]]:
@@ -404,25 +559,61 @@ class Graph(GraphCore):
 
     # ---- build, launch, retune ------------------------------------------------
 
-    def build(self, *, teams="auto", fuse=True) -> "Graph":
+    def build(self, *, cpu: CpuOptions | None = None, cuda: CudaOptions | None = None, **old) -> "Graph":
         """Make the recording launchable on the backend its arrays call for.
 
-        NumPy arrays build for ``cpu``, CuPy (``__cuda_array_interface__``)
-        arrays for ``cuda``. ``teams`` sets how each CPU stage's work is
-        shared: ``"auto"`` (a stage runs on the whole team only when its
-        measured cost pays for a barrier), ``"serial"``, ``"parallel"``, or a
-        list with one of these per stage. ``fuse`` (cpu): ``True`` runs consecutive
-        stages of sample-local nodes (ufunc nodes, eagle's kernels, native kernels
-        declared ``sample_local``) that meet only through per-sample arrays tile by
-        tile, each tile sized to stay in cache; ``False`` runs every stage whole; an
-        int is the tile in samples. ``plan()`` and ``print(g)`` say which stages are
-        fused. The results are the same, bit for bit. Returns the graph.
+        NumPy arrays build for the ``cpu`` backend, CuPy (``__cuda_array_interface__``)
+        arrays for ``cuda``; each takes its own options, and the other's are not used.
+
+        Parameters
+        ----------
+        cpu : CpuOptions, optional
+            How the cpu backend shares each stage's work among its team and fuses
+            stages into tiles (default ``CpuOptions()``: ``teams="auto"``, ``fuse=True``).
+        cuda : CudaOptions, optional
+            How the cuda backend captures stages whose branches call CUDA libraries
+            (default ``CudaOptions()``).
+
+        Returns
+        -------
+        Graph
+            The graph itself, built: ``g.build().launch(10)`` reads well.
+
+        Raises
+        ------
+        TypeError
+            ``cpu=``/``cuda=`` not an options object, or the deprecated ``teams=``/``fuse=``
+            together with ``cpu=``.
+        ValueError
+            ``CpuOptions(teams=...)`` without one policy per stage, or a logical size set
+            beyond the capacity of arrays recorded since.
+        NotImplementedError
+            A graph of CUDA arrays in an eagle built without the cuda backend.
+        RuntimeError
+            Called by a node of this graph while it runs.
+
+        Examples
+        --------
+        >>> import numpy as np, eagle
+        >>> from eagle.graph import ufunc
+        >>> x = np.ones(4)
+        >>> g = eagle.Graph()
+        >>> g.add_node(ufunc(np.multiply, x, 2.0, out=x), name="double")
+        >>> g.build(cpu=eagle.CpuOptions(teams="serial")).backend
+        'cpu'
+
+        ``build(teams=..., fuse=...)`` still works, with a ``DeprecationWarning``: it is
+        ``build(cpu=CpuOptions(teams=..., fuse=...))``.
         """
+        cpu = _cpu_options(cpu, old)
+        if cuda is None:
+            cuda = CudaOptions()
+        elif not isinstance(cuda, CudaOptions):
+            raise TypeError(f"build(cuda=...) takes an eagle.CudaOptions, got {type(cuda).__name__}")
         with self._exclusive("build"):
             recording = self.recording()
             try:
-                policies = self._build_policies(teams)
-                fuse = _fuse_arg(fuse)
+                policies = self._build_policies(cpu)
             except Exception as exc:
                 # scale-out: the other ranks wait for this one in their graph check; tell them
                 hooks.before_build(recording, exc)
@@ -439,7 +630,7 @@ class Graph(GraphCore):
             if self._backend is not None:
                 self._replays = self._backend.replays
             try:
-                backend = backend_type(recording, policies, fuse)
+                backend = backend_type(recording, policies, cuda if self._family == "cuda" else cpu)
                 backend.replays = self._replays
                 self._backend = backend
             except BaseException as exc:
@@ -449,29 +640,52 @@ class Graph(GraphCore):
             self._ever_built = True
         return self
 
-    def _build_policies(self, teams):
-        """build()'s argument checks: one team policy per stage."""
-        n_stages = self._stager.n_stages
-        if isinstance(teams, str):
-            policies = [teams] * n_stages
-        else:
-            policies = list(teams)
-            if len(policies) != n_stages:
-                raise ValueError(f"teams= needs one policy per stage ({n_stages}), got {len(policies)}")
-        bad = [p for p in policies if p not in ("auto", "serial", "parallel")]
-        if bad:
-            raise ValueError(f"a team policy is 'auto', 'serial' or 'parallel', got {bad[0]!r}")
+    def _build_policies(self, cpu):
+        """build()'s checks against the recording: one team policy per stage."""
+        policies = cpu.policies(self._stager.n_stages)
         if self._logical_size is not None and self._logical_size > self.capacity:
             raise ValueError(f"logical size {self._logical_size} exceeds the capacity {self.capacity} "
                              "of the arrays recorded since; call set_logical_size() first")
         return policies
 
-    # launch(n) and launch_until_done(max_replays) are GraphCore's (compiled)
+    # launch(n) and launch_until_done(n) are GraphCore's (compiled)
 
     def set_logical_size(self, n: int) -> None:
-        """Process samples [0, n) on the next replays: 0 <= n <= capacity. No rebuild.
-        While another thread launches the graph this waits for that launch to end:
-        a retune applies from the next launch on, never inside one."""
+        """Process samples [0, n) on the next replays, without a rebuild.
+
+        While another thread launches the graph this waits for that launch to end: a
+        retune applies from the next launch on, never inside one.
+
+        Parameters
+        ----------
+        n : int
+            The logical size, ``0 <= n <= g.capacity``.
+
+        Returns
+        -------
+        None
+
+        Raises
+        ------
+        TypeError
+            ``n`` is not an integer.
+        ValueError
+            ``n`` outside ``0..capacity``.
+        RuntimeError
+            Called by a node of this graph while it runs.
+
+        Examples
+        --------
+        >>> import numpy as np, eagle
+        >>> from eagle.graph import ufunc
+        >>> x = np.ones(4)
+        >>> g = eagle.Graph()
+        >>> g.add_node(ufunc(np.negative, x, out=x), name="flip")
+        >>> g.build().set_logical_size(2)
+        >>> g.launch(1)
+        >>> x
+        array([-1., -1.,  1.,  1.])
+        """
         if type(n) is not int:
             if isinstance(n, bool):
                 raise TypeError("set_logical_size() needs an integer, got a bool")
@@ -495,7 +709,28 @@ class Graph(GraphCore):
         self._logical_size = n
 
     def plan(self) -> Plan:
-        """How the built graph runs: per stage, the team chosen and the cost it was chosen from."""
+        """How the built graph runs: per stage, the team chosen and the cost it was chosen from.
+
+        Returns
+        -------
+        Plan
+            The plan (``print(g.plan())`` shows it as a table).
+
+        Raises
+        ------
+        NotBuiltError
+            The graph is not built.
+
+        Examples
+        --------
+        >>> import numpy as np, eagle
+        >>> from eagle.graph import ufunc
+        >>> x = np.ones(4)
+        >>> g = eagle.Graph()
+        >>> g.add_node(ufunc(np.sqrt, x, out=x), name="root")
+        >>> len(g.build().plan().stages)
+        1
+        """
         if self._backend is None:
             raise NotBuiltError("plan() needs a built graph: call g.build() first")
         plan = self._backend.plan()
@@ -540,8 +775,31 @@ class Graph(GraphCore):
         return f"<{self._header()}>"
 
     def to_dot(self) -> str:
-        """The graph as Graphviz DOT: stages as ranks, node kinds as shapes, edges labelled
-        with the arrays they carry, ordering-only edges dashed (see ``eagle.look.dot``)."""
+        """The graph as Graphviz DOT text.
+
+        Stages as ranks, node kinds as shapes, edges labelled with the arrays they carry,
+        ordering-only edges dashed (see ``eagle.look.dot``).
+
+        Returns
+        -------
+        str
+            The DOT source (``dot -Tsvg`` draws it).
+
+        Raises
+        ------
+        None
+            It only reads.
+
+        Examples
+        --------
+        >>> import numpy as np, eagle
+        >>> from eagle.graph import ufunc
+        >>> x = np.ones(4)
+        >>> g = eagle.Graph()
+        >>> g.add_node(ufunc(np.sqrt, x, out=x), name="root")
+        >>> g.to_dot().startswith("digraph")
+        True
+        """
         rec = self.recording()
         rows = [list(r) for r in rec.rows]
         edges = [(d.src, d.dst, d.label) for d in rec.edges]

@@ -26,7 +26,13 @@ cdef extern from "builtin_kernels.h" nogil:
     void eagle_add_inplace(int64_t n, const double *a, const double *b, double *out)
     void eagle_polynomial_contig(int64_t n, const double *x, double *y, const double *c, int64_t degree)
 
+from eagle._public import public_dir
+
 __all__ = ["fill", "copy", "scale", "axpy", "add", "polynomial", "nothing"]
+
+
+def __dir__():
+    return public_dir(globals())
 
 
 cdef class _Scalar:

@@ -12,6 +12,7 @@ that accepts a kernel however it was made and checks its signature:
 """
 import ctypes
 
+from eagle._public import public_dir
 from eagle._text import with_article
 
 from cpython.pycapsule cimport PyCapsule_GetName, PyCapsule_GetPointer, PyCapsule_IsValid, PyCapsule_CheckExact
@@ -22,9 +23,9 @@ __all__ = ["Kernel", "SIGNATURE", "CTYPES_KERNEL"]
 
 
 def __dir__():
-    # __pyx_capi__ must stay (it is how `cimport eagle.native` finds wrap_kernel), but
-    # pydoc lists every dunder it finds through dir(): keep it out of help(eagle.native)
-    return sorted(k for k in globals() if k not in ("__pyx_capi__", "__dir__"))
+    # what eagle.native offers; __pyx_capi__ must stay (it is how `cimport eagle.native`
+    # finds wrap_kernel), but pydoc lists every dunder dir() gives: kept out of help()
+    return public_dir(globals())
 
 #: the C signature of a kernel; a PyCapsule must carry exactly this name
 SIGNATURE = "void (int64_t, int64_t, char **, const int64_t *, void *)"
@@ -63,7 +64,7 @@ cdef class Kernel:
     ``sample_local=True`` declares that the kernel touches its per-sample arrays
     only at its own samples ``[start, stop)`` and writes nothing else: the cpu
     executor may then fuse its node with its neighbours into sample tiles
-    (``Graph.build(fuse=...)``). ``None`` keeps what another ``Kernel`` declared
+    (``Graph.build(cpu=eagle.CpuOptions(fuse=...))``). ``None`` keeps what another ``Kernel`` declared
     (eagle's built-in kernels declare it), else ``False``.
     """
 

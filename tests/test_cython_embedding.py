@@ -77,7 +77,7 @@ def build(x, y, acc, double a, teams="auto"):
     g = eagle.Graph()
     g.add_node(native(affine_kernel(a), reads={"x": x}, writes={"y": y}))
     g.add_node(native(accumulate_kernel(), reads={"y": y}, writes={"acc": acc}))
-    g.build(teams=teams)
+    g.build(cpu=eagle.CpuOptions(teams=teams))
     return g
 
 

@@ -36,7 +36,7 @@ class ReplayForced:
 
     def setup(self, teams, threads):
         self.previous_threads = use_threads(threads)
-        self.g = make_graph("wide8").build(teams=teams)
+        self.g = make_graph("wide8").build(cpu=eagle.CpuOptions(teams=teams))
         self.g.launch(10)
 
     def teardown(self, teams, threads):

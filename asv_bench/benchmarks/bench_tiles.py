@@ -1,5 +1,5 @@
 """Fused sample tiles: four ufunc nodes over 16M doubles on one thread, fused (the
-default) and ``build(fuse=False)``, beside the same four NumPy calls with ``out=``
+default) and ``build(cpu=eagle.CpuOptions(fuse=False))``, beside the same four NumPy calls with ``out=``
 (goal: fused >= 1.5x faster than NumPy). ``track_`` rows give the ratio measured in
 one process, best of 5, so a machine's speed cancels out."""
 import time

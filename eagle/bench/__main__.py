@@ -239,7 +239,7 @@ def ctrl_c_latency(dll, n_threads, teams, with_gil, cheap=1_000_000):
         os.kill(os.getpid(), signal.SIGINT)
 
     try:
-        g.build(teams=teams)
+        g.build(cpu=eagle.CpuOptions(teams=teams))
         t = threading.Thread(target=interrupt, daemon=True)
         t.start()
         try:
@@ -259,7 +259,7 @@ def rows_normal(rounds, samples=1_000_000):
     from .cases import normal_graph
 
     g, z = normal_graph(samples)
-    g.build(teams="serial")
+    g.build(cpu=eagle.CpuOptions(teams="serial"))
     gp, _ = normal_graph(samples)
     gp.build()
     rng = np.random.default_rng()

@@ -191,7 +191,7 @@ class EagleGraph(Way):
         g.add_node(ufunc(np.add, {"w": w}, self.drift, out={"w": w}), name="drift")
         g.add_node(ufunc(np.exp, {"w": w}, out={"w": w}), name="grow")
         g.add_node(ufunc(np.multiply, {"S": S}, {"w": w}, out={"S": S}), name="step")
-        g.build(fuse=self.fuse)
+        g.build(cpu=eagle.CpuOptions(fuse=self.fuse))
         self.graph = g
         self.graph.launch(2)   # the team choice's first measurements, outside the timing
 
@@ -213,7 +213,7 @@ class EagleOpaqueDraw(EagleGraph):
 
 class EagleNormal(EagleGraph):
     name = "eagle, normal node"
-    note = "build(fuse=False)"
+    note = "CpuOptions(fuse=False)"
     fuse = False
 
 

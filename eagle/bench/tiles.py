@@ -1,5 +1,5 @@
 """The fused-tiles rows of ``python -m eagle.bench``: four ufunc nodes over many doubles
-on one thread, fused into sample tiles (the default) and not (``build(fuse=False)``),
+on one thread, fused into sample tiles (the default) and not (``build(cpu=eagle.CpuOptions(fuse=False))``),
 beside the same four NumPy calls with ``out=``, timed best-of-k, interleaved, in this
 process. Shared with asv (asv_bench/benchmarks/bench_tiles.py)."""
 from __future__ import annotations
@@ -34,7 +34,7 @@ class FourUfuncs:
         g.add_node(ufunc(np.add, y, x, out=z), name="add")
         g.add_node(ufunc(np.multiply, z, y, out=z), name="mul")
         g.add_node(ufunc(np.subtract, z, x, out=z), name="sub")
-        return g.build(fuse=fuse)
+        return g.build(cpu=eagle.CpuOptions(fuse=fuse))
 
 
 def rows_fused_tiles(rounds, samples=SAMPLES):
@@ -62,4 +62,4 @@ def rows_fused_tiles(rounds, samples=SAMPLES):
         eagle.set_num_threads(before)
     what = f"four ufunc nodes over {samples:,} doubles, 1 thread"
     return [(f"{what}, fused (tiles of {tile})", best["fused"], "the same NumPy calls, out=", best["numpy"]),
-            (f"{what}, build(fuse=False)", best["unfused"], "the same NumPy calls, out=", best["numpy"])]
+            (f"{what}, CpuOptions(fuse=False)", best["unfused"], "the same NumPy calls, out=", best["numpy"])]

@@ -7,3 +7,9 @@
 * ``eagle.cpu.ufunc_node`` and ``eagle.cpu._ufunc`` — ufunc nodes and their loops;
 * ``eagle.cpu.finished`` and ``eagle.cpu._partition`` — compaction and reorder.
 """
+
+
+def __dir__():
+    from eagle._public import public_dir
+
+    return public_dir(globals())

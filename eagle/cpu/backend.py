@@ -32,7 +32,7 @@ class CpuBackend(Backend):
 
     name = "cpu"
 
-    def __init__(self, recording, policies, fuse=True):
+    def __init__(self, recording, policies, options):   # options: eagle.CpuOptions
         super().__init__(recording)
         nodes = recording.nodes
         # a sized opaque node is handed the replay's logical size, read from the plan when
@@ -46,8 +46,8 @@ class CpuBackend(Backend):
         # a control node's bodies run where its stage runs: on the calling thread, or on
         # the team, every body stage shared by it (csrc/cpu/executor.h)
         # consecutive stages of sample-local nodes run as one stage, tile by tile (fusion.py)
-        self._runs = fused_runs(recording, policies, fuse)
-        self._fuse = fuse
+        self._runs = fused_runs(recording, policies, options.fuse)
+        self._fuse = options.fuse
         self._body_runs = {}   # id(body Recording) -> its FusedRuns (plan() shows them)
         # what the profile names each timed node: the graph's nodes (plan order), then the
         # bodies' nodes ("loop/step"), numbered on as the bodies are compiled

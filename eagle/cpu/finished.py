@@ -37,10 +37,13 @@ class PartitionNode(FinishedSamplesNode):
     runs_as = RunsAs.NATIVE
     split = False
 
-    def __init__(self, mode, key_name, key, state, ids, count, n_keys, every, min_dead_fraction):
+    def __init__(self, mode, key, state, ids, count, n_keys, every, min_dead_fraction):
+        """``key``: ``(name, array)``; ``ids``, ``count``: ``(name, array)`` or None."""
         from eagle.cpu._partition import Partition
 
-        check_state(mode, key_name, state)
+        (key_name, key), (ids_name, ids) = key, ids or ("ids", None)
+        count_name, count = count or ("count", None)
+        check_state(mode, (key_name, ids_name, count_name), state)
         writes = {key_name: key, **state}
         super().__init__(None, writes)
         if self.family == "cuda":
@@ -64,12 +67,16 @@ class PartitionNode(FinishedSamplesNode):
             count = np.zeros(1, dtype=np.int64)
         if not (isinstance(count, np.ndarray) and count.dtype == np.int64 and count.size == 1):
             raise TypeError(f"{mode}(): count must be an int64 array of one element")
-        for name, a in (("ids", ids), ("count", count)):
+        for name, a in ((ids_name, ids), (count_name, count)):
             if not a.flags.writeable:
                 raise ValueError(f"{mode}(): {name!r} is read-only")
         check_policy(mode, every, min_dead_fraction)
-        self.writes = {**writes, "ids": ids, "count": count}
-        self.read_too([key_name, *state, "ids"])   # it moves their samples: data flows in
+        if len({key_name, ids_name, count_name}) < 3:
+            raise ValueError(f"{mode}(): {key_name!r}, ids {ids_name!r} and count {count_name!r} "
+                             "need three names")
+        self.writes = {**writes, ids_name: ids, count_name: count}
+        self.count_name = count_name
+        self.read_too([key_name, *state, ids_name])   # it moves their samples: data flows in
         refuse_object_arrays(self, f"{mode}()")
         _refuse_shared_memory(mode, self.writes)
         self.ids, self.count = ids, count
@@ -116,18 +123,14 @@ def _rows_contiguous(a) -> bool:
 
 
 def compact_cpu(alive, state, *, ids=None, count=None, every=1, min_dead_fraction=0.25) -> PartitionNode:
-    """``eagle.graph.compact`` for NumPy arrays (it dispatches here)."""
-    if not isinstance(alive, np.ndarray):
-        raise TypeError(f"compact(): alive must be a NumPy array the step writes, got {type(alive).__name__}")
-    if alive.dtype not in (np.bool_, np.uint8):
-        raise TypeError(f"compact(): alive must be a bool or uint8 array, got {alive.dtype}")
-    return PartitionNode("compact", "alive", alive, state, ids, count, 2, every, min_dead_fraction)
+    """``eagle.graph.compact`` for NumPy arrays (it dispatches here, with ``(name, array)`` pairs)."""
+    if alive[1].dtype not in (np.bool_, np.uint8):
+        raise TypeError(f"compact(): alive {alive[0]!r} must be a bool or uint8 array, got {alive[1].dtype}")
+    return PartitionNode("compact", alive, state, ids, count, 2, every, min_dead_fraction)
 
 
-def reorder_cpu(key, state, *, n_keys, ids=None, every=1) -> PartitionNode:
-    """``eagle.graph.reorder`` for NumPy arrays (it dispatches here)."""
-    if not (isinstance(key, np.ndarray) and key.dtype in (np.int32, np.int64)):
-        raise TypeError("reorder(): key must be an int32 or int64 array")
-    if isinstance(n_keys, bool) or not isinstance(n_keys, (int, np.integer)) or n_keys < 1:
-        raise ValueError(f"reorder(): n_keys must be an integer >= 1, got {n_keys!r}")
-    return PartitionNode("reorder", "key", key, state, ids, None, int(n_keys), every, 0.0)
+def reorder_cpu(by, state, *, n_keys, ids=None, every=1) -> PartitionNode:
+    """``eagle.graph.reorder`` for NumPy arrays (it dispatches here, with ``(name, array)`` pairs)."""
+    if by[1].dtype not in (np.int32, np.int64):
+        raise TypeError(f"reorder(): the sort key {by[0]!r} must be an int32 or int64 array, got {by[1].dtype}")
+    return PartitionNode("reorder", by, state, ids, None, n_keys, every, 0.0)

@@ -1,6 +1,7 @@
 """Native nodes: a nogil C kernel over samples [start, stop), split across the cpu team."""
 from __future__ import annotations
 
+from eagle._public import keywords_after
 from eagle.record.memory import data_pointer, overlap, samples_may_overlap
 from eagle.record.node import Node, RunsAs, refuse_object_arrays
 
@@ -88,43 +89,72 @@ def self_overlap(node):
     return None
 
 
-def native(kernel, reads=None, writes=None, *, updates=None, user_data=None, split=True, per_sample=True,
+@keywords_after(1, 'native(kernel, reads={"x": x}, writes={"y": y})')
+def native(kernel, *, reads=None, writes=None, updates=None, user_data=None, split=True, per_sample=True,
            dtypes=None, ndim=None, sample_local=None) -> NativeNode:
     """A node that runs a nogil C kernel over samples [start, stop).
 
-    ``kernel`` is an ``eagle.native.Kernel`` or anything it accepts: a Cython
-    function wrapped with ``eagle.native.wrap_kernel``, a PyCapsule named
-    ``eagle.native.SIGNATURE``, a ctypes or cffi function pointer, a numba
-    ``cfunc``. The kernel gets the data pointers of ``reads`` then ``writes``
-    (declaration order) and the byte stride of each array's axis 0. An array the
-    kernel updates in place goes in ``updates={"w": w}``: it counts as a write (its
-    pointer follows the other writes) and as a read, so the edge into the node
-    carries it; a name bound to the same array in both ``reads`` and ``writes`` means
-    the same, and the kernel gets that pointer twice, once in each place. With
-    ``split=True`` (the default) the CPU executor divides [0, logical_size)
-    among its threads; ``split=False`` calls it once per replay on the whole range.
-    A node whose write overlaps another of its arrays at other samples (reads
-    ``a[:-1]``, writes ``a[1:]``), or that writes an array whose own samples share
-    memory (a zero stride, overlapping ``as_strided`` rows), is never split: it runs whole, and
+    The kernel gets the data pointers of ``reads`` then ``writes`` (declaration order;
+    ``updates`` after the other writes) and the byte stride of each array's axis 0. A
+    name bound to the same array in both ``reads`` and ``writes`` is an update too, and
+    the kernel gets that pointer twice, once in each place. A node whose write overlaps
+    another of its arrays at other samples (reads ``a[:-1]``, writes ``a[1:]``), or that
+    writes an array whose own samples share memory (a zero stride, overlapping
+    ``as_strided`` rows), is never split: it runs whole, and
     ``node.split_refused_reason`` (and ``g.plan()``) says why.
 
-    Arrays whose dtype holds Python objects are refused. ``dtypes`` and ``ndim``
-    declare what an untyped kernel (ctypes, cffi, numba, capsule) takes, checked
-    here as eagle's own typed kernels are: one dtype (or ndim) for every array,
-    or a sequence with one per declared array, reads then writes (``None``:
-    any); see ``eagle.native.Kernel``.
+    Parameters
+    ----------
+    kernel : eagle.native.Kernel or what it accepts
+        A Cython function wrapped with ``eagle.native.wrap_kernel``, a PyCapsule named
+        ``eagle.native.SIGNATURE``, a ctypes or cffi function pointer, a numba ``cfunc``.
+    reads, writes, updates : dict of name -> array, or an array, optional
+        As for ``opaque``.
+    user_data : optional
+        What the kernel's last argument points to (see ``eagle.native.Kernel``).
+    split : bool, default True
+        ``True``: the CPU executor divides [0, logical_size) among its threads;
+        ``False``: one call per replay on the whole range.
+    per_sample : bool or collection of names, default True
+        Which arrays have the sample on axis 0 and so bound the graph's capacity:
+        ``True`` (all), ``False`` (none), or the names of those that do; a lookup table or
+        a parameter array is left out, e.g. ``per_sample={"x", "y"}``.
+    dtypes, ndim : optional
+        What an untyped kernel (ctypes, cffi, numba, capsule) takes, checked here as
+        eagle's own typed kernels are: one dtype (or ndim) for every array, or a sequence
+        with one per declared array, reads then writes (``None``: any).
+    sample_local : bool, optional
+        ``True`` declares that the kernel touches sample ``i`` of its per-sample arrays
+        only when ``i`` is in its ``[start, stop)`` and writes no other array (``None``:
+        what the ``Kernel`` declares; eagle's built-in kernels do). The cpu backend may
+        then run the node in a fused run of sample tiles with its neighbours
+        (``CpuOptions(fuse=...)``); a kernel that reads a neighbouring sample, or sums
+        into a total, must not declare it.
 
-    ``per_sample`` says which arrays have the sample on axis 0 and so bound the
-    graph's capacity: ``True`` (all, the default), ``False`` (none), or the
-    names of those that do; a lookup table or a parameter array is left out,
-    e.g. ``native(k, reads={"x": x, "table": t}, writes={"y": y}, per_sample={"x", "y"})``.
+    Returns
+    -------
+    Node
+        The native node (cpu backend only).
 
-    ``sample_local=True`` declares that the kernel touches sample ``i`` of its
-    per-sample arrays only when ``i`` is in its ``[start, stop)`` and writes no other
-    array (``None``, the default: what the ``Kernel`` declares; eagle's built-in
-    kernels in ``eagle.kernels`` do). The cpu backend may then run the node in a
-    fused run of sample tiles with its neighbours (``Graph.build(fuse=...)``); a
-    kernel that reads a neighbouring sample, or sums into a total, must not declare it.
+    Raises
+    ------
+    TypeError
+        A kernel eagle cannot call, arrays whose dtype holds Python objects, dtypes or
+        ndims the kernel does not take, arrays positional (they are keywords).
+    ValueError
+        As for ``opaque``; a ``per_sample`` name the node does not declare.
+
+    Examples
+    --------
+    >>> import numpy as np, eagle
+    >>> import eagle.kernels as ek
+    >>> from eagle.graph import native
+    >>> x, y = np.ones(4), np.zeros(4)
+    >>> g = eagle.Graph()
+    >>> g.add_node(native(ek.axpy(2.0), reads={"x": x}, writes={"y": y}), name="axpy")
+    >>> g.build().launch(1)
+    >>> y
+    array([2., 2., 2., 2.])
     """
     return NativeNode(kernel, reads, writes, user_data=user_data, split=split, per_sample=per_sample,
                       dtypes=dtypes, ndim=ndim, updates=updates, sample_local=sample_local)

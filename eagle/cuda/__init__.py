@@ -24,6 +24,12 @@ __all__ = ["kernel_source", "KERNEL_DIR"]
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
 
 
+def __dir__():
+    from eagle._public import public_dir
+
+    return public_dir(globals())
+
+
 def kernel_source(name: str = "partition") -> str:
     """The text of ``eagle/cuda/kernels/<name>.cu``."""
     return (KERNEL_DIR / f"{name}.cu").read_text()

@@ -257,7 +257,7 @@ class CudaPlan(Plan):
     graph_nodes: int = 0
     sized_kernels: int = 0
     #: {stage: {node name: [kernel names]}} of the stages captured in order because two of
-    #: their branches called a library that keeps per-thread state (see ``library_branches``)
+    #: their branches called a library that keeps per-thread state (see ``CudaOptions.library_branches``)
     library_serial_stages: dict = field(default_factory=dict)
 
     def __str__(self):
@@ -284,9 +284,9 @@ class CudaBackend(Backend):
 
     name = "cuda"
 
-    def __init__(self, recording, policies, fuse=True):
-        # fuse: build()'s option for the cpu executor's sample tiles; a CUDA graph has none
+    def __init__(self, recording, policies, options):   # options: eagle.CudaOptions
         super().__init__(recording)
+        self.options = options
         self.library = ensure_driver()
         #: the device whose context eagle's streams, events and graph belong to (the one
         #: current at build()); that context is made current around every later call
@@ -403,7 +403,7 @@ class CudaBackend(Backend):
         try:
             captured = self._capture(root, stages, owners)
             shared = self._stages_sharing_library_state()
-            if shared and self.library_branches == "serial":
+            if shared and self.options.library_branches == "serial":
                 # two branches of one stage call a library that keeps per-thread state
                 # (CuPy's cuBLAS handle and workspace, cuFFT plans): replays would race
                 # on it, so capture those stages in order (opaque nodes run again)
@@ -562,11 +562,6 @@ class CudaBackend(Backend):
         for ev in events:
             with contextlib.suppress(CudaError):
                 ev.close()
-
-    #: "serial": a stage whose side-by-side opaque nodes both call cuBLAS / cuFFT / ...
-    #: kernels is captured again in order; "branches": keep the branches (you made sure
-    #: each branch has its own library handle and workspace)
-    library_branches = "serial"
 
     def _note_library_kernels(self, stage, index, handles):
         names = []

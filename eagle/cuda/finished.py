@@ -1,6 +1,6 @@
 """Compaction and reorder on the GPU: captured kernels inside the CUDA graph.
 
-``eagle.graph.compact(alive, state)`` and ``reorder(key, state, n_keys=...)``
+``eagle.graph.compact(alive, state)`` and ``reorder(by, state, n_keys=...)``
 on CUDA arrays (CuPy, or any ``__cuda_array_interface__`` array) make a
 :class:`CudaPartitionNode`. ``build()`` captures it as four kernel nodes of the
 graph (no host work on replay, no host round trip):
@@ -38,7 +38,7 @@ the live count. Cost: one 8-byte load per thread, and at most one
 ``launch`` eagle copies the device block back (**one 32-byte D2H copy per
 launch, not per replay**), sets ``g.logical_size`` and patches the grids down.
 
-**Running until done** (``g.launch_until_done(max_replays)``), with no
+**Running until done** (``g.launch_until_done(n)``), with no
 overshoot. On a CUDA 12.4+ driver: one conditional WHILE node whose body is
 the captured replay (a child graph) followed by the one-thread
 ``eagle_until_done_condition`` kernel, which sets the condition from the
@@ -236,8 +236,11 @@ class CudaPartitionNode(FinishedSamplesNode):
     runs_as = RunsAs.CUDA_PARTITION
     dot_shape = "box3d"
 
-    def __init__(self, mode, key_name, key, state, ids, count, n_keys, every, min_dead_fraction):
-        check_state(mode, key_name, state)
+    def __init__(self, mode, key, state, ids, count, n_keys, every, min_dead_fraction):
+        """``key``: ``(name, array)``; ``ids``, ``count``: ``(name, array)`` or None."""
+        (key_name, key), (ids_name, ids) = key, ids or ("ids", None)
+        count_name, count = count or ("count", None)
+        check_state(mode, (key_name, ids_name, count_name), state)
         capacity = int(tuple(key.__cuda_array_interface__["shape"])[0]) \
             if len(key.__cuda_array_interface__["shape"]) == 1 else -1
         if capacity < 0:
@@ -253,15 +256,19 @@ class CudaPartitionNode(FinishedSamplesNode):
                 raise TypeError(f"{mode}(): pass count= (a CUDA int64 array of one element) when "
                                 "CuPy is not imported")
             count = cp.zeros(1, dtype=cp.int64)
-        writes = {key_name: key, **state, "ids": ids}
+        if len({key_name, ids_name, count_name}) < 3:
+            raise ValueError(f"{mode}(): {key_name!r}, ids {ids_name!r} and count {count_name!r} "
+                             "need three names")
+        writes = {key_name: key, **state, ids_name: ids}
         if count is not None:
-            writes["count"] = count
+            writes[count_name] = count
         super().__init__(None, writes)
-        self.read_too([key_name, *state, "ids"])   # it moves their samples: data flows in
+        self.count_name = count_name
+        self.read_too([key_name, *state, ids_name])   # it moves their samples: data flows in
         if self.family != "cuda":
             raise TypeError(f"{mode}(): every array must be a CUDA array, like {key_name!r}")
         self._layouts = []
-        for name, a in [(key_name, key), *state.items(), ("ids", ids)]:
+        for name, a in [(key_name, key), *state.items(), (ids_name, ids)]:
             lay = _layout(a, name, mode)
             if lay[3][0] != capacity:
                 raise ValueError(f"{mode}(): every state array holds one row per sample ({capacity}); "
@@ -271,7 +278,7 @@ class CudaPartitionNode(FinishedSamplesNode):
             raise TypeError(f"{mode}(): ids must be an int64 array of shape ({capacity},)")
         self.count_ptr = 0
         if count is not None:
-            cptr, _, _, cshape, cdt = _layout(count, "count", mode)
+            cptr, _, _, cshape, cdt = _layout(count, count_name, mode)
             if cdt != np.int64 or int(np.prod(cshape)) != 1:
                 raise TypeError(f"{mode}(): count must be an int64 array of one element")
             self.count_ptr = cptr
@@ -368,21 +375,19 @@ register(CudaPartitionNode, CudaPartitionCapture)
 
 
 def compact_cuda(alive, state, *, ids=None, count=None, every=1, min_dead_fraction=0.25):
-    """``eagle.graph.compact`` for CUDA arrays (it dispatches here)."""
-    dt = np.dtype(alive.__cuda_array_interface__["typestr"])
+    """``eagle.graph.compact`` for CUDA arrays (it dispatches here, with ``(name, array)`` pairs)."""
+    dt = np.dtype(alive[1].__cuda_array_interface__["typestr"])
     if dt not in (np.bool_, np.uint8):
-        raise TypeError(f"compact(): alive must be a bool or uint8 array, got {dt}")
-    return CudaPartitionNode("compact", "alive", alive, state, ids, count, 1, every, min_dead_fraction)
+        raise TypeError(f"compact(): alive {alive[0]!r} must be a bool or uint8 array, got {dt}")
+    return CudaPartitionNode("compact", alive, state, ids, count, 1, every, min_dead_fraction)
 
 
-def reorder_cuda(key, state, *, n_keys, ids=None, every=1):
-    """``eagle.graph.reorder`` for CUDA arrays (it dispatches here)."""
-    dt = np.dtype(key.__cuda_array_interface__["typestr"])
+def reorder_cuda(by, state, *, n_keys, ids=None, every=1):
+    """``eagle.graph.reorder`` for CUDA arrays (it dispatches here, with ``(name, array)`` pairs)."""
+    dt = np.dtype(by[1].__cuda_array_interface__["typestr"])
     if dt not in (np.int32, np.int64):
-        raise TypeError("reorder(): key must be an int32 or int64 array")
-    if isinstance(n_keys, bool) or not isinstance(n_keys, (int, np.integer)) or n_keys < 1:
-        raise ValueError(f"reorder(): n_keys must be an integer >= 1, got {n_keys!r}")
-    return CudaPartitionNode("reorder", "key", key, state, ids, None, int(n_keys), every, 0.0)
+        raise TypeError(f"reorder(): the sort key {by[0]!r} must be an int32 or int64 array, got {dt}")
+    return CudaPartitionNode("reorder", by, state, ids, None, n_keys, every, 0.0)
 
 
 def is_cuda_array(a) -> bool:

@@ -46,10 +46,10 @@ from __future__ import annotations
 import ctypes
 import operator
 import sys
-from typing import Any, Mapping
 
 import numpy as np
 
+from eagle._public import keywords_after
 from eagle.cuda.capture import Lowering, Need, register
 from eagle.record.memory import array_kind, extent_of
 from eagle.record.node import Node, RunsAs
@@ -380,44 +380,64 @@ class CudaKernelCapture(Lowering):
 register(CudaKernelNode, CudaKernelCapture)
 
 
-def cuda_kernel(kernel, args, reads: Mapping[str, Any] | None = None,
-                writes: Mapping[str, Any] | None = None, *, size_arg: int | None = None,
+@keywords_after(2, 'cuda_kernel(kernel, [x, y, SIZE], reads={"x": x}, writes={"y": y})')
+def cuda_kernel(kernel, args, *, reads=None, writes=None, size_arg: int | None = None,
                 block: int = 256, shared_mem: int = 0, nargs: int | None = None,
-                updates: Mapping[str, Any] | None = None) -> CudaKernelNode:
+                updates=None) -> CudaKernelNode:
     """A GPU kernel node that eagle launches itself, sized by the graph's logical size.
 
-    ``kernel``
-        a CuPy ``RawKernel`` (or a ``cupy.cuda.Function``), launched through
-        CuPy; or a ``CUfunction`` (what ``cuLaunchKernel`` takes: CuPy's
-        ``Function.ptr``, ``cuModuleGetFunction``, ``cudaGetFuncBySymbol``), as
-        an int, a ctypes pointer, or an ``(address, nargs)`` pair. On 12.4+
-        drivers eagle checks ``nargs`` and the size parameter's width against
-        the kernel (``cuFuncGetParamInfo``) at ``build()``.
-    ``args``
-        the kernel's arguments in order: CUDA arrays (passed by pointer),
-        ints (int64), floats (double), NumPy scalars (their own type), and
-        ``eagle.graph.SIZE`` exactly once, where the logical size goes (or
-        ``eagle.graph.SIZE_PTR``: a pointer to the device logical size).
-    ``reads`` / ``writes``
-        ``{name: array}`` of every CUDA array the kernel reads / writes, as for
-        ``opaque``; every array in ``args`` must lie inside one of them.
-    ``updates``
-        ``{name: array}`` of the arrays it updates in place (reads and writes), as for
-        ``opaque``.
-    ``size_arg``
-        the index of the size parameter: optional when ``SIZE`` marks it; if
-        given, ``args[size_arg]`` may be any integer and becomes ``SIZE``.
-    ``block``
-        threads per block; the grid is ``ceil(logical_size / block)`` blocks
-        (at least 1), so the kernel must check ``i < n`` itself.
-    ``shared_mem``
-        dynamic shared memory bytes per block.
-    ``nargs``
-        the kernel's parameter count (defaults to ``len(args)``; a mismatch is
-        a TypeError).
+    On retune (``g.set_logical_size(n)``) eagle patches this node's grid and size
+    argument in the instantiated CUDA graph, without re-capturing.
 
-    On retune (``g.set_logical_size(n)``) eagle patches this node's grid and
-    size argument in the instantiated CUDA graph, without re-capturing.
+    Parameters
+    ----------
+    kernel : cupy.RawKernel, cupy.cuda.Function or CUfunction
+        Launched through CuPy; or a ``CUfunction`` (what ``cuLaunchKernel`` takes:
+        CuPy's ``Function.ptr``, ``cuModuleGetFunction``, ``cudaGetFuncBySymbol``), as an
+        int, a ctypes pointer, or an ``(address, nargs)`` pair. On 12.4+ drivers eagle
+        checks ``nargs`` and the size parameter's width against the kernel
+        (``cuFuncGetParamInfo``) at ``build()``.
+    args : sequence
+        The kernel's arguments in order: CUDA arrays (passed by pointer), ints (int64),
+        floats (double), NumPy scalars (their own type), and ``eagle.graph.SIZE`` exactly
+        once, where the logical size goes (or ``eagle.graph.SIZE_PTR``: a pointer to the
+        device logical size).
+    reads, writes, updates : dict of name -> array, or an array, optional
+        Every CUDA array the kernel reads / writes / updates in place, as for ``opaque``;
+        every array in ``args`` must lie inside one of them.
+    size_arg : int, optional
+        The index of the size parameter: optional when ``SIZE`` marks it; if given,
+        ``args[size_arg]`` may be any integer and becomes ``SIZE``.
+    block : int, default 256
+        Threads per block; the grid is ``ceil(logical_size / block)`` blocks (at least 1),
+        so the kernel must check ``i < n`` itself.
+    shared_mem : int, default 0
+        Dynamic shared memory bytes per block.
+    nargs : int, optional
+        The kernel's parameter count (defaults to ``len(args)``).
+
+    Returns
+    -------
+    Node
+        The kernel node (cuda backend only).
+
+    Raises
+    ------
+    TypeError
+        An argument eagle cannot pass, a parameter count that does not match, no
+        ``SIZE``, arrays positional (``reads``/``writes`` are keywords).
+    ValueError
+        An array in ``args`` outside the declared arrays, a bad ``block``.
+
+    Examples
+    --------
+    >>> import cupy as cp  # doctest: +SKIP
+    >>> from eagle.graph import SIZE, cuda_kernel
+    >>> k = cp.RawKernel('extern "C" __global__ void twice(double *y, long long n) {'
+    ...                  ' long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;'
+    ...                  ' if (i < n) y[i] *= 2; }', "twice")  # doctest: +SKIP
+    >>> y = cp.ones(1000)  # doctest: +SKIP
+    >>> node = cuda_kernel(k, [y, SIZE], updates={"y": y})  # doctest: +SKIP
     """
     return CudaKernelNode(kernel, args, reads, writes, size_arg=size_arg, block=block,
                           shared_mem=shared_mem, nargs=nargs, updates=updates)

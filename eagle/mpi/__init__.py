@@ -8,8 +8,8 @@ graph; collectives combine the ranks' arrays on every replay::
 
     g.add_node(allreduce(tally, total, op="sum"), name="combine")
 
-``allreduce``, ``allgather``, ``bcast`` and ``sendrecv`` take NumPy arrays and an
-mpi4py communicator (default ``MPI.COMM_WORLD``). The replay calls MPI without
+The collective nodes are ``eagle.graph``'s: ``allreduce``, ``allgather``, ``bcast``
+and ``sendrecv`` take NumPy arrays and an mpi4py communicator (default ``MPI.COMM_WORLD``). The replay calls MPI without
 the GIL and without Python, from the launching thread, in recording order.
 ``build()`` checks that every rank recorded the same graph
 (``GraphMismatchError`` otherwise, also for a ``sendrecv`` whose ranks do not
@@ -31,12 +31,29 @@ from eagle.mpi._check import check_same_graph
 from eagle.mpi._errors import GraphMismatchError, LaunchMismatchError, RankBuildError, RanksDisagreeError
 from eagle.mpi._failure import get_failure_mode, set_failure_mode, stop_on_failure
 from eagle.mpi._nccl import NcclError
-from eagle.mpi._nodes import CollectiveNode, allgather, allreduce, bcast, sendrecv
+from eagle.mpi._nodes import CollectiveNode
+from eagle._public import public_dir
 from eagle.record import hooks
 
 # build() checks that every rank recorded the same graph; a failed launch or build stops the job
 hooks.register(before_build=check_same_graph, on_failure=stop_on_failure)
 
-__all__ = ["allreduce", "allgather", "bcast", "sendrecv", "CollectiveNode", "GraphMismatchError", "NcclError",
-           "RankBuildError", "LaunchMismatchError", "RanksDisagreeError",
-           "set_failure_mode", "get_failure_mode"]
+__all__ = ["CollectiveNode", "GraphMismatchError", "NcclError", "RankBuildError", "LaunchMismatchError",
+           "RanksDisagreeError", "set_failure_mode", "get_failure_mode"]
+
+_CONSTRUCTORS = ("allreduce", "allgather", "bcast", "sendrecv")
+
+
+def __getattr__(name):
+    # the collective constructors' one public home is eagle.graph
+    if name in _CONSTRUCTORS:
+        from eagle._public import warn_renamed
+        from eagle.mpi import _nodes
+
+        warn_renamed(f"eagle.mpi.{name}", f"eagle.graph.{name}")
+        return getattr(_nodes, name)
+    raise AttributeError(f"module 'eagle.mpi' has no attribute {name!r}")
+
+
+def __dir__():
+    return public_dir(globals())

@@ -35,6 +35,7 @@ def set_failure_mode(mode: str) -> None:
 
 
 def get_failure_mode() -> str:
+    """The mode ``set_failure_mode`` set: ``"abort"`` (the default) or ``"raise"``."""
     return _mode[0]
 
 

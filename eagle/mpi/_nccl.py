@@ -355,7 +355,7 @@ class _Scratch:
         self._owner = None
 
 
-def allreduce(send, recv, op, comm):
+def allreduce(send, recv, op, comm, names=("send", "recv", "buf")):
     if op not in OPS:
         raise ValueError(f"allreduce() on CUDA arrays: NCCL's ops are {', '.join(OPS)}, got {op!r}")
     sp, sn, sdt = _interface(send, "allreduce(): send")
@@ -379,12 +379,12 @@ def allreduce(send, recv, op, comm):
         check(lib.ncclAllReduce(sp, rp, sn, DTYPES[sdt.char], OPS[op], nccl_comm, stream),
               f"ncclAllReduce in node {node.graph_name!r}")
 
-    reads, writes = ({}, {"buf": recv}) if in_place else ({"send": send}, {"recv": recv})
+    reads, writes = ({}, {names[2]: recv}) if in_place else ({names[0]: send}, {names[1]: recv})
     node = NcclNode("allreduce", reads, writes, comm, call, op=op)
     return node
 
 
-def allgather(send, recv, comm):
+def allgather(send, recv, comm, names=("send", "recv")):
     sp, sn, sdt = _interface(send, "allgather(): send")
     rp, rn, rdt = _interface(recv, "allgather(): recv")
     size = comm.Get_size()
@@ -405,11 +405,11 @@ def allgather(send, recv, comm):
         check(lib.ncclAllGather(sp, rp, sn, DTYPES[sdt.char], nccl_comm, stream),
               f"ncclAllGather in node {node.graph_name!r}")
 
-    node = NcclNode("allgather", {"send": send}, {"recv": recv}, comm, call)
+    node = NcclNode("allgather", {names[0]: send}, {names[1]: recv}, comm, call)
     return node
 
 
-def bcast(buf, root, comm):
+def bcast(buf, root, comm, name="buf"):
     bp, bn, bdt = _interface(buf, "bcast(): buf")
     lib = library()
 
@@ -424,11 +424,11 @@ def bcast(buf, root, comm):
         check(lib.ncclBroadcast(bp, bp, bn, DTYPES[bdt.char], root, nccl_comm, stream),
               f"ncclBroadcast in node {node.graph_name!r}")
 
-    node = NcclNode("bcast", {}, {"buf": buf}, comm, call, root=root)
+    node = NcclNode("bcast", {}, {name: buf}, comm, call, root=root)
     return node
 
 
-def sendrecv(send, recv, dest, source, tag, comm):
+def sendrecv(send, recv, dest, source, tag, comm, names=("send", "recv")):
     MPI = _runtime.mpi()
     sp, sn, sdt = _interface(send, "sendrecv(): send")
     rp, rn, rdt = _interface(recv, "sendrecv(): recv")
@@ -447,5 +447,5 @@ def sendrecv(send, recv, dest, source, tag, comm):
             check(lib.ncclRecv(rp, rn, DTYPES[rdt.char], source, nccl_comm, stream), what)
         check(lib.ncclGroupEnd(), what)
 
-    node = NcclNode("sendrecv", {"send": send}, {"recv": recv}, comm, call, tag=tag)
+    node = NcclNode("sendrecv", {names[0]: send}, {names[1]: recv}, comm, call, tag=tag)
     return node

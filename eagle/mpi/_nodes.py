@@ -15,6 +15,8 @@ import os
 
 import numpy as np
 
+from eagle._public import keywords_after
+from eagle.record.arrays import named_array
 from eagle.record.memory import data_pointer
 from eagle.record.node import Node, RunsAs
 from eagle.mpi import _runtime
@@ -113,21 +115,62 @@ class CollectiveNode(Node):
                 f"{self.signature()})")
 
 
-def allreduce(send, recv, *, op="sum", comm=None) -> CollectiveNode:
-    """A node that combines ``send`` of every rank with ``op`` into ``recv`` on every rank
-    (``MPI_Allreduce``). ``send is recv`` reduces in place (``MPI_IN_PLACE``).
+def _buffers(what, send, recv):
+    """``(send name, send), (recv name, recv)``: each an array or ``{name: array}``."""
+    return (named_array(send, f"{what}(): send", "send"),
+            named_array(recv, f"{what}(): recv", "recv", write=True))
 
-    ``op`` is one of ``sum``, ``prod``, ``max``, ``min``, ``land``, ``lor``,
-    ``lxor``, ``band``, ``bor``, ``bxor``; ``comm`` an mpi4py intracommunicator
-    (default ``MPI.COMM_WORLD``). Both buffers are C-contiguous NumPy arrays of
-    one dtype and size.
+
+def allreduce(send, recv, *, op="sum", comm=None) -> CollectiveNode:
+    """A node that combines ``send`` of every rank with ``op`` into ``recv`` on every rank.
+
+    ``MPI_Allreduce`` (``ncclAllReduce`` on CUDA arrays), on every replay. ``send is recv``
+    reduces in place (``MPI_IN_PLACE``; the buffer takes ``recv``'s name, else ``buf``).
+
+    Parameters
+    ----------
+    send : array or {name: array}
+        C-contiguous, read (default name ``send``).
+    recv : array or {name: array}
+        C-contiguous, written: one dtype and size with ``send`` (default name ``recv``).
+    op : str, default "sum"
+        One of ``sum``, ``prod``, ``max``, ``min``, ``land``, ``lor``, ``lxor``, ``band``,
+        ``bor``, ``bxor``.
+    comm : mpi4py.MPI.Intracomm, optional
+        The communicator (default ``MPI.COMM_WORLD``).
+    Returns
+    -------
+    Node
+        The collective node (an MPI node for NumPy arrays, NCCL for CuPy arrays).
+
+    Raises
+    ------
+    TypeError
+        An argument that is no array, an ``op`` MPI does not apply to the dtype.
+    ValueError
+        An unknown ``op``, buffers not C-contiguous, of different dtypes or sizes, or
+        overlapping without being one array.
+
+    Examples
+    --------
+    >>> import numpy as np, eagle
+    >>> from eagle.graph import allreduce
+    >>> tally, total = np.ones(3), np.zeros(3)
+    >>> g = eagle.Graph()
+    >>> g.add_node(allreduce({"tally": tally}, {"total": total}, op="sum"), name="combine")
+    >>> g.build().launch(1)   # one process: the sum is its own tally
+    >>> total
+    array([1., 1., 1.])
     """
     if not isinstance(op, str) or op not in _runtime.OPS:
         raise ValueError(f"allreduce(): op must be one of {', '.join(_runtime.OPS)}, got {op!r}")
+    # in place, the one buffer takes the name given to recv (else send's, else "buf")
+    buf_name = next((next(iter(a)) for a in (recv, send) if isinstance(a, dict) and len(a) == 1), "buf")
+    (send_name, send), (recv_name, recv) = _buffers("allreduce", send, recv)
     comm = _runtime.default_comm(comm)
     if _on_gpu(send, recv):
         from eagle.mpi import _nccl
-        return _nccl.allreduce(send, recv, op, comm)
+        return _nccl.allreduce(send, recv, op, comm, (send_name, recv_name, buf_name))
     _runtime.buffer(send, "allreduce(): send", writable=False)
     _runtime.buffer(recv, "allreduce(): recv", writable=True)
     in_place = _same_memory(send, recv)
@@ -141,20 +184,54 @@ def allreduce(send, recv, *, op="sum", comm=None) -> CollectiveNode:
     if send.dtype.kind not in kinds:
         raise TypeError(f"allreduce(): op {op!r} does not apply to {send.dtype} in MPI")
     if in_place:
-        return CollectiveNode("allreduce", {}, {"buf": recv}, comm, op=op, count=recv.size, in_place=True,
+        return CollectiveNode("allreduce", {}, {buf_name: recv}, comm, op=op, count=recv.size, in_place=True,
                               dtype_array=recv)
-    return CollectiveNode("allreduce", {"send": send}, {"recv": recv}, comm, op=op, count=send.size,
+    return CollectiveNode("allreduce", {send_name: send}, {recv_name: recv}, comm, op=op, count=send.size,
                           dtype_array=send)
 
 
 def allgather(send, recv, *, comm=None) -> CollectiveNode:
-    """A node that gathers ``send`` of every rank, in rank order, into ``recv`` on every
-    rank (``MPI_Allgather``): ``recv`` holds ``comm.size`` times ``send``'s elements,
-    rank r's at ``recv.reshape(comm.size, -1)[r]``."""
+    """A node that gathers ``send`` of every rank, in rank order, into ``recv`` on every rank.
+
+    ``MPI_Allgather``: ``recv`` holds ``comm.size`` times ``send``'s elements, rank
+    r's at ``recv.reshape(comm.size, -1)[r]``.
+
+    Parameters
+    ----------
+    send : array or {name: array}
+        C-contiguous, read (default name ``send``).
+    recv : array or {name: array}
+        C-contiguous, written, of ``send``'s dtype (default name ``recv``).
+    comm : mpi4py.MPI.Intracomm, optional
+        The communicator (default ``MPI.COMM_WORLD``).
+    Returns
+    -------
+    Node
+        The collective node (an MPI node for NumPy arrays, NCCL for CuPy arrays).
+
+    Raises
+    ------
+    TypeError
+        An argument that is no array.
+    ValueError
+        Different dtypes, ``recv`` not ``comm.size`` times ``send``, buffers that overlap.
+
+    Examples
+    --------
+    >>> import numpy as np, eagle
+    >>> from eagle.graph import allgather
+    >>> mine, everyone = np.arange(2.0), np.zeros(2)
+    >>> g = eagle.Graph()
+    >>> g.add_node(allgather(mine, everyone), name="gather")
+    >>> g.build().launch(1)
+    >>> everyone
+    array([0., 1.])
+    """
+    (send_name, send), (recv_name, recv) = _buffers("allgather", send, recv)
     comm = _runtime.default_comm(comm)
     if _on_gpu(send, recv):
         from eagle.mpi import _nccl
-        return _nccl.allgather(send, recv, comm)
+        return _nccl.allgather(send, recv, comm, (send_name, recv_name))
     _runtime.buffer(send, "allgather(): send", writable=False)
     _runtime.buffer(recv, "allgather(): recv", writable=True)
     size = comm.Get_size()
@@ -165,12 +242,46 @@ def allgather(send, recv, *, comm=None) -> CollectiveNode:
                          f"{send.size * size} elements, it holds {recv.size}")
     _apart(send, recv, "allgather()")
     _runtime.datatype(send, "allgather()")
-    return CollectiveNode("allgather", {"send": send}, {"recv": recv}, comm, count=send.size,
+    return CollectiveNode("allgather", {send_name: send}, {recv_name: recv}, comm, count=send.size,
                           recv_count=send.size, dtype_array=send)
 
 
-def bcast(buf, root=0, *, comm=None) -> CollectiveNode:
-    """A node that copies ``buf`` of rank ``root`` into ``buf`` on every rank (``MPI_Bcast``)."""
+@keywords_after(1, "bcast(buf, root=0)")
+def bcast(buf, *, root=0, comm=None) -> CollectiveNode:
+    """A node that copies ``buf`` of rank ``root`` into ``buf`` on every rank (``MPI_Bcast``).
+
+    Parameters
+    ----------
+    buf : array or {name: array}
+        C-contiguous, written on every rank but ``root`` (default name ``buf``).
+    root : int, default 0
+        The rank whose buffer is copied.
+    comm : mpi4py.MPI.Intracomm, optional
+        The communicator (default ``MPI.COMM_WORLD``).
+    Returns
+    -------
+    Node
+        The collective node (an MPI node for NumPy arrays, NCCL for CuPy arrays).
+
+    Raises
+    ------
+    TypeError
+        An argument that is no array, a ``root`` that is not an integer.
+    ValueError
+        ``root`` not a rank of the communicator, ``buf`` not C-contiguous or read-only.
+
+    Examples
+    --------
+    >>> import numpy as np, eagle
+    >>> from eagle.graph import bcast
+    >>> params = np.arange(3.0)
+    >>> g = eagle.Graph()
+    >>> g.add_node(bcast({"params": params}, root=0), name="share")
+    >>> g.build().launch(1)
+    >>> params
+    array([0., 1., 2.])
+    """
+    buf_name, buf = named_array(buf, "bcast(): buf", "buf", write=True)
     comm = _runtime.default_comm(comm)
     root = _int(root, "bcast(): root")
     size = comm.Get_size()
@@ -178,18 +289,58 @@ def bcast(buf, root=0, *, comm=None) -> CollectiveNode:
         raise ValueError(f"bcast(): root must be a rank of the communicator, 0..{size - 1}, got {root}")
     if _on_gpu(buf):
         from eagle.mpi import _nccl
-        return _nccl.bcast(buf, root, comm)
+        return _nccl.bcast(buf, root, comm, buf_name)
     _runtime.buffer(buf, "bcast(): buf", writable=True)
     _runtime.datatype(buf, "bcast()")
-    return CollectiveNode("bcast", {}, {"buf": buf}, comm, root=root, count=buf.size, dtype_array=buf)
+    return CollectiveNode("bcast", {}, {buf_name: buf}, comm, root=root, count=buf.size, dtype_array=buf)
 
 
-def sendrecv(send, recv, dest, source, tag=0, *, comm=None) -> CollectiveNode:
-    """A node that sends ``send`` to rank ``dest`` and receives ``recv`` from rank ``source``
-    (``MPI_Sendrecv``): a halo or boundary exchange. ``MPI.PROC_NULL`` as ``dest`` or
+@keywords_after(2, "sendrecv(send, recv, dest=right, source=left, tag=0)")
+def sendrecv(send, recv, *, dest, source, tag=0, comm=None) -> CollectiveNode:
+    """A node that sends ``send`` to rank ``dest`` and receives ``recv`` from rank ``source``.
+
+    ``MPI_Sendrecv``: a halo or boundary exchange. ``MPI.PROC_NULL`` as ``dest`` or
     ``source`` skips that side (the edge of a non-periodic grid); on a cartesian
     communicator ``source, dest = comm.Shift(direction, 1)`` names the neighbours.
-    ``recv`` must hold at least the elements the source sends."""
+
+    Parameters
+    ----------
+    send : array or {name: array}
+        C-contiguous, read (default name ``send``).
+    recv : array or {name: array}
+        C-contiguous, written: at least the elements the source sends (default name
+        ``recv``).
+    dest, source : int
+        Ranks of the communicator, or ``MPI.PROC_NULL``.
+    tag : int, default 0
+        The message tag, in [0, the communicator's ``TAG_UB``].
+    comm : mpi4py.MPI.Intracomm, optional
+        The communicator (default ``MPI.COMM_WORLD``).
+    Returns
+    -------
+    Node
+        The collective node (an MPI node for NumPy arrays, NCCL for CuPy arrays).
+
+    Raises
+    ------
+    TypeError
+        An argument that is no array, ranks or tag that are not integers.
+    ValueError
+        Ranks or tag out of range, different dtypes, buffers that overlap.
+
+    Examples
+    --------
+    >>> import numpy as np, eagle
+    >>> from mpi4py import MPI
+    >>> from eagle.graph import sendrecv
+    >>> edge, halo = np.ones(2), np.zeros(2)
+    >>> g = eagle.Graph()
+    >>> g.add_node(sendrecv(edge, {"halo": halo}, dest=MPI.PROC_NULL, source=MPI.PROC_NULL), name="halo")
+    >>> g.build().launch(1)   # no neighbours: nothing moves
+    >>> halo
+    array([0., 0.])
+    """
+    (send_name, send), (recv_name, recv) = _buffers("sendrecv", send, recv)
     comm = _runtime.default_comm(comm)
     MPI = _runtime.mpi()
     size = comm.Get_size()
@@ -204,12 +355,12 @@ def sendrecv(send, recv, dest, source, tag=0, *, comm=None) -> CollectiveNode:
         raise ValueError(f"sendrecv(): tag must be in 0..{tag_ub}, got {tag}")
     if _on_gpu(send, recv):
         from eagle.mpi import _nccl
-        return _nccl.sendrecv(send, recv, dest, source, tag, comm)
+        return _nccl.sendrecv(send, recv, dest, source, tag, comm, (send_name, recv_name))
     _runtime.buffer(send, "sendrecv(): send", writable=False)
     _runtime.buffer(recv, "sendrecv(): recv", writable=True)
     if send.dtype != recv.dtype:
         raise ValueError(f"sendrecv(): send ({send.dtype}) and recv ({recv.dtype}) must have one dtype")
     _apart(send, recv, "sendrecv()")
     _runtime.datatype(send, "sendrecv()")
-    return CollectiveNode("sendrecv", {"send": send}, {"recv": recv}, comm, dest=dest, source=source, tag=tag,
+    return CollectiveNode("sendrecv", {send_name: send}, {recv_name: recv}, comm, dest=dest, source=source, tag=tag,
                           count=send.size, recv_count=recv.size, dtype_array=send)

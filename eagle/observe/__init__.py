@@ -10,3 +10,9 @@ from eagle.observe import progress  # noqa: F401  (registers progress=)
 from eagle.observe.profiler import Profile, profile
 
 __all__ = ["Profile", "profile"]
+
+
+def __dir__():
+    from eagle._public import public_dir
+
+    return public_dir(globals())

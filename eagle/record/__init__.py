@@ -2,6 +2,8 @@
 contract.
 
 * ``eagle.record.node`` — the node contract (``Node``, ``RunsAs``) and the opaque node;
+* ``eagle.record.arrays`` — the array arguments of every constructor: one parser;
+* ``eagle.record.options`` — ``CpuOptions`` and ``CudaOptions``, what ``build()`` takes;
 * ``eagle.record.memory``, ``eagle.record.foreign`` — arrays as byte extents (any owner);
 * ``eagle.record.staging`` — stages and edges from memory hazards, the group check;
 * ``eagle.record.recording`` — ``Recording``, the read-only view backends are given;
@@ -13,3 +15,9 @@ contract.
 
 Nothing here imports a backend, ``eagle.graph`` or ``eagle.mpi``.
 """
+
+
+def __dir__():
+    from eagle._public import public_dir
+
+    return public_dir(globals())

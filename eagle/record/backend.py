@@ -2,7 +2,8 @@
 and scale-out.
 
 ``Graph.build()`` makes a backend from the graph's ``Recording`` (a read-only
-view, ``eagle.record.recording``) and one team policy per stage. From then on
+view, ``eagle.record.recording``), one team policy per stage and the backend's own
+options (``eagle.record.options``). From then on
 the graph, its compiled core (``eagle._core.GraphCore``), ``eagle.profile`` and
 ``eagle.mpi`` use the backend only through the attributes and methods below.
 Every method is called with the graph's lock held (so never two at once on one
@@ -17,8 +18,24 @@ from eagle.record import hooks
 __all__ = ["Backend"]
 
 
-class Backend:
-    """Base of the cpu and cuda backends."""
+#: options that were class attributes a user set, and where they are given now
+_MOVED_OPTIONS = {"library_branches": "g.build(cuda=eagle.CudaOptions(library_branches=...))"}
+
+
+class _BackendType(type):
+    """A backend class takes no options as attributes: they are values given to ``build()``."""
+
+    def __setattr__(cls, name, value):
+        if name in _MOVED_OPTIONS:
+            raise AttributeError(f"{cls.__name__}.{name} is no longer a setting: pass it to "
+                                 f"build(), {_MOVED_OPTIONS[name]}")
+        super().__setattr__(name, value)
+
+
+class Backend(metaclass=_BackendType):
+    """Base of the cpu and cuda backends, made by ``Graph.build()`` as
+    ``Backend(recording, policies, options)``: the graph's ``Recording``, one team policy
+    per stage, and the backend's own options (``eagle.CpuOptions``, ``eagle.CudaOptions``)."""
 
     #: ``"cpu"`` or ``"cuda"``: the header and ``g.backend`` show it
     name = "?"

@@ -26,11 +26,12 @@ from __future__ import annotations
 import operator
 
 import weakref
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
 from eagle._core import GraphCore
+from eagle.record.arrays import named_array
 from eagle.record.memory import array_kind, same_view
 from eagle.record.node import Node, RunsAs
 from eagle.record.recording import Recording
@@ -39,22 +40,14 @@ __all__ = ["ControlNode", "while_loop", "if_else", "subgraph"]
 
 
 def _condition(cond, what):
-    """``(name, array)`` of a condition: a one-entry dict naming a one-element bool or integer
-    array (0-d or shape (1,)), on the CPU or a GPU."""
-    if not (isinstance(cond, Mapping) and len(cond) == 1):
-        raise TypeError(f"{what}: cond is a one-entry dict naming a one-element bool or integer array, "
-                        f"e.g. {{'more': more}}; got {type(cond).__name__}")
-    (name, a), = cond.items()
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"{what}: the condition's name must be a non-empty str, got {name!r}")
+    """``(name, array)`` of a condition: a one-element bool or integer array (0-d or shape
+    (1,)), on the CPU or a GPU, or a one-entry dict naming it (default name ``cond``)."""
+    name, a = named_array(cond, f"{what}: cond", "cond")
     if array_kind(a) == "cuda":
         cai = a.__cuda_array_interface__
         shape, dtype = tuple(cai["shape"]), np.dtype(cai["typestr"])
-    elif isinstance(a, np.ndarray):
-        shape, dtype = a.shape, a.dtype
     else:
-        raise TypeError(f"{what}: the condition {name!r} must be an array (NumPy or CUDA), "
-                        f"got {type(a).__name__}")
+        shape, dtype = a.shape, a.dtype
     if int(np.prod(shape, dtype=np.int64)) != 1 or len(shape) > 1:
         raise ValueError(f"{what}: the condition {name!r} must hold one element (shape () or (1,)), "
                          f"got shape {shape}")
@@ -214,23 +207,105 @@ def _max_iterations(n):
     return n
 
 
-def while_loop(cond: Mapping[str, Any], body, *, max_iterations: int | None = None) -> ControlNode:
-    """A node that runs ``body`` (an ``eagle.Graph``) while ``cond[0]`` is true, checked
-    before each iteration, as CUDA's WHILE node does: ``while cond[0]: body``.
+def while_loop(cond, body, *, max_iterations: int | None = None) -> ControlNode:
+    """A node that runs ``body`` while ``cond[0]`` is true, checked before each iteration.
 
-    ``cond`` is a one-entry dict naming a one-element bool or integer array (nonzero:
-    true), which the body (or a node before the loop) sets. ``max_iterations``: reaching
-    it stops the launch with ``RuntimeError`` naming the node (None: no limit; Ctrl-C
-    stops a long loop either way)."""
+    As CUDA's WHILE node does: ``while cond[0]: body``. The body's nodes are compiled
+    into the plan of the graph that records this node: one ``launch`` runs everything,
+    on one team, with the logical size of the outer graph.
+
+    Parameters
+    ----------
+    cond : array or {name: array}
+        A one-element (shape ``()`` or ``(1,)``) bool or integer array, nonzero: true, on
+        the CPU or a GPU, which the body (or a node before this one) sets (default name
+        ``cond``).
+    body : Graph
+        The recorded graph to run (its recording now: nodes recorded into it later are
+        not part of the loop).
+    max_iterations : int, optional
+        Reaching it stops the launch with ``RuntimeError`` naming the node (None: no
+        limit; Ctrl-C stops a long loop either way).
+
+    Returns
+    -------
+    Node
+        The control node.
+
+    Raises
+    ------
+    TypeError
+        ``cond`` not a one-element bool or integer array, ``body`` not a Graph, a bad
+        ``max_iterations``.
+    ValueError
+        An empty body, a body holding a collective, ``max_iterations`` < 1.
+    RuntimeError
+        ``body`` is being launched right now.
+
+    Examples
+    --------
+    >>> import numpy as np, eagle
+    >>> from eagle.graph import ufunc, while_loop
+    >>> x, more = np.zeros(1), np.ones(1, dtype=bool)
+    >>> body = eagle.Graph()
+    >>> body.add_node(ufunc(np.add, {"x": x}, 1.0, out={"x": x}), name="inc")
+    >>> body.add_node(ufunc(np.less, {"x": x}, 5.0, out={"more": more}), name="test")
+    >>> g = eagle.Graph()
+    >>> g.add_node(while_loop(more, body), name="loop")
+    >>> g.build().launch(1)
+    >>> x
+    array([5.])
+    """
     c = _condition(cond, "while_loop()")
     max_iterations = _max_iterations(max_iterations)
     rec, src = _body(body, "while_loop(): body")
     return ControlNode("while", c, (rec,), ("body",), max_iterations, (src,))
 
 
-def if_else(cond: Mapping[str, Any], then, otherwise=None) -> ControlNode:
-    """A node that runs ``then`` when ``cond[0]`` is true, else ``otherwise`` (nothing when it
-    is None): ``if cond[0]: then else: otherwise``."""
+def if_else(cond, then, otherwise=None) -> ControlNode:
+    """A node that runs ``then`` when ``cond[0]`` is true, else ``otherwise``.
+
+    ``if cond[0]: then else: otherwise``; nothing runs for a false condition when
+    ``otherwise`` is None.
+
+    Parameters
+    ----------
+    cond : array or {name: array}
+        A one-element (shape ``()`` or ``(1,)``) bool or integer array, nonzero: true, on
+        the CPU or a GPU, which the body (or a node before this one) sets (default name
+        ``cond``).
+    then : Graph
+        The recorded graph run when the condition is true.
+    otherwise : Graph, optional
+        The recorded graph run when it is false.
+
+    Returns
+    -------
+    Node
+        The control node.
+
+    Raises
+    ------
+    TypeError
+        ``cond`` not a one-element bool or integer array, a body that is not a Graph.
+    ValueError
+        An empty body, a body holding a collective.
+    RuntimeError
+        A body is being launched right now.
+
+    Examples
+    --------
+    >>> import numpy as np, eagle
+    >>> from eagle.graph import if_else, ufunc
+    >>> x, big = np.ones(3), np.array(True)
+    >>> halve = eagle.Graph()
+    >>> halve.add_node(ufunc(np.multiply, {"x": x}, 0.5, out={"x": x}), name="halve")
+    >>> g = eagle.Graph()
+    >>> g.add_node(if_else({"big": big}, halve), name="maybe")
+    >>> g.build().launch(2)
+    >>> x
+    array([0.25, 0.25, 0.25])
+    """
     c = _condition(cond, "if_else()")
     made = [_body(then, "if_else(): then")]
     labels = ["then"]
@@ -242,7 +317,41 @@ def if_else(cond: Mapping[str, Any], then, otherwise=None) -> ControlNode:
 
 
 def subgraph(graph) -> ControlNode:
-    """A node that runs the recorded ``graph`` in place, once per replay (its nodes in their
-    order, on the outer graph's team and logical size)."""
+    """A node that runs the recorded ``graph`` in place, once per replay.
+
+    Its nodes run in their order, on the outer graph's team and logical size.
+
+    Parameters
+    ----------
+    graph : Graph
+        The recorded graph (its recording now).
+
+    Returns
+    -------
+    Node
+        The control node.
+
+    Raises
+    ------
+    TypeError
+        ``graph`` is not a Graph.
+    ValueError
+        An empty graph, a graph holding a collective.
+    RuntimeError
+        ``graph`` is being launched right now.
+
+    Examples
+    --------
+    >>> import numpy as np, eagle
+    >>> from eagle.graph import subgraph, ufunc
+    >>> x = np.ones(2)
+    >>> inner = eagle.Graph()
+    >>> inner.add_node(ufunc(np.add, {"x": x}, 1.0, out={"x": x}), name="inc")
+    >>> g = eagle.Graph()
+    >>> g.add_node(subgraph(inner), name="inner")
+    >>> g.build().launch(3)
+    >>> x
+    array([4., 4.])
+    """
     rec, src = _body(graph, "subgraph(): graph")
     return ControlNode("subgraph", None, (rec,), ("graph",), body_graphs=(src,))

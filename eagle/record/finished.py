@@ -7,10 +7,6 @@ import numpy as np
 
 from eagle.record.node import Node
 
-#: names a compaction or reorder node gives arrays of its own
-_OWN_NAMES = ("ids", "count")
-
-
 class FinishedSamplesNode(Node):
     """Base of the compaction (``mode == "compact"``) and reorder nodes: sized, it moves
     samples between positions, and a compaction sets the next replay's logical size."""
@@ -19,6 +15,8 @@ class FinishedSamplesNode(Node):
     sized = True
     permutes_samples = True
     mode = "compact"
+    #: the name of the live count (``count=``): a one-element array, not per-sample
+    count_name = "count"
 
     @property
     def resizes(self) -> bool:
@@ -35,20 +33,22 @@ class FinishedSamplesNode(Node):
         return self.mode == "reorder"
 
     def sample_arrays(self):
-        return [a for name, a, _ in self.arrays() if name != "count"]
+        return [a for name, a, _ in self.arrays() if name != self.count_name]
 
     def default_name(self) -> str:
         return self.mode
 
 
-def check_state(mode, key_name, state) -> None:
-    """``state`` is a dict of per-sample arrays that does not take the node's own names."""
+def check_state(mode, own_names, state) -> None:
+    """``state`` is a dict of per-sample arrays that does not take the names of the node's
+    other arrays (the key or ``alive``, ``ids``, ``count``)."""
     if not isinstance(state, dict):
         raise TypeError(f"{mode}(): state must be a dict of name -> per-sample array, "
                         f"got {type(state).__name__}")
-    for name in (key_name, *_OWN_NAMES):
+    for name in own_names:
         if name in state:
-            raise ValueError(f"{mode}(): {name!r} is a name of the node's own; call the array otherwise")
+            raise ValueError(f"{mode}(): {name!r} names another of the node's own arrays; call the "
+                             "state array otherwise")
 
 
 def check_policy(mode, every, min_dead_fraction) -> None:

@@ -14,11 +14,9 @@ that an access meets only the arrays whose extents it overlaps.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
-
-from eagle.record.foreign import adopt
 
 # NumPy's exact overlap test solves a small integer program; past this much work
 # it gives up and eagle assumes the two views conflict (safe: it only orders them).
@@ -32,27 +30,6 @@ def array_kind(a: Any) -> str | None:
     if hasattr(a, "__cuda_array_interface__"):
         return "cuda"
     return None
-
-
-def validate_access_dict(d: Mapping[str, Any] | None, what: str) -> dict:
-    """Check a ``reads=``/``writes=``/``updates=`` argument and return it as a plain ordered dict."""
-    if d is None:
-        return {}
-    if not isinstance(d, Mapping):
-        raise TypeError(f"{what} must be a dict of name -> array, got {type(d).__name__}")
-    out = {}
-    for name, a in d.items():
-        if not isinstance(name, str) or not name:
-            raise TypeError(f"{what}: array names must be non-empty strings, got {name!r}")
-        # DLPack and array-interface objects (PyTorch, JAX...) become the NumPy/CuPy views eagle schedules
-        view = adopt(a, f"{what}[{name!r}]", write=what in ("writes", "updates"))
-        if view is None or array_kind(view) is None:
-            raise TypeError(
-                f"{what}[{name!r}] must be a NumPy array, an object with "
-                f"__cuda_array_interface__ (a CuPy array), or one exporting DLPack or the array "
-                f"interface, got {type(a).__name__}")
-        out[name] = view
-    return out
 
 
 def array_family(arrays) -> str | None:

@@ -17,7 +17,9 @@ from __future__ import annotations
 import enum
 from typing import Any, Mapping
 
-from eagle.record.memory import array_family, same_view, validate_access_dict
+from eagle._public import keywords_after
+from eagle.record.arrays import named_arrays
+from eagle.record.memory import array_family, same_view
 
 
 class RunsAs(enum.Enum):
@@ -101,15 +103,15 @@ class Node:
 
     def __init__(self, reads: Mapping[str, Any] | None, writes: Mapping[str, Any] | None,
                  per_sample=True, updates: Mapping[str, Any] | None = None):
-        self.reads = validate_access_dict(reads, "reads")
-        self.writes = validate_access_dict(writes, "writes")
+        self.reads = named_arrays(reads, "reads", "in")
+        self.writes = named_arrays(writes, "writes", "out", write=True)
         for name in set(self.reads) & set(self.writes):
             if not same_view(self.reads[name], self.writes[name]):
                 raise ValueError(
                     f"the name {name!r} is bound to two different arrays in reads and writes; a "
                     f"node that reads and writes one array binds it to that array in both (or "
                     f"declares it in updates=)")
-        updates = validate_access_dict(updates, "updates")
+        updates = named_arrays(updates, "updates", "inout", write=True)
         for name in updates:
             if name in self.reads or name in self.writes:
                 where = "reads" if name in self.reads else "writes"
@@ -262,29 +264,64 @@ class SizedOpaqueNode(OpaqueNode):
         return call
 
 
-def opaque(fn, reads: Mapping[str, Any] | None = None, writes: Mapping[str, Any] | None = None,
-           *, updates: Mapping[str, Any] | None = None, per_sample=True, sized=False) -> OpaqueNode:
+@keywords_after(1, 'opaque(fn, reads={"x": x}, writes={"y": y})')
+def opaque(fn, *, reads=None, writes=None, updates=None, per_sample=True, sized=False) -> OpaqueNode:
     """A node that calls ``fn()`` on every replay.
 
-    ``reads`` and ``writes`` name the arrays ``fn`` reads and writes, e.g.
-    ``opaque(step, reads={"x": x}, writes={"y": y})``; eagle orders nodes by the
-    memory of these arrays (their bytes, whoever owns them), so declare every
-    array the function touches. An array it updates in place (reads, then writes)
-    goes in ``updates={"w": w}`` (or under one name in both ``reads`` and
-    ``writes``): the edge into the node then carries it.
-    On the CPU the function runs on every replay, under the GIL. On the GPU it
-    runs once, while the graph is captured; replays repeat the kernels it launched.
-    ``per_sample`` is as for ``native``; an opaque node's arrays bound the capacity
-    only in a graph without sized nodes. ``fn`` must be callable with no arguments
-    (checked here, where its signature can be read).
+    eagle orders nodes by the memory of the arrays they declare (their bytes, whoever
+    owns them), so declare every array the function touches. On the CPU the function
+    runs on every replay, under the GIL. On the GPU it runs once, while the graph is
+    captured; replays repeat the kernels it launched.
 
-    ``sized=True`` makes a sized node: ``fn(start, stop)`` is called on every replay
-    with the samples to process, ``[0, g.logical_size)`` (after ``set_logical_size``,
-    or a compaction, the new size), and should touch only those samples of its
-    per-sample arrays, which bound the graph's capacity like a native node's. It
-    runs whole, under the GIL, on one thread (not split: the pieces would wait on
-    the GIL in turn). On the GPU a sized opaque node is refused at ``build()``: it
-    would run once, at capture, and its kernels would keep the size of that call.
+    Parameters
+    ----------
+    fn : callable
+        Called as ``fn()`` on every replay (``fn(start, stop)`` when ``sized``); checked
+        here, where its signature can be read.
+    reads, writes : dict of name -> array, or an array, optional
+        The arrays ``fn`` reads and writes, named for the picture's edges, e.g.
+        ``reads={"x": x}, writes={"y": y}`` (a bare array is named ``in`` / ``out``).
+    updates : dict of name -> array, or an array, optional
+        Arrays it updates in place (reads, then writes; a bare one is named ``inout``):
+        the edge into the node then carries them. A name bound to the same array in both
+        ``reads`` and ``writes`` means the same.
+    per_sample : bool or collection of names, default True
+        As for ``native``; an opaque node's arrays bound the capacity only in a graph
+        without sized nodes.
+    sized : bool, default False
+        Make a sized node: ``fn(start, stop)`` is called on every replay with the samples
+        to process, ``[0, g.logical_size)`` (after ``set_logical_size``, or a compaction,
+        the new size), and should touch only those samples of its per-sample arrays,
+        which bound the graph's capacity like a native node's. It runs whole, under the
+        GIL, on one thread. On the GPU a sized opaque node is refused at ``build()``: it
+        would run once, at capture, and its kernels would keep the size of that call.
+
+    Returns
+    -------
+    Node
+        The opaque node.
+
+    Raises
+    ------
+    TypeError
+        ``fn`` not callable or not callable with those arguments, an array that is no
+        array, arrays positional (``opaque(fn, {"x": x})``: they are keywords).
+    ValueError
+        One name bound to two different arrays, a name in both ``updates`` and
+        ``reads``/``writes``.
+
+    Examples
+    --------
+    >>> import numpy as np, eagle
+    >>> from eagle.graph import opaque
+    >>> x, y = np.ones(3), np.zeros(3)
+    >>> def step():
+    ...     np.add(x, y, out=y)
+    >>> g = eagle.Graph()
+    >>> g.add_node(opaque(step, reads={"x": x}, updates={"y": y}), name="step")
+    >>> g.build().launch(2)
+    >>> y
+    array([2., 2., 2.])
     """
     if not isinstance(sized, bool):
         raise TypeError(f"opaque(): sized= takes True or False, got {sized!r}")

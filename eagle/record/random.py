@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from eagle.record.arrays import named_array
 from eagle.record.memory import array_kind
 
 #: what a random node draws (the numbers csrc/cpu/random_kernels.h and random.cu take)
@@ -48,22 +49,6 @@ def _shape_dtype(a):
         return a.shape, a.dtype
     cai = a.__cuda_array_interface__
     return tuple(cai["shape"]), np.dtype(cai["typestr"])
-
-
-def _one_array(what, arg, default_name, role):
-    """(name, array) of ``out=``/``ids=``: an array or a one-entry dict naming it."""
-    if isinstance(arg, dict):
-        if len(arg) != 1:
-            raise TypeError(f"{what}(): {role}= is an array or a one-entry dict {{name: array}}, "
-                            f"got a dict of {len(arg)} entries")
-        (name, a), = arg.items()
-        if not isinstance(name, str):
-            raise TypeError(f"{what}(): the name of {role}= must be a str, got {type(name).__name__}")
-    else:
-        name, a = default_name, arg
-    if array_kind(a) is None:
-        raise TypeError(f"{what}(): {role}= must be a NumPy or CUDA array, got {type(a).__name__}")
-    return name, a
 
 
 def as_uint64(value, what: str) -> int:
@@ -139,7 +124,7 @@ def random_spec(what, out, key, ids=None, a=None, b=None) -> RandomSpec:
     """Check a random node's arguments (``a, b``: low, high or loc, scale) and return its
     spec; every error names the node and the argument."""
     name = KIND_NAMES[what]
-    out_name, out = _one_array(name, out, "out", "out")
+    out_name, out = named_array(out, f"{name}(): out", "out", write=True)
     shape, dtype = _shape_dtype(out)
     if what == BITS:
         if dtype != np.uint32 or len(shape) != 2 or shape[1] != 4:
@@ -157,7 +142,7 @@ def random_spec(what, out, key, ids=None, a=None, b=None) -> RandomSpec:
     key = as_uint64(key, f"{name}(): key= must be")
     ids_name = None
     if ids is not None:
-        ids_name, ids = _one_array(name, ids, "id", "ids")
+        ids_name, ids = named_array(ids, f"{name}(): ids", "id")
         ishape, idt = _shape_dtype(ids)
         if idt != np.int64:
             raise TypeError(f"{name}(): ids {ids_name!r} must be int64, got {idt}")

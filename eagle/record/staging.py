@@ -23,6 +23,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
+from eagle._errors import GroupConflictError
 from eagle.record.memory import extent_of
 
 
@@ -229,10 +230,6 @@ def _covers(w, w_key, e) -> bool:
     return w.contiguous and w.lo <= e.extent.lo and e.extent.hi <= w.hi
 
 
-class GroupConflict(ValueError):
-    pass
-
-
 class Stager:
     """Incremental staging state of one graph."""
 
@@ -302,7 +299,7 @@ class Stager:
                         what = ("both write" if w_i and w_j else
                                 f"{names[i] if w_i else names[j]!r} writes what "
                                 f"{names[j] if w_i else names[i]!r} reads")
-                        raise GroupConflict(
+                        raise GroupConflictError(
                             f"group members {names[i]!r} and {names[j]!r} conflict on the "
                             f"array {name_i!r} of {names[i]!r} / {name_j!r} of {names[j]!r} "
                             f"({what}); a group must hold independent nodes")

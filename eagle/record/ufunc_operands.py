@@ -10,9 +10,11 @@ The cpu node (``eagle.cpu.ufunc_node``) and the cuda node
 from __future__ import annotations
 
 import re
+from typing import Mapping
 
 import numpy as np
 
+from eagle.record.arrays import named_array
 from eagle.record.memory import array_kind
 
 __all__ = ["Operand", "real_ufunc", "parse_operands", "parse_where", "declare", "updated_names",
@@ -42,24 +44,17 @@ def real_ufunc(uf):
                     f"function...), got {type(uf).__name__}")
 
 
-def _operand(x, default_name, what):
-    if isinstance(x, dict):
-        if len(x) != 1:
-            raise TypeError(f"{what}: a named operand is a one-entry dict {{name: array}}, got "
-                            f"{len(x)} entries")
-        (name, a), = x.items()
-        if not isinstance(name, str) or not name:
-            raise TypeError(f"{what}: the name must be a non-empty string, got {name!r}")
-        if array_kind(a) is None:
-            raise TypeError(f"{what}: {name!r} must be an array (a scalar goes bare, without a name), "
-                            f"got {type(a).__name__}")
-        return Operand(name, array=a, given_name=True)
-    if array_kind(x) is not None:
-        return Operand(default_name, array=x)
+def _operand(x, default_name, what, write=False):
+    """An operand: a scalar (copied at record time), or an array or ``{name: array}``
+    (``eagle.record.arrays``)."""
     if isinstance(x, (bool, int, float, complex, np.generic)):
         return Operand(None, value=x)
-    raise TypeError(f"{what} must be an array, a scalar or a one-entry dict {{name: array}}, "
-                    f"got {type(x).__name__}")
+    if isinstance(x, Mapping) and len(x) == 1 and isinstance(next(iter(x.values())),
+                                                             (bool, int, float, complex, np.generic)):
+        raise TypeError(f"{what}: {next(iter(x))!r} must be an array (a scalar goes bare, without a name)")
+    name, a = named_array(x, what, default_name, write=write,
+                          expected="an array, a scalar or a one-entry dict {name: array}")
+    return Operand(name, array=a, given_name=isinstance(x, Mapping))
 
 
 def parse_operands(uf, operands, out):
@@ -71,10 +66,10 @@ def parse_operands(uf, operands, out):
     if len(outs) != uf.nout:
         raise TypeError(f"{uf.__name__} has {uf.nout} output(s), out= gives {len(outs)}")
     ins = [_operand(x, f"in{k}", f"operand {k} of {uf.__name__}") for k, x in enumerate(operands)]
-    os_ = [_operand(x, f"out{k}", f"out[{k}] of {uf.__name__}") for k, x in enumerate(outs)]
-    for k, o in enumerate(os_):
-        if not o.is_array:
+    for k, o in enumerate(outs):
+        if isinstance(o, (bool, int, float, complex, np.generic)):
             raise TypeError(f"out[{k}] of {uf.__name__} must be an array, got a scalar")
+    os_ = [_operand(x, f"out{k}", f"out[{k}] of {uf.__name__}", write=True) for k, x in enumerate(outs)]
     return ins, os_
 
 

@@ -49,7 +49,7 @@ def newton(n):
 def test_newton_on_the_team_matches_python(threads):
     eagle.set_num_threads(threads)
     g, x, y, counter = newton(1001)
-    g.build(teams="parallel")
+    g.build(cpu=eagle.CpuOptions(teams="parallel"))
     assert "team 1 " not in str(g.plan()).split("capacity")[0]
     xo, yo = x.copy(), y.copy()
     g.launch(3)
@@ -78,7 +78,7 @@ def test_a_split_body_node_runs_on_several_threads():
     g = Graph()
     g.add_node(opaque(lambda: left.__setitem__(0, 5), writes={"left": left}), "set")
     g.add_node(while_loop({"left": left}, body), "loop")
-    g.build(teams="parallel")
+    g.build(cpu=eagle.CpuOptions(teams="parallel"))
     with eagle.profile() as prof:
         g.launch(2)
     np.testing.assert_array_equal(y, 20.0)
@@ -115,7 +115,7 @@ def nested(threads, teams):
     g = Graph()
     g.add_node(opaque(lambda: outer.__setitem__(0, 4), writes={"outer": outer}), "arm")
     g.add_node(while_loop({"outer": outer}, body, max_iterations=10), "outer")
-    g.build(teams=teams)
+    g.build(cpu=eagle.CpuOptions(teams=teams))
     g.launch(2)
     xo, yo = np.arange(n, dtype=float), np.zeros(n)
     for _ in range(2):
@@ -172,7 +172,7 @@ def test_an_error_on_a_worker_names_body_node_loop_and_iteration(threads):
     g = Graph()
     g.add_node(opaque(lambda: left.__setitem__(0, 5), writes={"left": left}), "set")
     g.add_node(while_loop({"left": left}, body), "loop")
-    g.build(teams="parallel")
+    g.build(cpu=eagle.CpuOptions(teams="parallel"))
     with pytest.raises(ValueError, match="first") as ei:
         g.launch(1)
     note = " ".join(ei.value.__notes__)
@@ -191,7 +191,7 @@ def test_max_iterations_on_the_team():
     body.add_node(ufunc(np.add, {"x": x}, 1.0, out={"x": x}), "inc")
     g = Graph()
     g.add_node(while_loop({"more": more}, body, max_iterations=5), "loop")
-    g.build(teams="parallel")
+    g.build(cpu=eagle.CpuOptions(teams="parallel"))
     with pytest.raises(RuntimeError, match="'loop' reached max_iterations=5") as ei:
         g.launch(2)
     assert any("replay 0" in n and "'loop'" in n for n in ei.value.__notes__)
@@ -210,7 +210,7 @@ def test_random_node_on_the_team_draws_the_replay():
     g = Graph()
     g.add_node(opaque(lambda: left.__setitem__(0, 3), writes={"left": left}), "set")
     g.add_node(while_loop({"left": left}, body), "loop")
-    g.build(teams="parallel")
+    g.build(cpu=eagle.CpuOptions(teams="parallel"))
     g.launch(2)
     ref = Graph()
     zr = np.empty(n)
@@ -241,7 +241,7 @@ def test_progress_is_called_inside_a_long_loop(monkeypatch, threads, teams):
     g = Graph()
     g.add_node(opaque(lambda: left.__setitem__(0, 50), writes={"left": left}), "set")
     g.add_node(while_loop({"left": left}, body), "loop")
-    g.build(teams=teams)
+    g.build(cpu=eagle.CpuOptions(teams=teams))
     # a launch of several replays, then a pause: the signal ticker is asleep (it sleeps
     # ~200 ms after the last launch); the loop's launch(1) must wake it
     warm = Graph()
@@ -265,7 +265,7 @@ for t in range(1500):
     g.add_node(subgraph(b), "s")
     g.add_node(opaque(lambda: left.__setitem__(0, 2), writes={"left": left}), "arm")
     g.add_node(while_loop({"left": left}, b), "loop")
-    g.build(teams="parallel").launch(1)
+    g.build(cpu=eagle.CpuOptions(teams="parallel")).launch(1)
 print("done", flush=True)
 """
 

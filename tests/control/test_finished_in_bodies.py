@@ -125,7 +125,7 @@ def test_absorbing_samples_in_a_while_loop_compacted_in_its_body(threads, n_thre
     s = particles(n, 1)
     m = copies(s)
     g, seen = absorbing_loop(s, life, 3, **policy)
-    g.build(teams=teams)
+    g.build(cpu=eagle.CpuOptions(teams=teams))
     node = g.recording().nodes[1].bodies[0].nodes[3]
     model = Model({k: m[k] for k in ("alive", "x", "age", "ids")}, **policy)
     L, expect_seen = n, []
@@ -388,7 +388,7 @@ def test_a_fused_run_in_a_body_ends_at_the_compaction(threads):
     body.add_node(ufunc(np.multiply, {"y": y}, 0.5, out={"y": y}), "d")
     g = Graph()
     g.add_node(subgraph(body), "sub")
-    g.build(fuse=64)
+    g.build(cpu=eagle.CpuOptions(fuse=64))
     notes = "\n".join(g.plan().bodies)
     assert "[fused 0-1, tile 64]" in notes and "[fused 3-4, tile 64]" in notes
     model = Model({"alive": m["alive"], "x": m["x"], "y": my, "ids": m["ids"]})
@@ -428,7 +428,7 @@ def test_a_compacting_loop_on_the_team_of_two_terminates():
         g = Graph()
         g.add_node(opaque(lambda: (k.fill(0), more.fill(True)) and None, writes={"k": k, "more": more}), "reset")
         g.add_node(while_loop({"more": more}, body, max_iterations=100), "loop")
-        g.build(teams="parallel")
+        g.build(cpu=eagle.CpuOptions(teams="parallel"))
         for _ in range(3):
             g.launch(1)
         print(g.logical_size, int(alive.sum()))

@@ -43,7 +43,7 @@ def loop_graph(fuse, teams):
         more[0] = True
     g.add_node(opaque(start, writes={"left": left, "more": more}), "start")
     g.add_node(while_loop({"more": more}, body, max_iterations=50), "loop")
-    g.build(teams=teams, fuse=fuse)
+    g.build(cpu=eagle.CpuOptions(teams=teams, fuse=fuse))
     return g, x
 
 
@@ -96,7 +96,7 @@ def test_fused_runs_in_if_else_and_nested_subgraph_bodies(threads):
         flag[0] = not flag[0]
     g.add_node(opaque(flip, writes={"flag": flag}), "flip")
     g.add_node(if_else({"flag": flag}, then, other), "branch")
-    g.build(teams="parallel")
+    g.build(cpu=eagle.CpuOptions(teams="parallel"))
     body = str(g.plan()).split("bodies")[1]
     assert body.count("[fused 0-1, tile") == 4, body   # two rows each: otherwise, and inner in then
     assert "(sq)  [fused" in body and "(neg)  [fused" in body and "(halve)  [" not in body

@@ -155,7 +155,7 @@ def test_record_time_errors():
     body = Graph()
     body.add_node(ufunc(np.add, {"x": x}, 1.0, out={"x": x}), "inc")
     with pytest.raises(TypeError, match="one-entry dict"):
-        while_loop(np.ones(1, bool), body)
+        while_loop({"a": np.ones(1, bool), "b": np.ones(1, bool)}, body)
     with pytest.raises(ValueError, match="one element"):
         while_loop({"c": np.ones(2, bool)}, body)
     with pytest.raises(TypeError, match="bool or integer"):

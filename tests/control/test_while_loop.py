@@ -193,7 +193,7 @@ else:
 g = Graph()
 g.add_node(native(ek.copy(), reads={"x": x}, writes={"y": y}), "before")
 g.add_node(while_loop({"more": more}, body), "loop")
-g.build(teams=sys.argv[3])
+g.build(cpu=eagle.CpuOptions(teams=sys.argv[3]))
 print("ready", flush=True)
 try:
     g.launch(1)

@@ -24,7 +24,7 @@ def launch(kernel, reads, writes, size=None, teams="auto"):
     g.add_node(native(kernel, reads=reads, writes=writes))
     if size is not None:
         g.set_logical_size(size)
-    g.build(teams=teams)
+    g.build(cpu=eagle.CpuOptions(teams=teams))
     g.launch(1)
     return g
 

@@ -90,7 +90,7 @@ def test_when_two_nodes_of_a_stage_raise_the_first_recorded_one_is_reported(thre
     g = eagle.Graph()
     g.add_group([opaque(first, writes={"a": a}), opaque(second, writes={"b": b})],
                 names=["first", "second"])
-    g.build(teams="parallel")
+    g.build(cpu=eagle.CpuOptions(teams="parallel"))
     for _ in range(5):
         with pytest.raises(ValueError, match="first") as info:
             g.launch(3)
@@ -112,7 +112,7 @@ def test_a_later_stage_never_hides_an_earlier_failure(threads):
     g = eagle.Graph()
     g.add_group([opaque(early, writes={"a": a}), opaque(lambda: None, writes={"b": b})], names=["early", "idle"])
     g.add_node(opaque(late, reads={"a": a}), name="late")
-    g.build(teams="parallel")
+    g.build(cpu=eagle.CpuOptions(teams="parallel"))
     with pytest.raises(ValueError, match="early"):
         g.launch(2)
     assert seen == []   # the stage after a failure never runs
@@ -126,7 +126,7 @@ def _power_graph(teams):
     out = np.zeros(10, np.int64)
     g = eagle.Graph()
     g.add_node(eagle.graph.ufunc(np.power, {"x": x}, {"e": e}, out={"out": out}), name="pow")
-    g.build(teams=teams)
+    g.build(cpu=eagle.CpuOptions(teams=teams))
     return g, x, e, out
 
 

@@ -104,7 +104,7 @@ def run(n, spec, fuse, threads, teams, size, replays):
         return None, None, None
     if size is not None:
         g.set_logical_size(min(size, g.capacity))
-    g.build(fuse=fuse, teams=teams)
+    g.build(cpu=eagle.CpuOptions(fuse=fuse, teams=teams))
     before = eagle.get_num_threads()
     eagle.set_num_threads(threads)
     try:
@@ -142,7 +142,7 @@ def test_fused_equals_unfused_equals_the_oracle(n, spec, tile, threads, teams, s
 
 # ---- which stages fuse --------------------------------------------------------------
 
-def chain(n=1000, **build):
+def chain(n=1000, **cpu):
     x = np.linspace(0, 1, n)
     y, z, w = np.empty(n), np.empty(n), np.empty(n)
     g = eagle.Graph()
@@ -150,7 +150,7 @@ def chain(n=1000, **build):
     g.add_node(ufunc(np.add, {"y": y}, {"x": x}, out={"z": z}), name="b")
     g.add_node(native(kernels.scale(0.5), reads={"z": z}, writes={"w": w}), name="c")
     g.add_node(ufunc(np.sqrt, {"w": w}, out={"w": w}), name="d")
-    return g.build(**build), x, w
+    return g.build(cpu=eagle.CpuOptions(**cpu)), x, w
 
 
 def test_a_chain_of_ufunc_and_builtin_kernel_nodes_is_one_fused_run():
@@ -173,7 +173,7 @@ def test_fuse_false_and_a_tile_size():
     g, _, _ = chain(fuse=7)
     assert g.plan().fused_runs == [((0, 3), 7)]
     for bad in (0, -3, 2.5, "yes", None, np.True_, np.int64(0)):
-        with pytest.raises(ValueError, match="fuse= is True, False or a tile size"):
+        with pytest.raises(ValueError, match=r"CpuOptions\(fuse=\.\.\.\) is True, False or a tile size"):
             chain(fuse=bad)
 
 
@@ -206,7 +206,7 @@ def test_shifted_views_of_one_buffer_are_not_fused_and_stay_correct():
     g = eagle.Graph()
     g.add_node(ufunc(np.multiply, {"x": np.ones(n)}, 2.0, out={"hi": b[1:]}), name="w")
     g.add_node(ufunc(np.add, {"lo": b[:-1]}, 1.0, out={"z": z}), name="r")
-    g.build(fuse=64)
+    g.build(cpu=eagle.CpuOptions(fuse=64))
     assert fused_stages(g) == []
     g.launch(1)
     ref = np.arange(n + 1, dtype=np.float64)
@@ -220,7 +220,7 @@ def test_a_reversed_view_is_not_fused():
     g = eagle.Graph()
     g.add_node(ufunc(np.multiply, {"x": x}, 3.0, out={"x": x}), name="w")
     g.add_node(ufunc(np.add, {"rx": x[::-1]}, 1.0, out={"y": y}), name="r")
-    g.build(fuse=64)
+    g.build(cpu=eagle.CpuOptions(fuse=64))
     assert fused_stages(g) == []
     g.launch(1)
     assert np.array_equal(y, (np.arange(n) * 3.0)[::-1] + 1.0)
@@ -232,7 +232,7 @@ def test_the_same_samples_through_another_view_fuse():
     g = eagle.Graph()
     g.add_node(ufunc(np.multiply, {"x": x}, 3.0, out={"x": x}), name="w")
     g.add_node(ufunc(np.add, {"x2": x[:]}, 1.0, out={"y": y[:n]}), name="r")   # x[:] is x again
-    g.build(fuse=64)
+    g.build(cpu=eagle.CpuOptions(fuse=64))
     assert fused_stages(g) == [(0, 1)]
     g.launch(1)
     assert np.array_equal(y, np.arange(n) * 3.0 + 1.0)
@@ -246,7 +246,7 @@ def test_a_write_that_is_not_per_sample_ends_the_run():
     # t is marked not per-sample: a kernel writing it is no sample-local node
     g.add_node(native(kernels.scale(2.0), reads={"y": y}, writes={"t": t}, per_sample={"y"}), name="b")
     g.add_node(ufunc(np.add, {"y": y}, 1.0, out={"x": x}), name="c")
-    g.build(fuse=64)
+    g.build(cpu=eagle.CpuOptions(fuse=64))
     assert 1 not in [s for run in fused_stages(g) for s in range(run[0], run[1] + 1)]
 
 
@@ -258,7 +258,7 @@ def test_a_zero_stride_write_is_not_fused():
     g = eagle.Graph()
     g.add_node(ufunc(np.add, {"x": x}, 1.0, out={"x": x}), name="a")
     g.add_node(native(kernels.copy(), reads={"x": x}, writes={"y0": y0}), name="b")
-    g.build(fuse=64)
+    g.build(cpu=eagle.CpuOptions(fuse=64))
     assert fused_stages(g) == []
     g.launch(1)
     assert cell[0] == 2.0
@@ -273,9 +273,9 @@ def test_opaque_nodes_and_team_policies_end_a_run():
     g.add_node(ufunc(np.add, {"x": x}, 1.0, out={"z": z}), name="b")   # after o
     g.add_node(ufunc(np.multiply, {"z": z}, 2.0, out={"z": z}), name="c")
     g.add_node(ufunc(np.multiply, {"z": z}, 2.0, out={"y": y}), name="d")
-    g.build(fuse=64)
+    g.build(cpu=eagle.CpuOptions(fuse=64))
     assert [st for st, _ in g.plan().fused_runs] == [(2, 4)]
-    g.build(fuse=64, teams=["auto", "auto", "auto", "serial", "serial"])
+    g.build(cpu=eagle.CpuOptions(fuse=64, teams=["auto", "auto", "auto", "serial", "serial"]))
     assert [st for st, _ in g.plan().fused_runs] == [(3, 4)]
 
 
@@ -288,7 +288,7 @@ def test_a_user_kernel_fuses_only_when_it_declares_sample_local():
         g.add_node(ufunc(np.add, {"x": x}, 1.0, out={"y": y}), name="a")
         g.add_node(native(Kernel(kernels.scale(2.0), sample_local=local), reads={"y": y},
                           writes={"z": z}), name="k")
-        return g.build(fuse=64)
+        return g.build(cpu=eagle.CpuOptions(fuse=64))
 
     assert fused_stages(build(False)) == []
     assert fused_stages(build(True)) == [(0, 1)]
@@ -297,7 +297,7 @@ def test_a_user_kernel_fuses_only_when_it_declares_sample_local():
     g.add_node(ufunc(np.add, {"x": x}, 1.0, out={"y": y}), name="a")
     g.add_node(native(Kernel(kernels.scale(2.0), sample_local=False), reads={"y": y}, writes={"z": z},
                       sample_local=True), name="k")
-    assert fused_stages(g.build(fuse=64)) == [(0, 1)]
+    assert fused_stages(g.build(cpu=eagle.CpuOptions(fuse=64))) == [(0, 1)]
     with pytest.raises(TypeError, match="sample_local"):
         native(kernels.scale(2.0), reads={"y": y}, writes={"z": z}, sample_local=1)
 
@@ -311,7 +311,7 @@ def test_compaction_ends_a_run():
     g.add_node(ufunc(np.greater, {"y": y}, 100.0, out={"keep": keep}), name="b")
     g.add_node(eagle.graph.compact(keep, {"y": y}, min_dead_fraction=0), name="c")
     g.add_node(ufunc(np.add, {"y": y}, 1.0, out={"y": y}), name="d")
-    g.build(fuse=64)
+    g.build(cpu=eagle.CpuOptions(fuse=64))
     runs = fused_stages(g)
     assert runs == [(0, 1)]
     g.launch(1)
@@ -355,7 +355,7 @@ def test_a_failure_after_a_fused_run_names_its_node_and_the_graph_stays_usable()
     g.add_node(ufunc(np.add, {"x": x}, 1.0, out={"y": y}), name="a")
     g.add_node(ufunc(np.multiply, {"y": y}, 2.0, out={"y": y}), name="b")
     g.add_node(opaque(boom, reads={"y": y}), name="boom")
-    g.build(fuse=64)
+    g.build(cpu=eagle.CpuOptions(fuse=64))
     assert fused_stages(g) == [(0, 1)]
     with pytest.raises(RuntimeError, match="boom") as info:
         g.launch(5, progress=True)

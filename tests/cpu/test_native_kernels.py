@@ -145,7 +145,7 @@ def run_twice(kernel, n=1001, teams="auto", replays=2):
     y = np.full(n, -1.0)
     g = eagle.Graph()
     g.add_node(native(kernel, reads={"x": x}, writes={"y": y}), name="twice")
-    g.build(teams=teams)
+    g.build(cpu=eagle.CpuOptions(teams=teams))
     g.launch(replays)
     np.testing.assert_array_equal(y, 2.0 * x)
     return g
@@ -329,7 +329,7 @@ def test_arbitrary_object_is_refused(obj):
 def kernel_graph(kernel, reads, writes, teams="auto", replays=1):
     g = eagle.Graph()
     g.add_node(native(kernel, reads=reads, writes=writes))
-    g.build(teams=teams)
+    g.build(cpu=eagle.CpuOptions(teams=teams))
     g.launch(replays)
     return g
 
@@ -453,7 +453,7 @@ def test_native_and_opaque_mixed(clib, threads, n_threads, teams):
     g.add_node(opaque(post, reads={"y": y}, writes={"z": z}), name="post")
     g.add_node(native(ek.scale(0.5), reads={"z": z}, writes={"w": w}), name="half")
     assert g.stages == [["twice"], ["post"], ["half"]]
-    g.build(teams=teams)
+    g.build(cpu=eagle.CpuOptions(teams=teams))
     g.launch(4)
     assert len(calls) == 4
     np.testing.assert_array_equal(y, 2 * x)
@@ -492,7 +492,7 @@ def test_logical_size_limits_the_range(clib, threads, n_threads, teams):
     threads(n_threads)
     g, x, y = sized_graph(clib)
     assert g.capacity == 1000 and g.logical_size == 1000
-    g.build(teams=teams)
+    g.build(cpu=eagle.CpuOptions(teams=teams))
     g.set_logical_size(123)
     assert g.logical_size == 123
     g.launch(2)
@@ -621,7 +621,7 @@ def big_reference(clib):
     eagle.set_num_threads(1)
     try:
         g, arrays = big_graph(clib, BIG)
-        g.build(teams="serial")
+        g.build(cpu=eagle.CpuOptions(teams="serial"))
         g.launch(3)
     finally:
         eagle.set_num_threads(before)
@@ -643,7 +643,7 @@ def big_reference(clib):
 def test_big_array_same_for_any_threads_and_teams(clib, threads, big_reference, n_threads, teams):
     threads(n_threads)
     g, arrays = big_graph(clib, BIG)
-    g.build(teams=teams)
+    g.build(cpu=eagle.CpuOptions(teams=teams))
     g.launch(3)
     if n_threads == 2 and teams == "parallel":
         assert all(st.team == 2 for st in g.plan().stages)
@@ -685,7 +685,7 @@ def test_many_small_stages_same_for_any_threads_and_teams(threads, n_threads, te
     g, arrays = small_chain()
     expected = small_chain_oracle(arrays, 5)
     assert len(g.stages) == 60
-    g.build(teams=teams)
+    g.build(cpu=eagle.CpuOptions(teams=teams))
     g.launch(5)
     for got, want in zip(arrays, expected):
         np.testing.assert_array_equal(got, want)
@@ -698,7 +698,7 @@ def test_many_small_stages_with_logical_size(threads, teams):
     cut = 40
     expected = small_chain_oracle([a[:cut] for a in arrays], 4)
     tails = [a[cut:].copy() for a in arrays]
-    g.build(teams=teams)
+    g.build(cpu=eagle.CpuOptions(teams=teams))
     g.set_logical_size(cut)
     g.launch(4)
     for got, want, tail in zip(arrays, expected, tails):
@@ -718,7 +718,7 @@ def test_native_launch_releases_the_gil(clib, threads, n_threads, teams):
     g = eagle.Graph()
     g.add_node(native(ctypes_kernel(clib, "handshake"), reads={"flag": flag}, writes={"state": state},
                       split=False), name="handshake")
-    g.build(teams=teams)
+    g.build(cpu=eagle.CpuOptions(teams=teams))
 
     def answer():
         while state[0] == 0:
@@ -772,7 +772,7 @@ def test_polynomial_kernel_evaluates_by_horner_and_checks_its_coefficients():
     coefficients = [0.5, -1.0, 0.25, 2.0]
     g = eagle.Graph()
     g.add_node(native(ek.polynomial(coefficients), reads={"x": x}, writes={"y": y}), name="poly")
-    g.build(teams="parallel").launch(2)
+    g.build(cpu=eagle.CpuOptions(teams="parallel")).launch(2)
     np.testing.assert_allclose(y, np.polynomial.polynomial.polyval(x, coefficients), rtol=1e-13)
     with pytest.raises(ValueError, match="1 to 64"):
         ek.polynomial([])

@@ -96,7 +96,7 @@ def replay_and_compare(g, threads, teams, size, replays, bufs, expected):
     before = eagle.get_num_threads()
     eagle.set_num_threads(threads)
     try:
-        g.build(teams=teams)
+        g.build(cpu=eagle.CpuOptions(teams=teams))
         if g.capacity:
             g.set_logical_size(min(size, g.capacity))
         g.launch(replays)

@@ -73,7 +73,7 @@ g.add_node(native(ek.axpy(1.0), reads={{"x": x}}, writes={{"y": y}}), name="axpy
 g.add_group([opaque(lambda: a.fill(1), reads={{"y": y}}, writes={{"a": a}}),
              opaque(calls_back, reads={{"y": y}}, writes={{"b": b}})],
             names=["first", "calls_back"])
-g.build(teams=["serial", {teams!r}])
+g.build(cpu=eagle.CpuOptions(teams=["serial", {teams!r}]))
 g.launch(1)
 out = dict(seen)
 g.launch(2)                     # the graph is still usable
@@ -115,7 +115,7 @@ def test_a_worker_calling_an_enclosing_graph_is_refused():
         outer = eagle.Graph()
         outer.add_group([opaque(lambda: w.fill(1), writes={"w": w}),
                          opaque(lambda: inner.launch(1), writes={"u": u})], names=["w", "inner"])
-        outer.build(teams="parallel")
+        outer.build(cpu=eagle.CpuOptions(teams="parallel"))
         outer.launch(1)
         print(json.dumps(seen))
     """, timeout=60)
@@ -136,11 +136,11 @@ def test_a_team_smaller_than_asked_splits_correctly():
         x = np.arange(n, dtype=float); y = np.zeros(n); w = np.zeros(4); u = np.zeros(4)
         inner = eagle.Graph()
         inner.add_node(native(ek.axpy(2.0), reads={"x": x}, writes={"y": y}), name="axpy")
-        inner.build(teams="parallel")
+        inner.build(cpu=eagle.CpuOptions(teams="parallel"))
         outer = eagle.Graph()
         outer.add_group([opaque(lambda: w.fill(1), writes={"w": w}),
                          opaque(lambda: inner.launch(3), writes={"u": u})], names=["w", "inner"])
-        outer.build(teams="parallel")
+        outer.build(cpu=eagle.CpuOptions(teams="parallel"))
         outer.launch(2)
         print(json.dumps({"ok": bool((y == 12 * x).all())}))
     """, timeout=60)
@@ -163,7 +163,7 @@ def test_plan_from_another_thread_after_set_num_threads_1_does_not_hang_a_launch
         g = eagle.Graph()
         g.add_node(native(ek.axpy(1.0), reads={"x": x}, writes={"y": y}), name="axpy")
         g.add_node(native(ek.axpy(1.0), reads={"y": y}, writes={"z": z}), name="acc")
-        g.build(teams="parallel")
+        g.build(cpu=eagle.CpuOptions(teams="parallel"))
         stop = threading.Event(); reports = []
         def meddle():
             eagle.set_num_threads(1)          # this thread's setting only
@@ -190,7 +190,7 @@ def test_retune_and_thread_changes_from_another_thread_apply_between_launches(th
     y = np.zeros(n)
     g = eagle.Graph()
     g.add_node(native(ek.axpy(1.0), reads={"x": x}, writes={"y": y}), name="axpy")
-    g.build(teams=teams)
+    g.build(cpu=eagle.CpuOptions(teams=teams))
     stop = threading.Event()
     errors = []
 

@@ -42,7 +42,7 @@ if kind == "opaque":
 else:
     g.add_node(native(ek.axpy(1.0), reads={"x": x}, writes={"y": y}), name="axpy")
     g.add_node(native(ek.scale(2.0), reads={"y": y}, writes={"z": z}), name="scale")
-g.build(teams="parallel" if kind == "parallel" else "auto")
+g.build(cpu=eagle.CpuOptions(teams="parallel" if kind == "parallel" else "auto"))
 
 def elsewhere():
     out = []
@@ -134,7 +134,7 @@ kernel = en.CTYPES_KERNEL(ctypes.cast(lib.slowing, ctypes.c_void_p).value)
 g.add_node(native(kernel, reads={"state": state}, writes={"y": y}), name="slowing")
 if with_gil:
     g.add_node(opaque([].clear, reads={"y": y}), name="c")   # the GIL path
-g.build(teams=teams)
+g.build(cpu=eagle.CpuOptions(teams=teams))
 
 def watch():   # tell the parent once the replays are slow
     while state[1] <= cheap + 5:

@@ -40,7 +40,7 @@ def teams(request, threads):
 def test_a_node_beside_the_failing_one_runs_whole_or_not_at_all(teams):
     a, b, k = np.zeros(N), np.zeros(N), np.ones(1, np.int64)
     g = _pre_boom_post(a, b, k)
-    g.build(teams=teams)
+    g.build(cpu=eagle.CpuOptions(teams=teams))
     with pytest.raises(ValueError, match="boom"):
         g.launch(1)
     assert (a == 1).all()
@@ -53,7 +53,7 @@ def test_the_same_inside_a_loop_body(teams):
     a, b, k = np.zeros(N), np.zeros(N), np.ones(1, np.int64)
     g = Graph()
     g.add_node(while_loop({"k": k}, _pre_boom_post(a, b, k)), "loop")
-    g.build(teams=teams)
+    g.build(cpu=eagle.CpuOptions(teams=teams))
     with pytest.raises(ValueError, match="boom") as info:
         g.launch(1)
     assert "in the body (iteration 0) of node 'loop'" in info.value.__notes__[0]
@@ -70,7 +70,7 @@ def test_a_reorder_beside_a_failing_node_loses_no_sample(threads):
     g = Graph()
     g.add_node(reorder(key, {"s": state}, n_keys=5), "sort")
     g.add_node(opaque(boom, writes={"o": other}), "boom")
-    g.build(teams="parallel")
+    g.build(cpu=eagle.CpuOptions(teams="parallel"))
     assert len(g.plan().stages) == 1   # side by side
     with pytest.raises(ValueError, match="boom"):
         g.launch(1)
@@ -103,7 +103,7 @@ def test_a_failure_beside_a_control_node_does_not_hang_the_team(tmp_path):
         g = Graph()
         g.add_node(opaque(boom, reads={"a": a}, writes={"k": k}), "boom")
         g.add_node(while_loop({"c": c}, body), "loop")
-        g.build(teams="parallel")
+        g.build(cpu=eagle.CpuOptions(teams="parallel"))
         assert len(g.plan().stages) == 1
         raised = 0
         for _ in range(4):

@@ -43,7 +43,7 @@ def big_stage_graph(n=1_000_000, teams="auto"):
     y = np.zeros(n)
     g = eagle.Graph()
     g.add_node(native(ek.axpy(1.0), reads={"x": x}, writes={"y": y}), name="axpy")
-    g.build(teams=teams)
+    g.build(cpu=eagle.CpuOptions(teams=teams))
     return g, y
 
 

@@ -48,7 +48,7 @@ def axpy_graph(n=100_000, teams="auto"):
     y = np.zeros(n)
     g = eagle.Graph()
     g.add_node(native(ek.axpy(1.0), reads={"x": x}, writes={"y": y}), name="axpy")
-    g.build(teams=teams)
+    g.build(cpu=eagle.CpuOptions(teams=teams))
     return g, y
 
 
@@ -64,7 +64,7 @@ def test_omp_num_threads_sets_the_count(value):
         x = np.arange(10_000.0); y = np.zeros(10_000)
         g = eagle.Graph()
         g.add_node(native(ek.scale(2.0), reads={"x": x}, writes={"y": y}))
-        g.build(teams="parallel")
+        g.build(cpu=eagle.CpuOptions(teams="parallel"))
         g.launch(2)
         assert (y == 2 * x).all()
         plan = g.plan()
@@ -200,7 +200,7 @@ def test_child_forked_after_a_parallel_region_runs_serially():
         x = np.ones(n); y = np.zeros(n)
         g = eagle.Graph()
         g.add_node(native(ek.axpy(1.0), reads={"x": x}, writes={"y": y}))
-        g.build(teams="parallel")
+        g.build(cpu=eagle.CpuOptions(teams="parallel"))
         g.launch(10)                                   # a parallel region ran
         assert g.plan().stages[0].team == 2 and (y == 10).all()
         r, w = os.pipe()
@@ -215,7 +215,7 @@ def test_child_forked_after_a_parallel_region_runs_serially():
                 z = np.zeros(n)
                 g2 = eagle.Graph()
                 g2.add_node(native(ek.fill(3.0), writes={"z": z}))
-                g2.build(teams="parallel")              # a new graph in the child
+                g2.build(cpu=eagle.CpuOptions(teams="parallel"))              # a new graph in the child
                 g2.launch(2)
                 res["new_team"] = g2.plan().stages[0].team
                 res["new_ok"] = bool((z == 3).all())
@@ -404,7 +404,7 @@ elif kind == "opaque-python":
 else:
     raise SystemExit("unknown kind " + kind)
 
-g.build(teams=teams)
+g.build(cpu=eagle.CpuOptions(teams=teams))
 try:
     g.launch(10**9)
 except KeyboardInterrupt as e:
@@ -486,7 +486,7 @@ def test_two_threads_launching_a_native_graph(threads, teams):
     g = eagle.Graph()
     g.add_node(native(ek.axpy(1.0), reads={"x": x}, writes={"y": y}), name="axpy")
     g.add_node(native(ek.axpy(2.0), reads={"y": y}, writes={"z": z}), name="accumulate")
-    g.build(teams=teams)
+    g.build(cpu=eagle.CpuOptions(teams=teams))
     launch_together(g, [150, 250])
     # sequential oracle: y_k = k, z = 2 * sum(k for k in 1..400)
     assert (y == 400.0).all()
@@ -512,7 +512,7 @@ def test_two_threads_launching_a_mixed_graph_are_serialized(threads, teams):
     g = eagle.Graph()
     g.add_node(native(ek.axpy(1.0), reads={"x": x}, writes={"y": y}), name="axpy")
     g.add_node(opaque(guarded, reads={"y": y}), name="guarded")
-    g.build(teams=teams)
+    g.build(cpu=eagle.CpuOptions(teams=teams))
     launch_together(g, [300, 200, 100])
     assert state["calls"] == 600
     assert state["overlap"] == 0, "two launches of one graph ran at once"
@@ -572,7 +572,7 @@ def test_a_huge_omp_num_threads_is_capped(env, expect):
         x = np.arange(5000.0); y = np.zeros(5000)
         g = eagle.Graph()
         g.add_node(native(ek.scale(2.0), reads={"x": x}, writes={"y": y}))
-        g.build(teams="parallel")
+        g.build(cpu=eagle.CpuOptions(teams="parallel"))
         n = eagle.get_num_threads()
         if n <= 4:                       # a team this machine can run in a test
             g.launch(2)
@@ -692,7 +692,7 @@ def context_graph(n_nodes=4):
     g = eagle.Graph()
     for k in range(n_nodes):
         g.add_node(opaque(node, writes={f"a{k}": np.zeros(1)}), name=f"n{k}")
-    g.build(teams="parallel")
+    g.build(cpu=eagle.CpuOptions(teams="parallel"))
     return g, var, seen
 
 
@@ -738,7 +738,7 @@ def test_floating_point_errors_raise_on_the_team_as_on_one_thread(threads):
         for k in range(4):
             g.add_node(opaque(divide if k % 2 else (lambda: None), writes={f"a{k}": np.zeros(1)}),
                        name=f"n{k}")
-        g.build(teams=teams)
+        g.build(cpu=eagle.CpuOptions(teams=teams))
         with np.errstate(divide="raise"):
             with pytest.raises(FloatingPointError):
                 g.launch(3)

@@ -194,7 +194,7 @@ def test_group_is_captured_as_fork_join_branches(ck, fake, backend_mod):
         np.testing.assert_array_equal(h, 2.0)
     # teams="serial": the same stage captured in order on one stream
     fake.fake_cuda_reset()
-    g.build(teams="serial")
+    g.build(cpu=eagle.CpuOptions(teams="serial"))
     assert g._backend.stage_notes() == ["stream"]
     assert fake.fake_cuda_counter(b"cuStreamWaitEvent") == 0
     assert "stage 0 stream" in str(g)
@@ -879,8 +879,7 @@ def _library_group(fake, cuda_mod, backend_mod, kinds, kernel=kernel):
     return g, calls, arrays
 
 
-def test_branches_calling_library_kernels_are_captured_in_order(ck, fake, cuda_mod, backend_mod,
-                                                                 monkeypatch):
+def test_branches_calling_library_kernels_are_captured_in_order(ck, fake, cuda_mod, backend_mod):
     """Two side-by-side nodes whose captures add cuBLAS-like kernels would share the
     library's per-thread handle and workspace on replay: eagle captures that stage again
     in order (the opaque nodes run a second time at build) and says so."""
@@ -898,10 +897,12 @@ def test_branches_calling_library_kernels_are_captured_in_order(ck, fake, cuda_m
     g2.build()
     assert g2._backend.stage_notes() == ["branches"] and calls2 == {"n0": 1, "n1": 1}
     # the user's choice: keep the branches
-    monkeypatch.setattr(backend_mod.CudaBackend, "library_branches", "branches")
     g3, calls3, _ = _library_group(fake, cuda_mod, backend_mod, ["sgemm_like", "sgemm_like"])
-    g3.build()
+    g3.build(cuda=eagle.CudaOptions(library_branches="branches"))
     assert g3._backend.stage_notes() == ["branches"] and calls3 == {"n0": 1, "n1": 1}
+    # the option is a value given to build(), not a class attribute to set
+    with pytest.raises(AttributeError, match=r"build\(cuda=eagle.CudaOptions\(library_branches="):
+        backend_mod.CudaBackend.library_branches = "branches"
 
 
 @pytest.mark.parametrize("factor,what", [(np.float32(2.0), "numpy.float32"), (np.int32(2), "numpy.int32")])

@@ -12,6 +12,7 @@ import eagle
 import eagle.kernels as ek
 from eagle.look import dot as _dot
 from eagle.graph import native, opaque
+from eagle.record.node import OpaqueNode
 
 HAVE_DOT = shutil.which("dot") is not None
 needs_dot = pytest.mark.skipif(not HAVE_DOT, reason="Graphviz's dot program is not installed")
@@ -92,7 +93,7 @@ def test_an_empty_graph_is_a_valid_empty_digraph():
 
 
 def test_kinds_map_to_shapes_and_a_node_class_can_choose_its_own():
-    class Custom(eagle.graph.OpaqueNode):
+    class Custom(OpaqueNode):
         dot_shape = "octagon"
 
     g = eagle.Graph()

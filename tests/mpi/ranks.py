@@ -70,7 +70,7 @@ def results(teams):
     g.add_node(sendrecv(ring_out, ring_in, dest=(rank + 1) % size, source=(rank - 1) % size, tag=7), name="ring")
     g.add_node(allreduce(inplace, inplace), name="inplace")
     g.add_node(opaque(lambda: None, writes={"per_sample": per_sample}), name="samples")
-    g.build(teams=teams)
+    g.build(cpu=eagle.CpuOptions(teams=teams))
     for k in range(1, 5):
         if k == 3:
             g.set_logical_size(0)   # collectives run whatever the logical size
@@ -90,7 +90,7 @@ def results(teams):
     acc = np.ones(3)
     h = eagle.Graph()
     h.add_node(allreduce(acc, acc), name="grow")
-    h.build(teams=teams)
+    h.build(cpu=eagle.CpuOptions(teams=teams))
     h.launch(6)
     np.testing.assert_array_equal(acc, float(size) ** 6)
     report(f"OK rank {rank}")
@@ -205,7 +205,7 @@ def until_done_graph():
 def until_done(teams="auto"):
     """launch_until_done where the ranks run out of samples on different replays."""
     g, tally = until_done_graph()
-    g.build(teams=teams)
+    g.build(cpu=eagle.CpuOptions(teams=teams))
     done = g.launch_until_done(100)
     # every rank replays until the last sample of every rank is done
     assert done == 3 + 4 * (size - 1), done
@@ -243,7 +243,7 @@ def build_fails_on_one_rank(kind):
         else:
             g._logical_size = 9   # as a set_logical_size() before the arrays shrank
     try:
-        g.build(teams=teams)
+        g.build(cpu=eagle.CpuOptions(teams=teams))
     except RankBuildError as e:
         assert g.backend is None
         report(f"TOLD rank {rank}: {e}")

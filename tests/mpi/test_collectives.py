@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import eagle
-from eagle.graph import GroupConflict, allgather, allreduce, bcast, opaque, sendrecv
+from eagle.graph import GroupConflictError, allgather, allreduce, bcast, opaque, sendrecv
 from eagle.mpi import CollectiveNode, get_failure_mode, set_failure_mode
 
 MPI = pytest.importorskip("mpi4py.MPI")
@@ -39,6 +39,23 @@ def test_in_place_and_2d_buffers():
     np.testing.assert_array_equal(a, np.arange(12).reshape(3, 4))
 
 
+def test_buffers_are_arrays_or_named_arrays_as_every_array_argument():
+    tally, total, halo = np.ones(3), np.zeros(3), np.zeros(3)
+    node = allreduce({"tally": tally}, {"total": total})
+    assert list(node.reads) == ["tally"] and "total" in node.writes
+    assert list(allreduce(tally, total).reads) == ["send"]              # the default names
+    assert "tally" in allreduce({"tally": tally}, tally).writes            # in place: the name given
+    assert "halo" in sendrecv(tally, {"halo": halo}, dest=0, source=0).writes
+    assert "params" in bcast({"params": halo}).writes
+    assert "all" in allgather(tally, {"all": total}).writes
+    with pytest.raises(TypeError, match=r"allreduce\(\): recv is an array or a one-entry dict"):
+        allreduce(tally, {"a": total, "b": halo})
+    g = eagle.Graph()
+    g.add_node(node, name="combine")
+    g.build().launch(1)
+    np.testing.assert_array_equal(total, tally)
+
+
 def test_collectives_run_whatever_the_logical_size():
     # a rank whose logical size is 0 must still take part, or the others would hang
     per_sample = np.zeros(10)
@@ -62,7 +79,7 @@ def test_threads_in_the_team(teams, threads):
     g.add_group([opaque(lambda: None, writes={"x": x}) for x in xs], names=[f"fill{k}" for k in range(4)])
     for k in range(4):
         g.add_node(allreduce(xs[k], outs[k]), name=f"sum{k}")
-    g.build(teams=teams).launch(5)
+    g.build(cpu=eagle.CpuOptions(teams=teams)).launch(5)
     for x, o in zip(xs, outs):
         np.testing.assert_array_equal(o, x)
 
@@ -75,7 +92,7 @@ def test_collectives_run_in_recording_order_one_stage_each():
     g.add_node(bcast(c), name="third")
     assert g.stages == [["first"], ["second"], ["third"]]
     assert ("first", "second", None) in g.dependencies
-    with pytest.raises(GroupConflict, match="collective order"):
+    with pytest.raises(GroupConflictError, match="collective order"):
         g.add_group([allreduce(a, a), allreduce(b, b)], names=["x", "y"])
     assert g.nodes == ["first", "second", "third"]
 

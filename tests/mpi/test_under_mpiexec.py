@@ -89,7 +89,7 @@ def test_launch_until_done_stops_every_rank_at_the_last_ranks_last_replay(mpirun
     assert sorted(re.findall(r"^OK rank (\d) replays 7$", proc.stdout, re.M)) == ["0", "1"], proc.stdout
 
 
-@pytest.mark.parametrize("kind, says", [("teams", "teams= needs one policy per stage (2), got 7"),
+@pytest.mark.parametrize("kind, says", [("teams", "CpuOptions(teams=...) needs one policy per stage (2), got 7"),
                                         ("size", "logical size 9 exceeds the capacity 4")])
 def test_a_build_that_fails_on_one_rank_raises_on_every_rank_at_once(mpirun, kind, says):
     # the failing rank still takes part in the graph check, saying why; the others raise
@@ -193,8 +193,7 @@ MPIEXEC = Path(sys.executable).parent / "mpiexec"
 BROKEN_STR_CHILD = textwrap.dedent("""
     import numpy as np
     import eagle
-    from eagle.graph import opaque
-    from eagle.mpi import allreduce
+    from eagle.graph import allreduce, opaque
     from mpi4py import MPI
 
     class Unprintable(Exception):

@@ -62,7 +62,7 @@ def test_one_lane_per_thread(threads, teams):
     x, y = np.ones(100_000), np.zeros(100_000)
     g = eagle.Graph()
     g.add_node(native(kernels.axpy(2.0), reads={"x": x}, writes={"y": y}), name="axpy")
-    g.build(teams=teams)
+    g.build(cpu=eagle.CpuOptions(teams=teams))
     with eagle.profile() as prof:
         g.launch(20)
     trace = prof.chrome_trace()

@@ -81,7 +81,7 @@ def test_a_long_native_launch_updates_a_tqdm_bar(fake_tqdm, threads, n_threads, 
     x, y = np.ones(400_000), np.zeros(400_000)
     g = eagle.Graph()
     g.add_node(native(kernels.axpy(1.0), reads={"x": x}, writes={"y": y}), name="axpy")
-    g.build(teams=teams)
+    g.build(cpu=eagle.CpuOptions(teams=teams))
     n, total, t0 = 50, 0, time.monotonic()
     while time.monotonic() - t0 < 0.4:   # long enough for a few 100 ms updates
         n *= 2

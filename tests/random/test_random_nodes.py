@@ -150,11 +150,11 @@ def test_same_numbers_on_1_and_2_threads_and_any_launch_grouping(threads):
     for nt, policy in ((1, "serial"), (2, "parallel"), (2, "auto")):
         eagle.set_num_threads(nt)
         g, z, bits = _chain(n)
-        g.build(teams=policy)
+        g.build(cpu=eagle.CpuOptions(teams=policy))
         g.launch(3)
         results.append((z.copy(), bits.copy()))
         g2, z2, bits2 = _chain(n)
-        g2.build(teams=policy)
+        g2.build(cpu=eagle.CpuOptions(teams=policy))
         for _ in range(3):
             g2.launch(1)
         np.testing.assert_array_equal(z2, z)
@@ -221,7 +221,7 @@ def test_fused_with_a_ufunc_chain_gives_the_unfused_numbers(threads, n_threads, 
         g.add_node(eagle.graph.ufunc(np.multiply, {"z": z}, 0.02, out={"w": w}), name="diffuse")
         g.add_node(eagle.graph.ufunc(np.exp, {"w": w}, out={"w": w}), name="grow")
         g.add_node(eagle.graph.ufunc(np.multiply, {"S": S}, {"w": w}, out={"S": S}), name="step")
-        g.build(fuse=tile if (fuse and tile) else fuse)
+        g.build(cpu=eagle.CpuOptions(fuse=tile if (fuse and tile) else fuse))
         g.replays = 2**32 - 2                      # the replay word crosses 2**32 in the launch
         g.launch(3)
         return g, S, z
@@ -339,7 +339,7 @@ def test_picture_and_plan_show_random_nodes():
     (lambda: uniform(np.empty(4, dtype=np.float32), key=1, low=1.0, high=1.0 + 1e-12), ValueError, "same float32"),
     (lambda: uniform(np.empty(4), key=1, high=float("inf")), ValueError, "finite"),
     (lambda: normal(np.empty(4), key=1, loc="0"), TypeError, "real number"),
-    (lambda: normal([1.0, 2.0], key=1), TypeError, "NumPy or CUDA array"),
+    (lambda: normal([1.0, 2.0], key=1), TypeError, "out must be a NumPy array, a CUDA array"),
     (lambda: normal({"a": np.empty(4), "b": np.empty(4)}, key=1), TypeError, "one-entry"),
     (lambda: normal(np.empty(4)[:0:-1].base if False else np.frombuffer(bytes(32)), key=1), ValueError, "read-only"),
 ])
@@ -424,7 +424,7 @@ def test_a_launch_from_inside_a_node_keeps_the_outer_replay():
     g = eagle.Graph()
     g.add_node(opaque(lambda: inner.launch(1), writes={"flag": flag}), name="inner")
     g.add_node(random_bits(out, key=3), name="bits")
-    g.build(teams="serial")
+    g.build(cpu=eagle.CpuOptions(teams="serial"))
     g.replays = 5
     g.launch(1)
     np.testing.assert_array_equal(out, philox_np(np.arange(n), 5, 3))

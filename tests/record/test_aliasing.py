@@ -19,7 +19,7 @@ from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
 import eagle
 from eagle import kernels
-from eagle.graph import GroupConflict, native, opaque
+from eagle.graph import GroupConflictError, native, opaque
 from oracle_graphs import assert_conflicts_staged_in_order, conflicts, record
 
 
@@ -94,7 +94,7 @@ def test_group_check_uses_the_same_rule(label, make):
     g = eagle.Graph()
     members = [opaque(nop, writes={"w": w}), opaque(nop, reads={"r": r})]
     if meet:
-        with pytest.raises(GroupConflict, match="'p' and 'q' conflict on the array 'w' of 'p' / 'r' of 'q'"):
+        with pytest.raises(GroupConflictError, match="'p' and 'q' conflict on the array 'w' of 'p' / 'r' of 'q'"):
             g.add_group(members, names=["p", "q"])
         assert g.nodes == []
     else:
@@ -111,7 +111,7 @@ def test_an_overlap_too_hard_to_decide_counts_as_a_conflict(monkeypatch):
     g.add_node(opaque(nop, writes={"even": x[::2]}), name="even")
     g.add_node(opaque(nop, reads={"odd": np.frombuffer(x)[1::2]}), name="odd")
     assert g.stages == [["even"], ["odd"]]   # ordered: safe, though they share no byte
-    with pytest.raises(GroupConflict):
+    with pytest.raises(GroupConflictError):
         eagle.Graph().add_group([opaque(nop, writes={"even": x[::2]}), opaque(nop, writes={"odd": x[1::2]})])
     monkeypatch.undo()
     g = eagle.Graph()
@@ -137,7 +137,7 @@ def test_group_members_over_disjoint_aliases_are_accepted_and_a_third_alias_is_n
     g = eagle.Graph()
     g.add_group([opaque(nop, writes={"lo": lo}), opaque(nop, writes={"hi": hi})], names=["a", "b"])
     across = as_strided(lo[3:], shape=(2,), strides=(8,))       # the last of lo, the first of hi
-    with pytest.raises(GroupConflict, match="'d' and 'e' conflict on the array 'across' of 'd' / 'hi' of 'e'"):
+    with pytest.raises(GroupConflictError, match="'d' and 'e' conflict on the array 'across' of 'd' / 'hi' of 'e'"):
         g.add_group([opaque(nop, reads={"x": np.zeros(2)}), opaque(nop, writes={"lo": lo[:1]}),
                      opaque(nop, writes={"across": across}), opaque(nop, reads={"hi": hi})],
                     names=["z", "c", "d", "e"])
@@ -299,7 +299,7 @@ def test_random_graphs_of_aliases_replay_as_recorded(threads, spec, n_threads, t
         assert g.capacity == cap
 
     threads(n_threads)
-    g.build(teams=teams)
+    g.build(cpu=eagle.CpuOptions(teams=teams))
     if cap is not None:
         g.set_logical_size(L)
     g.launch(replays)
@@ -322,7 +322,7 @@ def test_the_group_check_names_a_pair_that_conflicts(members):
     g = eagle.Graph()
     try:
         g.add_group(nodes, names=names)
-    except GroupConflict as e:
+    except GroupConflictError as e:
         named = tuple(int(n[1:]) for n in str(e).split("'")[1:4:2])
         assert named in pairs, (str(e), pairs)
         assert g.nodes == []

@@ -17,7 +17,7 @@ import pytest
 import eagle
 import eagle.kernels as ek
 from eagle.record import foreign as _foreign
-from eagle.graph import GroupConflict, native, opaque
+from eagle.graph import GroupConflictError, native, opaque
 
 
 class DLPackOnly:
@@ -124,7 +124,7 @@ def test_a_foreign_view_and_the_numpy_array_it_views_are_ordered(wrap):
 def test_a_group_of_overlapping_foreign_views_is_rejected_and_changes_nothing(wrap):
     a = np.zeros(8)
     g = eagle.Graph()
-    with pytest.raises(GroupConflict, match="'p' and 'q'"):
+    with pytest.raises(GroupConflictError, match="'p' and 'q'"):
         g.add_group([opaque(lambda: None, writes={"x": wrap(a[:5])}),
                      opaque(lambda: None, reads={"y": wrap(a[4:])})], names=["p", "q"])
     assert g.nodes == []

@@ -180,7 +180,7 @@ def shift_graph(a, teams):
     """y[i] = x[i] over x = a[:-1], y = a[1:]: each sample reads what the one before wrote."""
     g = eagle.Graph()
     g.add_node(native(ek.copy(), reads={"x": a[:-1]}, writes={"y": a[1:]}), name="shift")
-    return g.build(teams=teams)
+    return g.build(cpu=eagle.CpuOptions(teams=teams))
 
 
 @pytest.mark.parametrize("teams", ["auto", "serial", "parallel"])
@@ -278,7 +278,7 @@ def test_a_split_zero_stride_write_gives_the_sequential_result(threads):
     y = as_strided(cell, shape=(n,), strides=(0,))
     g = eagle.Graph()
     g.add_node(native(ek.copy(), reads={"x": x}, writes={"y": y}), name="last")
-    g.build(teams="parallel")
+    g.build(cpu=eagle.CpuOptions(teams="parallel"))
     g.launch(1)
     assert cell[0] == x[-1]
 
@@ -300,7 +300,7 @@ def test_the_split_of_a_huge_logical_size_covers_it_exactly(threads, n_threads):
     x = as_strided(np.zeros(1, np.uint8), shape=(n,), strides=(0,))
     g = eagle.Graph()
     g.add_node(native(record, reads={"x": x}), name="record")
-    g.build(teams="parallel")
+    g.build(cpu=eagle.CpuOptions(teams="parallel"))
     g.launch(1)
     ranges.sort()
     assert ranges[0][0] == 0 and ranges[-1][1] == n

@@ -136,7 +136,7 @@ def test_default_names_skip_names_the_user_took_and_a_failed_recording_keeps_non
     g.add_node(opaque(nop, reads={"x": x}))
     g.add_node(opaque(nop, reads={"x": x}), name="nop_2")
     g.add_node(opaque(nop, reads={"x": x}))
-    with pytest.raises(eagle.graph.GroupConflict):
+    with pytest.raises(eagle.graph.GroupConflictError):
         g.add_group([opaque(nop, writes={"x": x}), opaque(nop, writes={"x": x})])
     g.add_node(opaque(nop, reads={"x": x}))
     assert g.nodes == ["nop", "nop_2", "nop_3", "nop_4"]

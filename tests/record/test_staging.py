@@ -173,7 +173,7 @@ def test_an_update_in_a_group_conflicts_with_a_reader_and_a_writer():
     w = np.zeros(4)
     for other in (opaque(nop, reads={"w": w}), opaque(nop, writes={"w": w})):
         g = eagle.Graph()
-        with pytest.raises(eagle.graph.GroupConflict, match="'bump'"):
+        with pytest.raises(eagle.graph.GroupConflictError, match="'bump'"):
             g.add_group([opaque(nop, updates={"w": w}), other], names=["bump", "other"])
     g = eagle.Graph()   # disjoint halves of one array: independent
     g.add_group([opaque(nop, updates={"w": w[:2]}), opaque(nop, updates={"w": w[2:]})], names=["a", "b"])

@@ -235,7 +235,7 @@ m = np.arange(n) % 5 != 0
 g = eagle.Graph()
 g.add_node(eagle.graph.ufunc(slow_add, {"age": age}, {"alive": alive}, out={"out": out},
                              where={"m": m}), name="age")
-g.build(teams="parallel")
+g.build(cpu=eagle.CpuOptions(teams="parallel"))
 g.launch(2)
 want = np.zeros(n, np.int64)
 np.add(age, alive, out=want, where=m)

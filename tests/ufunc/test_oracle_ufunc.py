@@ -110,7 +110,7 @@ def test_replay_with_ufunc_nodes_equals_recording_order(spec, threads, teams, si
         threads = 1
     eagle.set_num_threads(threads)
     try:
-        g.build(teams=teams)
+        g.build(cpu=eagle.CpuOptions(teams=teams))
         g.set_logical_size(logical)
         g.launch(replays)
     finally:

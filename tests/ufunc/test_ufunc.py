@@ -15,7 +15,7 @@ def run(node, n=1, size=None, teams="auto"):
     g.add_node(node)
     if size is not None:
         g.set_logical_size(size)
-    g.build(teams=teams)
+    g.build(cpu=eagle.CpuOptions(teams=teams))
     g.launch(n)
     return g
 
@@ -415,7 +415,7 @@ out = np.zeros((9, 5))
 eagle.set_num_threads(2)
 g = eagle.Graph()
 g.add_node(ufunc(uf, a, b, out=out))
-g.build(teams="parallel")
+g.build(cpu=eagle.CpuOptions(teams="parallel"))
 g.launch(1)
 np.testing.assert_array_equal(out, uf(a, b))
 # NumPy's own: cross1d (3),(3)->(3), one fixed dimension shared by all operands
@@ -486,7 +486,7 @@ for uf, a, o in [(twice, x, out), (shift, x.reshape(1000, 100), out.reshape(1000
         continue
     g = eagle.Graph()
     g.add_node(node)
-    g.build(teams="parallel")
+    g.build(cpu=eagle.CpuOptions(teams="parallel"))
     g.launch(20)
 ufunc(cpu, x.reshape(1000, 100), out=out.reshape(1000, 100))   # the cpu GUFunc itself is fine
 print("refused", len(refused))
@@ -589,7 +589,7 @@ def test_ufunc_nodes_beside_native_and_opaque_nodes(threads):
     g.add_node(ufunc(np.sqrt, {"a": a}, out={"b": b}))
     g.add_node(opaque(lambda: np.add(b, 1, out=c), reads={"b": b}, writes={"c": c}))
     assert g.stages == [["scale"], ["sqrt"], ["opaque"]]
-    g.build(teams="parallel")
+    g.build(cpu=eagle.CpuOptions(teams="parallel"))
     g.launch(2)
     np.testing.assert_array_equal(c, np.sqrt(2 * x) + 1)
 
@@ -959,7 +959,7 @@ def test_workers_of_short_lived_launching_threads_leave_no_thread_state(threads)
     x, out = np.arange(1000.0), np.zeros(1000)
     g = eagle.Graph()
     g.add_node(ufunc(np.multiply, {"x": x}, 2.0, out={"out": out}))
-    g.build(teams="parallel")
+    g.build(cpu=eagle.CpuOptions(teams="parallel"))
     before = _thread_states()
     for _ in range(100):
         t = threading.Thread(target=g.launch, args=(2,))

@@ -1,0 +1,65 @@
+"""The public face of eagle's modules: what ``dir()`` shows, and old spellings.
+
+A public module's ``dir()`` lists what it offers (its ``__all__`` and its public
+submodules), not what its implementation imports. An old spelling either still works
+with a ``DeprecationWarning`` naming the new one, or is refused with an error that names it.
+
+Below every other module: nothing here imports eagle.
+"""
+from __future__ import annotations
+
+import types
+import warnings
+
+
+def public_dir(namespace: dict) -> list[str]:
+    """``dir()`` of the module whose globals are ``namespace``: its ``__all__``, its public
+    submodules that are imported, and the dunders a module has (``__doc__``...)."""
+    name = namespace["__name__"]
+    offered = set(namespace.get("__all__", ()))
+    for k, v in namespace.items():
+        if (isinstance(v, types.ModuleType) and not k.startswith("_")
+                and getattr(v, "__name__", "") == f"{name}.{k}"):
+            offered.add(k)
+        elif k.startswith("__") and k.endswith("__") and k not in ("__pyx_capi__", "__dir__", "__getattr__"):
+            offered.add(k)
+    return sorted(offered)
+
+
+def warn_renamed(old: str, new: str, *, stacklevel: int = 3) -> None:
+    """Warn that ``old`` is spelled ``new`` now (``stacklevel``: the user's call, by default
+    the caller of the function that calls this)."""
+    warnings.warn(f"{old} is deprecated; use {new}", DeprecationWarning, stacklevel=stacklevel)
+
+
+def renamed_keyword(given: dict, old: str, new: str, value, where: str, missing=None, stacklevel=4):
+    """``value`` of keyword ``new``, or the one passed under ``old`` (popped from ``given``,
+    the function's ``**old`` keywords) with a warning; a TypeError for both, or for any
+    other unknown keyword left in ``given``. ``missing``: what ``value`` is when not given;
+    ``stacklevel``: the user's frame, counted from here as for ``warnings.warn``."""
+    if old in given:
+        if value is not missing:
+            raise TypeError(f"{where} got both {new}= and its old spelling {old}=; pass {new}= only")
+        warn_renamed(f"{where}'s {old}=", f"{new}=", stacklevel=stacklevel)
+        value = given.pop(old)
+    if given:
+        raise TypeError(f"{where} got an unexpected keyword argument {next(iter(given))!r}")
+    return value
+
+
+def keywords_after(n: int, example: str):
+    """Decorate a constructor whose arguments after the first ``n`` are keyword-only, so
+    that an old positional call (``opaque(fn, {"x": x}, {"y": y})``) is refused with the
+    new spelling (``example``) instead of Python's bare count of positional arguments."""
+    import functools
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def constructor(*args, **kwargs):
+            if len(args) > n:
+                raise TypeError(f"{fn.__name__}() takes {n} positional argument{'s' * (n > 1)}, "
+                                f"got {len(args)}: the arguments after them (reads, writes, updates, "
+                                f"every option) are keywords, e.g. {example}")
+            return fn(*args, **kwargs)
+        return constructor
+    return wrap

@@ -1,0 +1,65 @@
+"""The array arguments of every node constructor: one parser, one set of checks and messages.
+
+Every array argument (``reads=``, ``writes=``, ``updates=``, a ``while_loop``/``if_else``
+condition, ``compact``'s ``alive``, ``reorder``'s sort key, ``send``/``recv`` of the
+collectives, the operands of ``ufunc`` and the random nodes) is either an array, named by
+the argument's default name, or a one-entry dict ``{name: array}`` naming it for the
+picture, the profile and the messages. ``reads``, ``writes`` and ``updates`` also take a
+dict of several entries. An array is a NumPy array, a ``__cuda_array_interface__`` array
+(CuPy), or an object exporting DLPack or the array interface (PyTorch, JAX...), which
+becomes the NumPy or CuPy view eagle schedules (``eagle.record.foreign``).
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from eagle.record.foreign import adopt
+from eagle.record.memory import array_kind
+
+__all__ = ["named_array", "named_arrays"]
+
+_AN_ARRAY = ("a NumPy array, a CUDA array (__cuda_array_interface__), or an object exporting "
+             "DLPack or the array interface")
+
+
+def _check_name(name, what):
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"{what}: array names must be non-empty strings, got {name!r}")
+
+
+def _array(a, what, write, expected=None):
+    """``a`` as the NumPy or CUDA view eagle schedules, or TypeError naming ``what``."""
+    view = adopt(a, what, write=write)
+    if view is None or array_kind(view) is None:
+        raise TypeError(f"{what} must be {expected or _AN_ARRAY}, got {type(a).__name__}")
+    return view
+
+
+def named_array(arg: Any, what: str, default: str, *, write: bool = False,
+                expected: str | None = None) -> tuple[str, Any]:
+    """``(name, array)`` of one array argument: an array (named ``default``) or a one-entry
+    dict ``{name: array}``. ``what`` names the argument in messages (``"compact(): alive"``);
+    ``write``: the node writes it (read-only exported memory is refused); ``expected``:
+    what the argument may be, for the message when it is neither (default: an array)."""
+    if isinstance(arg, Mapping):
+        if len(arg) != 1:
+            raise TypeError(f"{what} is an array or a one-entry dict {{name: array}}, got a dict of "
+                            f"{len(arg)} entries")
+        (name, a), = arg.items()
+        _check_name(name, what)
+        return name, _array(a, f"{what} {name!r}", write)
+    return default, _array(arg, what, write, expected)
+
+
+def named_arrays(arg: Any, what: str, default: str, *, write: bool = False) -> dict:
+    """``reads=``/``writes=``/``updates=``: None (nothing), an array (named ``default``), or a
+    dict of name -> array, as a plain ordered dict of the views eagle schedules."""
+    if arg is None:
+        return {}
+    if not isinstance(arg, Mapping):
+        return {default: _array(arg, what, write, "an array or a dict {name: array} (" + _AN_ARRAY + ")")}
+    out = {}
+    for name, a in arg.items():
+        _check_name(name, what)
+        out[name] = _array(a, f"{what}[{name!r}]", write)
+    return out
