@@ -130,17 +130,17 @@ class CpuBackend(Backend):
         add_note(exc, text)
         hooks.failed(self.recording, exc)
 
-    def launch(self, n: int, until_empty: bool = False) -> int:
+    def launch(self, n: int, until_done: bool = False) -> int:
         try:
-            done = self._plan.launch(n, until_empty)
+            done = self._plan.launch(n, until_done)
         except BaseException:
             self.after_failed_launch(n)
             raise
         self.after_launch(n)
         return done
 
-    def launch_observed(self, n, until_empty, progress, record):
-        return self._plan.run_observed(n, until_empty, progress, record)
+    def launch_observed(self, n, until_done, progress, record):
+        return self._plan.run_observed(n, until_done, progress, record)
 
     def after_launch(self, n):
         """Raise a ufunc loop's error, then a reorder's invalid keys, met in the launch."""
