@@ -1,4 +1,5 @@
-"""The Cython face of the C executor (csrc/cpu/executor.c): the threads a team uses, and
+"""The Cython face of the C executor (csrc/cpu/, declared in _executor_c.pxd): the threads a team
+uses (_threads.pxi), and
 ``CpuPlan``, the cpu backend's compiled launch path (an ``eagle._core.CompiledLaunch``:
 ``eagle.Graph``'s compiled core runs it without a Python call)."""
 import operator
@@ -12,6 +13,7 @@ from libc.string cimport memset
 from eagle._core cimport CompiledLaunch
 from eagle.native cimport Kernel, kernel_t, team_kernel_t
 from eagle.record.memory import data_pointer
+from eagle.cpu.spec import ControlSpec, NativeSpec, OpaqueSpec
 
 from eagle.cpu._executor_c cimport *
 
@@ -83,27 +85,23 @@ _POLICY_NAMES = {v: k for k, v in _POLICIES.items()}
 cdef class CpuPlan(CompiledLaunch):
     """Nodes in stage order, ready for eagle_execute.
 
-    Built from ``stages`` (lists of node specs) and one team policy per stage
-    ("auto", "serial", "parallel"). Each spec is a tuple ``(graph index, kind,
-    work, arrays, split)``: kind "opaque" (work: a callable) or "native"
-    (work: an eagle.native.Kernel; arrays: the declared arrays in kernel
-    order). The plan keeps every object it points into alive.
+    Built from ``stages`` (lists of node specs, ``eagle.cpu.spec``: what each node's cpu
+    lowering returned) and one team policy per stage ("auto", "serial", "parallel"). An
+    ``OpaqueSpec`` runs its callable; a ``NativeSpec`` its kernel over the declared arrays
+    (a kernel with phases: a team node). The plan keeps every object it points into alive.
 
     ``groups``: the processes that replay this graph together (``Node.group`` of the
     graph's collectives, one per communicator, in recording order): each has
     ``all_max_address`` and ``context_address`` (an ``eagle_group``) and
     ``launch_mismatch(n, until_done, counts, modes)``, which raises.
 
-    A spec of kind "control" (a control-flow node, ``eagle.record.control``) has for work
-    a tuple ``(control, cond, bodies, max_iterations, name, span_bases)``: control
-    "while", "if_else" or "subgraph"; cond the one-element condition array (or None);
-    bodies the CpuPlan of each body (run in place: on the thread that runs the node, or on
-    the team when the node's stage is on it, csrc/cpu/executor.h); max_iterations an int or None;
-    span_bases the profile's node index of each body's first node.
+    A ``ControlSpec`` (a control-flow node, ``eagle.record.control``): its bodies are the
+    CpuPlan of each body (run in place: on the thread that runs the node, or on the team
+    when the node's stage is on it, csrc/cpu/plan.h).
 
     ``tiles``: per stage, 0, or the tile (in samples) of a fused run: a stage whose
     specs are all split native nodes that touch per-sample arrays only at their own
-    samples, run tile by tile (``eagle.cpu.fusion`` decides which; csrc/cpu/executor.h).
+    samples, run tile by tile (``eagle.cpu.fusion`` decides which; csrc/cpu/tiles.h).
     """
     cdef eagle_plan plan
     cdef fake_env *fake           # a test's env (_simulate_launch), or NULL
@@ -161,25 +159,28 @@ cdef class CpuPlan(CompiledLaunch):
             self.plan.stages[s].n_phases = 1
             if tiles is not None and tiles[s] > 0:
                 if len(specs) > EAGLE_FUSED_MAX_NODES or any(
-                        kind != "native" or not split or (<Kernel>work).phases for _, kind, work, _, split in specs):
+                        type(spec) is not NativeSpec or not spec.split or (<Kernel>spec.kernel).phases
+                        for spec in specs):
                     raise ValueError(f"stage {s}: a fused run holds at most {EAGLE_FUSED_MAX_NODES} "
                                      "split native nodes")
                 self.plan.stages[s].tile = tiles[s]
                 self.plan.has_fused = 1
-            for index, kind, work, arrays, split in specs:
+            for spec in specs:
                 node = &self.plan.nodes[i]
                 node.n_phases = 1
                 cnodes[i].cost_ns = -1
-                self.order.append(index)
-                if kind == "control":
-                    self._control_node(node, work)
-                elif kind == "opaque":
+                self.order.append(spec.index)
+                spec_type = type(spec)
+                if spec_type is ControlSpec:
+                    self._control_node(node, spec)
+                elif spec_type is OpaqueSpec:
                     node.kind = EAGLE_NODE_OPAQUE
-                    node.callable = <PyObject *>work
-                    node.vectorcall = PyVectorcall_Function(work)
+                    node.callable = <PyObject *>spec.call
+                    node.vectorcall = PyVectorcall_Function(spec.call)
                     self.plan.has_opaque = 1
-                else:
-                    kern = <Kernel>work
+                elif spec_type is NativeSpec:
+                    kern = <Kernel?>spec.kernel
+                    arrays = spec.arrays
                     if kern.phases:
                         node.kind = EAGLE_NODE_TEAM
                         node.team_kernel = kern.team_fn
@@ -188,7 +189,7 @@ cdef class CpuPlan(CompiledLaunch):
                             self.plan.stages[s].n_phases = kern.phases
                     else:
                         node.kind = EAGLE_NODE_NATIVE
-                        node.split = 1 if split else 0
+                        node.split = 1 if spec.split else 0
                         node.kernel = kern.fn
                     # the team choice's view: a split native or team node costs per sample
                     cnodes[i].sized = cnodes[i].splits = kern.phases > 0 or node.split
@@ -200,15 +201,18 @@ cdef class CpuPlan(CompiledLaunch):
                     for k, a in enumerate(arrays):
                         node.data[k] = <char *><uintptr_t>data_pointer(a)   # the array's own, not what a subclass says
                         (<int64_t *>node.strides)[k] = a.strides[0] if a.ndim else 0
-                self.keepalive.append((work, arrays))
+                else:
+                    raise TypeError(f"a CpuPlan takes OpaqueSpec, NativeSpec and ControlSpec, got {spec!r}")
+                self.keepalive.append(spec)
                 i += 1
         # the team choice's state: nothing measured, no verdict; the process's clock and barrier
         eagle_choice_init(&self.plan.choice, cnodes, n_nodes, cstages, len(stages), eagle_choice_process_env())
         self.set_threads(get_num_threads())
 
-    cdef int _control_node(self, eagle_node *node, work) except -1:
-        """Fill plan node `node` from a control spec's work (see the class docstring)."""
-        control, cond, bodies, max_iterations, name, span_bases = work
+    cdef int _control_node(self, eagle_node *node, spec) except -1:
+        """Fill plan node `node` from a ControlSpec (see the class docstring)."""
+        control, cond, bodies, max_iterations, name, span_bases = (
+            spec.control, spec.cond, spec.bodies, spec.max_iterations, spec.name, spec.span_bases)
         cdef eagle_control *c = <eagle_control *>calloc(1, sizeof(eagle_control))
         cdef CpuPlan body
         cdef int32_t j

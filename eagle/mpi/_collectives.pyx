@@ -14,7 +14,7 @@ which; each call goes through a function-pointer type of the right kind.
 never assumed.
 
 A collective over several ranks is also the executor's ``eagle_group`` of its
-communicator (csrc/cpu/executor.h): ``all_max`` takes the maximum of a few
+communicator (csrc/cpu/plan.h): ``all_max`` takes the maximum of a few
 numbers over the ranks, which the executor uses to compare the launch counts
 at every launch and to stop ``launch_until_done`` on every rank at one replay.
 The launch's comparison waits at most ``EAGLE_MPI_LAUNCH_TIMEOUT`` seconds

@@ -15,6 +15,8 @@ import os
 
 import numpy as np
 
+from eagle.cpu.lowering import cpu_lowering
+from eagle.cpu.spec import NativeSpec
 from eagle.record.memory import data_pointer
 from eagle.record.node import Node, RunsAs
 from eagle.mpi import _runtime
@@ -80,7 +82,7 @@ class CollectiveNode(Node):
         #: check pairs every rank's dest with that rank's source; None for the others
         self.peers = (dest, source, count, recv_count) if what == "sendrecv" else None
         # over several ranks, the ranks replay this graph together: launches are compared
-        # and launch_until_done stops on all at once (csrc/cpu/executor.h, eagle_group)
+        # and launch_until_done stops on all at once (csrc/cpu/plan.h, eagle_group)
         self.group = self.call if self.comm_size > 1 else None
         self.arrays_in_order = arrays_in_order
 
@@ -111,6 +113,12 @@ class CollectiveNode(Node):
     def __repr__(self):
         return (f"{self.collective}(reads={list(self.reads)}, writes={[k for k in self.writes if k != ORDER_NAME]}, "
                 f"{self.signature()})")
+
+
+@cpu_lowering(CollectiveNode)
+def _lower_collective(node, index, ctx):
+    # over several ranks the group rides on the spec: the ranks replay the graph together
+    return NativeSpec(index, node.kernel, tuple(node.arrays_in_order), False, group=node.group)
 
 
 def allreduce(send, recv, *, op="sum", comm=None) -> CollectiveNode:
