@@ -20,25 +20,27 @@ static int any_team_in(const eagle_plan *plan)
     return 0;
 }
 
-static int replay_serial(eagle_plan *plan, int64_t r0, int64_t r1, int measure, eagle_failure *failure)
+static int replay_serial(eagle_plan *plan, eagle_thread_state *me, int64_t r0, int64_t r1, int measure,
+                         eagle_failure *failure)
 {
-    return plan->has_opaque ? eagle_replay_serial_gil(plan, r0, r1, measure, failure)
-                            : eagle_replay_serial_nogil(plan, r0, r1, measure, failure);
+    return plan->has_opaque ? eagle_replay_serial_gil(plan, me, r0, r1, measure, failure)
+                            : eagle_replay_serial_nogil(plan, me, r0, r1, measure, failure);
 }
 
-static int run_segment(eagle_plan *plan, int64_t r0, int64_t r1, int kind,
-                       const eagle_launch_ctx *lctx, eagle_failure *failure)
+static int run_segment(eagle_plan *plan, eagle_thread_state *me, int64_t r0, int64_t r1, int kind,
+                       eagle_failure *failure)
 {
     plan->paused = 0;
     if (kind == EAGLE_SEGMENT_MEASURE || kind == EAGLE_SEGMENT_PAIRED)
-        return replay_serial(plan, r0, r1, 1, failure);
+        return replay_serial(plan, me, r0, r1, 1, failure);
     /* without OpenMP every stage has team 1 */
     if (EAGLE_HAVE_OPENMP && any_team_in(plan))
-        return eagle_replay_team(plan, r0, r1, kind == EAGLE_SEGMENT_VERIFY, lctx, failure);
-    return replay_serial(plan, r0, r1, 0, failure);
+        return eagle_replay_team(plan, r0, r1, kind == EAGLE_SEGMENT_VERIFY, me->launch, failure);
+    return replay_serial(plan, me, r0, r1, 0, failure);
 }
 
-static int execute_replays(eagle_plan *plan, int64_t n_replays, const eagle_launch_ctx *lctx,
+/* me: the launching thread's state (its launch context is the team's) */
+static int execute_replays(eagle_plan *plan, int64_t n_replays, eagle_thread_state *me,
                            eagle_failure *failure)
 {
     plan->paused = 0;
@@ -69,9 +71,9 @@ static int execute_replays(eagle_plan *plan, int64_t n_replays, const eagle_laun
             && replay_ns < SHORT_LAUNCH_NS && !any_team_in(plan)) {
             /* one tiny replay: releasing and retaking the GIL would cost more than it */
             plan->paused = 0;
-            rc = eagle_replay_serial_gil(plan, r, stop, 0, failure);
+            rc = eagle_replay_serial_gil(plan, me, r, stop, 0, failure);
         } else {
-            rc = run_segment(plan, r, stop, kind, lctx, failure);
+            rc = run_segment(plan, me, r, stop, kind, failure);
         }
         int64_t done = plan->replays_done;
         eagle_choice_segment_done(ch, plan->num_threads, plan->logical_size, kind, r, stop, done, rc);
@@ -96,7 +98,7 @@ static inline int execute_on(eagle_thread_state *me, eagle_plan *plan, int64_t n
     failure->replay = -1;
     plan->replays_done = 0;
     const uint64_t outer_replay = me->replay;   /* a launch from inside a node of another */
-    int rc = execute_replays(plan, n_replays, me->launch, failure);
+    int rc = execute_replays(plan, n_replays, me, failure);
     plan->replay_base += (uint64_t)plan->replays_done;   /* replays completed, also on failure */
     me->replay = outer_replay;
     return rc;

@@ -51,14 +51,13 @@ static EAGLE_ALWAYS_INLINE int run_replay_staged(eagle_plan *plan, int measure, 
  * program; this is the hot loop of a graph of small Python nodes. It is
  * inlined twice, with and without a profile lane, so a launch with no profile
  * pays one test per launch for it. */
-static EAGLE_ALWAYS_INLINE int serial_gil_loop(eagle_plan *plan, int64_t r0, int64_t r1,
-                                               eagle_failure *failure, eagle_profile_lane *lane)
+static EAGLE_ALWAYS_INLINE int serial_gil_loop(eagle_plan *plan, eagle_thread_state *me, int64_t r0,
+                                               int64_t r1, eagle_failure *failure, eagle_profile_lane *lane)
 {
     const eagle_site site = {.plan = plan, .lane = lane, .where = EAGLE_SITE_SERIAL, .tid = 0, .nt = 1,
                              .gil_held = 1};
     /* a plan with a fused run walks its stages (run_replay_staged) instead */
     const int32_t n_walk = plan->has_fused ? 0 : plan->n_nodes;
-    eagle_thread_state *me = eagle_this_thread();
     /* the clock times the hand-offs between replays: a launch(1) has none (and no clock read) */
     eagle_signal_clock clock = {0};
     if (r1 - r0 > 1)
@@ -109,12 +108,11 @@ static EAGLE_ALWAYS_INLINE int serial_gil_loop(eagle_plan *plan, int64_t r0, int
     return 0;
 }
 
-int eagle_replay_serial_gil(eagle_plan *plan, int64_t r0, int64_t r1, int measure,
-                            eagle_failure *failure)
+int eagle_replay_serial_gil(eagle_plan *plan, eagle_thread_state *me, int64_t r0, int64_t r1,
+                            int measure, eagle_failure *failure)
 {
     eagle_profile_lane *lane = eagle_profile_lane_of(plan, 0);
     if (measure) {
-        eagle_thread_state *me = eagle_this_thread();
         for (int64_t r = r0; r < r1; ++r) {
             eagle_set_thread_replay(me, plan, r);
             if (lane != NULL)
@@ -133,14 +131,14 @@ int eagle_replay_serial_gil(eagle_plan *plan, int64_t r0, int64_t r1, int measur
         }
         return 0;
     }
-    return lane == NULL ? serial_gil_loop(plan, r0, r1, failure, NULL)
-                        : serial_gil_loop(plan, r0, r1, failure, lane);
+    return lane == NULL ? serial_gil_loop(plan, me, r0, r1, failure, NULL)
+                        : serial_gil_loop(plan, me, r0, r1, failure, lane);
 }
 
 /* Serial replays without the GIL (every node is native); inlined with and
  * without a profile lane, as serial_gil_loop. */
-static EAGLE_ALWAYS_INLINE int serial_nogil_loop(eagle_plan *plan, int64_t r0, int64_t r1,
-                                                 int measure, eagle_failure *failure,
+static EAGLE_ALWAYS_INLINE int serial_nogil_loop(eagle_plan *plan, eagle_thread_state *me, int64_t r0,
+                                                 int64_t r1, int measure, eagle_failure *failure,
                                                  eagle_profile_lane *lane)
 {
     eagle_signal_clock clock;
@@ -148,7 +146,6 @@ static EAGLE_ALWAYS_INLINE int serial_nogil_loop(eagle_plan *plan, int64_t r0, i
     int32_t failed;
     int rc = 0;
     PyThreadState *save = PyEval_SaveThread();
-    eagle_thread_state *me = eagle_this_thread();
     for (int64_t r = r0; r < r1; ++r) {
         eagle_set_thread_replay(me, plan, r);
         if (lane != NULL)
@@ -183,10 +180,10 @@ static EAGLE_ALWAYS_INLINE int serial_nogil_loop(eagle_plan *plan, int64_t r0, i
     return rc;
 }
 
-int eagle_replay_serial_nogil(eagle_plan *plan, int64_t r0, int64_t r1, int measure,
-                              eagle_failure *failure)
+int eagle_replay_serial_nogil(eagle_plan *plan, eagle_thread_state *me, int64_t r0, int64_t r1,
+                              int measure, eagle_failure *failure)
 {
     eagle_profile_lane *lane = eagle_profile_lane_of(plan, 0);
-    return lane == NULL ? serial_nogil_loop(plan, r0, r1, measure, failure, NULL)
-                        : serial_nogil_loop(plan, r0, r1, measure, failure, lane);
+    return lane == NULL ? serial_nogil_loop(plan, me, r0, r1, measure, failure, NULL)
+                        : serial_nogil_loop(plan, me, r0, r1, measure, failure, lane);
 }
