@@ -5,16 +5,6 @@
 
 EAGLE_THREAD_LOCAL eagle_thread_state eagle_thread = {NULL, 0};
 
-void eagle_launch_push(eagle_launch_ctx *ctx, const void *owner)
-{
-    eagle_thread_state *me = &eagle_thread;
-    ctx->owner = owner;
-    ctx->parent = me->launch;
-    me->launch = ctx;
-}
-
-void eagle_launch_pop(eagle_launch_ctx *ctx) { eagle_thread.launch = ctx->parent; }
-
 int eagle_launch_encloses(const void *owner)
 {
     for (const eagle_launch_ctx *c = eagle_thread.launch; c != NULL; c = c->parent)

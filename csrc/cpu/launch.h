@@ -25,9 +25,8 @@ typedef struct eagle_launch_ctx {
     const struct eagle_launch_ctx *parent;  /* the launch this one runs inside, or NULL */
 } eagle_launch_ctx;
 
-void eagle_launch_push(eagle_launch_ctx *ctx, const void *owner);
-void eagle_launch_pop(eagle_launch_ctx *ctx);
-/* Whether owner's launch encloses the current thread's work. */
+/* Whether owner's launch encloses the current thread's work (eagle_launch,
+ * executor.h, pushes each launch's context on its thread). */
 int eagle_launch_encloses(const void *owner);
 
 /* The replay (counted over the graph's launches) the calling thread is running,
