@@ -78,7 +78,7 @@ def ext(name, sources, openmp=False, libraries=(), extra_compile_args=()):
     # a header change must rebuild the module (setuptools only tracks sources)
     kw["depends"] = sorted(glob.glob("csrc/cpu/*.h") + glob.glob("csrc/include/eagle/*.h*")
                            + glob.glob("csrc/include/eagle/detail/*.h") + glob.glob("eagle/*.pxd")
-                           + glob.glob("eagle/*/*.pxd"))
+                           + glob.glob("eagle/*/*.pxd") + glob.glob("eagle/*/*.pxi"))
     kw["extra_compile_args"] = (list(common["extra_compile_args"]) + (omp_compile if openmp else [])
                                 + list(extra_compile_args) + san_compile)
     kw["extra_link_args"] = (omp_link if openmp else []) + san_link
@@ -86,12 +86,17 @@ def ext(name, sources, openmp=False, libraries=(), extra_compile_args=()):
     return Extension(name, sources, **kw)
 
 
+# the C executor, one unit per concern (csrc/cpu/executor.h lists them in dependency order)
+CPU_EXECUTOR_SOURCES = [os.path.join(CPU_SRC, f + ".c") for f in (
+    "runtime", "ticker", "team_choice", "launch", "observe", "replay", "tiles", "control", "serial",
+    "team", "executor")]
+
 EXTENSIONS = [
     # the graph's lock and launch path (the backend contract's compiled half)
     ext("eagle._core", ["eagle/_core.pyx"]),
     # hidden: the executor's C functions are called only from inside the module, so the
     # calls between its files (on every launch) bind directly, not through the PLT
-    ext("eagle.cpu._executor", ["eagle/cpu/_executor.pyx", "csrc/cpu/executor.c", "csrc/cpu/team_choice.c"],
+    ext("eagle.cpu._executor", ["eagle/cpu/_executor.pyx"] + CPU_EXECUTOR_SOURCES,
         openmp=True, extra_compile_args=["-fvisibility=hidden"] if sys.platform != "win32" else []),
     ext("eagle.native", ["eagle/native.pyx"]),
     # the built-in kernels' contiguous paths (csrc/cpu/builtin_kernels.h) are written for the

@@ -35,7 +35,7 @@ cdef extern from "pythread.h":
 cdef class CompiledLaunch:
     """Base of a backend's compiled launch path (see eagle/_core.pxd)."""
 
-    cdef int64_t run(self, int64_t n, bint until_empty) except -1:
+    cdef int64_t run(self, int64_t n, bint until_done) except -1:
         raise NotImplementedError("a CompiledLaunch subclass runs the replays")
 
     cdef bint encloses_current_thread(self) noexcept:

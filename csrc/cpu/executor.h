@@ -18,7 +18,7 @@
  * Team nodes (eagle_team_kernel) run in phases, with a barrier between
  * phases when the stage uses the team. A plan with a size source (a
  * compaction node) takes its logical size from it after every replay, and
- * with until_empty stops once that size is 0.
+ * with until_done stops once that size is 0.
  *
  * GIL: eagle_execute is called with the GIL held and returns with it held.
  * A plan with no opaque node runs without the GIL; opaque nodes take it
@@ -26,274 +26,46 @@
  * every few milliseconds to run signal handlers, so Ctrl-C stops a launch.
  *
  * Which stages use the team (policy EAGLE_TEAM_AUTO) is decided by the team
- * choice (team_choice.h), whose state the plan and its stages embed
- * (eagle_plan.choice, eagle_stage.choice); this file is the run loop.
+ * choice (team_choice.h), whose state the plan holds (eagle_plan.choice).
+ *
+ * The executor's units, each depending only on those before it:
+ *   runtime    OpenMP, thread limits, fork flags, the barrier's cost (no Python)
+ *   ticker     the signal ticker: "every few ms" for Ctrl-C checks
+ *   team_choice  which stages run on the team (runtime only; no Python)
+ *   plan.h     the types a launch runs (nodes, stages, control, observers, groups)
+ *   launch     the re-entry guard and the replay each thread runs
+ *   observe    profile spans and progress calls
+ *   replay     a replay's end: size source, until_done, process groups
+ *   node_run.h run_node: the one dispatch on a node's kind, timed by the observer
+ *   tiles      fused runs, tile by tile
+ *   control    control-flow nodes, serially and on the team
+ *   serial     replays on the calling thread, with the GIL or without
+ *   team       replays in one parallel region
+ *   executor   this entry: segments of a launch (the team choice's), the ticker
+ * (control and run_node call each other: a control node's bodies are nodes.)
  *
  * Ownership: the plan's arrays (nodes, stages, data pointers, callables) are
- * owned by the caller (eagle/_executor.pyx) and must outlive the call.
+ * owned by the caller (eagle/cpu/_executor.pyx) and must outlive the call.
  * Thread-safety: one plan must not be executed by two threads at once; the
  * Python layer serializes launches of one graph.
  */
 #ifndef EAGLE_EXECUTOR_H
 #define EAGLE_EXECUTOR_H
 
-#include <Python.h>
-#include <stdint.h>
-
-#include "eagle/kernel.h"
-#include "team_choice.h"
+#include "plan.h"   /* Python.h first */
+#include "launch.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-enum { EAGLE_NODE_OPAQUE = 0, EAGLE_NODE_NATIVE = 1, EAGLE_NODE_TEAM = 2, EAGLE_NODE_CONTROL = 3 };
-
-typedef struct eagle_node {
-    int kind;
-    int split;              /* native: divide [0, logical_size) among the team */
-    PyObject *callable;     /* opaque: borrowed */
-    vectorcallfunc vectorcall;  /* opaque: the callable's vectorcall slot, or NULL */
-    eagle_kernel kernel;    /* native */
-    eagle_team_kernel team_kernel;  /* team: run in n_phases phases by the whole team */
-    int32_t n_phases;
-    char **data;
-    const int64_t *strides;
-    void *user_data;        /* control: its eagle_control */
-    double cost_ns;         /* measured; per sample for split nodes; < 0: not yet */
-} eagle_node;
-
-/* Whether a node's cost grows with the logical size (measured per sample).
- * Ownership: reads the node only. Thread-safety: any thread. */
-static inline int eagle_node_is_sized(const eagle_node *n)
-{
-    return n->kind == EAGLE_NODE_TEAM || (n->kind == EAGLE_NODE_NATIVE && n->split);
-}
-
-typedef struct eagle_stage {
-    int32_t first, count;   /* nodes[first .. first + count) */
-    int32_t policy;         /* EAGLE_TEAM_* (team_choice.h): how the team is chosen */
-    int32_t team;           /* chosen for the current launch: 1 or the team size */
-    int32_t n_phases;       /* most phases of a team node in the stage (1 if none) */
-    double cost_ns;         /* estimate for the current logical size; < 0: unknown */
-    /* An auto stage the cost rule puts on the team is timed there on its first
-     * replays (the team verifies itself) and stays on the team only if that
-     * was faster than the stage on one thread; re-checked from time to time. */
-    eagle_stage_choice choice;  /* the team choice's verdict state (eagle_choice_init) */
-    /* > 0: a fused run: the stage's nodes (all split native, sample-local, at most
-     * EAGLE_FUSED_MAX_NODES) run over tiles of this many samples, each tile through
-     * every node before the next; the team choice sees it as the one stage it is.
-     * 0: node after node over the thread's whole share. */
-    int64_t tile;
-} eagle_stage;
-
-#define EAGLE_FUSED_MAX_NODES 64
-
-/* ---- observing a launch (eagle.profile, progress=) -------------------------
- * Both are off (NULL) unless the Python layer asks for them for one launch.
- * Profile: one lane per thread of the launch (lane 0 the calling thread, lane t
- * OpenMP thread t); every node call is timed into its thread's lane, in C, with
- * no Python call. A full lane counts what it could not keep in `dropped`.
- * In a fused run a node is called once per tile: its span is the sum of its
- * calls' times, the run's nodes' spans laid end to end from the run's start. */
-typedef struct eagle_span {
-    int32_t node;           /* plan node index */
-    int32_t phase;          /* team nodes: the phase; 0 otherwise */
-    int64_t replay;
-    int64_t t0_ns, t1_ns;   /* CLOCK_MONOTONIC */
-} eagle_span;
-
-typedef struct eagle_profile_lane {
-    eagle_span *spans;      /* capacity spans, owned by the caller */
-    int64_t capacity;
-    int64_t count;          /* out: spans kept */
-    int64_t dropped;        /* out: spans not kept (lane full) */
-    int64_t replay;         /* the replay under way on this thread */
-    int64_t os_thread;      /* out: the thread's id (gettid), 0 if it ran no node */
-    char pad[16];           /* one cache line per lane: the threads write their own */
-} eagle_profile_lane;
-
-typedef struct eagle_profile {
-    eagle_profile_lane *lanes;
-    int32_t n_lanes;        /* at least the launch's num_threads */
-} eagle_profile;
-
-/* Processes that replay one graph together: the ranks of an MPI communicator a
- * collective node of the graph uses (eagle/mpi/_collectives.pyx provides it). They
- * must launch the graph with the same count, and launch_until_done must stop on
- * all of them at one replay. */
-typedef struct eagle_group {
-    /* vals[0..count) := their maximum over the group's processes. at_launch: the
-     * call at a launch's start, which waits a bounded time (then it ends the job
-     * itself, saying which rank and node waited: it does not return). */
-    void (*all_max)(void *ctx, int64_t *vals, int32_t count, int32_t at_launch);
-    /* At every launch's start: the launch's count and mode, for the group's own check
-     * (compare = 1: its first collective compares them over the ranks on replay 0;
-     * 0: they were compared already, with all_max) */
-    void (*arm)(void *ctx, int64_t n, int32_t until_empty, int32_t compare);
-    void *ctx;
-} eagle_group;
-
-typedef struct eagle_plan {
-    eagle_node *nodes;
-    int32_t n_nodes;
-    eagle_stage *stages;
-    int32_t n_stages;
-    int64_t logical_size;
-    int32_t num_threads;            /* team size for parallel stages */
-    int32_t has_opaque;
-    /* Where a node (compaction) writes the next replay's logical size, or NULL.
-     * Read at the end of every replay, clamped to [0, capacity]; the executor seeds it
-     * with the logical size before every replay, so that a replay that does not run the
-     * node (it sits in a branch not taken, a loop run zero times) keeps the size. */
-    int64_t *size_source;
-    int64_t capacity;
-    int32_t until_empty;            /* stop the launch once the logical size is 0 */
-    int64_t replays_done;           /* out: replays completed by the last launch */
-    /* the team choice's state: measuring, verifying, re-checks (eagle_choice_init) */
-    eagle_plan_choice choice;
-    int32_t paused;                 /* out: a segment stopped early for a re-check */
-    /* observing (NULL: off, the default; set by the caller for one launch) */
-    eagle_profile *profile;         /* time every node call into per-thread lanes */
-    PyObject *progress;             /* called as progress(replays_done) by the calling thread,
-                                     * holding the GIL, at signal checks, at most every
-                                     * EAGLE_PROGRESS_EVERY_NS; borrowed. If it raises, the
-                                     * launch stops as on Ctrl-C. */
-    double progress_next_ns;        /* CLOCK_MONOTONIC time of the next call (0: at the first check) */
-    /* the groups of processes that replay this graph together (NULL, 0: this process alone) */
-    eagle_group *groups;
-    int32_t n_groups;
-    /* with groups and until_empty: whether a process of them had samples left when the
-     * launch began (set by the caller from eagle_groups_max, which also compared the counts) */
-    int32_t live_anywhere;
-    int32_t emptied;                /* out: the launch stopped because no sample was left */
-    int32_t has_fused;              /* a stage has tile > 0 (the serial loop then walks stages) */
-    /* the graph's replays before this launch (g.replays); eagle_execute adds the
-     * replays it completed. Random nodes draw replay replay_base + r at replay r. */
-    uint64_t replay_base;
-    /* a node is a control node: a launch of one replay starts the signal ticker too (a
-     * loop inside it checks signals at its ticks) */
-    int32_t has_control;
-} eagle_plan;
-
-/* The replay (counted as replay_base) the calling thread is running in eagle_execute,
- * or the last one it ran; what a random node's kernel draws for. Thread-safety: each
- * thread reads its own. */
-uint64_t eagle_thread_replay(void);
-
-/* vals[0..count) := their maximum over every process the plan's groups join: over each
- * group in turn, n_groups rounds (one round for one group: the common case), so that a
- * maximum crosses chains of up to n_groups communicators. Every process calls its groups
- * in recording order, as the graph's collectives. */
-void eagle_groups_max(eagle_plan *plan, int64_t *vals, int32_t count, int32_t at_launch);
-
-#define EAGLE_PROGRESS_EVERY_NS 100e6
-
-/* ---- control-flow nodes (eagle/record/control.py) ------------------------
- * A control node (EAGLE_NODE_CONTROL, node->user_data an eagle_control) runs its
- * bodies' plans in place, at the outer plan's logical size and replay. while: while
- * cond is nonzero, body 0; if_else: body 0 if cond is nonzero, else body 1 (if any);
- * subgraph: body 0 once.
- *
- * Where the bodies run follows the control node's stage (the bodies' stages have no
- * team choice of their own: they take the control stage's):
- * - stage on one thread: the bodies run on that thread, node after node (no team;
- *   a fused run node after node too), holding the GIL for the whole node when a body
- *   holds an opaque node;
- * - stage on the team: every thread of the team enters the node together (as a team
- *   kernel's phase); thread 0 evaluates cond[0] (and the iteration limit, signals,
- *   progress) into `team_decision`, a barrier, then every thread runs the body's
- *   stages as the outer stages run on the team (split native nodes divided, fused
- *   runs tile by tile, other nodes dealt out, opaque nodes taking the GIL per call,
- *   nested control nodes entered by all), with a barrier between two body stages
- *   unless both are one unsplit node (thread 0 runs those), and one after the last
- *   unless it is such a node; then the next decision. A failure is kept in the node
- *   (`team_exc`, the earliest body node between two barriers) and every thread leaves
- *   at the next barrier; thread 0 then returns it.
- * A control node is `split` when a body (or a nested one) holds a split native or a
- * team node: the team choice treats it as splittable (its cost is measured whole).
- *
- * Signals are checked inside a while loop as between replays (Ctrl-C stops it
- * promptly, with or without the GIL), and the launch's progress callback is called
- * there too (as progress(replays completed), at most every EAGLE_PROGRESS_EVERY_NS
- * per plan level); max_iterations reached with cond still true raises RuntimeError.
- * On a failure the node's `failed_*` fields say where (a body's failing node may
- * itself be a control node: its own struct says further where). */
-enum { EAGLE_CONTROL_WHILE = 0, EAGLE_CONTROL_IF_ELSE = 1, EAGLE_CONTROL_SUBGRAPH = 2 };
-enum { EAGLE_CONTROL_OK = 0, EAGLE_CONTROL_RAISED = 1, EAGLE_CONTROL_LIMIT = 2,
-       EAGLE_CONTROL_INTERRUPTED = 3 };
-
-typedef struct eagle_control {
-    int32_t control;                /* EAGLE_CONTROL_* */
-    const void *cond;               /* the one-element condition, or NULL (subgraph) */
-    int32_t cond_size;              /* its item size in bytes: 1, 2, 4 or 8 */
-    struct eagle_plan *bodies[2];
-    int32_t n_bodies;
-    int32_t has_opaque;             /* a body (or a nested one) holds an opaque node */
-    int64_t max_iterations;         /* while: < 0 no limit */
-    int32_t span_base[2];           /* profile: the span node index of each body's node 0 */
-    const char *name;               /* the node's name, for the iteration-limit error */
-    /* out, on a failure: why (EAGLE_CONTROL_*), the body and its plan node, the iteration */
-    int32_t failed_why, failed_body, failed_node;
-    int64_t failed_iteration;
-    /* a run on the team (above): thread 0's decision (0 done, -1 failed, 1 + the body
-     * to run; two slots, by iteration parity), the inner barrier count at the first
-     * failure (INT64_MAX: none) and the kept exception (owned while set) */
-    int32_t team_decision[2];
-    int64_t team_failed_at;
-    PyObject *team_exc[3];
-} eagle_control;
-
-typedef struct eagle_failure {
-    int32_t node;           /* index of the node that raised, -1 for an interrupt */
-    int64_t replay;
-} eagle_failure;
-
 /* Replay the plan n_replays times. Returns 0, or -1 with a Python exception
  * set and *failure saying where it happened. */
 int eagle_execute(eagle_plan *plan, int64_t n_replays, eagle_failure *failure);
 
-/* eagle_choose_teams, eagle_report_teams and the parallel threshold: team_choice.h */
-
-/* Re-entry guard: every launch pushes a context on its thread, and the team
- * threads of a parallel region carry the launching thread's context, so a
- * node asking for a graph its own launch (or an enclosing one) holds is seen
- * on whichever thread it runs. */
-typedef struct eagle_launch_ctx {
-    const void *owner;                      /* the graph whose launch this is */
-    const struct eagle_launch_ctx *parent;  /* the launch this one runs inside, or NULL */
-} eagle_launch_ctx;
-void eagle_launch_push(eagle_launch_ctx *ctx, const void *owner);
-void eagle_launch_pop(eagle_launch_ctx *ctx);
-/* eagle_execute inside a launch context of owner (push, execute, pop in one call) */
+/* eagle_execute inside a launch context of owner (push, execute, pop in one call;
+ * launch.h: the re-entry guard) */
 int eagle_launch(eagle_plan *plan, int64_t n_replays, const void *owner, eagle_failure *failure);
-/* Whether owner's launch encloses the current thread's work. */
-int eagle_launch_encloses(const void *owner);
-
-/* Most threads a team may have: max(EAGLE_MIN_MAX_THREADS, 8 x the online
- * CPUs), at most EAGLE_MAX_THREADS, and at most OpenMP's thread limit
- * (OMP_THREAD_LIMIT). */
-#define EAGLE_MAX_THREADS 1024
-#define EAGLE_MIN_MAX_THREADS 64
-int eagle_max_threads(void);
-
-/* Signal-check ticks: a helper thread advances a counter every few ms while
- * launches run, so the executor's check is one load per replay. 1 if running. */
-int eagle_ticker_running(void);
-
-/* Whether the executor was built with OpenMP. */
-int eagle_have_openmp(void);
-
-/* Measured cost in ns of one barrier of a team of n threads, in a parallel
- * region of its own (the team choice's threshold is made of it). Ownership: no
- * state but the fork bookkeeping. Thread-safety: any thread outside one of
- * eagle's parallel regions. */
-double eagle_barrier_cost_ns(int n_threads);
-
-/* Set after fork() in a child whose parent ran a parallel region: libgomp's pool
- * is not fork-safe, so the child runs serially. */
-void eagle_mark_forked_child(void);
-int eagle_is_forked_child(void);
 
 #ifdef __cplusplus
 }

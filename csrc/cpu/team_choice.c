@@ -1,9 +1,11 @@
 /* eagle's team choice; see team_choice.h for the contract. */
-#include "executor.h"
-
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE   /* clock_gettime under -std=c11 (clock.h) */
+#endif
 #include "team_choice.h"
 
 #include "relaxed.h"
+#include "runtime.h"
 
 /* Replays measured serially, on this thread, before an auto stage may use the
  * team: the cheapest of them counts, so one cold first replay (page faults,
@@ -47,49 +49,24 @@
 #define BARRIER_SAMPLES 5
 #define THRESHOLD_REFRESH_NS 1e9
 
-/* ---- the clock and the barrier (tests may replace both) -------------------- */
+/* ---- the env: the clock and the barrier timer ------------------------------ */
 
-double eagle_choice_pinned_now_ns = -1;
-
-static inline double choice_now(void)
+void eagle_choice_env_init(eagle_choice_env *env, double (*now_ns)(void *ctx),
+                           double (*barrier_ns)(void *ctx, int n_threads), void *ctx)
 {
-    return eagle_choice_pinned_now_ns >= 0 ? eagle_choice_pinned_now_ns : eagle_coarse_now_ns();
+    *env = (eagle_choice_env){.now_ns = now_ns, .barrier_ns = barrier_ns, .ctx = ctx};
 }
 
-void eagle_choice_pin_clock_ns(double now_ns) { eagle_choice_pinned_now_ns = now_ns; }
+static double process_now_ns(void *ctx) { (void)ctx; return eagle_coarse_now_ns(); }
+static double process_barrier_ns(void *ctx, int n_threads) { (void)ctx; return eagle_barrier_cost_ns(n_threads); }
 
-#define FED_BARRIERS_MAX 64
-static double fed_barriers[FED_BARRIERS_MAX];
-static int fed_barriers_n = 0, fed_barriers_next = 0;
+static eagle_choice_env process_env = {.now_ns = process_now_ns, .barrier_ns = process_barrier_ns};
 
-void eagle_choice_feed_barrier_costs(const double *ns, int n)
-{
-    if (n < 0)
-        n = 0;
-    if (n > FED_BARRIERS_MAX)
-        n = FED_BARRIERS_MAX;
-    for (int i = 0; i < n; ++i)
-        fed_barriers[i] = ns[i];
-    fed_barriers_n = n;
-    fed_barriers_next = 0;
-}
+eagle_choice_env *eagle_choice_process_env(void) { return &process_env; }
 
-/* One barrier measurement: a fed one while tests supply them, else timed. */
-static double barrier_sample(int n_threads)
-{
-    if (fed_barriers_next < fed_barriers_n)
-        return fed_barriers[fed_barriers_next++];
-    return eagle_barrier_cost_ns(n_threads);
-}
+static inline double choice_now(const eagle_choice_env *env) { return env->now_ns(env->ctx); }
 
-/* ---- the parallel threshold (shared by all plans; callers hold the GIL) --- */
-
-typedef struct {
-    double value_ns;      /* 0: not measured */
-    double at_ns;
-} threshold_entry;
-
-static threshold_entry threshold_cache[256];
+/* ---- the parallel threshold (cached in the env, shared by its plans) ------- */
 
 double eagle_threshold_from_barriers(const double *ns, int n)
 {
@@ -105,43 +82,46 @@ double eagle_threshold_from_barriers(const double *ns, int n)
     return t;
 }
 
-static int threshold_stale(int n_threads)
+static int threshold_stale(const eagle_choice_env *env, int n_threads)
 {
-    if (n_threads < 2 || n_threads >= 256)
+    if (n_threads < 2 || n_threads >= EAGLE_THRESHOLD_TEAMS)
         return 0;
-    const threshold_entry *c = &threshold_cache[n_threads];
+    const eagle_threshold_entry *c = &env->thresholds[n_threads];
     /* at the floor it cannot go lower: nothing to learn */
-    return c->value_ns > PARALLEL_MIN_NS && choice_now() - c->at_ns >= THRESHOLD_REFRESH_NS;
+    return c->value_ns > PARALLEL_MIN_NS && choice_now(env) - c->at_ns >= THRESHOLD_REFRESH_NS;
 }
 
-static double parallel_threshold(int n_threads, int may_refresh)
+static double parallel_threshold(eagle_choice_env *env, int n_threads, int may_refresh)
 {
     if (n_threads < 2)
         return PARALLEL_MIN_NS;
-    threshold_entry *c = n_threads < 256 ? &threshold_cache[n_threads] : NULL;
-    if (c && c->value_ns > 0 && !(may_refresh && threshold_stale(n_threads)))
+    eagle_threshold_entry *c = n_threads < EAGLE_THRESHOLD_TEAMS ? &env->thresholds[n_threads] : NULL;
+    if (c && c->value_ns > 0 && !(may_refresh && threshold_stale(env, n_threads)))
         return c->value_ns;
     double samples[BARRIER_SAMPLES];
     for (int k = 0; k < BARRIER_SAMPLES; ++k)
-        samples[k] = barrier_sample(n_threads);
+        samples[k] = env->barrier_ns(env->ctx, n_threads);
     const double t = eagle_threshold_from_barriers(samples, BARRIER_SAMPLES);
     if (c) {
         if (c->value_ns <= 0 || t < c->value_ns)
             c->value_ns = t;
-        c->at_ns = choice_now();
+        c->at_ns = choice_now(env);
         return c->value_ns;
     }
     return t;
 }
 
-double eagle_parallel_threshold_ns(int n_threads) { return parallel_threshold(n_threads, 0); }
-
-void eagle_pin_parallel_threshold_ns(int n_threads, double ns)
+double eagle_parallel_threshold_ns(eagle_choice_env *env, int n_threads)
 {
-    if (n_threads < 2 || n_threads >= 256)
+    return parallel_threshold(env, n_threads, 0);
+}
+
+void eagle_pin_parallel_threshold_ns(eagle_choice_env *env, int n_threads, double ns)
+{
+    if (n_threads < 2 || n_threads >= EAGLE_THRESHOLD_TEAMS)
         return;
-    threshold_cache[n_threads].value_ns = ns > 0 ? ns : 0;
-    threshold_cache[n_threads].at_ns = ns > 0 ? 1e300 : 0;   /* pinned: never measured again */
+    env->thresholds[n_threads].value_ns = ns > 0 ? ns : 0;
+    env->thresholds[n_threads].at_ns = ns > 0 ? 1e300 : 0;   /* pinned: never measured again */
 }
 
 /* ---- costs and the cost rule ----------------------------------------------- */
@@ -150,49 +130,47 @@ void eagle_pin_parallel_threshold_ns(int n_threads, double ns)
  * written with relaxed atomics (relaxed.h): a node's cost (written by the
  * measuring replays, without the GIL), the counters and verdicts stage_team and
  * the report read. */
-static double node_cost(const eagle_node *n, int64_t logical_size)
+static double node_cost(const eagle_choice_node *n, int64_t logical_size)
 {
     const double cost = eagle_load_f64(&n->cost_ns);
     if (cost < 0)
         return -1;
-    return eagle_node_is_sized(n) ? cost * (double)logical_size : cost;
+    return n->sized ? cost * (double)logical_size : cost;
 }
 
 /* Whether a sized node has no cost yet: it was only ever timed at logical size 0,
  * which says nothing of its cost per sample. */
-static int sized_cost_unknown(const eagle_plan *plan)
+static int sized_cost_unknown(const eagle_choice *ch)
 {
-    for (int32_t i = 0; i < plan->n_nodes; ++i)
-        if (eagle_node_is_sized(&plan->nodes[i]) && eagle_load_f64(&plan->nodes[i].cost_ns) < 0)
+    for (int32_t i = 0; i < ch->n_nodes; ++i)
+        if (ch->nodes[i].sized && eagle_load_f64(&ch->nodes[i].cost_ns) < 0)
             return 1;
     return 0;
 }
 
-static double stage_cost(const eagle_plan *plan, const eagle_stage *st, int64_t logical_size,
+static double stage_cost(const eagle_choice *ch, const eagle_choice_stage *st, int64_t logical_size,
                          int *splittable)
 {
     double cost = 0;
     *splittable = 0;
     for (int32_t i = st->first; i < st->first + st->count; ++i) {
-        const eagle_node *n = &plan->nodes[i];
+        const eagle_choice_node *n = &ch->nodes[i];
         double c = node_cost(n, logical_size);
         cost = (c < 0 || cost < 0) ? -1 : cost + c;
-        /* a control node whose bodies hold split work runs them on the team (its cost is
-         * measured whole: the iterations vary) */
-        *splittable |= (eagle_node_is_sized(n) || (n->kind == EAGLE_NODE_CONTROL && n->split))
-                       && logical_size > 1;
+        *splittable |= n->splits && logical_size > 1;
     }
     return cost;
 }
 
 /* Whether a stage's verdict answers for a launch with nt threads at this size:
  * reached since the last re-check began, with this team, within 2x the size. */
-static inline int verdict_current(const eagle_plan *plan, const eagle_stage *st, int nt, int64_t size)
+static inline int verdict_current(const eagle_choice *ch, const eagle_choice_stage *st, int nt,
+                                  int64_t size)
 {
-    const eagle_stage_choice *v = &st->choice;
+    const eagle_stage_choice *v = &st->state;
     const int64_t vsize = eagle_load_i64(&v->verdict_size);
     return eagle_load_i32(&v->verdict) != EAGLE_VERDICT_NONE
-           && eagle_load_i32(&v->verdict_epoch) == eagle_load_i32(&plan->choice.check_epoch)
+           && eagle_load_i32(&v->verdict_epoch) == eagle_load_i32(&ch->state.check_epoch)
            && eagle_load_i32(&v->verdict_team) == nt && size <= 2 * vsize && 2 * size >= vsize;
 }
 
@@ -200,12 +178,12 @@ static inline int verdict_current(const eagle_plan *plan, const eagle_stage *st,
  * *verify: the team must be timed first (no current verdict); *held: auto, the
  * cost rule keeps it off the team by the barrier threshold alone (it costs
  * more than PARALLEL_MIN_NS), so a lower threshold, measured again, may let it on. */
-static int stage_team(const eagle_plan *plan, const eagle_stage *st, int nt, int64_t size,
+static int stage_team(const eagle_choice *ch, const eagle_choice_stage *st, int nt, int64_t size,
                       int may_refresh, double *cost_out, int *candidate, int *verify, int *held)
 {
-    int parallel_ok = nt > 1 && !eagle_is_forked_child() && EAGLE_HAVE_OPENMP;
+    int parallel_ok = nt > 1 && eagle_teams_possible();
     int splittable;
-    double cost = stage_cost(plan, st, size, &splittable);
+    double cost = stage_cost(ch, st, size, &splittable);
     *cost_out = cost;
     *candidate = *verify = *held = 0;
     if (!parallel_ok || st->policy == EAGLE_TEAM_SERIAL)
@@ -213,38 +191,36 @@ static int stage_team(const eagle_plan *plan, const eagle_stage *st, int nt, int
     if (st->policy == EAGLE_TEAM_ALL)
         return nt;
     /* auto: only a measured stage whose cost pays for a barrier and a hand-off */
-    if (!((eagle_load_i32(&plan->choice.measured_replays) >= MEASURED_REPLAYS
-           || eagle_load_i32(&plan->choice.checks) > 0)
+    if (!((eagle_load_i32(&ch->state.measured_replays) >= MEASURED_REPLAYS
+           || eagle_load_i32(&ch->state.checks) > 0)
           && (st->count > 1 || splittable) && cost >= PARALLEL_MIN_NS))
         return 1;
-    if (cost < parallel_threshold(nt, may_refresh)) {
+    if (cost < parallel_threshold(ch->env, nt, may_refresh)) {
         *held = 1;
         return 1;
     }
     *candidate = 1;
-    if (verdict_current(plan, st, nt, size))
-        return eagle_load_i32(&st->choice.verdict) == EAGLE_VERDICT_TEAM ? nt : 1;
+    if (verdict_current(ch, st, nt, size))
+        return eagle_load_i32(&st->state.verdict) == EAGLE_VERDICT_TEAM ? nt : 1;
     *verify = 1;
     return nt;
 }
 
 /* Returns whether some stage is to be verified on the team. */
-static int choose_teams(eagle_plan *plan, int *any_candidate)
+static int choose_teams(eagle_choice *ch, int nt, int64_t size, int *any_candidate)
 {
-    eagle_plan_choice *c = &plan->choice;
-    if (c->teams_fresh && c->teams_threads == plan->num_threads
-        && c->teams_size == plan->logical_size) {
+    eagle_plan_choice *c = &ch->state;
+    if (c->teams_fresh && c->teams_threads == nt && c->teams_size == size) {
         *any_candidate = c->teams_candidates;
         return c->teams_verifying;
     }
     int verifying = 0, held_any = 0;
     double replay = 0;
     *any_candidate = 0;
-    for (int32_t s = 0; s < plan->n_stages; ++s) {
-        eagle_stage *st = &plan->stages[s];
+    for (int32_t s = 0; s < ch->n_stages; ++s) {
+        eagle_choice_stage *st = &ch->stages[s];
         int candidate, verify, held;
-        st->team = stage_team(plan, st, plan->num_threads, plan->logical_size, 1, &st->cost_ns,
-                              &candidate, &verify, &held);
+        st->team = stage_team(ch, st, nt, size, 1, &st->cost_ns, &candidate, &verify, &held);
         verifying |= verify;
         held_any |= held;
         *any_candidate |= candidate;
@@ -252,67 +228,65 @@ static int choose_teams(eagle_plan *plan, int *any_candidate)
     }
     c->replay_ns = replay;
     c->teams_fresh = 1;
-    c->teams_threads = plan->num_threads;
-    c->teams_size = plan->logical_size;
+    c->teams_threads = nt;
+    c->teams_size = size;
     c->teams_verifying = verifying;
     c->teams_candidates = *any_candidate;
     c->threshold_bound = held_any;
     return verifying;
 }
 
-void eagle_choose_teams(eagle_plan *plan)
-{
-    int any;
-    choose_teams(plan, &any);
-}
-
-void eagle_report_teams(const eagle_plan *plan, int num_threads, int64_t logical_size,
+void eagle_report_teams(const eagle_choice *ch, int num_threads, int64_t logical_size,
                         eagle_stage_report *out)
 {
-    for (int32_t s = 0; s < plan->n_stages; ++s) {
-        const eagle_stage *st = &plan->stages[s];
+    for (int32_t s = 0; s < ch->n_stages; ++s) {
+        const eagle_choice_stage *st = &ch->stages[s];
         eagle_stage_report *o = &out[s];
         int candidate, verify, held;
-        o->team = stage_team(plan, st, num_threads, logical_size, 0, &o->cost_ns, &candidate, &verify,
+        o->team = stage_team(ch, st, num_threads, logical_size, 0, &o->cost_ns, &candidate, &verify,
                              &held);
         o->candidate = candidate;
-        o->verdict = eagle_load_i32(&st->choice.verdict);
-        o->team_ns = eagle_load_f64(&st->choice.team_ns);
-        o->serial_ns = eagle_load_f64(&st->choice.serial_ns);
-        o->verdict_team = eagle_load_i32(&st->choice.verdict_team);
-        o->verdict_size = eagle_load_i64(&st->choice.verdict_size);
-        o->verdict_current = verdict_current(plan, st, num_threads, logical_size);
+        o->verdict = eagle_load_i32(&st->state.verdict);
+        o->team_ns = eagle_load_f64(&st->state.team_ns);
+        o->serial_ns = eagle_load_f64(&st->state.serial_ns);
+        o->verdict_team = eagle_load_i32(&st->state.verdict_team);
+        o->verdict_size = eagle_load_i64(&st->state.verdict_size);
+        o->verdict_current = verdict_current(ch, st, num_threads, logical_size);
     }
 }
 
-int32_t eagle_choice_checks(const eagle_plan *plan) { return eagle_load_i32(&plan->choice.checks); }
+int32_t eagle_choice_checks(const eagle_choice *ch) { return eagle_load_i32(&ch->state.checks); }
 
-void eagle_choice_init(eagle_plan *plan)
+void eagle_choice_init(eagle_choice *ch, eagle_choice_node *nodes, int32_t n_nodes,
+                       eagle_choice_stage *stages, int32_t n_stages, eagle_choice_env *env)
 {
     /* zero is "nothing yet" for every field but the stages' times (-1: none) */
-    plan->choice = (eagle_plan_choice){0};
-    for (int32_t s = 0; s < plan->n_stages; ++s) {
-        eagle_stage_choice *v = &plan->stages[s].choice;
-        *v = (eagle_stage_choice){0};
-        v->team_ns = -1;
-        v->serial_ns = -1;
-        v->window_ns = -1;
+    *ch = (eagle_choice){.nodes = nodes, .n_nodes = n_nodes, .stages = stages, .n_stages = n_stages,
+                         .env = env};
+    for (int32_t s = 0; s < n_stages; ++s) {
+        eagle_choice_stage *st = &stages[s];
+        st->team = 1;
+        st->cost_ns = -1;
+        st->state = (eagle_stage_choice){0};
+        st->state.team_ns = -1;
+        st->state.serial_ns = -1;
+        st->state.window_ns = -1;
     }
 }
 
 /* ---- verification and re-checks ------------------------------------------- */
 
 /* The verification's replays are done: keep the team where it was faster. */
-static void finish_verification(eagle_plan *plan)
+static void finish_verification(eagle_choice *ch, int nt, int64_t size)
 {
-    eagle_plan_choice *c = &plan->choice;
+    eagle_plan_choice *c = &ch->state;
     int agree = 1;
     double serial_replay = 0;
-    for (int32_t s = 0; s < plan->n_stages; ++s) {
-        eagle_stage *st = &plan->stages[s];
-        eagle_stage_choice *v = &st->choice;
+    for (int32_t s = 0; s < ch->n_stages; ++s) {
+        eagle_choice_stage *st = &ch->stages[s];
+        eagle_stage_choice *v = &st->state;
         int splittable;
-        double cost = stage_cost(plan, st, plan->logical_size, &splittable);
+        double cost = stage_cost(ch, st, size, &splittable);
         if (cost > 0)
             serial_replay += cost;
         if (v->window_ns < 0 || st->policy != EAGLE_TEAM_AUTO) {
@@ -320,13 +294,13 @@ static void finish_verification(eagle_plan *plan)
             continue;   /* not on the team in this verification, or its team is the user's */
         }
         int old = v->verdict;
-        const double serial_ns = stage_cost(plan, st, v->window_size, &splittable);
+        const double serial_ns = stage_cost(ch, st, v->window_size, &splittable);
         const int verdict = (serial_ns >= 0 && v->window_ns >= serial_ns) ? EAGLE_VERDICT_SERIAL
                                                                           : EAGLE_VERDICT_TEAM;
         eagle_store_f64(&v->serial_ns, serial_ns);
         eagle_store_f64(&v->team_ns, v->window_ns);
         eagle_store_i64(&v->verdict_size, v->window_size);
-        eagle_store_i32(&v->verdict_team, plan->num_threads);
+        eagle_store_i32(&v->verdict_team, nt);
         eagle_store_i32(&v->verdict_epoch, c->check_epoch);
         eagle_store_i32(&v->verdict, verdict);
         v->window_ns = -1;
@@ -342,12 +316,12 @@ static void finish_verification(eagle_plan *plan)
     double wait = c->check_interval_ns;
     if (wait < CHECK_REPLAYS_APART * serial_replay)
         wait = CHECK_REPLAYS_APART * serial_replay;
-    c->next_check_ns = choice_now() + wait;
+    c->next_check_ns = choice_now(ch->env) + wait;
 }
 
-void eagle_choice_recheck(eagle_plan *plan)
+void eagle_choice_recheck(eagle_choice *ch)
 {
-    eagle_plan_choice *c = &plan->choice;
+    eagle_plan_choice *c = &ch->state;
     c->next_check_ns = 0;
     /* the nodes are measured again by the verification's paired serial replays
      * (the first replaces their costs): no replays of its own for that */
@@ -357,43 +331,44 @@ void eagle_choice_recheck(eagle_plan *plan)
     eagle_store_i32(&c->check_epoch, c->check_epoch + 1);
     eagle_store_i32(&c->checks, c->checks + 1);
     c->teams_fresh = 0;
-    for (int32_t s = 0; s < plan->n_stages; ++s)
-        plan->stages[s].choice.window_ns = -1;
+    for (int32_t s = 0; s < ch->n_stages; ++s)
+        ch->stages[s].state.window_ns = -1;
 }
 
 /* ---- the run loop's segments ----------------------------------------------- */
 
-static int plan_needs_measuring(const eagle_plan *plan)
+static int needs_measuring(const eagle_choice *ch, int64_t size)
 {
-    if (plan->choice.measured_replays >= MEASURED_REPLAYS)
+    if (ch->state.measured_replays >= MEASURED_REPLAYS)
         return 0;
     /* a sized node timed at logical size 0 only: measure once the size is > 0 */
-    if (plan->choice.sized_cost_unknown && plan->logical_size == 0)
+    if (ch->state.sized_cost_unknown && size == 0)
         return 0;
-    for (int32_t s = 0; s < plan->n_stages; ++s)
-        if (plan->stages[s].policy == EAGLE_TEAM_AUTO)
+    for (int32_t s = 0; s < ch->n_stages; ++s)
+        if (ch->stages[s].policy == EAGLE_TEAM_AUTO)
             return 1;
     return 0;
 }
 
-void eagle_choice_launch_begin(eagle_plan *plan)
+void eagle_choice_launch_begin(eagle_choice *ch, int nt)
 {
-    eagle_plan_choice *c = &plan->choice;
-    if (plan->num_threads > 1 && eagle_choice_check_due(c))
-        eagle_choice_recheck(plan);
+    eagle_plan_choice *c = &ch->state;
+    if (nt > 1 && eagle_choice_check_due(ch))
+        eagle_choice_recheck(ch);
     /* a stage held off the team by the barrier threshold alone: choose again once
      * the threshold is old enough to be measured again (one int test per launch
      * for the plans that have none, tiny graphs among them) */
-    if (c->threshold_bound && plan->num_threads > 1 && threshold_stale(plan->num_threads))
+    if (c->threshold_bound && nt > 1 && threshold_stale(ch->env, nt))
         c->teams_fresh = 0;
 }
 
-int eagle_choice_next_segment(eagle_plan *plan, int64_t r, int64_t n_replays, int64_t *stop)
+int eagle_choice_next_segment(eagle_choice *ch, int nt, int64_t size, int64_t r, int64_t n_replays,
+                              int64_t *stop)
 {
-    eagle_plan_choice *c = &plan->choice;
+    eagle_plan_choice *c = &ch->state;
     int kind;
     *stop = n_replays;
-    if (plan_needs_measuring(plan)) {
+    if (needs_measuring(ch, size)) {
         /* Opaque and fresh native nodes have unknown costs until they run:
          * run the first replays on this thread, timing each node, then choose. */
         kind = EAGLE_SEGMENT_MEASURE;
@@ -401,7 +376,7 @@ int eagle_choice_next_segment(eagle_plan *plan, int64_t r, int64_t n_replays, in
             *stop = r + MEASURED_REPLAYS - c->measured_replays;
     } else {
         int any_candidate;
-        if (choose_teams(plan, &any_candidate)) {
+        if (choose_teams(ch, nt, size, &any_candidate)) {
             /* A stage the cost rule puts on the team: time it there first,
              * each team replay after one on this thread, so both times are
              * taken under the same load (a neighbour comes and goes). */
@@ -418,42 +393,42 @@ int eagle_choice_next_segment(eagle_plan *plan, int64_t r, int64_t n_replays, in
             if (!any_candidate) {
                 /* nothing to re-check; but a launch on one thread says nothing of
                  * the team's verdicts: their schedule stays */
-                if (plan->num_threads > 1)
+                if (nt > 1)
                     c->next_check_ns = 0;
             } else if (c->next_check_ns <= 0) {
                 /* a verdict back in use (after launches on one thread, or at a size
                  * that had no candidate): re-checked on the clock again */
-                c->next_check_ns = choice_now()
+                c->next_check_ns = choice_now(ch->env)
                                    + (c->check_interval_ns > 0 ? c->check_interval_ns : CHECK_FIRST_NS);
             }
             if (c->threshold_bound) {
                 /* a long launch pauses (as for a re-check) to measure the threshold again */
-                const double due = choice_now() + THRESHOLD_REFRESH_NS;
+                const double due = choice_now(ch->env) + THRESHOLD_REFRESH_NS;
                 if (c->next_check_ns <= 0 || c->next_check_ns > due)
                     c->next_check_ns = due;
             }
             if (c->verify_serial || c->verify_replays) {
                 /* a verification left off (the cost rule changed its mind) */
                 c->verify_serial = c->verify_replays = 0;
-                for (int32_t s = 0; s < plan->n_stages; ++s)
-                    plan->stages[s].choice.window_ns = -1;
+                for (int32_t s = 0; s < ch->n_stages; ++s)
+                    ch->stages[s].state.window_ns = -1;
             }
         }
     }
     return kind;
 }
 
-void eagle_choice_segment_done(eagle_plan *plan, int kind, int64_t r, int64_t stop, int64_t done,
-                               int rc)
+void eagle_choice_segment_done(eagle_choice *ch, int nt, int64_t size, int kind, int64_t r,
+                               int64_t stop, int64_t done, int rc)
 {
-    eagle_plan_choice *c = &plan->choice;
+    eagle_plan_choice *c = &ch->state;
     if (kind == EAGLE_SEGMENT_MEASURE || kind == EAGLE_SEGMENT_PAIRED) {
         if (kind == EAGLE_SEGMENT_MEASURE) {
             /* replays at logical size 0 teach nothing of a sized node's cost per
              * sample: they do not use up the measuring (the stage would never be
              * considered for the team), which starts again at the first replay at
-             * a size > 0 (plan_needs_measuring) */
-            c->sized_cost_unknown = sized_cost_unknown(plan);
+             * a size > 0 (needs_measuring) */
+            c->sized_cost_unknown = sized_cost_unknown(ch);
             if (!c->sized_cost_unknown)
                 eagle_store_i32(&c->measured_replays, c->measured_replays + (int32_t)(done - r));
         } else
@@ -463,14 +438,15 @@ void eagle_choice_segment_done(eagle_plan *plan, int kind, int64_t r, int64_t st
     else if (kind == EAGLE_SEGMENT_VERIFY && rc == 0) {
         c->verify_replays += (int32_t)(done - r);
         if (c->verify_replays >= VERIFY_REPLAYS || done < stop)
-            finish_verification(plan);
+            finish_verification(ch, nt, size);
     }
 }
 
-void eagle_choice_node_timed(const eagle_plan *plan, eagle_node *n, double dt, int fresh)
+void eagle_choice_node_timed(eagle_choice *ch, int32_t i, int64_t logical_size, double dt, int fresh)
 {
-    if (eagle_node_is_sized(n))
-        dt = plan->logical_size > 0 ? dt / (double)plan->logical_size : -1;
+    eagle_choice_node *n = &ch->nodes[i];
+    if (n->sized)
+        dt = logical_size > 0 ? dt / (double)logical_size : -1;
     /* plan() may read the cost on another thread meanwhile (relaxed.h) */
     if (dt >= 0 && (fresh || n->cost_ns < 0 || dt < n->cost_ns))
         eagle_store_f64(&n->cost_ns, dt);
@@ -478,25 +454,23 @@ void eagle_choice_node_timed(const eagle_plan *plan, eagle_node *n, double dt, i
 
 /* ---- the choice without the executor (tests) --------------------------------- */
 
-int eagle_choice_simulate_launch(eagle_plan *plan, const double *node_ns, const double *team_ns,
-                                 double now_ns)
+int eagle_choice_simulate_launch(eagle_choice *ch, int nt, int64_t size, const double *node_ns,
+                                 const double *team_ns)
 {
-    eagle_choice_pin_clock_ns(now_ns);
-    eagle_choice_launch_begin(plan);
+    eagle_choice_launch_begin(ch, nt);
     int64_t stop;
-    const int kind = eagle_choice_next_segment(plan, 0, 1, &stop);
+    const int kind = eagle_choice_next_segment(ch, nt, size, 0, 1, &stop);
     if (kind == EAGLE_SEGMENT_MEASURE || kind == EAGLE_SEGMENT_PAIRED) {
-        const int fresh = eagle_choice_replace_costs(&plan->choice);
-        for (int32_t i = 0; i < plan->n_nodes; ++i)
-            eagle_choice_node_timed(plan, &plan->nodes[i], node_ns[i], fresh);
+        const int fresh = eagle_choice_replace_costs(ch);
+        for (int32_t i = 0; i < ch->n_nodes; ++i)
+            eagle_choice_node_timed(ch, i, size, node_ns[i], fresh);
         if (fresh)
-            eagle_choice_costs_replaced(&plan->choice);
+            eagle_choice_costs_replaced(ch);
     } else if (kind == EAGLE_SEGMENT_VERIFY) {
-        for (int32_t s = 0; s < plan->n_stages; ++s)
-            if (plan->stages[s].team > 1)
-                eagle_choice_team_sample(&plan->stages[s].choice, team_ns[s], plan->logical_size);
+        for (int32_t s = 0; s < ch->n_stages; ++s)
+            if (ch->stages[s].team > 1)
+                eagle_choice_team_sample(&ch->stages[s].state, team_ns[s], size);
     }
-    plan->replays_done = 1;
-    eagle_choice_segment_done(plan, kind, 0, 1, 1, 0);
+    eagle_choice_segment_done(ch, nt, size, kind, 0, 1, 1, 0);
     return kind;
 }

@@ -1,8 +1,8 @@
 /* eagle's team choice: which stages of a CPU plan run on the OpenMP team.
  *
- * Each stage of a plan (executor.h) has a policy: EAGLE_TEAM_SERIAL (the
- * calling thread alone), EAGLE_TEAM_ALL (the whole team) or EAGLE_TEAM_AUTO,
- * which this file decides, in three steps:
+ * Each stage (eagle_choice_stage) has a policy: EAGLE_TEAM_SERIAL (the calling
+ * thread alone), EAGLE_TEAM_ALL (the whole team) or EAGLE_TEAM_AUTO, which this
+ * file decides, in three steps:
  *
  * 1. measure: the plan's first replays run on the calling thread with every
  *    node timed (the cheapest time counts), so one cold replay cannot put a
@@ -15,18 +15,26 @@
  * 3. verify: a stage the cost rule puts on the team is timed there on four
  *    replays, each after one timed on the calling thread (interleaved, so a
  *    load that comes and goes hits both), and stays on the team only if its
- *    best time there beat its best on one thread (one noisy timing on either
- *    side cannot decide); the verdict is re-checked on a clock (0.25 s after
- *    it, the interval doubling to at most 1 s while re-checks agree, never
+ *    typical time there (the mean of its team replays without the slowest,
+ *    eagle_choice_team_sample) beat its best on one thread (one noisy timing on
+ *    either side cannot decide); the verdict is re-checked on a clock (0.25 s
+ *    after it, the interval doubling to at most 1 s while re-checks agree, never
  *    more often than every 100 serial replays' worth of time), so a stage
  *    demoted under load is back on the team about a second after the load
  *    leaves.
  *
- * The unit a verdict is about is a stage (eagle_stage): a run loop that runs
- * several stages as one unit (a fused run of stages, no barrier between them)
- * must time it as one, i.e. report its team time on the run's first stage and
- * give the other stages no sample. The decision logic runs without the executor
- * under eagle_choice_simulate_launch (tests: synthetic timings, a pinned clock).
+ * The unit a verdict is about is a stage: a run loop that runs several stages as
+ * one unit (a fused run of stages, no barrier between them) must time it as one,
+ * i.e. hand the choice the run as one stage.
+ *
+ * Inputs: the choice sees its own types only, not the executor's plan: per node
+ * its measured cost and whether it is sized or can use a team
+ * (eagle_choice_node), per stage its nodes and policy (eagle_choice_stage), and
+ * per call the logical size and the team size. Its clock and barrier timer come
+ * from an eagle_choice_env (the process's: the real ones; tests: fakes), which
+ * also caches the parallel threshold per team size. It depends on runtime.h
+ * (whether teams are possible) and nothing else of the executor, and includes
+ * no Python header: tests/cpu/team_choice_fake.c drives it from C.
  *
  * The run loop (eagle_execute, executor.c) asks eagle_choice_next_segment
  * what to run next, runs it, and reports it with eagle_choice_segment_done;
@@ -34,22 +42,21 @@
  * eagle_choice_check_due at their signal checks, and read and clear
  * eagle_choice_replace_costs when they measure nodes.
  *
- * State: one eagle_plan_choice per plan (eagle_plan.choice) and one
- * eagle_stage_choice per stage (eagle_stage.choice), both owned by the plan
- * and written only through the functions here (the plan's `team`, `cost_ns`
- * of each stage and `cost_ns` of each node are this file's outputs, and the
- * nodes' costs its inputs).
+ * State: one eagle_choice per plan (eagle_plan.choice), pointing at arrays of
+ * nodes and stages its owner allocates; written only through the functions
+ * here (the stages' `team` and `cost_ns` and the nodes' `cost_ns` are this
+ * file's outputs, the nodes' costs its inputs too).
  *
- * Thread-safety: like eagle_execute, every function that writes the state
- * runs on the launching thread, one launch of a plan at a time (the Python
- * layer serializes the launches of one graph); the OpenMP team threads never
- * touch it. eagle_report_teams only reads the plan and may run on another
- * thread during a launch: every field it reads that a launch writes (the
- * nodes' cost_ns, the counters measured_replays, checks and check_epoch, the
- * stages' verdict fields) is read and written with relaxed atomics
- * (relaxed.h), so it sees each value whole, if not all of one moment. The parallel threshold's cache is shared by all
- * plans, unlocked: every function that reads or writes it runs holding the GIL
- * (eagle_execute calls the run loop's functions here with the GIL held).
+ * Thread-safety: every function that writes the state runs on the launching
+ * thread, one launch of a plan at a time (the Python layer serializes the
+ * launches of one graph); the OpenMP team threads never touch it.
+ * eagle_report_teams only reads the choice and may run on another thread during
+ * a launch: every field it reads that a launch writes (the nodes' cost_ns, the
+ * counters measured_replays, checks and check_epoch, the stages' verdict
+ * fields) is read and written with relaxed atomics (relaxed.h), so it sees each
+ * value whole, if not all of one moment. An env's threshold cache is unlocked:
+ * the process env is used holding the GIL (eagle_execute calls the run loop's
+ * functions here with the GIL held), a test's by one thread.
  */
 #ifndef EAGLE_TEAM_CHOICE_H
 #define EAGLE_TEAM_CHOICE_H
@@ -57,12 +64,11 @@
 #include <stdint.h>
 
 #include "clock.h"
+#include "runtime.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-struct eagle_plan;
 
 /* How a stage's team is chosen (eagle_stage.policy). */
 enum { EAGLE_TEAM_AUTO = 0, EAGLE_TEAM_SERIAL = 1, EAGLE_TEAM_ALL = 2 };
@@ -71,7 +77,7 @@ enum { EAGLE_TEAM_AUTO = 0, EAGLE_TEAM_SERIAL = 1, EAGLE_TEAM_ALL = 2 };
 enum { EAGLE_VERDICT_NONE = 0, EAGLE_VERDICT_TEAM = 1, EAGLE_VERDICT_SERIAL = 2 };
 
 /* One stage's verdict state: the last verification's outcome and the one under
- * way. Owned by its stage (eagle_stage.choice). */
+ * way. Owned by its stage (eagle_choice_stage.state). */
 typedef struct eagle_stage_choice {
     int32_t verdict;        /* EAGLE_VERDICT_*: the last verification's outcome */
     int32_t verdict_team;   /* the team size it measured */
@@ -90,7 +96,7 @@ typedef struct eagle_stage_choice {
 } eagle_stage_choice;
 
 /* One plan's team-choice state: measuring, verifying, the re-check schedule
- * and the last choice. Owned by its plan (eagle_plan.choice). */
+ * and the last choice. Owned by its eagle_choice (.state). */
 typedef struct eagle_plan_choice {
     int32_t measured_replays;       /* replays timed so far to learn the nodes' costs */
     int32_t sized_cost_unknown;     /* a sized node was timed at logical size 0 only */
@@ -99,7 +105,7 @@ typedef struct eagle_plan_choice {
     int32_t verify_serial;          /* ... and on one thread, each before a team replay */
     int32_t check_epoch;            /* bumped by every re-check of the teams */
     int32_t checks;                 /* re-checks done */
-    double next_check_ns;           /* CLOCK_MONOTONIC time of the next re-check; 0: none due */
+    double next_check_ns;           /* the env clock's time of the next re-check; 0: none due */
     double check_interval_ns;       /* grows while re-checks agree with the last verdicts */
     int32_t threshold_bound;        /* an auto stage is kept off the team by the threshold alone */
     /* the last team choice, kept while its inputs stay the same */
@@ -110,7 +116,58 @@ typedef struct eagle_plan_choice {
     double replay_ns;               /* one replay on one thread, from the nodes' costs; < 0: unknown */
 } eagle_plan_choice;
 
-/* What plan() reports for a stage, computed without touching the plan. */
+/* ---- the choice's inputs and outputs ---------------------------------------- */
+
+/* A node as the choice sees it. */
+typedef struct eagle_choice_node {
+    double cost_ns;         /* measured (eagle_choice_node_timed): the whole node, or per
+                             * sample when sized; < 0: not yet. In and out; relaxed */
+    int32_t sized;          /* its cost grows with the logical size (split native, team node) */
+    int32_t splits;         /* it can use a team: sized, or a control node whose bodies hold
+                             * sized work (its cost is measured whole) */
+} eagle_choice_node;
+
+/* A stage as the choice sees it: the unit it puts on the team or not. */
+typedef struct eagle_choice_stage {
+    int32_t first, count;   /* in: its nodes, nodes[first .. first + count) */
+    int32_t policy;         /* in: EAGLE_TEAM_* */
+    int32_t team;           /* out: for the current segment, 1 or the team size */
+    double cost_ns;         /* out: estimate at the logical size; < 0: unknown */
+    eagle_stage_choice state;
+} eagle_choice_stage;
+
+/* The parallel threshold for one team size, cached (0: not measured). */
+typedef struct eagle_threshold_entry {
+    double value_ns;
+    double at_ns;           /* the env clock's time it was measured */
+} eagle_threshold_entry;
+
+#define EAGLE_THRESHOLD_TEAMS 256   /* teams of 2 .. 255 threads have a cached threshold */
+
+/* What the choice measures with: a clock for its schedules (re-checks, the
+ * threshold's age; in ns, monotonic) and a barrier timer (one timing of a barrier
+ * of a team of n, in ns), each called with ctx; and the threshold cache that the
+ * barrier timings fill (all plans of one env share it). Ownership: the caller's;
+ * it must outlive every choice using it. */
+typedef struct eagle_choice_env {
+    double (*now_ns)(void *ctx);
+    double (*barrier_ns)(void *ctx, int n_threads);
+    void *ctx;
+    eagle_threshold_entry thresholds[EAGLE_THRESHOLD_TEAMS];
+} eagle_choice_env;
+
+/* One plan's team choice: its nodes and stages (arrays the owner allocates, in
+ * stage order), its env and its state. */
+typedef struct eagle_choice {
+    eagle_choice_node *nodes;
+    int32_t n_nodes;
+    eagle_choice_stage *stages;
+    int32_t n_stages;
+    eagle_choice_env *env;
+    eagle_plan_choice state;
+} eagle_choice;
+
+/* What plan() reports for a stage, computed without touching the choice. */
 typedef struct eagle_stage_report {
     int32_t team;
     int32_t candidate;      /* auto stage the cost rule would put on the team */
@@ -124,77 +181,67 @@ typedef struct eagle_stage_report {
 
 /* ---- set-up and the Python layer's questions ----------------------------- */
 
-/* Give the plan's choice and every stage's choice their initial state: nothing
- * measured, no verdict, no times (the state a zeroed plan had, with -1 for the
- * stages' times). Call once, after plan->stages and n_stages
- * are set and before the plan's first launch or report.
- * Ownership: writes plan->choice and plan->stages[*].choice only.
- * Thread-safety: the caller owns the plan exclusively (no launch, no report). */
-void eagle_choice_init(struct eagle_plan *plan);
+/* An env measuring with now_ns and barrier_ns (each called with ctx), its
+ * threshold cache empty. */
+void eagle_choice_env_init(eagle_choice_env *env, double (*now_ns)(void *ctx),
+                           double (*barrier_ns)(void *ctx, int n_threads), void *ctx);
 
-/* Choose each stage's team (plan->stages[*].team, cost_ns) from the measured
- * costs, the verdicts and the logical size, for plan->num_threads threads.
- * Ownership: writes the stages' team and cost_ns and plan->choice's last
- * choice. Thread-safety: as eagle_execute: with the GIL held, not during a
- * launch of the same plan. */
-void eagle_choose_teams(struct eagle_plan *plan);
+/* The process's env: the coarse monotonic clock (clock.h) and
+ * eagle_barrier_cost_ns (runtime.h). Thread-safety: use it holding the GIL. */
+eagle_choice_env *eagle_choice_process_env(void);
+
+/* Give a choice its nodes, stages and env, and its initial state: nothing
+ * measured, no verdict, every stage on one thread (team 1, cost unknown). The
+ * caller has filled the nodes (cost_ns -1, sized, splits) and the stages' first,
+ * count and policy. Call once, before the plan's first launch or report.
+ * Ownership: the arrays and env stay the caller's. Thread-safety: the caller owns
+ * the choice exclusively. */
+void eagle_choice_init(eagle_choice *ch, eagle_choice_node *nodes, int32_t n_nodes,
+                       eagle_choice_stage *stages, int32_t n_stages, eagle_choice_env *env);
 
 /* Each stage's team for a launch with num_threads threads at logical_size, as
- * eagle_choose_teams would choose it, written to out[n_stages].
- * Ownership: out is the caller's, n_stages long; the plan is only read: plan() may run on another thread during a
- * launch (it may then see a verification half-way). It measures the barrier
- * cost when the threshold for num_threads is not known yet (the shared cache).
- * Thread-safety: call with the GIL held. */
-void eagle_report_teams(const struct eagle_plan *plan, int num_threads, int64_t logical_size,
+ * the run loop would choose it, written to out[n_stages].
+ * Ownership: out is the caller's, n_stages long; the choice is only read: plan() may
+ * run on another thread during a launch (it may then see a verification half-way).
+ * It measures the barrier cost when the threshold for num_threads is not known yet
+ * (the env's cache). Thread-safety: as the env's (the process env: the GIL held). */
+void eagle_report_teams(const eagle_choice *ch, int num_threads, int64_t logical_size,
                         eagle_stage_report *out);
 
-/* Re-checks of the verdicts done so far. Ownership: reads the plan only.
- * Thread-safety: a read of one int, any thread holding the GIL. */
-int32_t eagle_choice_checks(const struct eagle_plan *plan);
+/* Re-checks of the verdicts done so far. Ownership: reads the choice only.
+ * Thread-safety: a read of one int, any thread. */
+int32_t eagle_choice_checks(const eagle_choice *ch);
 
 /* Cost in ns below which an auto stage runs on one thread, for a team of n
- * (measured from the barrier cost on first use, then cached for all plans).
- * Ownership: the cache is this file's (static). Thread-safety: call with the
- * GIL held, outside eagle's parallel regions (the cache is not locked; a
- * measurement starts a parallel region). */
-double eagle_parallel_threshold_ns(int n_threads);
+ * (measured from the env's barrier timer on first use, then cached in the env).
+ * Thread-safety: as the env's (the cache is not locked; the process env's barrier
+ * timer starts a parallel region). */
+double eagle_parallel_threshold_ns(eagle_choice_env *env, int n_threads);
 
-/* Fix the threshold for a team of n threads (tests; ns <= 0: measure again).
+/* Fix the env's threshold for a team of n threads (ns <= 0: measure again).
  * Ownership and thread-safety: as eagle_parallel_threshold_ns. */
-void eagle_pin_parallel_threshold_ns(int n_threads, double ns);
+void eagle_pin_parallel_threshold_ns(eagle_choice_env *env, int n_threads, double ns);
 
 /* The threshold that n barrier timings (ns[], < 0: none) give: 50 times the
  * cheapest, within [20 µs, 500 µs]. Pure. */
 double eagle_threshold_from_barriers(const double *ns, int n);
 
-/* ---- for tests: the choice fed synthetic timings ------------------------------
- * Thread-safety: GIL held, no launch in flight anywhere (the clock and the fed
- * barrier timings are process-wide). */
+/* One launch(1) as the run loop drives the choice, with no node run (tests: the
+ * env's clock and barrier timer are the test's): a measured or paired serial
+ * replay takes node i's time as node_ns[i] (the whole node at the logical size),
+ * a verifying replay stage s's team time as team_ns[s]. Returns the segment's
+ * kind (EAGLE_SEGMENT_*); the stages' teams are then what the launch would have
+ * used. Thread-safety: the caller owns the choice and its env. */
+int eagle_choice_simulate_launch(eagle_choice *ch, int num_threads, int64_t logical_size,
+                                 const double *node_ns, const double *team_ns);
 
-/* The clock the choice schedules by (re-checks, the threshold's age): pinned to
- * now_ns, or the real one again for now_ns < 0. */
-void eagle_choice_pin_clock_ns(double now_ns);
-extern double eagle_choice_pinned_now_ns;
-
-/* The next n barrier timings the threshold asks for are ns[] (n <= 64), then
- * the barrier is timed again. n = 0: forget those not used. */
-void eagle_choice_feed_barrier_costs(const double *ns, int n);
-
-/* One launch(1) of the plan as the run loop drives the choice, with the clock
- * pinned at now_ns and no node run: a measured or paired serial replay takes
- * node i's time as node_ns[i] (the whole node at the logical size), a verifying
- * replay stage s's team time as team_ns[s]. Returns the segment's kind
- * (EAGLE_SEGMENT_*); the stages' teams are then what the launch would have used. */
-int eagle_choice_simulate_launch(struct eagle_plan *plan, const double *node_ns,
-                                 const double *team_ns, double now_ns);
-
-/* ---- the run loop's interface (executor.c) -------------------------------
- * Ownership: each reads and writes only the plan it is given (its choice
- * state, its stages' choice and team) and the shared threshold cache.
- * Thread-safety: all on the launching thread, during eagle_execute, one launch
- * of a plan at a time; the functions declared extern run with the GIL held
- * (between segments); the inline ones run inside a segment, on the launching
- * thread, with or without the GIL; none is called by the team threads. */
+/* ---- the run loop's interface (executor.c and the replay loops) ------------
+ * Ownership: each reads and writes only the choice it is given and its env's
+ * threshold cache. Thread-safety: all on the launching thread, during
+ * eagle_execute, one launch of a plan at a time; the functions declared extern
+ * run with the GIL held (between segments); the inline ones run inside a
+ * segment, on the launching thread, with or without the GIL; none is called by
+ * the team threads. num_threads and logical_size are the launch's. */
 
 /* The kinds of segment a launch is cut into. */
 enum {
@@ -206,38 +253,35 @@ enum {
 
 /* At the start of a launch (n_replays > 0, something to run): start a re-check
  * that fell due between launches, and now and then choose again if the
- * parallel threshold is old enough to be measured again. Writes plan->choice;
- * GIL held. */
-void eagle_choice_launch_begin(struct eagle_plan *plan);
+ * parallel threshold is old enough to be measured again. */
+void eagle_choice_launch_begin(eagle_choice *ch, int num_threads);
 
 /* The next segment of a launch now at replay r of n_replays: returns its kind
  * (EAGLE_SEGMENT_*), sets *stop (the caller's; the segment is replays
- * [r, *stop)), and chooses the stages' teams for it (plan->stages[*].team).
- * Writes plan->choice and the stages; GIL held (it may measure a barrier). */
-int eagle_choice_next_segment(struct eagle_plan *plan, int64_t r, int64_t n_replays, int64_t *stop);
+ * [r, *stop)), and chooses the stages' teams for it (stages[*].team). It may
+ * time a barrier (the threshold). */
+int eagle_choice_next_segment(eagle_choice *ch, int num_threads, int64_t logical_size, int64_t r,
+                              int64_t n_replays, int64_t *stop);
 
 /* A segment of `kind` over [r, stop) ran, ending with `done` replays completed
- * (plan->replays_done) and status rc (0 or -1): count its measured or timed
- * replays, and end the verification when it has enough of them (the stages'
- * verdicts). Writes plan->choice and the stages' choice; GIL held. */
-void eagle_choice_segment_done(struct eagle_plan *plan, int kind, int64_t r, int64_t stop,
-                               int64_t done, int rc);
+ * and status rc (0 or -1), at logical_size (the size the next segment starts
+ * at): count its measured or timed replays, and end the verification when it
+ * has enough of them (the stages' verdicts). */
+void eagle_choice_segment_done(eagle_choice *ch, int num_threads, int64_t logical_size, int kind,
+                               int64_t r, int64_t stop, int64_t done, int rc);
 
 /* A re-check is due (eagle_choice_check_due) and the launch paused for it:
  * measure the nodes again on one thread (their costs replaced, not kept as the
- * best ever: a neighbour may have come or gone), then time the team again.
- * Writes plan->choice and the stages' choice; GIL held. */
-void eagle_choice_recheck(struct eagle_plan *plan);
+ * best ever: a neighbour may have come or gone), then time the team again. */
+void eagle_choice_recheck(eagle_choice *ch);
 
-/* A re-check of the teams is due. Cheap (a coarse clock read): the replay
- * loops ask at their signal checks, so at most every few ms. Reads c only;
+/* A re-check of the teams is due. The replay loops ask at their signal checks,
+ * so at most every few ms (one call of the env's clock). Reads the choice only;
  * the launching thread, GIL or not. */
-static inline int eagle_choice_check_due(const eagle_plan_choice *c)
+static inline int eagle_choice_check_due(const eagle_choice *ch)
 {
-    if (c->next_check_ns <= 0)
-        return 0;
-    const double now = eagle_choice_pinned_now_ns >= 0 ? eagle_choice_pinned_now_ns : eagle_coarse_now_ns();
-    return now >= c->next_check_ns;
+    const double next = ch->state.next_check_ns;
+    return next > 0 && ch->env->now_ns(ch->env->ctx) >= next;
 }
 
 /* A team time dt for a stage, measured at logical size `size` by the
@@ -274,22 +318,23 @@ static inline void eagle_choice_team_sample(eagle_stage_choice *c, double dt, in
     c->window_size = sizes / k;
 }
 
-/* Node n of a measured replay took dt ns (the whole node): keep it as its cost
- * (per sample for a sized node) if fresh or the cheapest yet. Writes the node's
- * cost_ns (relaxed); the launching thread, GIL or not. */
-struct eagle_node;
-void eagle_choice_node_timed(const struct eagle_plan *plan, struct eagle_node *n, double dt, int fresh);
+/* Node i of a measured replay took dt ns (the whole node, at logical_size): keep
+ * it as its cost (per sample for a sized node) if fresh or the cheapest yet.
+ * Writes the node's cost_ns (relaxed); the launching thread, GIL or not. */
+void eagle_choice_node_timed(eagle_choice *ch, int32_t i, int64_t logical_size, double dt, int fresh);
 
 /* Whether the next measured replay replaces the nodes' costs (else the
  * cheapest time is kept); a measured replay that completes calls
- * eagle_choice_costs_replaced. Read / write c only; the launching thread,
- * GIL or not. */
-static inline int eagle_choice_replace_costs(const eagle_plan_choice *c) { return c->fresh_measure; }
-static inline void eagle_choice_costs_replaced(eagle_plan_choice *c) { c->fresh_measure = 0; }
+ * eagle_choice_costs_replaced. The launching thread, GIL or not. */
+static inline int eagle_choice_replace_costs(const eagle_choice *ch) { return ch->state.fresh_measure; }
+static inline void eagle_choice_costs_replaced(eagle_choice *ch) { ch->state.fresh_measure = 0; }
 
 /* One replay on one thread, in ns, from the nodes' costs at the last choice;
- * < 0: unknown. Reads c only; the launching thread. */
-static inline double eagle_choice_replay_ns(const eagle_plan_choice *c) { return c->replay_ns; }
+ * < 0: unknown. The launching thread. */
+static inline double eagle_choice_replay_ns(const eagle_choice *ch) { return ch->state.replay_ns; }
+
+/* The team stage s runs on in the current segment (1: the calling thread alone). */
+static inline int32_t eagle_choice_team(const eagle_choice *ch, int32_t s) { return ch->stages[s].team; }
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,10 @@
 
 * ``eagle.cpu.backend`` — ``CpuBackend``: a recording handed to the executor;
 * ``eagle.cpu._executor`` — the Cython face of the executor: ``CpuPlan`` (the compiled
-  launch path) and the thread count (``eagle.get_num_threads`` ...);
+  launch path; the C declarations in ``_executor_c.pxd``) and the thread policy
+  (``_threads.pxi``: ``eagle.get_num_threads`` ...);
+* ``eagle.cpu.lowering`` and ``eagle.cpu.spec`` — each node kind's cpu lowering, the one
+  place a recorded node becomes what the executor runs (a typed spec);
 * ``eagle.cpu.native_node`` — ``native()`` nodes: nogil C kernels;
 * ``eagle.cpu.ufunc_node`` and ``eagle.cpu._ufunc`` — ufunc nodes and their loops;
 * ``eagle.cpu.finished`` and ``eagle.cpu._partition`` — compaction and reorder.

@@ -4,13 +4,14 @@ from __future__ import annotations
 import weakref
 
 from eagle._errors import add_note
-from eagle._text import duration, with_article
+from eagle._text import duration
 from eagle.cpu._executor import CpuPlan, get_num_threads, parallel_threshold_ns
 from eagle.cpu.fusion import fused_runs
+from eagle.cpu.lowering import lower
+from eagle.cpu.spec import NativeSpec
 from eagle.look.picture import body_lines
 from eagle.record import hooks
 from eagle.record.backend import Backend, launch_call
-from eagle.record.node import RunsAs
 from eagle.record.plan import Plan, StagePlan
 
 
@@ -44,7 +45,7 @@ class CpuBackend(Backend):
             return me()._plan.logical_size
 
         # a control node's bodies run where its stage runs: on the calling thread, or on
-        # the team, every body stage shared by it (csrc/cpu/executor.h)
+        # the team, every body stage shared by it (csrc/cpu/plan.h, control.c)
         # consecutive stages of sample-local nodes run as one stage, tile by tile (fusion.py)
         self._runs = fused_runs(recording, policies, options.fuse)
         self._fuse = options.fuse
@@ -52,27 +53,37 @@ class CpuBackend(Backend):
         # what the profile names each timed node: the graph's nodes (plan order), then the
         # bodies' nodes ("loop/step"), numbered on as the bodies are compiled
         self._timed = [None] * len(nodes)
-        self._partitions = [n.partition for n in nodes if n.partition is not None]
-        # ufunc nodes' loops (bodies' too): an error one reports is raised when the launch ends
-        self._loops = [(recording.where(i), n.loop) for i, n in enumerate(nodes) if n.loop is not None]
-        stages = [_specs(self, recording, idx, logical_size, "") for idx in recording.rows]
+        # what the specs carry besides the call (bodies' too): partitions (their invalid
+        # keys are reported after a launch), ufunc loops (an error one reports is raised
+        # when the launch ends), process groups, and the partition of each node
+        self._partitions = []
+        self._loops = []
+        self._groups = []
+        self._partition_of = {}
+        top = LoweringContext(self, recording, logical_size, "")
+        stages = [[top.lower(i) for i in idx] for idx in recording.rows]
+        # lowered in stage order: the graph's own loops and groups in recording order (the
+        # first loop error raised is the earliest node's; every rank calls its groups in
+        # one order), before the bodies'
+        self._loops = [(w, loop) for _, w, loop in sorted(top.loops, key=lambda x: x[0])] + self._loops
+        self._groups = [group for _, group in sorted(top.groups, key=lambda x: x[0])]
         # the compaction, at top level or in a control node's body: the next replay's
         # logical size is the live count of its last run in the replay (unchanged by a
-        # replay that does not run it; executor.c, end_of_replay)
+        # replay that does not run it; csrc/cpu/replay.h, eagle_end_of_replay)
         resizer = recording.index_of_resizer()
         self.resizes = resizer is not None
         # the processes replaying this graph together (collectives over several ranks), one
         # per communicator in recording order: launches are compared over them and
         # launch_until_done stops on all at once
         groups = {}
-        for n in nodes:
-            if n.group is not None:
-                groups.setdefault(n.group.key, n.group)   # the communicator's first collective
+        for group in self._groups:
+            groups.setdefault(group.key, group)   # the communicator's first collective
         groups = list(groups.values())
         runs = self._runs
         self._plan = CpuPlan([[spec for s in run.stages for spec in stages[s]] for run in runs],
                              [policies[run.stages[0]] for run in runs], recording.logical_size,
-                             recording.capacity, nodes[resizer].compaction.partition if self.resizes else None,
+                             recording.capacity,
+                             self._partition_of[id(nodes[resizer].compaction)] if self.resizes else None,
                              groups, [run.tile for run in runs])
         self.compiled = self._plan
         self.checks_launches = bool(self._partitions or self._loops)
@@ -130,17 +141,17 @@ class CpuBackend(Backend):
         add_note(exc, text)
         hooks.failed(self.recording, exc)
 
-    def launch(self, n: int, until_empty: bool = False) -> int:
+    def launch(self, n: int, until_done: bool = False) -> int:
         try:
-            done = self._plan.launch(n, until_empty)
+            done = self._plan.launch(n, until_done)
         except BaseException:
             self.after_failed_launch(n)
             raise
         self.after_launch(n)
         return done
 
-    def launch_observed(self, n, until_empty, progress, record):
-        return self._plan.run_observed(n, until_empty, progress, record)
+    def launch_observed(self, n, until_done, progress, record):
+        return self._plan.run_observed(n, until_done, progress, record)
 
     def after_launch(self, n):
         """Raise a ufunc loop's error, then a reorder's invalid keys, met in the launch."""
@@ -251,57 +262,69 @@ class CpuBackend(Backend):
         return ""
 
 
-def _specs(backend, rec, idx, logical_size, prefix):
-    """The executor's specs of nodes ``idx`` of recording ``rec`` (a graph's or a body's,
-    whose nodes the profile names ``prefix + name``)."""
-    specs = []
-    for i in idx:
-        node = rec.nodes[i]
-        if node.runs_as is RunsAs.OPAQUE:
-            specs.append((i, "opaque", node.callable_for(logical_size), (), False))
-        elif node.runs_as is RunsAs.NATIVE:
-            specs.append((i, "native", node.kernel, node.arrays_in_order, node.split))
-        elif node.runs_as is RunsAs.CONTROL:
-            specs.append((i, "control", _control_work(backend, rec, i, logical_size, prefix), (), False))
-        else:
-            how = ("declares no way to run (Node.runs_as)" if node.runs_as is None
-                   else "runs on the GPU")
-            raise TypeError(f"{rec.where(i)} is {with_article(node.kind)} node, which {how}; a graph of "
-                            "NumPy arrays takes opaque(), native(), ufunc(), compact() and "
-                            "reorder() nodes")
-    return specs
+class LoweringContext:
+    """What a node kind's cpu lowering (``eagle.cpu.lowering``) may ask of the backend, for
+    the nodes of one recording (a graph's, or a control node's body, whose nodes the
+    profile names ``prefix + name``): the replay's logical size, a node's place and name,
+    and a control node's bodies compiled. ``lower(i)`` lowers node i and collects what its
+    spec carries for the backend (partition, loop, process group)."""
 
+    def __init__(self, backend, rec, logical_size, prefix, outer=None):
+        self.backend, self.rec, self.logical_size, self.prefix = backend, rec, logical_size, prefix
+        self.outer = outer   # a body's: where its control node is, for messages
+        self.loops, self.groups = [], []   # the graph's own (index, ...), ordered by the backend
 
-def _control_work(backend, rec, i, logical_size, prefix):
-    """A control node's work for CpuPlan: its bodies compiled, recursively, into plans of
-    their own that run at the outer plan's logical size (the executor copies it in when
-    the node is entered: the replay's size, which a compaction in a body changes only for
-    the next replay, as at top level)."""
-    node, name = rec.nodes[i], prefix + rec.names[i]
-    bodies, bases = [], []
-    for label, body in node.body_nodes():
-        where = f"{name}/{label}/" if len(node.bodies) > 1 else f"{name}/"
-        # the body's plan nodes are in stage order: their span indexes follow on
-        order = [k for row in body.rows for k in row]
-        bases.append(len(backend._timed))
-        backend._timed.extend([None] * len(order))
-        base = bases[-1]
-        backend._partitions += [n.partition for n in body.nodes if n.partition is not None]
-        backend._loops += [(f"{body.where(k)} in the body of {rec.where(i)}", n.loop)
-                           for k, n in enumerate(body.nodes) if n.loop is not None]
-        # a body's stages fuse by the top level's rules; its fused runs go tile by tile on
-        # the control node's team (each thread its share of [0, logical_size))
-        runs = fused_runs(body, ["serial"] * len(body.rows), backend._fuse)
-        stages = [_specs(backend, body, row, logical_size, where) for row in body.rows]
-        plan = CpuPlan([[spec for s in run.stages for spec in stages[s]] for run in runs],
-                       ["serial"] * len(runs), body.logical_size, body.capacity,
-                       tiles=[run.tile for run in runs])
-        backend._body_runs[id(body)] = runs
-        for j, k in enumerate(plan.order):
-            backend._timed[base + j] = (where + body.names[k], rec.stage_of[i], True)
-        bodies.append(plan)
-    cond = node.cond[1] if node.cond is not None else None
-    return node.control, cond, bodies, node.max_iterations, name, bases
+    def where(self, i):
+        return self.rec.where(i)
+
+    def name_of(self, i):
+        return self.prefix + self.rec.names[i]
+
+    def lower(self, i):
+        spec = lower(self.rec.nodes[i], i, self)
+        b = self.backend
+        if not isinstance(spec, NativeSpec):
+            return spec
+        if spec.partition is not None:
+            b._partitions.append(spec.partition)
+            b._partition_of[id(self.rec.nodes[i])] = spec.partition
+        if spec.loop is not None:
+            if self.outer is None:
+                self.loops.append((i, self.rec.where(i), spec.loop))
+            else:
+                b._loops.append((f"{self.rec.where(i)} in the body of {self.outer}", spec.loop))
+        if spec.group is not None:
+            # collectives are refused in bodies (eagle.record.control)
+            self.groups.append((i, spec.group))
+        return spec
+
+    def compile_bodies(self, node, i):
+        """Control node i's bodies compiled, recursively, into plans of their own that run at
+        the outer plan's logical size (the executor copies it in when the node is entered:
+        the replay's size, which a compaction in a body changes only for the next replay, as
+        at top level); returns (the CpuPlans, the profile's span index of each body's node 0)."""
+        backend, rec, name = self.backend, self.rec, self.name_of(i)
+        bodies, bases = [], []
+        for label, body in node.body_nodes():
+            where = f"{name}/{label}/" if len(node.bodies) > 1 else f"{name}/"
+            # the body's plan nodes are in stage order: their span indexes follow on
+            order = [k for row in body.rows for k in row]
+            bases.append(len(backend._timed))
+            backend._timed.extend([None] * len(order))
+            base = bases[-1]
+            inner = LoweringContext(backend, body, self.logical_size, where, rec.where(i))
+            # a body's stages fuse by the top level's rules; its fused runs go tile by tile on
+            # the control node's team (each thread its share of [0, logical_size))
+            runs = fused_runs(body, ["serial"] * len(body.rows), backend._fuse)
+            stages = [[inner.lower(k) for k in row] for row in body.rows]
+            plan = CpuPlan([[spec for s in run.stages for spec in stages[s]] for run in runs],
+                           ["serial"] * len(runs), body.logical_size, body.capacity,
+                           tiles=[run.tile for run in runs])
+            backend._body_runs[id(body)] = runs
+            for j, k in enumerate(plan.order):
+                backend._timed[base + j] = (where + body.names[k], rec.stage_of[i], True)
+            bodies.append(plan)
+        return bodies, bases
 
 
 def _verdict_text(check, team):

@@ -20,6 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 from eagle.cpu._executor import get_num_threads
+from eagle.cpu.lowering import cpu_lowering
+from eagle.cpu.spec import NativeSpec
 from eagle.record.memory import overlap, samples_may_overlap
 from eagle.record.finished import FinishedSamplesNode, check_policy, check_state
 from eagle.record.node import RunsAs, refuse_object_arrays
@@ -33,7 +35,7 @@ _COUNTS_BUDGET = 1 << 16
 class PartitionNode(FinishedSamplesNode):
     """A compaction or reorder node on NumPy arrays (see ``compact`` and ``reorder``)."""
 
-    kind = "native"
+    kind = "partition"
     runs_as = RunsAs.NATIVE
     split = False
 
@@ -94,6 +96,13 @@ class PartitionNode(FinishedSamplesNode):
         out = np.empty_like(compacted) if out is None else out
         out[self.ids] = compacted
         return out
+
+
+@cpu_lowering(PartitionNode)
+def _lower_partition(node, index, ctx):
+    # a team kernel; the partition rides on the spec: its live count sets the next logical
+    # size, and the keys it met outside [0, n_keys) are reported after the launch
+    return NativeSpec(index, node.kernel, tuple(node.arrays_in_order), False, partition=node.partition)
 
 
 def _refuse_shared_memory(mode, arrays):

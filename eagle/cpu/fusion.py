@@ -1,7 +1,7 @@
 """Fused sample tiles: which consecutive stages of a cpu plan run tile by tile.
 
 A *fused run* is two or more consecutive stages that the executor runs as one
-(csrc/cpu/executor.h, ``eagle_stage.tile``): each thread takes its share of
+(csrc/cpu/plan.h, ``eagle_stage.tile``; csrc/cpu/tiles.c): each thread takes its share of
 [0, logical_size) and runs every node of the run over one tile of it, in
 recording order, before the next tile, with no barrier between those stages.
 The arrays the run passes from node to node then stay in cache between one
@@ -41,7 +41,7 @@ from eagle.record.node import RunsAs
 
 __all__ = ["FusedRun", "fused_runs", "l2_cache_bytes"]
 
-#: most nodes in one fused run (EAGLE_FUSED_MAX_NODES in csrc/cpu/executor.h)
+#: most nodes in one fused run (EAGLE_FUSED_MAX_NODES in csrc/cpu/plan.h)
 MAX_NODES = 64
 #: share of the per-core L2 cache a tile's working set may fill
 TILE_BUDGET_FRACTION = 0.5
@@ -100,8 +100,8 @@ def _sample_slot(node, name, a):
 
 def _fusable(node) -> bool:
     if not (node.sample_local and node.sized and node.runs_as is RunsAs.NATIVE and node.split
-            and node.kernel.phases == 0 and node.partition is None and not node.resizes
-            and not node.permutes_samples and node.collective is None and node.group is None):
+            and node.kernel.phases == 0 and not node.resizes
+            and not node.permutes_samples and node.collective is None):
         return False
     return all(_sample_slot(node, name, a) is not None for name, a, w in node.arrays() if w)
 

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from eagle._public import keywords_after
+from eagle.cpu.lowering import cpu_lowering
+from eagle.cpu.spec import NativeSpec
 from eagle.record.memory import data_pointer, overlap, samples_may_overlap
 from eagle.record.node import Node, RunsAs, refuse_object_arrays
 
@@ -60,6 +62,11 @@ class NativeNode(Node):
 
     def __repr__(self):
         return f"native({self.kernel.name!r}, reads={list(self.reads)}, writes={list(self.writes)})"
+
+
+@cpu_lowering(NativeNode)
+def _lower_native(node, index, ctx):
+    return NativeSpec(index, node.kernel, tuple(node.arrays_in_order), node.split)
 
 
 def _rows_coincide(a, b) -> bool:

@@ -41,7 +41,9 @@ import math
 import numpy as np
 
 from eagle._text import with_article
+from eagle.cpu.lowering import cpu_lowering
 from eagle.cpu.native_node import NativeNode
+from eagle.cpu.spec import NativeSpec
 from eagle.record.memory import data_pointer, elements_may_overlap
 from eagle.record.ufunc_operands import Operand, declare, parse_signature, weak_dtype
 
@@ -127,6 +129,12 @@ class UfuncNode(NativeNode):
             ",".join(d.char for d in self.loop_dtypes[self.ufunc.nin:])
         where = "" if self.where is True else f", where={self.where}"
         return f"ufunc({self.ufunc.__name__}, {args}, out=({outs}){where}, loop {types})"
+
+
+@cpu_lowering(UfuncNode)
+def _lower_ufunc(node, index, ctx):
+    # the loop rides on the spec: the backend raises its error after the launch
+    return NativeSpec(index, node.kernel, tuple(node.arrays_in_order), node.split, loop=node.loop)
 
 
 def cpu_ufunc(uf, dufunc, ins, outs, where=True) -> UfuncNode:

@@ -691,12 +691,12 @@ class CudaBackend(Backend):
             except (TypeError, BufferError, NotImplementedError):
                 pass  # a producer that cannot order on our stream: nothing more to ask
 
-    def launch_observed(self, n, until_empty, progress, record):
+    def launch_observed(self, n, until_done, progress, record):
         """A profile sees whole launches on cuda; a progress bar is updated between chunks."""
         if progress is None:
-            return self.launch(n, until_empty)
+            return self.launch(n, until_done)
         from eagle.observe.progress import launch_in_chunks
-        return launch_in_chunks(self, n, until_empty, progress)
+        return launch_in_chunks(self, n, until_done, progress)
 
     @contextlib.contextmanager
     def _on_device(self):

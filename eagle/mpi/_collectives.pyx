@@ -14,7 +14,7 @@ which; each call goes through a function-pointer type of the right kind.
 never assumed.
 
 A collective over several ranks is also the executor's ``eagle_group`` of its
-communicator (csrc/cpu/executor.h): ``all_max`` takes the maximum of a few
+communicator (csrc/cpu/plan.h): ``all_max`` takes the maximum of a few
 numbers over the ranks, which the executor uses to compare the launch counts
 at every launch and to stop ``launch_until_done`` on every rank at one replay.
 The launch's comparison waits at most ``EAGLE_MPI_LAUNCH_TIMEOUT`` seconds
@@ -189,10 +189,10 @@ cdef void all_max(void *ctx, int64_t *vals, int32_t count, int32_t at_launch) no
                 pause_us *= 2
 
 
-cdef void arm(void *ctx, int64_t n, int32_t until_empty, int32_t compare) noexcept nogil:
+cdef void arm(void *ctx, int64_t n, int32_t until_done, int32_t compare) noexcept nogil:
     """The executor's eagle_group call at a launch's start."""
     cdef call_t *c = <call_t *>ctx
-    c.armed, c.arm_n, c.arm_until = compare, n, until_empty
+    c.armed, c.arm_n, c.arm_until = compare, n, until_done
 
 
 cdef void check_launch(call_t *c) noexcept nogil:
@@ -359,12 +359,12 @@ cdef class CollectiveCall:
     def context_address(self):
         return <uintptr_t>&self.c
 
-    def launch_mismatch(self, n, until_empty, counts, modes):
+    def launch_mismatch(self, n, until_done, counts, modes):
         """The ranks' launch calls differ (counts and modes: (smallest, largest) over them); every
         rank raises, before any replay."""
         from eagle.mpi._errors import LaunchMismatchError
 
-        call = "launch_until_done" if until_empty else "launch"
+        call = "launch_until_done" if until_done else "launch"
         how = ("some ranks call launch() and others launch_until_done()" if modes[0] != modes[1]
                else f"the counts run from {counts[0]} to {counts[1]}")
         raise LaunchMismatchError(

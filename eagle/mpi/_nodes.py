@@ -17,6 +17,8 @@ import numpy as np
 
 from eagle._public import keywords_after
 from eagle.record.arrays import named_array
+from eagle.cpu.lowering import cpu_lowering
+from eagle.cpu.spec import NativeSpec
 from eagle.record.memory import data_pointer
 from eagle.record.node import Node, RunsAs
 from eagle.mpi import _runtime
@@ -82,7 +84,7 @@ class CollectiveNode(Node):
         #: check pairs every rank's dest with that rank's source; None for the others
         self.peers = (dest, source, count, recv_count) if what == "sendrecv" else None
         # over several ranks, the ranks replay this graph together: launches are compared
-        # and launch_until_done stops on all at once (csrc/cpu/executor.h, eagle_group)
+        # and launch_until_done stops on all at once (csrc/cpu/plan.h, eagle_group)
         self.group = self.call if self.comm_size > 1 else None
         self.arrays_in_order = arrays_in_order
 
@@ -113,6 +115,12 @@ class CollectiveNode(Node):
     def __repr__(self):
         return (f"{self.collective}(reads={list(self.reads)}, writes={[k for k in self.writes if k != ORDER_NAME]}, "
                 f"{self.signature()})")
+
+
+@cpu_lowering(CollectiveNode)
+def _lower_collective(node, index, ctx):
+    # over several ranks the group rides on the spec: the ranks replay the graph together
+    return NativeSpec(index, node.kernel, tuple(node.arrays_in_order), False, group=node.group)
 
 
 def _buffers(what, send, recv):

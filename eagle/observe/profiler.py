@@ -29,7 +29,7 @@ import numpy as np
 from eagle import _core
 from eagle._text import duration, monospace_html, plural
 
-#: eagle_span in csrc/cpu/executor.h
+#: eagle_span in csrc/cpu/plan.h
 SPAN_DTYPE = np.dtype([("node", "<i4"), ("phase", "<i4"), ("replay", "<i8"),
                        ("t0", "<i8"), ("t1", "<i8")])
 assert SPAN_DTYPE.itemsize == 32

@@ -69,14 +69,14 @@ class Backend(metaclass=_BackendType):
 
     # ---- launching ----
 
-    def launch(self, n: int, until_empty: bool = False) -> int:
-        """Replay n times (until_empty: until the logical size is 0, at most n); the replays done."""
+    def launch(self, n: int, until_done: bool = False) -> int:
+        """Replay n times (until_done: until the logical size is 0, at most n); the replays done."""
         raise NotImplementedError
 
-    def launch_observed(self, n: int, until_empty: bool, progress, record) -> int:
+    def launch_observed(self, n: int, until_done: bool, progress, record) -> int:
         """``launch``, showing ``progress`` (a bar with ``update(done)``, or None) and
         timing node calls into ``record`` (an ``eagle.observe.profile.LaunchRecord``, or None)."""
-        return self.launch(n, until_empty)
+        return self.launch(n, until_done)
 
     def after_launch(self, n: int) -> None:
         """After a launch that did not raise: raise what its nodes reported (``checks_launches``)."""

@@ -80,16 +80,6 @@ class Node:
     #: and weak references to the graphs they were taken from; () for every other node
     bodies = ()
     body_graphs = ()
-    #: cpu: the processes that replay this node's graph together (an MPI collective over
-    #: several ranks: its communicator), or None: ``key`` (one per group), ``all_max_address``
-    #: and ``context_address`` (a C ``eagle_group``, csrc/cpu/executor.h) and
-    #: ``launch_mismatch(...)``, which raises on every rank of a launch the ranks disagree on
-    group = None
-    #: cpu: the compiled partition of a compaction or reorder node (its live count sets the
-    #: next logical size; the keys it met outside [0, n_keys) are reported after the launch)
-    partition = None
-    #: cpu: the compiled ufunc loop of a ufunc node, whose error is raised after the launch
-    loop = None
     #: why a node that asked to be split runs whole (None: it was not refused)
     split_refused_reason = None
     #: whether the node touches its per-sample arrays only at its own samples [start, stop)

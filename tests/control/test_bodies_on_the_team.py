@@ -1,6 +1,6 @@
 """A control node whose stage is on the team runs its bodies on that team: every thread
 enters the node, thread 0 decides each iteration, split body nodes are divided among the
-threads (csrc/cpu/executor.h). Against the Python control flow they stand for, on 2 and 3
+threads (csrc/cpu/plan.h, control.c). Against the Python control flow they stand for, on 2 and 3
 threads (teams="parallel" puts every stage on the team)."""
 from __future__ import annotations
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "executor.h"
+#include "team_choice.h"
 
 #define N 4096
 static double x[N];
@@ -29,7 +30,7 @@ static void *read_reports(void *arg)
     (void)arg;
     eagle_stage_report rep[1];
     while (!atomic_load(&stop_reading))
-        eagle_report_teams(&plan, 1, N, rep);
+        eagle_report_teams(&plan.choice, 1, N, rep);
     return NULL;
 }
 
@@ -41,21 +42,27 @@ int main(void)
     for (int round = 0; round < 200; round++) {
         eagle_node node;
         eagle_stage stage;
+        eagle_choice_node cnode;
+        eagle_choice_stage cstage;
         memset(&node, 0, sizeof node);
         memset(&stage, 0, sizeof stage);
+        memset(&cnode, 0, sizeof cnode);
+        memset(&cstage, 0, sizeof cstage);
         memset(&plan, 0, sizeof plan);
         node.kind = EAGLE_NODE_NATIVE;
         node.split = 1;
         node.kernel = add_one;
         node.data = data;
         node.strides = strides;
-        node.cost_ns = -1;
+        node.n_phases = 1;
+        cnode.cost_ns = -1;
+        cnode.sized = cnode.splits = 1;
         stage.first = 0;
         stage.count = 1;
-        stage.policy = EAGLE_TEAM_AUTO;
-        stage.team = 1;
         stage.n_phases = 1;
-        stage.cost_ns = -1;
+        cstage.first = 0;
+        cstage.count = 1;
+        cstage.policy = EAGLE_TEAM_AUTO;
         plan.nodes = &node;
         plan.n_nodes = 1;
         plan.stages = &stage;
@@ -63,7 +70,7 @@ int main(void)
         plan.logical_size = N;
         plan.capacity = N;
         plan.num_threads = 1;
-        eagle_choice_init(&plan);
+        eagle_choice_init(&plan.choice, &cnode, 1, &cstage, 1, eagle_choice_process_env());
         atomic_store(&stop_reading, 0);
         pthread_t reader;
         pthread_create(&reader, NULL, read_reports, NULL);

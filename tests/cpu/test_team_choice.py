@@ -6,7 +6,8 @@ shows both measurements and the decision.
 The assertions are about the mechanism (the smaller measurement wins, both
 are recorded, re-checks happen), never about which one wins on this machine.
 The decision logic itself is also driven without running any node
-(CpuPlan._simulate_launch: synthetic timings, a pinned clock), so its verdicts
+(CpuPlan._simulate_launch: synthetic timings on a fake clock and barrier timer;
+tests/cpu/team_choice_fake.c drives the same from C), so its verdicts
 under a noisy timing or a load that comes and goes are asserted exactly.
 """
 from __future__ import annotations
@@ -242,6 +243,11 @@ def test_plan_during_launches_on_another_thread_is_always_well_formed(threads):
     assert reports[0] > 0 and not bad, bad[:3]
 
 
+# the C executor's units (setup.py's CPU_EXECUTOR_SOURCES)
+EXECUTOR_UNITS = ("runtime", "ticker", "team_choice", "launch", "observe", "replay", "tiles", "control",
+                  "serial", "team", "executor")
+
+
 def _tsan_harness(tmp_path):
     """tests/cpu/race_plan_report.c built with ThreadSanitizer against this checkout's
     executor (serial: libgomp is not instrumented), or a reason to skip."""
@@ -265,7 +271,7 @@ def _tsan_harness(tmp_path):
     cmd = [cc, "-O1", "-g", "-std=c11", "-fsanitize=thread", "-DEAGLE_HAVE_OPENMP=0",
            "-I", sysconfig.get_paths()["include"], "-I", str(root / "csrc" / "cpu"),
            "-I", str(root / "csrc" / "include"), str(Path(__file__).with_name("race_plan_report.c")),
-           str(root / "csrc" / "cpu" / "executor.c"), str(root / "csrc" / "cpu" / "team_choice.c"),
+           *[str(root / "csrc" / "cpu" / f"{unit}.c") for unit in EXECUTOR_UNITS],
            "-L", libdir, "-l" + ldlib[3:].split(".so")[0], "-lpthread", "-lm", "-o", str(exe)]
     build = subprocess.run(cmd, capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
@@ -281,6 +287,7 @@ def test_the_report_reads_a_launch_in_flight_without_a_data_race(tmp_path):
     if exe is None:
         pytest.skip(libdir)
     env = dict(os.environ, LD_LIBRARY_PATH=libdir, TSAN_OPTIONS="halt_on_error=1 exitcode=66")
+    env.pop("LD_PRELOAD", None)   # tests/sanitize.sh preloads ASan, which a TSan binary cannot run beside
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=300, env=env)
     if "FATAL: ThreadSanitizer" in run.stderr:   # the runtime could not start here (memory layout)
         pytest.skip(run.stderr.strip().splitlines()[0])
@@ -288,23 +295,46 @@ def test_the_report_reads_a_launch_in_flight_without_a_data_race(tmp_path):
     assert run.stdout.startswith("ok 1600")   # 200 plans x 8 replays, each adding 1
 
 
-# ---- the decision logic, fed synthetic timings on a pinned clock ---------------------
+# ---- the decision logic, fed synthetic timings on a fake clock ------------------------
+
+
+def test_the_team_choice_runs_from_c_with_a_fake_clock_and_barrier(tmp_path):
+    """tests/cpu/team_choice_fake.c: the team choice compiled alone (team_choice.c and
+    the runtime leaf, no Python header, no executor) and driven through an env of fakes."""
+    import shutil
+    from pathlib import Path
+
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    root = Path(__file__).resolve().parents[2]
+    cpu = root / "csrc" / "cpu"
+    exe = tmp_path / "team_choice_fake"
+    build = subprocess.run([cc, "-O1", "-std=c11", "-Wall", "-Werror", "-fopenmp", "-DEAGLE_HAVE_OPENMP=1",
+                            "-I", str(cpu), str(Path(__file__).with_name("team_choice_fake.c")),
+                            str(cpu / "team_choice.c"), str(cpu / "runtime.c"), "-o", str(exe)],
+                           capture_output=True, text=True)
+    if build.returncode and "omp.h" in build.stderr:
+        pytest.skip("the compiler has no OpenMP")
+    assert build.returncode == 0, build.stderr
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and "FAILED" not in run.stdout, run.stdout + run.stderr
+    assert sum(line.startswith("ok ") for line in run.stdout.splitlines()) == 9, run.stdout
+
 
 MS = 1e6
 
 
 @pytest.fixture
 def sim():
-    """A one-node plan (axpy over 1M doubles, auto) to drive with synthetic timings;
-    the choice's clock is unpinned and the fed barrier timings dropped afterwards."""
-    from eagle.cpu._executor import _feed_barrier_costs, _pin_choice_clock
-
+    """A one-node plan (axpy over 1M doubles, auto) to drive with synthetic timings: its
+    team choice measures with a fake env of its own (a clock each launch sets, fed barrier
+    timings, its own threshold cache, pinned at the 20 µs floor as the autouse fixture
+    pins the process's), so nothing process-wide is touched."""
     g, _ = big_stage_graph()
-    try:
-        yield g._backend._plan
-    finally:
-        _pin_choice_clock(-1)
-        _feed_barrier_costs([])
+    plan = g._backend._plan
+    plan._fake_env(threshold=(2, 20e3))
+    return plan
 
 
 class Clock:
@@ -426,20 +456,17 @@ def test_the_threshold_is_the_cheapest_barrier_and_bounded():
 
 
 def test_a_threshold_timed_under_load_is_timed_again_and_lets_the_stage_on(sim):
-    from eagle.cpu._executor import _feed_barrier_costs, _pin_parallel_threshold, parallel_threshold_ns
-
-    _pin_parallel_threshold(2, 0)             # measure it: from the fed timings
-    _feed_barrier_costs([262e3] * 5)
+    sim._fake_env(barriers=[262e3] * 5, threshold=(2, 0))   # measured: from the fed timings
     clock = Clock(sim)
     stage_ns = 0.3 * MS                       # above the floor, below the bound a busy barrier gives
     for _ in range(10):
         assert clock.launch(stage_ns, 0.2 * MS)[1] == 1
-    assert parallel_threshold_ns(2) == 500e3
+    assert sim._fake_threshold_ns(2) == 500e3
     assert sim.teams(2)[0][3] is None          # not a candidate: held by the threshold
-    _feed_barrier_costs([0.3e3] * 5)          # the neighbour left
+    sim._fake_env(barriers=[0.3e3] * 5)       # the neighbour left
     on = clock.seconds_until(2, lambda i: (stage_ns, 0.2 * MS))
     assert 0.9 <= on <= 1.5, on               # timed again once a second old, then verified
-    assert parallel_threshold_ns(2) == 20e3
+    assert sim._fake_threshold_ns(2) == 20e3
 
 
 def test_launches_on_one_thread_leave_the_rechecks_scheduled(sim):

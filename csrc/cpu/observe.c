@@ -1,0 +1,52 @@
+/* Profile spans and progress calls; see observe.h. */
+#include "observe.h"
+
+#ifndef _WIN32
+#include <pthread.h>
+#include <unistd.h>
+#endif
+#if defined(__linux__)
+#include <sys/syscall.h>
+#endif
+
+#include "clock.h"
+
+static int64_t os_thread_id(void)
+{
+#if defined(__linux__)
+    return (int64_t)syscall(SYS_gettid);
+#elif !defined(_WIN32)
+    return (int64_t)(uintptr_t)pthread_self();
+#else
+    return 1;
+#endif
+}
+
+void eagle_record_span(eagle_profile_lane *lane, int32_t node, int32_t phase, int64_t t0, int64_t t1)
+{
+    if (lane->os_thread == 0)
+        lane->os_thread = os_thread_id();
+    if (lane->count < lane->capacity) {
+        eagle_span *sp = &lane->spans[lane->count++];
+        sp->node = node;
+        sp->phase = phase;
+        sp->replay = lane->replay;
+        sp->t0_ns = t0;
+        sp->t1_ns = t1;
+    } else {
+        lane->dropped++;
+    }
+}
+
+int eagle_report_progress(eagle_plan *plan, int64_t done)
+{
+    double t = eagle_coarse_now_ns();
+    if (t < plan->progress_next_ns)
+        return 0;
+    plan->progress_next_ns = t + EAGLE_PROGRESS_EVERY_NS;
+    PyObject *res = PyObject_CallFunction(plan->progress, "L", (long long)done);
+    if (res == NULL)
+        return -1;
+    Py_DECREF(res);
+    return 0;
+}

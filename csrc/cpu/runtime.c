@@ -1,0 +1,72 @@
+/* The runtime leaf; see runtime.h. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE   /* clock_gettime and sysconf(_SC_NPROCESSORS_ONLN) under -std=c11 */
+#endif
+#include "runtime.h"
+
+#ifndef _WIN32
+#include <unistd.h>
+#endif
+
+#include "clock.h"
+#include "openmp_helpers.h"
+
+static int forked_child = 0;
+static int parallel_region_ran = 0;
+
+void eagle_note_parallel_region(void) { parallel_region_ran = 1; }
+void eagle_mark_forked_child(void) { if (parallel_region_ran) forked_child = 1; }
+int eagle_is_forked_child(void) { return forked_child; }
+int eagle_have_openmp(void) { return EAGLE_HAVE_OPENMP; }
+
+int eagle_max_threads(void)
+{
+    /* more threads than CPUs never speed a stage up, and libgomp aborts the
+     * process when it cannot create one: allow modest oversubscription only */
+    long cpus = 1;
+#if defined(_SC_NPROCESSORS_ONLN)
+    cpus = sysconf(_SC_NPROCESSORS_ONLN);
+#endif
+    long cap = 8 * (cpus > 0 ? cpus : 1);
+    if (cap < EAGLE_MIN_MAX_THREADS)
+        cap = EAGLE_MIN_MAX_THREADS;
+    if (cap > EAGLE_MAX_THREADS)
+        cap = EAGLE_MAX_THREADS;
+    int limit = eagle_omp_thread_limit();
+    return (limit >= 1 && limit < cap) ? limit : (int)cap;
+}
+
+#if EAGLE_HAVE_OPENMP
+double eagle_barrier_cost_ns(int n_threads)
+{
+    /* up to 2000 barriers, or 2 ms of them: on a loaded machine a barrier can
+     * cost hundreds of microseconds */
+    if (n_threads < 2)
+        return 0;
+    const int max_rounds = 2000;
+    double t0 = 0, t1 = 0;
+    int rounds = 0, stop = 0;
+    #pragma omp parallel num_threads(n_threads)
+    {
+        #pragma omp barrier
+        #pragma omp master
+        t0 = eagle_now_ns();
+        for (;;) {
+            #pragma omp barrier
+            #pragma omp master
+            {
+                ++rounds;
+                t1 = eagle_now_ns();
+                stop = rounds >= max_rounds || t1 - t0 > 2e6;
+            }
+            #pragma omp barrier
+            if (stop)
+                break;
+        }
+    }
+    eagle_note_parallel_region();
+    return (t1 - t0) / (2.0 * rounds - 1);
+}
+#else
+double eagle_barrier_cost_ns(int n_threads) { (void)n_threads; return 0; }
+#endif

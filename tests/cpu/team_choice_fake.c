@@ -1,0 +1,113 @@
+/* The team choice driven from C alone (no Python, no executor): a fake clock and a
+ * fake barrier timer in an eagle_choice_env, synthetic node and team times through
+ * eagle_choice_simulate_launch. Built and run by tests/cpu/test_team_choice.py
+ * (test_the_team_choice_runs_from_c_with_a_fake_clock_and_barrier); prints one line
+ * per check and exits 1 at the first that fails. */
+#include <stdio.h>
+#include <string.h>
+
+#include "team_choice.h"
+
+#define MS 1e6
+
+typedef struct {
+    double now_ns;
+    double barrier_ns;
+    int barrier_calls;
+} fake;
+
+static double fake_now(void *ctx) { return ((fake *)ctx)->now_ns; }
+static double fake_barrier(void *ctx, int n_threads)
+{
+    (void)n_threads;
+    fake *f = ctx;
+    f->barrier_calls++;
+    return f->barrier_ns;
+}
+
+static int failures = 0;
+
+static void check(int ok, const char *what)
+{
+    printf("%s %s\n", ok ? "ok" : "FAILED", what);
+    failures += !ok;
+}
+
+/* One auto stage of one sized node (1M samples), launched once a 5 ms tick. */
+typedef struct {
+    fake f;
+    eagle_choice_env env;
+    eagle_choice_node node;
+    eagle_choice_stage stage;
+    eagle_choice ch;
+} rig;
+
+static void rig_init(rig *r, double barrier_ns)
+{
+    memset(r, 0, sizeof *r);
+    r->f.now_ns = 1e12;
+    r->f.barrier_ns = barrier_ns;
+    eagle_choice_env_init(&r->env, fake_now, fake_barrier, &r->f);
+    r->node.cost_ns = -1;
+    r->node.sized = r->node.splits = 1;
+    r->stage.first = 0;
+    r->stage.count = 1;
+    r->stage.policy = EAGLE_TEAM_AUTO;
+    eagle_choice_init(&r->ch, &r->node, 1, &r->stage, 1, &r->env);
+}
+
+static int launch(rig *r, double serial_ns, double team_ns)
+{
+    r->f.now_ns += 5 * MS;
+    return eagle_choice_simulate_launch(&r->ch, 2, 1000000, &serial_ns, &team_ns);
+}
+
+int main(void)
+{
+    rig r;
+
+    /* measure, then each team replay after one on one thread, then the verdict */
+    rig_init(&r, 100);
+    int kinds[12];
+    for (int k = 0; k < 12; ++k)
+        kinds[k] = launch(&r, 1 * MS, 0.6 * MS);
+    check(kinds[0] == EAGLE_SEGMENT_MEASURE && kinds[2] == EAGLE_SEGMENT_MEASURE, "three measured replays");
+    int paired = 1;
+    for (int k = 3; k < 11; ++k)
+        paired &= kinds[k] == ((k - 3) % 2 == 0 ? EAGLE_SEGMENT_PAIRED : EAGLE_SEGMENT_VERIFY);
+    check(paired, "paired and verifying replays interleaved");
+    check(kinds[11] == EAGLE_SEGMENT_RUN && r.stage.team == 2, "a faster team is kept");
+    check(r.f.barrier_calls == 5, "the threshold took five barrier timings from the fake timer");
+
+    /* a team slower than one thread: the stage stays on one thread */
+    rig_init(&r, 100);
+    for (int k = 0; k < 11; ++k)
+        launch(&r, 1 * MS, 2.5 * MS);
+    check(launch(&r, 1 * MS, 2.5 * MS) == EAGLE_SEGMENT_RUN && r.stage.team == 1, "a slower team is dropped");
+
+    /* the verdict is re-checked on the fake clock: a quarter second later the team is timed again */
+    rig_init(&r, 100);
+    for (int k = 0; k < 12; ++k)
+        launch(&r, 1 * MS, 0.6 * MS);
+    const int32_t checks = eagle_choice_checks(&r.ch);
+    r.f.now_ns += 0.3e9;
+    launch(&r, 1 * MS, 0.6 * MS);
+    check(eagle_choice_checks(&r.ch) == checks + 1, "a re-check falls due on the fake clock");
+
+    /* a barrier timed under load (262 µs: the threshold at its 500 µs bound) keeps a
+     * 0.3 ms stage off the team until the threshold is timed again, a second later */
+    rig_init(&r, 262e3);
+    for (int k = 0; k < 10; ++k)
+        launch(&r, 0.3 * MS, 0.2 * MS);
+    check(r.stage.team == 1 && eagle_parallel_threshold_ns(&r.env, 2) == 500e3, "a costly barrier holds the stage");
+    r.f.barrier_ns = 300;
+    double waited = 0;
+    while (r.stage.team != 2 && waited < 3e9) {
+        launch(&r, 0.3 * MS, 0.2 * MS);
+        waited += 5 * MS;
+    }
+    check(r.stage.team == 2 && waited >= 0.9e9 && waited <= 1.5e9, "the threshold is timed again after a second");
+    check(eagle_parallel_threshold_ns(&r.env, 2) == 20e3, "... at its floor now");
+
+    return failures ? 1 : 0;
+}
