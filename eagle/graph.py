@@ -559,7 +559,7 @@ class Graph(GraphCore):
 
     # ---- build, launch, retune ------------------------------------------------
 
-    def build(self, *, cpu: CpuOptions | None = None, cuda: CudaOptions | None = None, **old) -> "Graph":
+    def build(self, *, cpu: CpuOptions | None = None, cuda: CudaOptions | None = None, **old) -> Graph:
         """Make the recording launchable on the backend its arrays call for.
 
         NumPy arrays build for the ``cpu`` backend, CuPy (``__cuda_array_interface__``)
