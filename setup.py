@@ -78,7 +78,7 @@ def ext(name, sources, openmp=False, libraries=(), extra_compile_args=()):
     # a header change must rebuild the module (setuptools only tracks sources)
     kw["depends"] = sorted(glob.glob("csrc/cpu/*.h") + glob.glob("csrc/include/eagle/*.h*")
                            + glob.glob("csrc/include/eagle/detail/*.h") + glob.glob("eagle/*.pxd")
-                           + glob.glob("eagle/*/*.pxd") + glob.glob("eagle/*/*.pxi"))
+                           + glob.glob("eagle/*/*.pxd"))
     kw["extra_compile_args"] = (list(common["extra_compile_args"]) + (omp_compile if openmp else [])
                                 + list(extra_compile_args) + san_compile)
     kw["extra_link_args"] = (omp_link if openmp else []) + san_link

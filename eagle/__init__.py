@@ -45,7 +45,7 @@ _SPIN_SET = not ({"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"} & set(_os.environ))
 if _SPIN_SET:
     _os.environ["GOMP_SPINCOUNT"] = "10000"
 try:
-    from eagle.cpu._executor import get_num_threads, have_openmp, max_threads, set_num_threads  # noqa: E402
+    from eagle.cpu.threads import get_num_threads, have_openmp, max_threads, set_num_threads  # noqa: E402
 finally:
     if _SPIN_SET:
         _os.environ.pop("GOMP_SPINCOUNT", None)
@@ -85,7 +85,7 @@ def show_config() -> None:
     """Print how this eagle was built and what it will use at run time."""
     import numpy as np
 
-    from eagle.cpu._executor import usable_cpus
+    from eagle.cpu.threads import usable_cpus
 
     print(f"eagle {__version__}")
     print(f"  numpy            {np.__version__}")

@@ -5,7 +5,7 @@ no install): setuptools runs ``setup.py`` directly on a copy of the checkout.
 What the tests do, in a temporary directory:
 
 1. copy the checkout (without build products) and run ``setup.py sdist`` there;
-2. compare the archive with the sources on disk: every ``.pyx``/``.pxd``/``.pxi`` under
+2. compare the archive with the sources on disk: every ``.pyx``/``.pxd`` under
    ``eagle/``, every ``.c``/``.h``/``.hpp`` under ``csrc/``, LICENSE, the build files;
    none of Cython's generated ``.c`` files;
 3. unpack it and check that every extension's sources and every header its sources
@@ -57,7 +57,7 @@ def _sources_on_disk():
     new subpackages and modules are covered without editing this test."""
     found = set()
     # .py and .cu: modules and the CUDA C sources eagle compiles at run time (eagle/cuda/kernels)
-    for top, exts in (("eagle", (".py", ".pyx", ".pxd", ".pxi", ".cu")), ("csrc", (".c", ".h", ".hpp", ".cu"))):
+    for top, exts in (("eagle", (".py", ".pyx", ".pxd", ".cu")), ("csrc", (".c", ".h", ".hpp", ".cu"))):
         for dirpath, dirnames, filenames in os.walk(ROOT / top):
             dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS]
             for f in filenames:

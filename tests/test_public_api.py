@@ -18,7 +18,7 @@ from eagle.graph import compact, native, opaque, reorder, ufunc
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLIC_MODULES = ["eagle", "eagle.graph", "eagle.native", "eagle.kernels", "eagle.mpi", "eagle.cpu",
-                  "eagle.cuda", "eagle.observe", "eagle.record", "eagle.look"]
+                  "eagle.cpu.threads", "eagle.cuda", "eagle.observe", "eagle.record", "eagle.look"]
 
 
 def _public(name):

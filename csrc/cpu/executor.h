@@ -29,7 +29,7 @@
  * choice (team_choice.h), whose state the plan holds (eagle_plan.choice).
  *
  * The executor's units, each depending only on those before it:
- *   runtime    OpenMP, thread limits, fork flags, the barrier's cost (no Python)
+ *   runtime    OpenMP, thread limits, the team size, fork flags, the barrier's cost (no Python)
  *   ticker     the signal ticker: "every few ms" for Ctrl-C checks
  *   team_choice  which stages run on the team (runtime only; no Python)
  *   plan.h     the types a launch runs (nodes, stages, control, observers, groups)

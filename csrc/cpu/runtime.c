@@ -10,6 +10,7 @@
 
 #include "clock.h"
 #include "openmp_helpers.h"
+#include "relaxed.h"
 
 static int forked_child = 0;
 static int parallel_region_ran = 0;
@@ -34,6 +35,45 @@ int eagle_max_threads(void)
         cap = EAGLE_MAX_THREADS;
     int limit = eagle_omp_thread_limit();
     return (limit >= 1 && limit < cap) ? limit : (int)cap;
+}
+
+/* the team size's inputs (eagle_configure_team_size); 0: not configured */
+static int32_t team_usable_cpus = 0;
+static int32_t team_omp_env_set = 0;
+static int32_t team_max_threads = 0;
+static int32_t team_explicit = 0;
+
+void eagle_configure_team_size(int usable_cpus, int omp_env_set)
+{
+    eagle_store_i32(&team_usable_cpus, usable_cpus > 0 ? usable_cpus : 0);
+    eagle_store_i32(&team_omp_env_set, omp_env_set != 0);
+    eagle_store_i32(&team_max_threads, eagle_max_threads());
+}
+
+int eagle_set_team_size(int n)
+{
+    int max = eagle_load_i32(&team_max_threads);
+    if (n < 1 || n > (max > 0 ? max : eagle_max_threads()))
+        return -1;
+    eagle_omp_set_num_threads(n);
+    eagle_store_i32(&team_explicit, 1);
+    return 0;
+}
+
+int eagle_team_size(void)
+{
+    if (!eagle_teams_possible())
+        return 1;
+    int n = eagle_omp_max_threads();
+    int usable = eagle_load_i32(&team_usable_cpus);
+    if (usable > 0 && n > usable && !eagle_load_i32(&team_explicit) && !eagle_load_i32(&team_omp_env_set))
+        n = usable;
+    int max = eagle_load_i32(&team_max_threads);
+    if (max < 1)
+        max = eagle_max_threads();
+    if (n > max)
+        n = max;
+    return n > 1 ? n : 1;
 }
 
 #if EAGLE_HAVE_OPENMP

@@ -50,7 +50,7 @@ import numpy as np
 
 import eagle
 from eagle import kernels
-from eagle.cpu._executor import have_openmp
+from eagle.cpu.threads import have_openmp
 from eagle.graph import native, opaque
 from eagle.native import CTYPES_KERNEL
 
@@ -182,7 +182,7 @@ def row_launch1(dll, rounds):
 
 def row_busy_neighbour(rounds, samples=2_000_000, min_rounds=7):
     """A native stage on the whole team (auto) beside busy processes, against 1 thread."""
-    from eagle.cpu._executor import usable_cpus
+    from eagle.cpu.threads import usable_cpus
 
     threads = eagle.get_num_threads()
     if threads < 2:

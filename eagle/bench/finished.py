@@ -33,7 +33,7 @@ import time
 import numpy as np
 
 import eagle
-from eagle.cpu._executor import have_openmp
+from eagle.cpu.threads import have_openmp
 from eagle.graph import compact, native, opaque
 from eagle.native import CTYPES_KERNEL, Kernel
 

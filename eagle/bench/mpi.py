@@ -118,7 +118,7 @@ def main(argv=None):
     if launcher is None:
         print("eagle.bench.mpi: no mpiexec found; nothing to measure")
         return None
-    from eagle.cpu._executor import usable_cpus
+    from eagle.cpu.threads import usable_cpus
 
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")

@@ -2,8 +2,9 @@
 
 * ``eagle.cpu.backend`` — ``CpuBackend``: a recording handed to the executor;
 * ``eagle.cpu._executor`` — the Cython face of the executor: ``CpuPlan`` (the compiled
-  launch path; the C declarations in ``_executor_c.pxd``) and the thread policy
-  (``_threads.pxi``: ``eagle.get_num_threads`` ...);
+  launch path; the C declarations in ``_executor_c.pxd``) and the runtime's primitives;
+* ``eagle.cpu.threads`` — the thread policy (``eagle.get_num_threads`` ...), made of those
+  primitives (the team size itself is the C runtime's, read by every launch);
 * ``eagle.cpu.lowering`` and ``eagle.cpu.spec`` — each node kind's cpu lowering, the one
   place a recorded node becomes what the executor runs (a typed spec);
 * ``eagle.cpu.native_node`` — ``native()`` nodes: nogil C kernels;

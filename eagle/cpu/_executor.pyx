@@ -1,10 +1,7 @@
-"""The Cython face of the C executor (csrc/cpu/, declared in _executor_c.pxd): the threads a team
-uses (_threads.pxi), and
-``CpuPlan``, the cpu backend's compiled launch path (an ``eagle._core.CompiledLaunch``:
-``eagle.Graph``'s compiled core runs it without a Python call)."""
-import operator
-import os
-
+"""The Cython face of the C executor (csrc/cpu/, declared in _executor_c.pxd): ``CpuPlan``, the
+cpu backend's compiled launch path (an ``eagle._core.CompiledLaunch``: ``eagle.Graph``'s compiled
+core runs it without a Python call), and the runtime's primitives that eagle.cpu.threads, the
+thread policy, is made of (the runtime's state lives once, in this extension)."""
 from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uint64_t, uintptr_t
 from libc.stdlib cimport calloc, free
@@ -24,7 +21,31 @@ cdef extern from "<stdlib.h>" nogil:
     void *aligned_alloc(size_t alignment, size_t size)
 
 
-include "_threads.pxi"
+# ---- the runtime's primitives, for eagle.cpu.threads ---------------------------
+
+def _have_openmp():
+    return eagle_have_openmp() != 0
+
+
+def _max_threads():
+    return eagle_max_threads()
+
+
+def _team_size():
+    return eagle_team_size()
+
+
+def _configure_team_size(int usable_cpus, bint omp_env_set):
+    eagle_configure_team_size(usable_cpus, omp_env_set)
+
+
+def _set_team_size(int n):
+    if eagle_set_team_size(n) < 0:
+        raise ValueError(f"a team of {n} threads: outside [1, {eagle_max_threads()}]")
+
+
+def _mark_forked_child():
+    eagle_mark_forked_child()
 
 
 # ---- the team choice's env --------------------------------------------------
@@ -207,7 +228,7 @@ cdef class CpuPlan(CompiledLaunch):
                 i += 1
         # the team choice's state: nothing measured, no verdict; the process's clock and barrier
         eagle_choice_init(&self.plan.choice, cnodes, n_nodes, cstages, len(stages), eagle_choice_process_env())
-        self.set_threads(get_num_threads())
+        self.set_threads(eagle_team_size())
 
     cdef int _control_node(self, eagle_node *node, spec) except -1:
         """Fill plan node `node` from a ControlSpec (see the class docstring)."""
@@ -306,7 +327,7 @@ cdef class CpuPlan(CompiledLaunch):
     cdef int64_t run(self, int64_t n, bint until_done) except -1:
         cdef eagle_failure failure
         cdef int rc
-        self.plan.num_threads = get_num_threads()
+        self.plan.num_threads = eagle_team_size()
         self.plan.until_done = until_done
         if self.last_failure is not None:
             self.last_failure = None
@@ -330,7 +351,7 @@ cdef class CpuPlan(CompiledLaunch):
         cdef eagle_failure failure
         cdef eagle_profile prof
         cdef eagle_profile_lane *lanes = NULL
-        cdef int n_threads = get_num_threads()
+        cdef int n_threads = eagle_team_size()
         cdef int t
         cdef int64_t done
         self.plan.num_threads = n_threads
@@ -428,7 +449,7 @@ cdef class CpuPlan(CompiledLaunch):
         cdef int64_t size = eagle_load_i64(&self.plan.logical_size) if logical_size is None else logical_size
         cdef eagle_stage_report *rep
         if num_threads < 0:
-            num_threads = get_num_threads()
+            num_threads = eagle_team_size()
         rep = <eagle_stage_report *>calloc(max(self.plan.n_stages, 1), sizeof(eagle_stage_report))
         if rep == NULL:
             raise MemoryError()

@@ -1,5 +1,5 @@
-# The C executor's declarations (csrc/cpu/*.h), for eagle/cpu/_executor.pyx and
-# eagle/cpu/_threads.pxi; one extern block per header.
+# The C executor's declarations (csrc/cpu/*.h), for eagle/cpu/_executor.pyx; one extern
+# block per header.
 from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uint64_t
 
@@ -16,13 +16,12 @@ cdef extern from "runtime.h" nogil:
     double eagle_barrier_cost_ns(int n_threads)
     void eagle_mark_forked_child()
     int eagle_is_forked_child()
+    int eagle_team_size()
+    void eagle_configure_team_size(int usable_cpus, int omp_env_set)
+    int eagle_set_team_size(int n)
 
 cdef extern from "ticker.h" nogil:
     int eagle_ticker_running()
-
-cdef extern from "openmp_helpers.h" nogil:
-    int eagle_omp_max_threads()
-    void eagle_omp_set_num_threads(int n)
 
 cdef extern from "relaxed.h" nogil:
     # the fields a launch writes that another thread may read meanwhile (plan())

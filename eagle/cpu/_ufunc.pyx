@@ -553,7 +553,7 @@ cdef class UfuncLoop:
         self.L.iter_template = it
         if iter_next_fn(it, &errmsg) == NULL:
             raise RuntimeError(f"NumPy's iterator: {errmsg}")
-        from eagle.cpu._executor import max_threads
+        from eagle.cpu.threads import max_threads
 
         # every thread of a team may run the node at once: up to 1024 on a machine of
         # 128 CPUs or more (8 per CPU), so the room is the team cap, not a constant

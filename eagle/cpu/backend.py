@@ -5,10 +5,11 @@ import weakref
 
 from eagle._errors import add_note
 from eagle._text import duration
-from eagle.cpu._executor import CpuPlan, get_num_threads, parallel_threshold_ns
+from eagle.cpu._executor import CpuPlan, parallel_threshold_ns
 from eagle.cpu.fusion import fused_runs
 from eagle.cpu.lowering import lower
 from eagle.cpu.spec import NativeSpec
+from eagle.cpu.threads import get_num_threads
 from eagle.look.picture import body_lines
 from eagle.record import hooks
 from eagle.record.backend import Backend, launch_call

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from eagle.cpu._executor import get_num_threads
 from eagle.cpu.lowering import cpu_lowering
 from eagle.cpu.spec import NativeSpec
+from eagle.cpu.threads import get_num_threads
 from eagle.record.memory import overlap, samples_may_overlap
 from eagle.record.finished import FinishedSamplesNode, check_policy, check_state
 from eagle.record.node import RunsAs, refuse_object_arrays

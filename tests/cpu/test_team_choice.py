@@ -91,7 +91,7 @@ def test_an_auto_team_is_timed_and_the_faster_kept(threads):
 @pytest.fixture
 def busy_neighbour():
     """Processes that spin beside the test, one per usable CPU but one (at least one)."""
-    from eagle.cpu._executor import usable_cpus
+    from eagle.cpu.threads import usable_cpus
 
     procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
              for _ in range(max(1, usable_cpus() - 1))]

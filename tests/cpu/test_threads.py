@@ -129,6 +129,42 @@ def test_set_num_threads_beats_omp_num_threads():
     assert out.split() == ["3", "1"]
 
 
+def test_the_thread_functions_are_eagle_cpu_threads():
+    import eagle.cpu.threads as policy
+
+    for name in ("get_num_threads", "set_num_threads", "max_threads", "have_openmp"):
+        assert getattr(eagle, name) is getattr(policy, name)
+    assert sorted(policy.__all__) == ["get_num_threads", "have_openmp", "max_threads", "set_num_threads",
+                                      "usable_cpus"]
+    assert 1 <= policy.usable_cpus() <= (os.cpu_count() or 1)
+
+
+@needs_openmp
+def test_the_launch_reads_the_runtimes_team_size_capped_to_the_usable_cpus_unless_a_count_was_given():
+    # the runtime's inputs set by hand: OpenMP says 3 threads, the process may use 1 CPU
+    out = run_python("""
+        import numpy as np, eagle, eagle.kernels as ek
+        from eagle.cpu import _executor
+        from eagle.graph import native
+        x = np.arange(5000.0); y = np.zeros(5000)
+        g = eagle.Graph()
+        g.add_node(native(ek.scale(2.0), reads={"x": x}, writes={"y": y}))
+        g.build(cpu=eagle.CpuOptions(teams="parallel"))
+        seen = []
+        def launch():
+            g.launch(1)
+            assert (y == 2 * x).all() and g.plan().num_threads == eagle.get_num_threads()
+            seen.append(eagle.get_num_threads())
+        for usable, env_set in [(1, False), (1, True), (0, False), (8, False), (1, False)]:
+            _executor._configure_team_size(usable, env_set)
+            launch()
+        eagle.set_num_threads(2)               # a count given: no longer capped
+        launch()
+        print(*seen)
+    """, OMP_NUM_THREADS=3)
+    assert out.split() == ["1", "3", "3", "3", "1", "2"]
+
+
 # ---- threadpoolctl ---------------------------------------------------------------------
 
 

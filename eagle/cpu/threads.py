@@ -1,14 +1,22 @@
-# eagle.cpu's thread policy: how many threads a team has (included in
-# eagle/cpu/_executor.pyx, which shares the runtime's state with the executor: the
-# fork flags and OpenMP's settings live once, in that extension). Public through
-# eagle.set_num_threads, eagle.get_num_threads, eagle.max_threads, eagle.have_openmp.
+"""eagle.cpu's thread policy: how many threads a team has, as users see and set it.
 
-cdef bint _explicit_threads = False
+Public through ``eagle.get_num_threads``, ``eagle.set_num_threads``, ``eagle.max_threads`` and
+``eagle.have_openmp``. The mechanism is the C runtime's (csrc/cpu/runtime.c, through
+``eagle.cpu._executor``: its state lives once, in that extension): every launch reads the team
+size there (``eagle_team_size``) without a Python call; this module gives it its inputs, once,
+at import.
+"""
+import operator
+import os
+
+from eagle.cpu import _executor as _rt
+
+__all__ = ["have_openmp", "usable_cpus", "max_threads", "get_num_threads", "set_num_threads"]
 
 
 def have_openmp():
     """Whether eagle's executor was built with OpenMP (else it runs serially)."""
-    return bool(eagle_have_openmp())
+    return _rt._have_openmp()
 
 
 def usable_cpus():
@@ -28,13 +36,12 @@ def usable_cpus():
 
 
 # Read once: libgomp reads OMP_NUM_THREADS once, at load, and the CPUs a process
-# may use rarely change; get_num_threads() is on the path of every launch.
-cdef int _usable_cpus = usable_cpus()
-cdef bint _omp_env_set = "OMP_NUM_THREADS" in os.environ
-cdef int _max_threads = eagle_max_threads()
+# may use rarely change; the team size is read on every launch.
+_rt._configure_team_size(usable_cpus(), "OMP_NUM_THREADS" in os.environ)
+_MAX_THREADS = _rt._max_threads()
 
 
-cpdef int get_num_threads():
+def get_num_threads():
     """Threads a parallel stage uses.
 
     OpenMP's own setting (``OMP_NUM_THREADS``, ``set_num_threads``, a
@@ -45,14 +52,7 @@ cpdef int get_num_threads():
     without OpenMP or runs in a child forked after a parallel region (libgomp
     is not fork-safe).
     """
-    if not eagle_have_openmp() or eagle_is_forked_child():
-        return 1
-    cdef int n = eagle_omp_max_threads()
-    if not _explicit_threads and not _omp_env_set and n > _usable_cpus:
-        n = _usable_cpus
-    if n > _max_threads:
-        n = _max_threads
-    return n if n > 1 else 1
+    return _rt._team_size()
 
 
 def max_threads():
@@ -61,7 +61,7 @@ def max_threads():
     More threads than CPUs never speed a stage up, and the OpenMP runtime ends
     the process when it cannot create a thread, so eagle refuses (in
     ``set_num_threads``) or caps (``OMP_NUM_THREADS``, threadpoolctl) beyond it."""
-    return eagle_max_threads() if eagle_have_openmp() else 1
+    return _rt._max_threads() if _rt._have_openmp() else 1
 
 
 def set_num_threads(n):
@@ -72,7 +72,6 @@ def set_num_threads(n):
     other threads keep their own (``OMP_NUM_THREADS`` or all usable CPUs), and
     a launch in flight keeps the team it started with.
     """
-    global _explicit_threads
     if isinstance(n, bool):
         raise TypeError("set_num_threads() needs an integer, got a bool")
     try:
@@ -81,19 +80,19 @@ def set_num_threads(n):
         raise TypeError(f"set_num_threads() needs an integer, got {type(n).__name__}") from None
     if n < 1:
         raise ValueError(f"set_num_threads needs n >= 1, got {n}")
-    if n > _max_threads:
-        raise ValueError(f"set_num_threads({n}): a team has at most {_max_threads} threads here "
+    if n > _MAX_THREADS:
+        raise ValueError(f"set_num_threads({n}): a team has at most {_MAX_THREADS} threads here "
                          "(eagle.max_threads(): 8 per CPU, at least 64, at most 1024, and at most "
                          "OMP_THREAD_LIMIT)")
-    eagle_omp_set_num_threads(n)
-    _explicit_threads = True
+    _rt._set_team_size(n)
 
 
-def _after_fork_in_child():
-    eagle_mark_forked_child()
-
-
+# libgomp's pool is not fork-safe: a child forked after a parallel region runs serially
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    os.register_at_fork(after_in_child=_rt._mark_forked_child)
 
 
+def __dir__():
+    from eagle._public import public_dir
+
+    return public_dir(globals())
