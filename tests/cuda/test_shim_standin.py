@@ -277,6 +277,7 @@ def test_the_first_load_publishes_the_table_to_other_threads(tmp_path, fake_libc
     assert build.returncode == 0, build.stderr
     env = dict(os.environ, EAGLE_LIBCUDA=fake_libcuda_path, FAKE_CUDA_ARENA_ANYWHERE="1",
                TSAN_OPTIONS="halt_on_error=1 exitcode=66 report_signal_unsafe=0")
+    env.pop("LD_PRELOAD", None)   # tests/sanitize.sh preloads ASan, which a TSan binary cannot run beside
     for _ in range(3):
         run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120, env=env)
         if "FATAL: ThreadSanitizer" in run.stderr:   # the runtime could not start here
