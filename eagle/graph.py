@@ -613,7 +613,7 @@ class Graph(GraphCore):
         with self._exclusive("build"):
             recording = self.recording()
             try:
-                policies = self._build_policies(cpu)
+                self._build_checks(cpu if self._family != "cuda" else None)
             except Exception as exc:
                 # scale-out: the other ranks wait for this one in their graph check; tell them
                 hooks.before_build(recording, exc)
@@ -630,7 +630,7 @@ class Graph(GraphCore):
             if self._backend is not None:
                 self._replays = self._backend.replays
             try:
-                backend = backend_type(recording, policies, cuda if self._family == "cuda" else cpu)
+                backend = backend_type(recording, cuda if self._family == "cuda" else cpu)
                 backend.replays = self._replays
                 self._backend = backend
             except BaseException as exc:
@@ -640,13 +640,15 @@ class Graph(GraphCore):
             self._ever_built = True
         return self
 
-    def _build_policies(self, cpu):
-        """build()'s checks against the recording: one team policy per stage."""
-        policies = cpu.policies(self._stager.n_stages)
+    def _build_checks(self, cpu):
+        """build()'s checks against the recording, before the ranks of a scale-out build
+        agree to go on: ``cpu``'s team policies, one per stage (None: the graph builds for
+        another backend, which does not read them)."""
+        if cpu is not None:
+            cpu.policies(self._stager.n_stages)
         if self._logical_size is not None and self._logical_size > self.capacity:
             raise ValueError(f"logical size {self._logical_size} exceeds the capacity {self.capacity} "
                              "of the arrays recorded since; call set_logical_size() first")
-        return policies
 
     # launch(n) and launch_until_done(n) are GraphCore's (compiled)
 
