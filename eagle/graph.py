@@ -35,7 +35,6 @@ from __future__ import annotations
 import operator
 import shutil
 import types
-import unicodedata
 
 from eagle._core import GraphCore
 from eagle._errors import GroupConflictError, NotBuiltError
@@ -43,7 +42,7 @@ from eagle._nodes import (SIZE, SIZE_PTR, Node, allgather, allreduce, bcast, com
                           if_else, native, normal, opaque, random_bits, reorder, sendrecv, subgraph, ufunc,
                           uniform, while_loop)
 from eagle._public import public_dir, warn_renamed
-from eagle._text import plural, with_article
+from eagle._text import check_name, plural, with_article
 from eagle.cpu.backend import CpuBackend
 from eagle.look import dot
 from eagle.look import bodies
@@ -95,13 +94,6 @@ def _not_a_node_hint(obj) -> str:
     if callable(obj):
         return " (wrap a callable: opaque(fn, reads=..., writes=...))"
     return ""
-
-
-def _one_line(name):
-    """No line break (str.splitlines' \\v, \\f, U+2028 too), control character (NUL, ESC)
-    nor invisible format character (zero-width space, soft hyphen, a bidi override): the
-    picture and the DOT text lay a name out on one line, a column per character width."""
-    return not any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in name)
 
 
 def _cpu_options(cpu, old):
@@ -349,11 +341,10 @@ class Graph(GraphCore):
                         name = f"{base}_{k}"
                     k += 1
                 suffixes[base] = k
-            elif not isinstance(name, str) or not name or not _one_line(name):
-                raise TypeError(f"a node name must be a non-empty one-line string (no line breaks, "
-                                f"control or invisible format characters), got {name!r}")
-            elif taken(name):
-                raise ValueError(f"the graph already has a node named {name!r}; node names are unique")
+            else:
+                check_name(name, "a node name")
+                if taken(name):
+                    raise ValueError(f"the graph already has a node named {name!r}; node names are unique")
             new.add(name)
             final.append(name)
         return final, suffixes

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from eagle._text import check_name
 from eagle.record.foreign import adopt
 from eagle.record.memory import array_kind
 
@@ -23,8 +24,7 @@ _AN_ARRAY = ("a NumPy array, a CUDA array (__cuda_array_interface__), or an obje
 
 
 def _check_name(name, what):
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"{what}: array names must be non-empty strings, got {name!r}")
+    check_name(name, f"{what}: an array name")
 
 
 def _array(a, what, write, expected=None):

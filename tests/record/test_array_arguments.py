@@ -82,11 +82,29 @@ def test_something_that_is_no_array_is_refused_with_one_message(what):
         make(object())
 
 
+_NAME_RULE = "must be a non-empty one-line string (no line breaks, control or invisible format characters)"
+
+
+@pytest.mark.parametrize("bad", [3, "", "y\nSECOND LINE", "y\x1b[31mRED", "a\u200bb", "a\u2028b", "a\x00"])
 @pytest.mark.parametrize("what", list(ONE_ARRAY))
-def test_a_name_that_is_no_string_is_refused_with_one_message(what):
+def test_a_name_that_is_no_one_line_string_is_refused_with_one_message(what, bad):
     make, array, _, _ = ONE_ARRAY[what]
-    with pytest.raises(TypeError, match="array names must be non-empty strings, got 3"):
-        make({3: array()})
+    with pytest.raises(TypeError, match=re.escape(f"an array name {_NAME_RULE}, got {bad!r}")):
+        make({bad: array()})
+
+
+@pytest.mark.parametrize("bad", ["y\nSECOND LINE", "y\x1b[31mRED", "\u00ad"])
+def test_array_names_and_node_names_follow_one_rule(bad):
+    # reads/writes/updates dicts name their arrays as one-entry dicts do, and as nodes are named
+    x = np.zeros(4)
+    for make in (lambda: opaque(print, reads={bad: x}), lambda: opaque(print, writes={"ok": x, bad: np.ones(4)}),
+                 lambda: opaque(print, updates={bad: x}),
+                 lambda: native(ek.add(), reads={"x": x, bad: x}, writes={"y": np.zeros(4)})):
+        with pytest.raises(TypeError, match=re.escape(f"an array name {_NAME_RULE}, got {bad!r}")):
+            make()
+    g = eagle.Graph()
+    with pytest.raises(TypeError, match=re.escape(f"a node name {_NAME_RULE}, got {bad!r}")):
+        g.add_node(opaque(print, reads={"x": x}), name=bad)
 
 
 def test_reads_and_writes_still_take_dicts_of_several_entries():
