@@ -45,7 +45,7 @@ class PartitionNode(FinishedSamplesNode):
 
         (key_name, key), (ids_name, ids) = key, ids or ("ids", None)
         count_name, count = count or ("count", None)
-        check_state(mode, (key_name, ids_name, count_name), state)
+        state = check_state(mode, (key_name, ids_name, count_name), state)
         writes = {key_name: key, **state}
         super().__init__(None, writes)
         if self.family == "cuda":
@@ -59,8 +59,6 @@ class PartitionNode(FinishedSamplesNode):
                                  f"{name!r} has shape {a.shape}")
             if a.ndim > 1 and not _rows_contiguous(a):
                 raise ValueError(f"{mode}(): a sample's row of {name!r} must be contiguous")
-            if not a.flags.writeable:
-                raise ValueError(f"{mode}(): {name!r} is read-only")
         if ids is None:
             ids = np.arange(capacity, dtype=np.int64)
         if not (isinstance(ids, np.ndarray) and ids.dtype == np.int64 and ids.shape == (capacity,)):
@@ -69,9 +67,6 @@ class PartitionNode(FinishedSamplesNode):
             count = np.zeros(1, dtype=np.int64)
         if not (isinstance(count, np.ndarray) and count.dtype == np.int64 and count.size == 1):
             raise TypeError(f"{mode}(): count must be an int64 array of one element")
-        for name, a in ((ids_name, ids), (count_name, count)):
-            if not a.flags.writeable:
-                raise ValueError(f"{mode}(): {name!r} is read-only")
         check_policy(mode, every, min_dead_fraction)
         if len({key_name, ids_name, count_name}) < 3:
             raise ValueError(f"{mode}(): {key_name!r}, ids {ids_name!r} and count {count_name!r} "

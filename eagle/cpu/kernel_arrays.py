@@ -8,9 +8,9 @@ def check_kernel_arrays(kernel, named, n_reads=None) -> None:
     """Raise unless ``named`` ((name, array) pairs in the order the kernel gets them: reads,
     then writes) is what ``kernel`` (an ``eagle.native.Kernel``) declares: as many reads and
     writes (``n_reads``: how many of ``named`` are reads; None: only the total is checked),
-    no dtype holding Python objects, its dtype, ``dtypes`` and ``ndim``, and every written
-    array writable. TypeError for a count or a type, ValueError for memory (read-only,
-    misaligned); the messages name the kernel and the array."""
+    no dtype holding Python objects, its dtype, ``dtypes`` and ``ndim``. TypeError for a
+    count or a type, ValueError for a misaligned array; the messages name the kernel and
+    the array. (A written array is writable: ``eagle.record.arrays`` refused it otherwise.)"""
     k = kernel
     if n_reads is not None:
         if k.n_reads is not None and n_reads != k.n_reads:
@@ -22,7 +22,6 @@ def check_kernel_arrays(kernel, named, n_reads=None) -> None:
         if len(named) != k.n_reads + k.n_writes:
             raise TypeError(f"kernel {k.name!r} takes {k.n_reads + k.n_writes} arrays ({k.n_reads} read, "
                             f"{k.n_writes} written), got {len(named)}")
-        n_reads = k.n_reads
     for name, a in named:
         dtype = getattr(a, "dtype", None)
         if dtype is not None and dtype.hasobject:
@@ -35,7 +34,3 @@ def check_kernel_arrays(kernel, named, n_reads=None) -> None:
                 raise TypeError(f"kernel {k.name!r} takes 1-d {k.dtype} arrays; {name!r} is "
                                 f"{a.ndim}-d {a.dtype}")
     k.check_arrays(list(named))
-    if n_reads is not None:
-        for name, a in named[n_reads:]:
-            if not a.flags.writeable:
-                raise ValueError(f"{name!r} is written by kernel {k.name!r} but is read-only")

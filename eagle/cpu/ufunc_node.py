@@ -156,9 +156,6 @@ def cpu_ufunc(uf, dufunc, ins, outs, where=True) -> UfuncNode:
         if not a.flags.aligned:
             raise ValueError(f"{op.name!r} is not aligned for its dtype {a.dtype}; NumPy would copy it "
                              "through a buffer, a ufunc node does not (pass an aligned array)")
-    for o in outs:
-        if not o.array.flags.writeable:
-            raise ValueError(f"{uf.__name__} writes {o.name!r}, which is read-only")
 
     if dufunc is None and _built_by_numba(uf):
         raise TypeError(

@@ -208,8 +208,6 @@ def _layout(a, name, mode):
     dt = np.dtype(cai["typestr"])
     if not shape:
         raise ValueError(f"{mode}(): {name!r} must hold one row per sample, it is 0-d")
-    if cai.get("readonly") or cai["data"][1]:
-        raise ValueError(f"{mode}(): {name!r} is read-only")
     row = dt.itemsize * int(np.prod(shape[1:], dtype=np.int64))
     c_strides = [dt.itemsize]
     for d in reversed(shape[1:]):
@@ -240,7 +238,7 @@ class CudaPartitionNode(FinishedSamplesNode):
         """``key``: ``(name, array)``; ``ids``, ``count``: ``(name, array)`` or None."""
         (key_name, key), (ids_name, ids) = key, ids or ("ids", None)
         count_name, count = count or ("count", None)
-        check_state(mode, (key_name, ids_name, count_name), state)
+        state = check_state(mode, (key_name, ids_name, count_name), state)
         capacity = int(tuple(key.__cuda_array_interface__["shape"])[0]) \
             if len(key.__cuda_array_interface__["shape"]) == 1 else -1
         if capacity < 0:

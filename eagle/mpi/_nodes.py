@@ -179,8 +179,8 @@ def allreduce(send, recv, *, op="sum", comm=None) -> CollectiveNode:
     if _on_gpu(send, recv):
         from eagle.mpi import _nccl
         return _nccl.allreduce(send, recv, op, comm, (send_name, recv_name, buf_name))
-    _runtime.buffer(send, "allreduce(): send", writable=False)
-    _runtime.buffer(recv, "allreduce(): recv", writable=True)
+    _runtime.buffer(send, "allreduce(): send")
+    _runtime.buffer(recv, "allreduce(): recv")
     in_place = _same_memory(send, recv)
     if send.dtype != recv.dtype or send.size != recv.size:
         raise ValueError(f"allreduce(): send ({send.dtype}, {send.size} elements) and recv ({recv.dtype}, "
@@ -240,8 +240,8 @@ def allgather(send, recv, *, comm=None) -> CollectiveNode:
     if _on_gpu(send, recv):
         from eagle.mpi import _nccl
         return _nccl.allgather(send, recv, comm, (send_name, recv_name))
-    _runtime.buffer(send, "allgather(): send", writable=False)
-    _runtime.buffer(recv, "allgather(): recv", writable=True)
+    _runtime.buffer(send, "allgather(): send")
+    _runtime.buffer(recv, "allgather(): recv")
     size = comm.Get_size()
     if send.dtype != recv.dtype:
         raise ValueError(f"allgather(): send ({send.dtype}) and recv ({recv.dtype}) must have one dtype")
@@ -298,7 +298,7 @@ def bcast(buf, *, root=0, comm=None) -> CollectiveNode:
     if _on_gpu(buf):
         from eagle.mpi import _nccl
         return _nccl.bcast(buf, root, comm, buf_name)
-    _runtime.buffer(buf, "bcast(): buf", writable=True)
+    _runtime.buffer(buf, "bcast(): buf")
     _runtime.datatype(buf, "bcast()")
     return CollectiveNode("bcast", {}, {buf_name: buf}, comm, root=root, count=buf.size, dtype_array=buf)
 
@@ -364,8 +364,8 @@ def sendrecv(send, recv, *, dest, source, tag=0, comm=None) -> CollectiveNode:
     if _on_gpu(send, recv):
         from eagle.mpi import _nccl
         return _nccl.sendrecv(send, recv, dest, source, tag, comm, (send_name, recv_name))
-    _runtime.buffer(send, "sendrecv(): send", writable=False)
-    _runtime.buffer(recv, "sendrecv(): recv", writable=True)
+    _runtime.buffer(send, "sendrecv(): send")
+    _runtime.buffer(recv, "sendrecv(): recv")
     if send.dtype != recv.dtype:
         raise ValueError(f"sendrecv(): send ({send.dtype}) and recv ({recv.dtype}) must have one dtype")
     _apart(send, recv, "sendrecv()")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from eagle.record.arrays import named_arrays
 from eagle.record.node import Node
 
 class FinishedSamplesNode(Node):
@@ -39,9 +40,10 @@ class FinishedSamplesNode(Node):
         return self.mode
 
 
-def check_state(mode, own_names, state) -> None:
+def check_state(mode, own_names, state) -> dict:
     """``state`` is a dict of per-sample arrays that does not take the names of the node's
-    other arrays (the key or ``alive``, ``ids``, ``count``)."""
+    other arrays (the key or ``alive``, ``ids``, ``count``); returns it as the arrays
+    parser reads it (``eagle.record.arrays``: names, views, written so writable)."""
     if not isinstance(state, dict):
         raise TypeError(f"{mode}(): state must be a dict of name -> per-sample array, "
                         f"got {type(state).__name__}")
@@ -49,6 +51,7 @@ def check_state(mode, own_names, state) -> None:
         if name in state:
             raise ValueError(f"{mode}(): {name!r} names another of the node's own arrays; call the "
                              "state array otherwise")
+    return named_arrays(state, f"{mode}(): state", "state", write=True)
 
 
 def check_policy(mode, every, min_dead_fraction) -> None:

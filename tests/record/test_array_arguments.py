@@ -63,6 +63,29 @@ def test_a_bare_array_and_a_named_one_make_the_same_node_but_for_the_name(what):
     assert type(bare) is type(named)
 
 
+class _Exported:
+    """The memory of ``a`` exported through the array interface, as ``a`` flags it."""
+
+    def __init__(self, a):
+        self.__array_interface__ = dict(a.__array_interface__)
+
+
+@pytest.mark.parametrize("export", [False, True])
+@pytest.mark.parametrize("what", list(ONE_ARRAY))
+def test_read_only_memory_is_refused_where_the_node_writes_it_with_one_message(what, export):
+    make, array, default, declared = ONE_ARRAY[what]
+    ro = array()
+    ro.flags.writeable = False
+    given = _Exported(ro) if export else ro
+    if default in make(array()).writes:
+        with pytest.raises(ValueError, match=r"is read-only( \(_Exported exports it read-only\))?, and "
+                                             r"the node writes it: pass a writable array"):
+            make(given)
+    else:
+        node = make(given)   # a read-only array a node only reads is fine
+        assert np.shares_memory(declared(node)[default], ro)
+
+
 @pytest.mark.parametrize("what", list(ONE_ARRAY))
 def test_a_dict_of_two_entries_is_refused_with_one_message(what):
     make, array, default, _ = ONE_ARRAY[what]
