@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from eagle.record.arrays import named_array
-from eagle.record.memory import array_kind
+from eagle.record.memory import array_kind, refuse_shared_elements
 
 #: what a random node draws (the numbers csrc/cpu/random_kernels.h and random.cu take)
 BITS, UNIFORM, NORMAL = 0, 1, 2
@@ -126,6 +126,8 @@ def random_spec(what, out, key, ids=None, a=None, b=None) -> RandomSpec:
     name = KIND_NAMES[what]
     out_name, out = named_array(out, f"{name}(): out", "out", write=True)
     shape, dtype = _shape_dtype(out)
+    refuse_shared_elements(out, f"{name}()", f"out {out_name!r}",
+                           "every sample's numbers would land in the same bytes")
     if what == BITS:
         if dtype != np.uint32 or len(shape) != 2 or shape[1] != 4:
             raise TypeError(f"random_bits(): out {out_name!r} must be a uint32 array of shape (n, 4), "
