@@ -48,18 +48,23 @@ def renamed_keyword(given: dict, old: str, new: str, value, where: str, missing=
 
 
 def keywords_after(n: int, example: str):
-    """Decorate a constructor whose arguments after the first ``n`` are keyword-only, so
-    that an old positional call (``opaque(fn, {"x": x}, {"y": y})``) is refused with the
-    new spelling (``example``) instead of Python's bare count of positional arguments."""
+    """Decorate a constructor that takes ``n`` positional arguments (its other arguments are
+    keyword-only), so that an old positional call (``opaque(fn, {"x": x}, {"y": y})``) is
+    refused naming the keywords it takes and a call spelled the new way (``example``)
+    instead of Python's bare count of positional arguments. The check costs a call only."""
     import functools
+    import inspect
 
     def wrap(fn):
+        keywords = [p.name + "=" for p in inspect.signature(fn).parameters.values()
+                    if p.kind is p.KEYWORD_ONLY]
+        said = f"its other arguments are keywords ({', '.join(keywords)})" if keywords else "it takes no more"
+
         @functools.wraps(fn)
         def constructor(*args, **kwargs):
             if len(args) > n:
                 raise TypeError(f"{fn.__name__}() takes {n} positional argument{'s' * (n > 1)}, "
-                                f"got {len(args)}: the arguments after them (reads, writes, updates, "
-                                f"every option) are keywords, e.g. {example}")
+                                f"got {len(args)}: {said}, e.g. {example}")
             return fn(*args, **kwargs)
         return constructor
     return wrap

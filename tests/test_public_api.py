@@ -91,26 +91,43 @@ def test_exceptions_are_named_error_and_the_old_name_warns():
 
 # ---- keywords and signatures ---------------------------------------------------------
 
-@pytest.mark.parametrize("make, positional", [
-    (lambda x, y: opaque(lambda: None, {"x": x}, {"y": y}), "opaque() takes 1 positional argument, got 3"),
-    (lambda x, y: native(ek.copy(), {"x": x}, {"y": y}), "native() takes 1 positional argument, got 3"),
+_B = lambda: np.zeros(4, bool)   # noqa: E731
+_BODY = eagle.Graph()
+_BODY.add_node(opaque(lambda: None, writes={"q": np.zeros(2)}))
+
+
+@pytest.mark.parametrize("make, positional, keywords", [
+    (lambda x, y: opaque(lambda: None, {"x": x}, {"y": y}), "opaque() takes 1 positional argument, got 3",
+     "reads=, writes=, updates=, per_sample=, sized="),
+    (lambda x, y: native(ek.copy(), {"x": x}, {"y": y}), "native() takes 1 positional argument, got 3",
+     "reads=, writes=, updates=, user_data="),
     (lambda x, y: eg.cuda_kernel(object(), [x, eg.SIZE], {"x": x}, {"y": y}),
-     "cuda_kernel() takes 2 positional arguments, got 4"),
+     "cuda_kernel() takes 2 positional arguments, got 4", "reads=, writes=, size_arg="),
+    (lambda x, y: compact(_B(), {"x": x}, np.arange(4)), "compact() takes 2 positional arguments, got 3",
+     "ids=, count=, every=, min_dead_fraction="),
+    (lambda x, y: reorder(np.zeros(4, np.int64), {"x": x}, 2), "reorder() takes 2 positional arguments, got 3",
+     "n_keys=, ids=, every="),
+    (lambda x, y: eg.uniform(x, 1), "uniform() takes 1 positional argument, got 2", "key=, low=, high=, ids="),
+    (lambda x, y: eg.normal(x, 1), "normal() takes 1 positional argument, got 2", "key=, loc=, scale=, ids="),
+    (lambda x, y: eg.random_bits(np.zeros((4, 4), np.uint32), 1), "random_bits() takes 1 positional argument, "
+     "got 2", "key=, ids="),
+    (lambda x, y: eg.while_loop(np.zeros(1, bool), _BODY, 3), "while_loop() takes 2 positional arguments, got 3",
+     "max_iterations="),
+    (lambda x, y: eg.allreduce(x, y, "sum"), "allreduce() takes 2 positional arguments, got 3", "op=, comm="),
+    (lambda x, y: eg.allgather(x, y, None), "allgather() takes 2 positional arguments, got 3", "comm="),
+    (lambda x, y: eg.bcast(x, 0), "bcast() takes 1 positional argument, got 2", "root=, comm="),
+    (lambda x, y: eg.sendrecv(x, y, 0, 0), "sendrecv() takes 2 positional arguments, got 4",
+     "dest=, source=, tag=, comm="),
 ])
-def test_reads_and_writes_given_positionally_are_refused_naming_the_keywords(make, positional):
-    with pytest.raises(TypeError, match=re.escape(positional) + r".*\(reads, writes, updates, every option\) "
-                                                                r"are keywords, e.g. .*=\{"):
-        make(np.ones(2), np.zeros(2))
+def test_options_given_positionally_are_refused_naming_the_constructors_keywords(make, positional, keywords):
+    with pytest.raises(TypeError, match=re.escape(positional) + r": its other arguments are keywords \(" +
+                       re.escape(keywords) + r".*\), e.g. "):
+        make(np.ones(4), np.zeros(4))
 
 
-def test_collective_options_given_positionally_are_refused_naming_the_keywords():
-    pytest.importorskip("mpi4py")
-    x = np.zeros(2)
-    with pytest.raises(TypeError, match=re.escape("sendrecv() takes 2 positional arguments, got 4") +
-                       ".*dest=right, source=left"):
-        eg.sendrecv(x, x.copy(), 0, 0)
-    with pytest.raises(TypeError, match=re.escape("bcast() takes 1 positional argument, got 2")):
-        eg.bcast(x, 0)
+def test_if_else_takes_three_arguments_and_no_option():
+    with pytest.raises(TypeError, match=re.escape("if_else() takes 3 positional arguments, got 4: it takes no more")):
+        eg.if_else(np.zeros(1, bool), _BODY, _BODY, 1)
 
 
 @pytest.mark.parametrize("name", ["opaque", "native", "cuda_kernel", "compact", "reorder", "random_bits",
@@ -147,9 +164,9 @@ def test_launch_and_launch_until_done_take_n_and_progress_by_keyword():
         g.launch_until_done(replays=3)
     with pytest.raises(TypeError, match="needs n"):
         g.launch_until_done()
-    with pytest.raises(TypeError):
-        g.launch(1, True)                          # progress is a keyword
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=r"launch\(\) takes 1 positional argument \(n\), got 2: progress is a keyword"):
+        g.launch(1, True)
+    with pytest.raises(TypeError, match=r"launch_until_done\(\) takes 1 positional argument \(n\), got 2: progress"):
         g.launch_until_done(1, True)
     g.launch(n=1, progress=False)
 

@@ -129,6 +129,7 @@ def _buffers(what, send, recv):
             named_array(recv, f"{what}(): recv", "recv", write=True))
 
 
+@keywords_after(2, 'allreduce(send, recv, op="sum")')
 def allreduce(send, recv, *, op="sum", comm=None) -> CollectiveNode:
     """A node that combines ``send`` of every rank with ``op`` into ``recv`` on every rank.
 
@@ -198,6 +199,7 @@ def allreduce(send, recv, *, op="sum", comm=None) -> CollectiveNode:
                           dtype_array=send)
 
 
+@keywords_after(2, "allgather(send, recv, comm=comm)")
 def allgather(send, recv, *, comm=None) -> CollectiveNode:
     """A node that gathers ``send`` of every rank, in rank order, into ``recv`` on every rank.
 

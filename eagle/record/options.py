@@ -147,7 +147,7 @@ class CudaOptions:
     --------
     >>> import eagle
     >>> eagle.CudaOptions(library_branches="branches")
-    CudaOptions(library_branches='branches')
+    CudaOptions(library_branches='branches', branches=True)
     """
 
     library_branches: str = "serial"
