@@ -32,6 +32,17 @@ def warn_renamed(old: str, new: str, *, stacklevel: int = 3) -> None:
     warnings.warn(f"{old} is deprecated; use {new}", DeprecationWarning, stacklevel=stacklevel)
 
 
+def probed_by_import() -> bool:
+    """Whether the module ``__getattr__`` that calls this was called by the import system's
+    probe of ``from package import name`` (importlib's ``_handle_fromlist`` asks
+    ``hasattr`` first, then the statement gets the name): an old name warns on the
+    second call only, once per import statement."""
+    import sys
+
+    caller = sys._getframe(2).f_code
+    return caller.co_name == "_handle_fromlist" and "importlib" in caller.co_filename
+
+
 def renamed_keyword(given: dict, old: str, new: str, value, where: str, missing=None, stacklevel=4):
     """``value`` of keyword ``new``, or the one passed under ``old`` (popped from ``given``,
     the function's ``**old`` keywords) with a warning; a TypeError for both, or for any

@@ -73,6 +73,20 @@ def test_the_collectives_from_eagle_mpi_still_work_with_a_warning(name):
         eagle.mpi.nothing  # noqa: B018
 
 
+def test_an_old_name_imported_with_from_warns_once_at_the_import():
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        from eagle.mpi import bcast
+        from eagle import GroupConflict
+    assert [str(w.message) for w in caught] == [
+        "eagle.mpi.bcast is deprecated; use eagle.graph.bcast",
+        "eagle.GroupConflict is deprecated; use eagle.GroupConflictError"]
+    assert all(w.filename == __file__ for w in caught)
+    assert bcast is eg.bcast and GroupConflict is eagle.GroupConflictError
+
+
 def test_exceptions_are_named_error_and_the_old_name_warns():
     assert eagle.GroupConflictError is eg.GroupConflictError
     assert issubclass(eagle.GroupConflictError, ValueError)
