@@ -19,7 +19,7 @@ from eagle._public import keywords_after
 from eagle.record.arrays import named_array
 from eagle.cpu.lowering import cpu_lowering
 from eagle.cpu.spec import NativeSpec
-from eagle.record.memory import data_pointer
+from eagle.record.memory import data_pointer, same_view
 from eagle.record.node import Node, RunsAs
 from eagle.mpi import _runtime
 from eagle.mpi._order import ORDER_NAME, ORDER_TOKEN
@@ -125,8 +125,12 @@ def _lower_collective(node, index, ctx):
 
 def _buffers(what, send, recv):
     """``(send name, send), (recv name, recv)``: each an array or ``{name: array}``."""
-    return (named_array(send, f"{what}(): send", "send"),
-            named_array(recv, f"{what}(): recv", "recv", write=True))
+    send, recv = (named_array(send, f"{what}(): send", "send"),
+                  named_array(recv, f"{what}(): recv", "recv", write=True))
+    if send[0] == recv[0] and not same_view(send[1], recv[1]):
+        raise ValueError(f"{what}(): send and recv are both named {send[0]!r} but are different arrays; give "
+                         "one another name")
+    return send, recv
 
 
 @keywords_after(2, 'allreduce(send, recv, op="sum")')

@@ -151,6 +151,9 @@ def random_spec(what, out, key, ids=None, a=None, b=None) -> RandomSpec:
         if len(ishape) != 1 or ishape[0] != shape[0]:
             raise ValueError(f"{name}(): ids {ids_name!r} must be per-sample: 1-d with one id per sample "
                              f"of out ({shape[0]}), got shape {ishape}")
+        if ids_name == out_name:
+            raise ValueError(f"{name}(): out and ids are both named {out_name!r}; give one another name "
+                             "with a one-entry dict {name: array}")
         if array_kind(ids) != array_kind(out):
             raise TypeError(f"{name}(): ids {ids_name!r} and out {out_name!r} must be on one device")
     f32 = dtype == np.float32

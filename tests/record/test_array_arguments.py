@@ -191,3 +191,26 @@ def test_a_compaction_with_named_ids_and_count_runs_as_with_the_default_names():
                         node.scatter_back(x).tolist()))
     assert results[0] == results[1]
     assert results[0][:4] == (3, [0.0, 2.0, 3.0], [0, 2, 3, 1, 4], 3)
+
+
+@pytest.mark.parametrize("make, says", [
+    # a name of the user's meeting another argument's default name: the message names the
+    # constructor's own arguments, not reads=/writes= it does not have
+    (lambda o: uniform({"id": o}, key=1, ids=np.arange(4)), "uniform(): out and ids are both named 'id'"),
+    (lambda o: normal(o, key=1, ids={"out": np.arange(4)}), "normal(): out and ids are both named 'out'"),
+    (lambda o: compact({"ids": np.ones(4, bool)}, {"s": o}, ids=np.arange(4)),
+     "compact(): alive and ids are both named 'ids'"),
+    (lambda o: compact({"count": np.ones(4, bool)}, {"s": o}), "compact(): alive and count are both named 'count'"),
+    (lambda o: reorder({"ids": np.zeros(4, np.int64)}, {"s": o}, n_keys=1, ids=np.arange(4)),
+     "reorder(): the sort key by and ids are both named 'ids'"),
+    (lambda o: ufunc(np.add, {"a": o}, {"a": np.ones(4)}, out=np.zeros(4)),
+     "ufunc(): two different arrays (operands, out= or where=) are both named 'a'"),
+])
+def test_two_arguments_of_one_name_are_refused_naming_the_arguments(make, says):
+    with pytest.raises(ValueError, match=re.escape(says) + "; give one another name"):
+        make(np.zeros(4))
+
+
+def test_reorders_messages_call_the_sort_key_by():
+    with pytest.raises(ValueError, match=re.escape("reorder(): the sort key by 'key' must be 1-d")):
+        reorder(np.zeros((4, 2), np.int64), {"s": np.zeros(4)}, n_keys=2)
