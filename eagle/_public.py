@@ -12,13 +12,14 @@ import types
 import warnings
 
 
-def public_dir(namespace: dict) -> list[str]:
+def public_dir(namespace: dict, *, submodules: bool = True) -> list[str]:
     """``dir()`` of the module whose globals are ``namespace``: its ``__all__``, its public
-    submodules that are imported, and the dunders a module has (``__doc__``...)."""
+    submodules that are imported (``submodules=False``: only those its ``__all__`` names),
+    and the dunders a module has (``__doc__``...)."""
     name = namespace["__name__"]
     offered = set(namespace.get("__all__", ()))
     for k, v in namespace.items():
-        if (isinstance(v, types.ModuleType) and not k.startswith("_")
+        if (submodules and isinstance(v, types.ModuleType) and not k.startswith("_")
                 and getattr(v, "__name__", "") == f"{name}.{k}"):
             offered.add(k)
         elif k.startswith("__") and k.endswith("__") and k not in ("__pyx_capi__", "__dir__", "__getattr__"):

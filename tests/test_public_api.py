@@ -19,6 +19,10 @@ from eagle.graph import compact, native, opaque, reorder, ufunc
 ROOT = Path(__file__).resolve().parents[1]
 PUBLIC_MODULES = ["eagle", "eagle.graph", "eagle.native", "eagle.kernels", "eagle.mpi", "eagle.cpu",
                   "eagle.cuda", "eagle.observe", "eagle.record", "eagle.look"]
+#: the modules of the extension API (docs/api.md, "Extending eagle: new node kinds")
+EXTENSION_MODULES = ["eagle.cpu.lowering", "eagle.cpu.spec", "eagle.cuda.capture", "eagle.observe.profiler",
+                     "eagle.record.node", "eagle.record.recording", "eagle.record.plan", "eagle.record.options",
+                     "eagle.record.backend", "eagle.record.hooks"]
 
 
 def _public(name):
@@ -41,6 +45,26 @@ def test_dir_of_a_public_module_shows_public_names_only(name):
         is_submodule = isinstance(v, types.ModuleType) and v.__name__ == f"{name}.{k}"
         assert not k.startswith("_") and (k in offered or is_submodule), f"dir({name}) shows {k!r}"
     assert offered <= set(dir(mod)), f"dir({name}) hides {sorted(offered - set(dir(mod)))}"
+
+
+@pytest.mark.parametrize("name", PUBLIC_MODULES + EXTENSION_MODULES)
+def test_every_public_module_says_what_is_public(name):
+    mod = _public(name)
+    assert isinstance(getattr(mod, "__all__", None), list), f"{name} has no __all__"
+    assert all(hasattr(mod, n) or importlib.import_module(f"{name}.{n}") for n in mod.__all__)
+
+
+def test_the_packages_of_the_implementation_show_their_public_submodules_only():
+    import eagle.cpu
+    import eagle.look
+    import eagle.record
+
+    assert [n for n in dir(eagle.cpu) if not n.startswith("__")] == ["lowering", "spec"]
+    assert [n for n in dir(eagle.look) if not n.startswith("__")] == []
+    assert [n for n in dir(eagle.record) if not n.startswith("__")] == sorted(
+        ["node", "recording", "plan", "options", "backend", "hooks"])
+    import eagle.cuda.capture as capture
+    assert sorted(capture.__all__) == ["CaptureContext", "Lowering", "Need", "SizedKernel", "register"]
 
 
 def test_dir_hides_what_the_implementation_imports():
@@ -233,7 +257,7 @@ def test_every_docstring_example_runs(name, obj):
 def test_docs_api_md_mentions_every_public_name():
     text = (ROOT / "docs" / "api.md").read_text()
     missing = []
-    for name in PUBLIC_MODULES:
+    for name in PUBLIC_MODULES + EXTENSION_MODULES:
         try:
             mod = importlib.import_module(name)
         except ImportError:

@@ -18,6 +18,8 @@ from eagle.record.control import ControlNode
 from eagle.record.memory import same_view
 from eagle.record.node import Node, OpaqueNode
 
+__all__ = ["cpu_lowering"]
+
 _LOWERINGS: dict[type, object] = {}
 
 

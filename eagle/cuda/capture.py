@@ -26,8 +26,8 @@ from typing import Callable, NamedTuple
 
 from eagle.record.node import Node, OpaqueNode, RunsAs
 
-__all__ = ["CaptureContext", "Capture", "Lowering", "Need", "SizedKernel", "register", "lowering_class",
-           "runs_on_cuda"]
+#: the extension API (docs/api.md); Capture, lowering_class and runs_on_cuda are the backend's
+__all__ = ["CaptureContext", "Lowering", "Need", "SizedKernel", "register"]
 
 
 class Need(enum.Enum):
