@@ -139,6 +139,25 @@ class Graph(GraphCore):
     arrays), or the cuda backend's captured CUDA graph, its executable graph,
     streams, events and the memory pool that holds the capture's temporaries.
     Nothing eagle hands out (``plan()``, ``recording()``) keeps the graph alive.
+
+    Examples
+    --------
+    >>> import numpy as np, eagle
+    >>> from eagle.graph import ufunc
+    >>> x, y = np.arange(4.0), np.zeros(4)
+    >>> g = eagle.Graph()
+    >>> g.add_node(ufunc(np.multiply, x, 2.0, out=y), name="double")
+    >>> g.add_node(ufunc(np.add, y, 1.0, out={"y": y}), name="inc")
+    >>> g.stages
+    [['double'], ['inc']]
+    >>> g.build().launch(1)
+    >>> y
+    array([1., 3., 5., 7.])
+    >>> g.set_logical_size(2)      # the next replays process samples [0, 2)
+    >>> y[:] = 0.0
+    >>> g.launch(1)
+    >>> y
+    array([1., 3., 0., 0.])
     """
 
     def __init__(self):
