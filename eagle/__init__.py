@@ -63,9 +63,10 @@ __all__ = ["Graph", "CpuOptions", "CudaOptions", "GroupConflictError", "NotBuilt
 
 def __getattr__(name):
     if name == "GroupConflict":
-        from eagle._public import warn_renamed
+        from eagle._public import probed_by_import, warn_renamed
 
-        warn_renamed("eagle.GroupConflict", "eagle.GroupConflictError")
+        if not probed_by_import():
+            warn_renamed("eagle.GroupConflict", "eagle.GroupConflictError")
         return GroupConflictError
     raise AttributeError(f"module 'eagle' has no attribute {name!r}")
 

@@ -133,7 +133,7 @@ cdef class GraphCore:
 
     # ---- launch ----
 
-    def launch(self, n=1, *, progress=False):
+    def launch(self, n=1, *more, progress=False):
         """Replay the built graph ``n`` times, in one call.
 
         If a node raises, the replay stops there and the exception reaches you
@@ -148,8 +148,9 @@ cdef class GraphCore:
         n : int, default 1
             The replays to run, ``n >= 0`` (a NumPy integer too).
         progress : bool, default False
-            Show a progress bar (tqdm when installed, else a line on stderr) once the
-            launch has run for about a second, updated at most every 100 ms.
+            Keyword only. ``True`` shows a progress bar (tqdm when installed, else a line
+            on stderr) once the launch has run for about a second, updated at most every
+            100 ms; anything but ``True`` or ``False`` is refused.
 
         Returns
         -------
@@ -160,7 +161,8 @@ cdef class GraphCore:
         NotBuiltError
             The graph was never built, or was recorded into since ``build()``.
         TypeError, ValueError
-            ``n`` is not an integer, or is negative.
+            ``n`` is not an integer, or is negative; ``progress`` given positionally or
+            not a bool.
         RuntimeError
             Called by a node of this graph (or of a graph whose launch encloses it).
         Exception
@@ -179,6 +181,8 @@ cdef class GraphCore:
         """
         cdef int overflow = 0
         cdef long long count = -1
+        if more:
+            _positional_progress("launch", more)
         # written out, not through _fast_count: an exact int needs no call
         if PyLong_CheckExact(n):
             count = PyLong_AsLongLongAndOverflow(n, &overflow)
@@ -189,7 +193,7 @@ cdef class GraphCore:
         else:
             _graph_run(self, count, False, progress)
 
-    def launch_until_done(self, n=None, *, progress=False, **old):
+    def launch_until_done(self, n=None, *more, progress=False, **old):
         """Replay until no sample is left (a compaction node's live count reaches 0), at
         most ``n`` times, without returning to Python in between.
 
@@ -198,7 +202,7 @@ cdef class GraphCore:
         n : int
             The most replays to run, ``n >= 0``.
         progress : bool, default False
-            As for ``launch``.
+            As for ``launch``: keyword only, ``True`` or ``False``.
 
         Returns
         -------
@@ -223,11 +227,19 @@ cdef class GraphCore:
 
         ``launch_until_done(max_replays=...)`` still works, with a ``DeprecationWarning``.
         """
+        if more:
+            _positional_progress("launch_until_done", more)
         if old:
             n = _old_max_replays(n, old)
         if n is None:
             raise TypeError("launch_until_done() needs n, the most replays to run")
         return _graph_run(self, _fast_count(n, "launch_until_done()"), True, progress)
+
+
+def _positional_progress(name, more):
+    """launch(n, True): the arguments after n are keywords (one, progress=)."""
+    raise TypeError(f"{name}() takes 1 positional argument (n), got {1 + len(more)}: progress is a "
+                    f"keyword, e.g. {name}(10, progress=True)")
 
 
 def _old_max_replays(n, old):

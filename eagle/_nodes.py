@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from eagle._public import renamed_keyword
+from eagle._public import keywords_after, renamed_keyword
 from eagle.cpu.finished import PartitionNode, compact_cpu, reorder_cpu
 from eagle.cpu.native_node import NativeNode, native
 from eagle.cpu.ufunc_node import UfuncNode, cpu_ufunc
@@ -116,6 +116,7 @@ def ufunc(uf, *operands, out=None, where=None):
     return node
 
 
+@keywords_after(2, 'compact({"alive": alive}, {"x": x}, ids=ids)')
 def compact(alive, state, *, ids=None, count=None, every=1, min_dead_fraction=0.25) -> Node:
     """A node that moves the live samples to the front and shrinks the logical size to them.
 
@@ -195,6 +196,7 @@ def _n_keys(n_keys):
     return int(n_keys)
 
 
+@keywords_after(2, 'reorder({"cell": cell}, {"x": x}, n_keys=3)')
 def reorder(by=None, state=None, *, n_keys, ids=None, every=1, **old) -> Node:
     """A node that sorts samples [0, logical size) stably by the integer sort key ``by``.
 
@@ -264,6 +266,7 @@ def _random_node(spec) -> Node:
     return RandomNode(spec)
 
 
+@keywords_after(1, "random_bits(out, key=1)")
 def random_bits(out, *, key, ids=None) -> Node:
     """A node that writes Philox4x32-10's four 32-bit words of every sample to ``out``.
 
@@ -312,6 +315,7 @@ def random_bits(out, *, key, ids=None) -> Node:
     return _random_node(random_spec(BITS, out, key, ids))
 
 
+@keywords_after(1, "uniform(out, key=1, low=0.0, high=1.0)")
 def uniform(out, *, key, low=0.0, high=1.0, ids=None) -> Node:
     """A node that draws uniform numbers in ``[low, high)`` into a float32 or float64 ``out``.
 
@@ -360,6 +364,7 @@ def uniform(out, *, key, low=0.0, high=1.0, ids=None) -> Node:
     return _random_node(random_spec(UNIFORM, out, key, ids, low, high))
 
 
+@keywords_after(1, "normal(out, key=1, loc=0.0, scale=1.0)")
 def normal(out, *, key, loc=0.0, scale=1.0, ids=None) -> Node:
     """A node that draws normal numbers (mean ``loc``, standard deviation ``scale``).
 

@@ -1,4 +1,20 @@
-"""How eagle writes counts and durations in what it prints (headers, plans, profiles)."""
+"""How eagle writes counts and durations in what it prints (headers, plans, profiles), and
+the one rule for the names it prints (node and array names)."""
+
+
+def check_name(name, what):
+    """Raise TypeError unless ``name`` is a non-empty one-line string: no line break
+    (str.splitlines' \\v, \\f, U+2028 too), control character (NUL, ESC) nor invisible
+    format character (zero-width space, soft hyphen, a bidi override). The picture and the
+    DOT text lay a name out on one line, a column per character width, and a terminal
+    must not receive an escape sequence. ``what``: ``"a node name"``, ``"writes: an array
+    name"``..."""
+    import unicodedata
+
+    if (not isinstance(name, str) or not name
+            or any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in name)):
+        raise TypeError(f"{what} must be a non-empty one-line string (no line breaks, control or "
+                        f"invisible format characters), got {name!r}")
 
 
 def plural(n, word):

@@ -35,7 +35,6 @@ from __future__ import annotations
 import operator
 import shutil
 import types
-import unicodedata
 
 from eagle._core import GraphCore
 from eagle._errors import GroupConflictError, NotBuiltError
@@ -43,7 +42,7 @@ from eagle._nodes import (SIZE, SIZE_PTR, Node, allgather, allreduce, bcast, com
                           if_else, native, normal, opaque, random_bits, reorder, sendrecv, subgraph, ufunc,
                           uniform, while_loop)
 from eagle._public import public_dir, warn_renamed
-from eagle._text import plural, with_article
+from eagle._text import check_name, plural, with_article
 from eagle.cpu.backend import CpuBackend
 from eagle.look import dot
 from eagle.look import bodies
@@ -97,13 +96,6 @@ def _not_a_node_hint(obj) -> str:
     return ""
 
 
-def _one_line(name):
-    """No line break (str.splitlines' \\v, \\f, U+2028 too), control character (NUL, ESC)
-    nor invisible format character (zero-width space, soft hyphen, a bidi override): the
-    picture and the DOT text lay a name out on one line, a column per character width."""
-    return not any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in name)
-
-
 def _cpu_options(cpu, old):
     """build()'s ``cpu=``, or the CpuOptions of the deprecated ``teams=``/``fuse=``."""
     unknown = sorted(set(old) - {"teams", "fuse"})
@@ -147,6 +139,25 @@ class Graph(GraphCore):
     arrays), or the cuda backend's captured CUDA graph, its executable graph,
     streams, events and the memory pool that holds the capture's temporaries.
     Nothing eagle hands out (``plan()``, ``recording()``) keeps the graph alive.
+
+    Examples
+    --------
+    >>> import numpy as np, eagle
+    >>> from eagle.graph import ufunc
+    >>> x, y = np.arange(4.0), np.zeros(4)
+    >>> g = eagle.Graph()
+    >>> g.add_node(ufunc(np.multiply, x, 2.0, out=y), name="double")
+    >>> g.add_node(ufunc(np.add, y, 1.0, out={"y": y}), name="inc")
+    >>> g.stages
+    [['double'], ['inc']]
+    >>> g.build().launch(1)
+    >>> y
+    array([1., 3., 5., 7.])
+    >>> g.set_logical_size(2)      # the next replays process samples [0, 2)
+    >>> y[:] = 0.0
+    >>> g.launch(1)
+    >>> y
+    array([1., 3., 0., 0.])
     """
 
     def __init__(self):
@@ -349,11 +360,10 @@ class Graph(GraphCore):
                         name = f"{base}_{k}"
                     k += 1
                 suffixes[base] = k
-            elif not isinstance(name, str) or not name or not _one_line(name):
-                raise TypeError(f"a node name must be a non-empty one-line string (no line breaks, "
-                                f"control or invisible format characters), got {name!r}")
-            elif taken(name):
-                raise ValueError(f"the graph already has a node named {name!r}; node names are unique")
+            else:
+                check_name(name, "a node name")
+                if taken(name):
+                    raise ValueError(f"the graph already has a node named {name!r}; node names are unique")
             new.add(name)
             final.append(name)
         return final, suffixes
@@ -613,7 +623,7 @@ class Graph(GraphCore):
         with self._exclusive("build"):
             recording = self.recording()
             try:
-                policies = self._build_policies(cpu)
+                self._build_checks(cpu if self._family != "cuda" else None)
             except Exception as exc:
                 # scale-out: the other ranks wait for this one in their graph check; tell them
                 hooks.before_build(recording, exc)
@@ -630,7 +640,7 @@ class Graph(GraphCore):
             if self._backend is not None:
                 self._replays = self._backend.replays
             try:
-                backend = backend_type(recording, policies, cuda if self._family == "cuda" else cpu)
+                backend = backend_type(recording, cuda if self._family == "cuda" else cpu)
                 backend.replays = self._replays
                 self._backend = backend
             except BaseException as exc:
@@ -640,13 +650,15 @@ class Graph(GraphCore):
             self._ever_built = True
         return self
 
-    def _build_policies(self, cpu):
-        """build()'s checks against the recording: one team policy per stage."""
-        policies = cpu.policies(self._stager.n_stages)
+    def _build_checks(self, cpu):
+        """build()'s checks against the recording, before the ranks of a scale-out build
+        agree to go on: ``cpu``'s team policies, one per stage (None: the graph builds for
+        another backend, which does not read them)."""
+        if cpu is not None:
+            cpu.policies(self._stager.n_stages)
         if self._logical_size is not None and self._logical_size > self.capacity:
             raise ValueError(f"logical size {self._logical_size} exceeds the capacity {self.capacity} "
                              "of the arrays recorded since; call set_logical_size() first")
-        return policies
 
     # launch(n) and launch_until_done(n) are GraphCore's (compiled)
 

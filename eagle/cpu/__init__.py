@@ -13,7 +13,12 @@
 """
 
 
+#: the public submodules (the thread policy; the extension API: docs/api.md, "Extending eagle"); the others are
+#: the implementation, reached by their full names only
+__all__ = ["lowering", "spec", "threads"]
+
+
 def __dir__():
     from eagle._public import public_dir
 
-    return public_dir(globals())
+    return public_dir(globals(), submodules=False)

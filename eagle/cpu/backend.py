@@ -34,8 +34,9 @@ class CpuBackend(Backend):
 
     name = "cpu"
 
-    def __init__(self, recording, policies, options):   # options: eagle.CpuOptions
+    def __init__(self, recording, options):   # options: eagle.CpuOptions
         super().__init__(recording)
+        policies = options.policies(len(recording.rows))
         nodes = recording.nodes
         # a sized opaque node is handed the replay's logical size, read from the plan when
         # it runs (a compaction changes it inside a launch); through a weak reference, so

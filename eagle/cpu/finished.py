@@ -23,7 +23,7 @@ from eagle.cpu.lowering import cpu_lowering
 from eagle.cpu.spec import NativeSpec
 from eagle.cpu.threads import get_num_threads
 from eagle.record.memory import overlap, samples_may_overlap
-from eagle.record.finished import FinishedSamplesNode, check_policy, check_state
+from eagle.record.finished import FinishedSamplesNode, check_names, check_policy, check_state, key_label
 from eagle.record.node import RunsAs, refuse_object_arrays
 
 # Chunks a partition's range is cut into (independent of the thread count, so
@@ -45,22 +45,20 @@ class PartitionNode(FinishedSamplesNode):
 
         (key_name, key), (ids_name, ids) = key, ids or ("ids", None)
         count_name, count = count or ("count", None)
-        check_state(mode, (key_name, ids_name, count_name), state)
+        state = check_state(mode, (key_name, ids_name, count_name), state)
         writes = {key_name: key, **state}
         super().__init__(None, writes)
         if self.family == "cuda":
             raise TypeError(f"{mode}() on CuPy arrays belongs to the cuda backend, which does not offer it yet")
         capacity = key.shape[0] if key.ndim == 1 else -1
         if capacity < 0:
-            raise ValueError(f"{mode}(): {key_name!r} must be 1-d, one entry per sample")
+            raise ValueError(f"{mode}(): {key_label(mode, key_name)} must be 1-d, one entry per sample")
         for name, a in writes.items():
             if a.ndim == 0 or a.shape[0] != capacity:
                 raise ValueError(f"{mode}(): every state array holds one row per sample ({capacity}); "
                                  f"{name!r} has shape {a.shape}")
             if a.ndim > 1 and not _rows_contiguous(a):
                 raise ValueError(f"{mode}(): a sample's row of {name!r} must be contiguous")
-            if not a.flags.writeable:
-                raise ValueError(f"{mode}(): {name!r} is read-only")
         if ids is None:
             ids = np.arange(capacity, dtype=np.int64)
         if not (isinstance(ids, np.ndarray) and ids.dtype == np.int64 and ids.shape == (capacity,)):
@@ -69,13 +67,8 @@ class PartitionNode(FinishedSamplesNode):
             count = np.zeros(1, dtype=np.int64)
         if not (isinstance(count, np.ndarray) and count.dtype == np.int64 and count.size == 1):
             raise TypeError(f"{mode}(): count must be an int64 array of one element")
-        for name, a in ((ids_name, ids), (count_name, count)):
-            if not a.flags.writeable:
-                raise ValueError(f"{mode}(): {name!r} is read-only")
         check_policy(mode, every, min_dead_fraction)
-        if len({key_name, ids_name, count_name}) < 3:
-            raise ValueError(f"{mode}(): {key_name!r}, ids {ids_name!r} and count {count_name!r} "
-                             "need three names")
+        check_names(mode, key_name, ids_name, count_name)
         self.writes = {**writes, ids_name: ids, count_name: count}
         self.count_name = count_name
         self.read_too([key_name, *state, ids_name])   # it moves their samples: data flows in

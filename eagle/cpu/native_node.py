@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 from eagle._public import keywords_after
+from eagle.cpu.kernel_arrays import check_kernel_arrays
 from eagle.cpu.lowering import cpu_lowering
 from eagle.cpu.spec import NativeSpec
 from eagle.record.memory import data_pointer, overlap, samples_may_overlap
-from eagle.record.node import Node, RunsAs, refuse_object_arrays
+from eagle.record.node import Node, RunsAs
 
 
 class NativeNode(Node):
@@ -29,20 +30,7 @@ class NativeNode(Node):
             raise TypeError("native() kernels run on the CPU and take NumPy arrays; "
                             "for CuPy arrays use a CUDA kernel node")
         arrays = [a for _, a, _ in self.arrays()]
-        if k.n_reads is not None and len(self.reads) != k.n_reads:
-            raise TypeError(f"kernel {k.name!r} reads {k.n_reads} array(s), the node declares {len(self.reads)}")
-        if k.n_writes is not None and len(self.writes) != k.n_writes:
-            raise TypeError(f"kernel {k.name!r} writes {k.n_writes} array(s), the node declares {len(self.writes)}")
-        refuse_object_arrays(self, f"kernel {k.name!r}")
-        if k.dtype is not None:
-            for name, a, _ in self.arrays():
-                if a.dtype != k.dtype or a.ndim != 1:
-                    raise TypeError(f"kernel {k.name!r} takes 1-d {k.dtype} arrays; {name!r} is "
-                                    f"{a.ndim}-d {a.dtype}")
-        k.check_arrays([(name, a) for name, a, _ in self.arrays()])
-        for name, a, is_write in self.arrays():
-            if is_write and not a.flags.writeable:
-                raise ValueError(f"{name!r} is written by kernel {k.name!r} but is read-only")
+        check_kernel_arrays(k, [(name, a) for name, a, _ in self.arrays()], len(self.reads))
         self.kernel = k
         if sample_local is not None and not isinstance(sample_local, bool):
             raise TypeError(f"sample_local= is True, False or None (the kernel's own declaration), "

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+__all__ = ["OpaqueSpec", "NativeSpec", "ControlSpec"]
+
 
 @dataclass(frozen=True, slots=True)
 class OpaqueSpec:

@@ -44,7 +44,7 @@ from eagle._text import with_article
 from eagle.cpu.lowering import cpu_lowering
 from eagle.cpu.native_node import NativeNode
 from eagle.cpu.spec import NativeSpec
-from eagle.record.memory import data_pointer, elements_may_overlap
+from eagle.record.memory import data_pointer, refuse_shared_elements
 from eagle.record.ufunc_operands import Operand, declare, parse_signature, weak_dtype
 
 __all__ = ["UfuncNode", "cpu_ufunc"]
@@ -72,10 +72,8 @@ def _check_overlap(ins, outs, uf):
     for i, o in enumerate(outs):
         if any(o.array is p.array for p in outs[i + 1:]):
             raise ValueError(f"{uf.__name__}: one array is given for two outputs")
-        if elements_may_overlap(o.array):
-            raise ValueError(f"{uf.__name__}: elements of output {o.name!r} share memory (strides "
-                             f"{o.array.strides}); NumPy would buffer it, a ufunc node does not "
-                             "(give an output whose elements are distinct)")
+        refuse_shared_elements(o.array, uf.__name__, f"output {o.name!r}",
+                               "NumPy would buffer it, a ufunc node does not")
         for op in arrays:
             a = op.array
             if o.array.size == 0 or a.size == 0:
@@ -156,9 +154,6 @@ def cpu_ufunc(uf, dufunc, ins, outs, where=True) -> UfuncNode:
         if not a.flags.aligned:
             raise ValueError(f"{op.name!r} is not aligned for its dtype {a.dtype}; NumPy would copy it "
                              "through a buffer, a ufunc node does not (pass an aligned array)")
-    for o in outs:
-        if not o.array.flags.writeable:
-            raise ValueError(f"{uf.__name__} writes {o.name!r}, which is read-only")
 
     if dufunc is None and _built_by_numba(uf):
         raise TypeError(

@@ -284,7 +284,7 @@ class CudaBackend(Backend):
 
     name = "cuda"
 
-    def __init__(self, recording, policies, options):   # options: eagle.CudaOptions
+    def __init__(self, recording, options):   # options: eagle.CudaOptions
         super().__init__(recording)
         self.options = options
         self.library = ensure_driver()
@@ -317,8 +317,8 @@ class CudaBackend(Backend):
         #: whether a compaction node sets the next replay's logical size (on the device)
         self.resizes = recording.index_of_resizer() is not None
         self._until_done_refused = None
-        # a stage of several nodes is captured as branches, unless its policy is "serial"
-        self._branches = [len(idx) > 1 and policies[s] != "serial" for s, idx in enumerate(stages)]
+        # a stage of several nodes is captured as branches, unless CudaOptions(branches=False)
+        self._branches = [len(idx) > 1 and options.branches for idx in stages]
         width = max([len(idx) for s, idx in enumerate(stages) if self._branches[s]] or [1])
 
         # blocking (not CU_STREAM_NON_BLOCKING): the legacy default stream synchronizes with

@@ -24,10 +24,10 @@ from __future__ import annotations
 import enum
 from typing import Callable, NamedTuple
 
-from eagle.record.node import OpaqueNode, RunsAs
+from eagle.record.node import Node, OpaqueNode, RunsAs
 
-__all__ = ["CaptureContext", "Capture", "Lowering", "Need", "SizedKernel", "register", "lowering_class",
-           "runs_on_cuda"]
+#: the extension API (docs/api.md); Capture, lowering_class and runs_on_cuda are the backend's
+__all__ = ["CaptureContext", "Lowering", "Need", "SizedKernel", "register"]
 
 
 class Need(enum.Enum):
@@ -89,11 +89,18 @@ class Lowering:
 _LOWERINGS: dict[type, type] = {}
 
 
-def register(kind: type, lowering: type) -> type:
-    """Capture the nodes of class ``kind`` (and its subclasses, unless they have their own)
-    with ``lowering``, a ``Lowering`` subclass. Returns ``lowering``."""
+def register(kind: type, lowering: type, *, replace: bool = False) -> type:
+    """Capture the nodes of class ``kind`` (a subclass of ``eagle.record.node.Node``, and its
+    subclasses, unless they have their own) with ``lowering``, a ``Lowering`` subclass.
+    Returns ``lowering``. A class has one lowering: a second registration for it raises
+    ``ValueError``, unless ``replace=True`` says it replaces the first on purpose."""
+    if not (isinstance(kind, type) and issubclass(kind, Node)):
+        raise TypeError(f"register() takes a node class (a subclass of eagle.record.node.Node), got {kind!r}")
     if not (isinstance(lowering, type) and issubclass(lowering, Lowering)):
         raise TypeError(f"register() takes a Lowering subclass, got {lowering!r}")
+    if kind in _LOWERINGS and not replace:
+        raise ValueError(f"{kind.__name__} already has a CUDA lowering ({_LOWERINGS[kind].__qualname__}); "
+                         "pass register(kind, lowering, replace=True) to replace it")
     _LOWERINGS[kind] = lowering
     return lowering
 

@@ -81,7 +81,7 @@ import numpy as np
 from eagle.cuda.capture import Lowering, Need, register
 from eagle.cuda.kernel_nodes import SIZE_PTR  # noqa: F401  (re-exported for users of compaction)
 from eagle.record.memory import array_kind
-from eagle.record.finished import FinishedSamplesNode, check_policy, check_state
+from eagle.record.finished import FinishedSamplesNode, check_names, check_policy, check_state, key_label
 from eagle.record.node import RunsAs
 
 __all__ = ["CudaPartitionNode", "CudaPartitionCapture", "compact_cuda", "reorder_cuda", "CUDA_SOURCE", "SIZE_PTR"]
@@ -208,8 +208,6 @@ def _layout(a, name, mode):
     dt = np.dtype(cai["typestr"])
     if not shape:
         raise ValueError(f"{mode}(): {name!r} must hold one row per sample, it is 0-d")
-    if cai.get("readonly") or cai["data"][1]:
-        raise ValueError(f"{mode}(): {name!r} is read-only")
     row = dt.itemsize * int(np.prod(shape[1:], dtype=np.int64))
     c_strides = [dt.itemsize]
     for d in reversed(shape[1:]):
@@ -240,11 +238,11 @@ class CudaPartitionNode(FinishedSamplesNode):
         """``key``: ``(name, array)``; ``ids``, ``count``: ``(name, array)`` or None."""
         (key_name, key), (ids_name, ids) = key, ids or ("ids", None)
         count_name, count = count or ("count", None)
-        check_state(mode, (key_name, ids_name, count_name), state)
+        state = check_state(mode, (key_name, ids_name, count_name), state)
         capacity = int(tuple(key.__cuda_array_interface__["shape"])[0]) \
             if len(key.__cuda_array_interface__["shape"]) == 1 else -1
         if capacity < 0:
-            raise ValueError(f"{mode}(): {key_name!r} must be 1-d, one entry per sample")
+            raise ValueError(f"{mode}(): {key_label(mode, key_name)} must be 1-d, one entry per sample")
         cp = _cupy()
         if ids is None:
             if cp is None:
@@ -256,9 +254,7 @@ class CudaPartitionNode(FinishedSamplesNode):
                 raise TypeError(f"{mode}(): pass count= (a CUDA int64 array of one element) when "
                                 "CuPy is not imported")
             count = cp.zeros(1, dtype=cp.int64)
-        if len({key_name, ids_name, count_name}) < 3:
-            raise ValueError(f"{mode}(): {key_name!r}, ids {ids_name!r} and count {count_name!r} "
-                             "need three names")
+        check_names(mode, key_name, ids_name, count_name)
         writes = {key_name: key, **state, ids_name: ids}
         if count is not None:
             writes[count_name] = count
@@ -266,7 +262,7 @@ class CudaPartitionNode(FinishedSamplesNode):
         self.count_name = count_name
         self.read_too([key_name, *state, ids_name])   # it moves their samples: data flows in
         if self.family != "cuda":
-            raise TypeError(f"{mode}(): every array must be a CUDA array, like {key_name!r}")
+            raise TypeError(f"{mode}(): every array must be a CUDA array, like {key_label(mode, key_name)}")
         self._layouts = []
         for name, a in [(key_name, key), *state.items(), (ids_name, ids)]:
             lay = _layout(a, name, mode)

@@ -35,11 +35,9 @@ BLOCK = 256
 SIZE_INDEX = 12
 
 
-def _pointer_and_stride(a, name, what, writable):
+def _pointer_and_stride(a, name, what):
     cai = a.__cuda_array_interface__
-    ptr, readonly = cai["data"]
-    if writable and readonly:
-        raise ValueError(f"{what}(): out {name!r} is read-only")
+    ptr = cai["data"][0]
     shape = tuple(cai["shape"])
     itemsize = np.dtype(cai["typestr"]).itemsize
     strides = cai.get("strides")
@@ -75,9 +73,9 @@ class CudaRandomNode(Node):
         reads = {spec.ids_name: ids} if ids is not None else None
         super().__init__(reads, {spec.out_name: out})
         self.spec = spec
-        self.out_ptr, self.out_stride = _pointer_and_stride(out, spec.out_name, spec.kind, True)
+        self.out_ptr, self.out_stride = _pointer_and_stride(out, spec.out_name, spec.kind)
         self.ids_ptr, self.ids_stride = (0, 0) if ids is None else \
-            _pointer_and_stride(ids, spec.ids_name, spec.kind, False)
+            _pointer_and_stride(ids, spec.ids_name, spec.kind)
 
     def kernel_args(self, size, size_ptr, replay_ptr):
         """eagle_random's 13 arguments as ("i", int) / ("d", float) pairs (random.cu)."""

@@ -47,10 +47,11 @@ _CONSTRUCTORS = ("allreduce", "allgather", "bcast", "sendrecv")
 def __getattr__(name):
     # the collective constructors' one public home is eagle.graph
     if name in _CONSTRUCTORS:
-        from eagle._public import warn_renamed
+        from eagle._public import probed_by_import, warn_renamed
         from eagle.mpi import _nodes
 
-        warn_renamed(f"eagle.mpi.{name}", f"eagle.graph.{name}")
+        if not probed_by_import():
+            warn_renamed(f"eagle.mpi.{name}", f"eagle.graph.{name}")
         return getattr(_nodes, name)
     raise AttributeError(f"module 'eagle.mpi' has no attribute {name!r}")
 

@@ -204,8 +204,6 @@ def _interface(a, what):
     if dt.char not in DTYPES or not dt.isnative:
         raise TypeError(f"{what}: NCCL cannot carry {dt}; use int8/uint8/int32/uint32/int64/uint64/"
                         "float16/float32/float64")
-    if ai["data"][1]:
-        raise ValueError(f"{what} is read-only")
     return ai["data"][0], int(np.prod(shape)) if shape else 1, dt
 
 

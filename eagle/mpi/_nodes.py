@@ -19,7 +19,7 @@ from eagle._public import keywords_after
 from eagle.record.arrays import named_array
 from eagle.cpu.lowering import cpu_lowering
 from eagle.cpu.spec import NativeSpec
-from eagle.record.memory import data_pointer
+from eagle.record.memory import data_pointer, same_view
 from eagle.record.node import Node, RunsAs
 from eagle.mpi import _runtime
 from eagle.mpi._order import ORDER_NAME, ORDER_TOKEN
@@ -125,10 +125,15 @@ def _lower_collective(node, index, ctx):
 
 def _buffers(what, send, recv):
     """``(send name, send), (recv name, recv)``: each an array or ``{name: array}``."""
-    return (named_array(send, f"{what}(): send", "send"),
-            named_array(recv, f"{what}(): recv", "recv", write=True))
+    send, recv = (named_array(send, f"{what}(): send", "send"),
+                  named_array(recv, f"{what}(): recv", "recv", write=True))
+    if send[0] == recv[0] and not same_view(send[1], recv[1]):
+        raise ValueError(f"{what}(): send and recv are both named {send[0]!r} but are different arrays; give "
+                         "one another name")
+    return send, recv
 
 
+@keywords_after(2, 'allreduce(send, recv, op="sum")')
 def allreduce(send, recv, *, op="sum", comm=None) -> CollectiveNode:
     """A node that combines ``send`` of every rank with ``op`` into ``recv`` on every rank.
 
@@ -179,8 +184,8 @@ def allreduce(send, recv, *, op="sum", comm=None) -> CollectiveNode:
     if _on_gpu(send, recv):
         from eagle.mpi import _nccl
         return _nccl.allreduce(send, recv, op, comm, (send_name, recv_name, buf_name))
-    _runtime.buffer(send, "allreduce(): send", writable=False)
-    _runtime.buffer(recv, "allreduce(): recv", writable=True)
+    _runtime.buffer(send, "allreduce(): send")
+    _runtime.buffer(recv, "allreduce(): recv")
     in_place = _same_memory(send, recv)
     if send.dtype != recv.dtype or send.size != recv.size:
         raise ValueError(f"allreduce(): send ({send.dtype}, {send.size} elements) and recv ({recv.dtype}, "
@@ -198,6 +203,7 @@ def allreduce(send, recv, *, op="sum", comm=None) -> CollectiveNode:
                           dtype_array=send)
 
 
+@keywords_after(2, "allgather(send, recv, comm=comm)")
 def allgather(send, recv, *, comm=None) -> CollectiveNode:
     """A node that gathers ``send`` of every rank, in rank order, into ``recv`` on every rank.
 
@@ -240,8 +246,8 @@ def allgather(send, recv, *, comm=None) -> CollectiveNode:
     if _on_gpu(send, recv):
         from eagle.mpi import _nccl
         return _nccl.allgather(send, recv, comm, (send_name, recv_name))
-    _runtime.buffer(send, "allgather(): send", writable=False)
-    _runtime.buffer(recv, "allgather(): recv", writable=True)
+    _runtime.buffer(send, "allgather(): send")
+    _runtime.buffer(recv, "allgather(): recv")
     size = comm.Get_size()
     if send.dtype != recv.dtype:
         raise ValueError(f"allgather(): send ({send.dtype}) and recv ({recv.dtype}) must have one dtype")
@@ -298,7 +304,7 @@ def bcast(buf, *, root=0, comm=None) -> CollectiveNode:
     if _on_gpu(buf):
         from eagle.mpi import _nccl
         return _nccl.bcast(buf, root, comm, buf_name)
-    _runtime.buffer(buf, "bcast(): buf", writable=True)
+    _runtime.buffer(buf, "bcast(): buf")
     _runtime.datatype(buf, "bcast()")
     return CollectiveNode("bcast", {}, {buf_name: buf}, comm, root=root, count=buf.size, dtype_array=buf)
 
@@ -364,8 +370,8 @@ def sendrecv(send, recv, *, dest, source, tag=0, comm=None) -> CollectiveNode:
     if _on_gpu(send, recv):
         from eagle.mpi import _nccl
         return _nccl.sendrecv(send, recv, dest, source, tag, comm, (send_name, recv_name))
-    _runtime.buffer(send, "sendrecv(): send", writable=False)
-    _runtime.buffer(recv, "sendrecv(): recv", writable=True)
+    _runtime.buffer(send, "sendrecv(): send")
+    _runtime.buffer(recv, "sendrecv(): recv")
     if send.dtype != recv.dtype:
         raise ValueError(f"sendrecv(): send ({send.dtype}) and recv ({recv.dtype}) must have one dtype")
     _apart(send, recv, "sendrecv()")

@@ -82,14 +82,12 @@ def datatype(a, what):
     return MPI._typedict[dt.char]
 
 
-def buffer(a, what, *, writable):
+def buffer(a, what):
     if not isinstance(a, np.ndarray):
         raise TypeError(f"{what} must be a NumPy array, got {type(a).__name__}")
     if not a.flags.c_contiguous:
         raise ValueError(f"{what} must be C-contiguous: MPI reads and writes it as one block "
                          "(np.ascontiguousarray makes a copy, which the graph would then own)")
-    if writable and not a.flags.writeable:
-        raise ValueError(f"{what} is written by the collective but is read-only")
     if a.size > np.iinfo(np.int32).max:
         raise ValueError(f"{what} has {a.size} elements; an MPI count is at most {np.iinfo(np.int32).max}")
     return a

@@ -29,6 +29,8 @@ import numpy as np
 from eagle import _core
 from eagle._text import duration, monospace_html, plural
 
+__all__ = ["Profile", "profile", "LaunchRecord", "NodeStats"]
+
 #: eagle_span in csrc/cpu/plan.h
 SPAN_DTYPE = np.dtype([("node", "<i4"), ("phase", "<i4"), ("replay", "<i8"),
                        ("t0", "<i8"), ("t1", "<i8")])

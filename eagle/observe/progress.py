@@ -41,10 +41,11 @@ def _tqdm():
 
 
 def start(progress, n, until_done, backend=None):
-    """The bar for a launch of n replays, or None when progress is off (False, None, 0).
-    Anything but a bool, None, 0 or 1 is refused before the launch runs. An until-done
-    launch's bar follows ``backend.logical_size``, the live samples."""
-    if progress is not None and not isinstance(progress, (bool, int)) or progress not in (None, 0, 1):
+    """The bar for a launch of n replays, or None when progress is off (False). Anything
+    but True or False (None, 0, 1 too) is refused before the launch runs, by ``launch`` and
+    ``launch_until_done`` alike. An until-done launch's bar follows
+    ``backend.logical_size``, the live samples."""
+    if not isinstance(progress, bool):
         raise TypeError(f"progress= takes True or False, got {progress!r}")
     if not progress:
         return None

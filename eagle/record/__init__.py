@@ -17,7 +17,12 @@ Nothing here imports a backend, ``eagle.graph`` or ``eagle.mpi``.
 """
 
 
+#: the public submodules (the extension API: docs/api.md, "Extending eagle"); the others are
+#: the implementation, reached by their full names only
+__all__ = ["node", "recording", "plan", "options", "backend", "hooks"]
+
+
 def __dir__():
     from eagle._public import public_dir
 
-    return public_dir(globals())
+    return public_dir(globals(), submodules=False)

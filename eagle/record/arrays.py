@@ -13,33 +13,48 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from eagle.record.foreign import adopt
+import numpy as np
+
+from eagle._text import check_name
+from eagle.record.foreign import adopt, has_dlpack
 from eagle.record.memory import array_kind
 
 __all__ = ["named_array", "named_arrays"]
 
+_DLPACK = (" through DLPack, or through the old, unversioned DLPack protocol, which carries no "
+           "read-only flag and which NumPy therefore imports read-only")
 _AN_ARRAY = ("a NumPy array, a CUDA array (__cuda_array_interface__), or an object exporting "
              "DLPack or the array interface")
 
 
 def _check_name(name, what):
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"{what}: array names must be non-empty strings, got {name!r}")
+    check_name(name, f"{what}: an array name")
 
 
 def _array(a, what, write, expected=None):
-    """``a`` as the NumPy or CUDA view eagle schedules, or TypeError naming ``what``."""
-    view = adopt(a, what, write=write)
+    """``a`` as the NumPy or CUDA view eagle schedules, or TypeError naming ``what``;
+    ValueError when the node writes it (``write``) and its memory is read-only."""
+    view = adopt(a, what)
     if view is None or array_kind(view) is None:
         raise TypeError(f"{what} must be {expected or _AN_ARRAY}, got {type(a).__name__}")
+    if write and _read_only(view):
+        how = "" if view is a else f" ({type(a).__name__} exports it read-only{_DLPACK if has_dlpack(a) else ''})"
+        raise ValueError(f"{what} is read-only{how}, and the node writes it: pass a writable array")
     return view
+
+
+def _read_only(view):
+    if isinstance(view, np.ndarray):
+        return not view.flags.writeable
+    iface = getattr(view, "__cuda_array_interface__", None)
+    return bool(iface and (iface["data"][1] or iface.get("readonly")))
 
 
 def named_array(arg: Any, what: str, default: str, *, write: bool = False,
                 expected: str | None = None) -> tuple[str, Any]:
     """``(name, array)`` of one array argument: an array (named ``default``) or a one-entry
     dict ``{name: array}``. ``what`` names the argument in messages (``"compact(): alive"``);
-    ``write``: the node writes it (read-only exported memory is refused); ``expected``:
+    ``write``: the node writes it (read-only memory is refused); ``expected``:
     what the argument may be, for the message when it is neither (default: an array)."""
     if isinstance(arg, Mapping):
         if len(arg) != 1:

@@ -34,8 +34,8 @@ class _BackendType(type):
 
 class Backend(metaclass=_BackendType):
     """Base of the cpu and cuda backends, made by ``Graph.build()`` as
-    ``Backend(recording, policies, options)``: the graph's ``Recording``, one team policy
-    per stage, and the backend's own options (``eagle.CpuOptions``, ``eagle.CudaOptions``)."""
+    ``Backend(recording, options)``: the graph's ``Recording`` and the backend's own
+    options (``eagle.CpuOptions``, ``eagle.CudaOptions``); a backend reads no other's."""
 
     #: ``"cpu"`` or ``"cuda"``: the header and ``g.backend`` show it
     name = "?"

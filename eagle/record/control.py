@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from eagle._core import GraphCore
+from eagle._public import keywords_after
 from eagle.record.arrays import named_array
 from eagle.record.memory import array_kind, same_view
 from eagle.record.node import Node, RunsAs
@@ -207,6 +208,7 @@ def _max_iterations(n):
     return n
 
 
+@keywords_after(2, "while_loop(more, body, max_iterations=100)")
 def while_loop(cond, body, *, max_iterations: int | None = None) -> ControlNode:
     """A node that runs ``body`` while ``cond[0]`` is true, checked before each iteration.
 
@@ -262,6 +264,7 @@ def while_loop(cond, body, *, max_iterations: int | None = None) -> ControlNode:
     return ControlNode("while", c, (rec,), ("body",), max_iterations, (src,))
 
 
+@keywords_after(3, "if_else(cond, then, otherwise)")
 def if_else(cond, then, otherwise=None) -> ControlNode:
     """A node that runs ``then`` when ``cond[0]`` is true, else ``otherwise``.
 

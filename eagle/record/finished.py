@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from eagle.record.arrays import named_arrays
 from eagle.record.node import Node
 
 class FinishedSamplesNode(Node):
@@ -39,9 +40,31 @@ class FinishedSamplesNode(Node):
         return self.mode
 
 
-def check_state(mode, own_names, state) -> None:
+#: what each mode's constructor calls its key argument
+KEY_ARGUMENT = {"compact": "alive", "reorder": "the sort key by"}
+
+
+def key_label(mode, key_name) -> str:
+    """How a message names the key array: by its argument and its name (``by 'key'``)."""
+    return f"{KEY_ARGUMENT[mode]} {key_name!r}"
+
+
+def check_names(mode, key_name, ids_name, count_name) -> None:
+    """The key, ids and count (compact's argument; reorder's own live count) need three
+    names; the message names the constructor's own arguments."""
+    own = [(KEY_ARGUMENT[mode], key_name), ("ids", ids_name),
+           ("count" if mode == "compact" else "the node's own count", count_name)]
+    for i, (arg, name) in enumerate(own):
+        for other, other_name in own[i + 1:]:
+            if name == other_name:
+                raise ValueError(f"{mode}(): {arg} and {other} are both named {name!r}; give one "
+                                 "another name with a one-entry dict {name: array}")
+
+
+def check_state(mode, own_names, state) -> dict:
     """``state`` is a dict of per-sample arrays that does not take the names of the node's
-    other arrays (the key or ``alive``, ``ids``, ``count``)."""
+    other arrays (the key or ``alive``, ``ids``, ``count``); returns it as the arrays
+    parser reads it (``eagle.record.arrays``: names, views, written so writable)."""
     if not isinstance(state, dict):
         raise TypeError(f"{mode}(): state must be a dict of name -> per-sample array, "
                         f"got {type(state).__name__}")
@@ -49,6 +72,7 @@ def check_state(mode, own_names, state) -> None:
         if name in state:
             raise ValueError(f"{mode}(): {name!r} names another of the node's own arrays; call the "
                              "state array otherwise")
+    return named_arrays(state, f"{mode}(): state", "state", write=True)
 
 
 def check_policy(mode, every, min_dead_fraction) -> None:

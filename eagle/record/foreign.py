@@ -14,9 +14,10 @@ like any other view, and a node that writes it writes the original's memory:
   ``np.asarray(obj)``, checked to be a view, never a copy.
 
 The view holds a reference to what exports the memory (DLPack's capsule or the
-object itself), so the memory lives as long as the node does. Read-only memory
-(DLPack's read-only flag, the array interface's read-only data) is refused
-under ``writes=``; devices eagle has no backend for are refused by name.
+object itself), so the memory lives as long as the node does; read-only memory
+(DLPack's read-only flag, the array interface's read-only data) stays read-only,
+and ``eagle.record.arrays`` refuses it where a node writes it. Devices eagle has
+no backend for are refused by name.
 """
 from __future__ import annotations
 
@@ -75,19 +76,11 @@ def foreign_family(obj: Any) -> str | None:
     return None
 
 
-def _check_writable(view, obj, what: str, write: bool, how: str):
-    if write and not view.flags.writeable:
-        raise TypeError(f"{what} is read-only ({type(obj).__name__} exports it read-only through "
-                        f"{how}); a node cannot write it: declare it under reads=, or pass a "
-                        "writable array")
-    return view
-
-
-def host_view(obj: Any, what: str = "the array", write: bool = False) -> np.ndarray | None:
+def host_view(obj: Any, what: str = "the array") -> np.ndarray | None:
     """A NumPy view of ``obj``'s host memory, or None when ``obj`` exports none
     (no DLPack, no array interface). Raises ``TypeError`` when it exports memory
-    eagle cannot use here: another device, read-only under ``write``, a dtype
-    NumPy has no type for, or a copy instead of a view."""
+    eagle cannot use here: another device, a dtype NumPy has no type for, or a copy
+    instead of a view."""
     if isinstance(obj, np.ndarray):
         return obj
     if has_dlpack(obj):
@@ -100,9 +93,7 @@ def host_view(obj: Any, what: str = "the array", write: bool = False) -> np.ndar
         except Exception as exc:
             raise TypeError(f"{what}: NumPy cannot import this {type(obj).__name__} through DLPack "
                             f"({exc})") from exc
-        return _check_writable(view, obj, what, write,
-                               "DLPack (or through the old, unversioned DLPack protocol, which carries no "
-                               "read-only flag and which NumPy therefore imports read-only)")
+        return view
     if hasattr(obj, "__array_interface__") or hasattr(obj, "__array_struct__"):
         try:
             view = np.asarray(obj)
@@ -115,7 +106,7 @@ def host_view(obj: Any, what: str = "the array", write: bool = False) -> np.ndar
         if view.size and ptr is not None and view.__array_interface__["data"][0] != ptr:
             raise TypeError(f"{what}: np.asarray() on this {type(obj).__name__} gives a copy, not a "
                             "view of its memory; eagle must see the memory a node uses")
-        return _check_writable(view, obj, what, write, "the array interface")
+        return view
     return None
 
 
@@ -149,7 +140,7 @@ class CudaView:
         return f"<CUDA view of {with_article(type(self.source).__name__)} through DLPack, shape {self.shape}>"
 
 
-def cuda_view(obj: Any, what: str = "the array", write: bool = False):
+def cuda_view(obj: Any, what: str = "the array"):
     """The CUDA memory of a DLPack CUDA tensor, imported by CuPy (needed)."""
     device_type, device_id = dlpack_device(obj)
     try:
@@ -163,14 +154,10 @@ def cuda_view(obj: Any, what: str = "the array", write: bool = False):
     except Exception as exc:
         raise TypeError(f"{what}: CuPy cannot import this {type(obj).__name__} through DLPack "
                         f"({exc})") from exc
-    iface = view.__cuda_array_interface__
-    if write and iface["data"][1]:
-        raise TypeError(f"{what} is read-only ({type(obj).__name__} exports it read-only through "
-                        "DLPack); a node cannot write it")
     return CudaView(view, obj)
 
 
-def adopt(obj: Any, what: str, write: bool = False):
+def adopt(obj: Any, what: str):
     """``obj`` itself when eagle schedules it as it is (a NumPy array, a
     ``__cuda_array_interface__`` array), else its NumPy or CuPy view; None when
     it is no array at all."""
@@ -179,10 +166,10 @@ def adopt(obj: Any, what: str, write: bool = False):
     if has_dlpack(obj):
         family = foreign_family(obj)
         if family == "numpy":
-            return host_view(obj, what, write)
+            return host_view(obj, what)
         if family == "cuda":
-            return cuda_view(obj, what, write)
+            return cuda_view(obj, what)
         device_type, _ = dlpack_device(obj)
         raise TypeError(f"{what} is a DLPack tensor on {device_name(device_type)} memory; eagle runs "
                         "graphs on host memory (the cpu backend) and CUDA memory (cuda)")
-    return host_view(obj, what, write)
+    return host_view(obj, what)

@@ -11,6 +11,9 @@ _before_build = []
 _on_failure = []
 
 
+__all__ = ["register"]
+
+
 def register(*, before_build=None, on_failure=None) -> None:
     """``before_build(recording, failure)`` runs at every ``build()`` before a backend is made
     (it may raise: the build then fails, nothing changed); ``failure`` is None, or the exception

@@ -154,11 +154,23 @@ def _disjoint_elements(shape, strides, itemsize) -> bool:
     return True
 
 
-def elements_may_overlap(a: np.ndarray) -> bool:
-    """Whether two elements of ``a`` may share a byte (a zero stride,
-    ``as_strided`` rows that overlap, ``sliding_window_view``): NumPy buffers
-    such an output; writing it in place elementwise is not what NumPy does."""
-    return a.size > 1 and not _disjoint_elements(a.shape, a.strides, a.itemsize)
+def refuse_shared_elements(a, where: str, subject: str, why: str) -> None:
+    """ValueError when two elements of ``a``, an array a node writes element by element
+    (a NumPy or ``__cuda_array_interface__`` array), may share a byte (a zero stride,
+    ``as_strided`` rows that overlap, ``sliding_window_view``); the message begins
+    with ``where`` (``"negative"``, ``"uniform()"``), names ``subject`` (``"out 'x'"``)
+    and says ``why`` it cannot be written."""
+    if isinstance(a, np.ndarray):
+        shape, strides, itemsize = a.shape, a.strides, a.itemsize
+    else:
+        cai = a.__cuda_array_interface__
+        shape, itemsize = tuple(cai["shape"]), np.dtype(cai["typestr"]).itemsize
+        strides = cai.get("strides")
+        if strides is None:
+            return   # C-contiguous
+    if int(np.prod(shape, dtype=np.int64)) > 1 and not _disjoint_elements(shape, tuple(strides), itemsize):
+        raise ValueError(f"{where}: elements of {subject} share memory (strides {tuple(strides)}); {why} "
+                         "(give an output whose elements are distinct)")
 
 
 def samples_may_overlap(a: np.ndarray) -> bool:

@@ -21,6 +21,8 @@ from eagle._public import keywords_after
 from eagle.record.arrays import named_arrays
 from eagle.record.memory import array_family, same_view
 
+__all__ = ["Node", "RunsAs", "OpaqueNode", "opaque"]
+
 
 class RunsAs(enum.Enum):
     """How a backend runs a node (``Node.runs_as``)."""

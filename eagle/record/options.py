@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
+from collections.abc import Mapping, Set
 from typing import Sequence, Union
 
 __all__ = ["CpuOptions", "CudaOptions", "TEAM_POLICIES"]
@@ -40,7 +41,7 @@ def _fuse(fuse):
                      f"got {fuse!r}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True, eq=False)
 class CpuOptions:
     """How the cpu backend runs a graph (``g.build(cpu=eagle.CpuOptions(...))``).
 
@@ -60,6 +61,9 @@ class CpuOptions:
 
     Raises
     ------
+    TypeError
+        An option given positionally (they are keywords); ``teams`` neither a policy nor a
+        sequence of them (bytes, a dict or a set, which has no stage order, are refused).
     ValueError
         A policy or a ``fuse`` value outside those above.
 
@@ -77,6 +81,10 @@ class CpuOptions:
         teams = self.teams
         if isinstance(teams, str):
             _team_policy(teams, "CpuOptions(teams=...)")
+        elif isinstance(teams, (bytes, bytearray, Mapping, Set)):
+            raise TypeError(f"CpuOptions(teams=...) is a policy ('auto', 'serial', 'parallel') or a "
+                            f"sequence of them, one per stage; got {type(teams).__name__} {teams!r}, which "
+                            "is no sequence of policies in stage order")
         else:
             try:
                 teams = tuple(teams)
@@ -88,6 +96,19 @@ class CpuOptions:
         object.__setattr__(self, "teams", teams)
         object.__setattr__(self, "fuse", _fuse(self.fuse))
 
+    # fuse=True (a tile sized for the cache) and fuse=1 (tiles of one sample) run
+    # differently, though True == 1: equality and hash tell a bool from an int
+    def _key(self):
+        return self.teams, type(self.fuse) is bool, self.fuse
+
+    def __eq__(self, other):
+        if not isinstance(other, CpuOptions):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
     def policies(self, n_stages: int) -> list[str]:
         """One team policy per stage of a graph of ``n_stages`` stages."""
         if isinstance(self.teams, str):
@@ -98,7 +119,7 @@ class CpuOptions:
         return list(self.teams)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CudaOptions:
     """How the cuda backend captures a graph (``g.build(cuda=eagle.CudaOptions(...))``).
 
@@ -110,9 +131,15 @@ class CudaOptions:
         again in order on one stream (such libraries keep one handle and workspace per
         thread, which the branches would share on replay); ``"branches"`` keeps the
         branches (you made sure each has its own handle and workspace).
+    branches : bool, default True
+        ``True`` captures the nodes of a stage of several as side-by-side branches of the
+        CUDA graph, which the GPU may run at once; ``False`` captures them in order on one
+        stream (``print(g)`` says ``stream`` for such a stage).
 
     Raises
     ------
+    TypeError
+        An option given positionally (they are keywords), ``branches`` not a bool.
     ValueError
         ``library_branches`` other than ``"serial"`` or ``"branches"``.
 
@@ -120,12 +147,15 @@ class CudaOptions:
     --------
     >>> import eagle
     >>> eagle.CudaOptions(library_branches="branches")
-    CudaOptions(library_branches='branches')
+    CudaOptions(library_branches='branches', branches=True)
     """
 
     library_branches: str = "serial"
+    branches: bool = True
 
     def __post_init__(self):
+        if not isinstance(self.branches, bool):
+            raise TypeError(f"CudaOptions(branches=...) is True or False, got {self.branches!r}")
         if not isinstance(self.library_branches, str) or self.library_branches not in ("serial", "branches"):
             raise ValueError(f"CudaOptions(library_branches=...) is 'serial' or 'branches', "
                              f"got {self.library_branches!r}")

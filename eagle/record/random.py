@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from eagle.record.arrays import named_array
-from eagle.record.memory import array_kind
+from eagle.record.memory import array_kind, refuse_shared_elements
 
 #: what a random node draws (the numbers csrc/cpu/random_kernels.h and random.cu take)
 BITS, UNIFORM, NORMAL = 0, 1, 2
@@ -126,6 +126,8 @@ def random_spec(what, out, key, ids=None, a=None, b=None) -> RandomSpec:
     name = KIND_NAMES[what]
     out_name, out = named_array(out, f"{name}(): out", "out", write=True)
     shape, dtype = _shape_dtype(out)
+    refuse_shared_elements(out, f"{name}()", f"out {out_name!r}",
+                           "every sample's numbers would land in the same bytes")
     if what == BITS:
         if dtype != np.uint32 or len(shape) != 2 or shape[1] != 4:
             raise TypeError(f"random_bits(): out {out_name!r} must be a uint32 array of shape (n, 4), "
@@ -149,6 +151,9 @@ def random_spec(what, out, key, ids=None, a=None, b=None) -> RandomSpec:
         if len(ishape) != 1 or ishape[0] != shape[0]:
             raise ValueError(f"{name}(): ids {ids_name!r} must be per-sample: 1-d with one id per sample "
                              f"of out ({shape[0]}), got shape {ishape}")
+        if ids_name == out_name:
+            raise ValueError(f"{name}(): out and ids are both named {out_name!r}; give one another name "
+                             "with a one-entry dict {name: array}")
         if array_kind(ids) != array_kind(out):
             raise TypeError(f"{name}(): ids {ids_name!r} and out {out_name!r} must be on one device")
     f32 = dtype == np.float32

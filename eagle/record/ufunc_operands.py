@@ -95,7 +95,7 @@ def parse_where(uf, where):
     return op
 
 
-def declare(ins, outs, where=None):
+def declare(ins, outs, where=None, who="ufunc()"):
     """reads, writes ({name: array}) and each operand's slot in the kernel's data[]
     (the mask's slot last, when ``where`` is an ``Operand``).
 
@@ -114,7 +114,8 @@ def declare(ins, outs, where=None):
     for op in outs + ins + mask:
         if op.is_array and op.given_name:
             if owner.setdefault(op.name, id(op.array)) != id(op.array):
-                raise ValueError(f"the name {op.name!r} is bound to two different arrays")
+                raise ValueError(f"{who}: two different arrays (operands, out= or where=) are both named "
+                                 f"{op.name!r}; give one another name")
     out_names = {id(o.array): o.name for o in outs if o.is_array and o.given_name}
     for op in outs + ins + mask:
         if op.is_array and op.given_name:

@@ -119,3 +119,93 @@ def test_an_opaque_lowering_hands_the_executor_the_nodes_callable():
     assert isinstance(spec, OpaqueSpec) and spec.index == 7
     spec.call()
     assert calls == [1]
+
+
+class Loose(Node):
+    """A kind whose lowering (below) returns what the test asks for: every way a lowering can
+    hand the executor memory its kernel does not declare, or something that is no spec."""
+
+    kind = "loose"
+    runs_as = RunsAs.NATIVE
+    sized = True
+
+    def __init__(self, x, out, spec):
+        super().__init__({"x": x}, {"out": out})
+        self.kernel = kernels.scale(2.0)
+        self.spec = spec
+
+
+@cpu_lowering(Loose)
+def _lower_loose(node, index, ctx):
+    return node.spec(node, index)
+
+
+_x_out = lambda n: (n.reads["x"], n.writes["out"])   # noqa: E731
+
+
+@pytest.mark.parametrize("spec, error, match", [
+    # the kernel reads one array and writes one: given one, it would read past the tuple
+    (lambda n, i: NativeSpec(i, n.kernel, (n.reads["x"],), True), TypeError,
+     "kernel 'scale' takes 2 arrays \\(1 read, 1 written\\), got 1"),
+    # an array the node does not declare: shorter than the capacity, and unseen by staging
+    (lambda n, i: NativeSpec(i, n.kernel, (np.zeros(2), n.writes["out"]), True), ValueError,
+     "an array \\(array 0\\) the node does not declare"),
+    # the read array in the written place: the node would write what it declared it reads
+    (lambda n, i: NativeSpec(i, n.kernel, (n.reads["x"], n.reads["x"]), True), ValueError,
+     "a written array \\(array 1\\) the node does not declare in writes"),
+    (lambda n, i: NativeSpec(i, "scale", _x_out(n), True), TypeError, "not an eagle.native.Kernel"),
+    (lambda n, i: OpaqueSpec(i, 42), TypeError, "an OpaqueSpec whose call is not callable"),
+    (lambda n, i: None, TypeError, "returned None; a cpu lowering returns an OpaqueSpec"),
+    (lambda n, i: (i, "opaque", lambda: None, (), False), TypeError, "returned a tuple"),
+    (lambda n, i: NativeSpec(i + 5, n.kernel, _x_out(n), True), ValueError,
+     "a spec for node index 5; it is node 0"),
+])
+def test_a_lowerings_spec_is_checked_at_build_naming_the_node(spec, error, match):
+    x, y = np.arange(8.0), np.full(8, -1.0)
+    g = eagle.Graph()
+    g.add_node(Loose(x, y, spec), name="mine")
+    with pytest.raises(error, match="node 'mine' \\(stage 0\\): its cpu lowering .*_lower_loose.* " + match):
+        g.build()
+    assert g.backend is None
+    assert (y == -1.0).all()
+
+
+def test_a_native_spec_of_another_dtype_than_its_kernels_is_refused():
+    # the node declares float32 arrays; the kernel reads and writes float64
+    g = eagle.Graph()
+    g.add_node(Loose(np.zeros(8, np.float32), np.zeros(8, np.float32),
+                     lambda n, i: NativeSpec(i, n.kernel, _x_out(n), True)), name="f32")
+    with pytest.raises(TypeError, match="'f32'.*the kernel does not take: kernel 'scale' takes 1-d float64"):
+        g.build()
+
+
+def test_an_exception_a_lowering_raises_gets_a_note_naming_the_node():
+    g = eagle.Graph()
+    g.add_node(Loose(np.zeros(4), np.zeros(4), lambda n, i: 1 / 0), name="broken")
+    with pytest.raises(ZeroDivisionError) as info:
+        g.build()
+    assert info.value.__notes__ == ["eagle: raised by the cpu lowering "
+                                    f"{__name__}._lower_loose of node 'broken' (stage 0)"]
+
+
+def test_cpu_lowering_takes_a_node_class_once_unless_replacing():
+    with pytest.raises(TypeError, match="takes a node class"):
+        cpu_lowering("not a class")
+    with pytest.raises(TypeError, match="takes a node class"):
+        cpu_lowering(int)
+    with pytest.raises(TypeError, match="decorates a function"):
+        cpu_lowering(Loose, replace=True)(5)
+    with pytest.raises(ValueError, match="Loose already has a cpu lowering .*_lower_loose.*replace=True"):
+        cpu_lowering(Loose)(lambda n, i, c: None)
+
+    class Replaced(Loose):
+        pass
+
+    first = cpu_lowering(Replaced)(lambda n, i, c: OpaqueSpec(i, lambda: None))
+    second = cpu_lowering(Replaced, replace=True)(lambda n, i, c: NativeSpec(i, n.kernel, _x_out(n), True))
+    x, y = np.arange(4.0), np.zeros(4)
+    g = eagle.Graph()
+    g.add_node(Replaced(x, y, None), name="r")
+    g.build().launch(1)
+    np.testing.assert_array_equal(y, 2.0 * x)   # the second lowering ran, not the first
+    assert first is not second

@@ -192,15 +192,21 @@ def test_group_is_captured_as_fork_join_branches(ck, fake, backend_mod):
     g.launch(2)
     for h in hosts:
         np.testing.assert_array_equal(h, 2.0)
-    # teams="serial": the same stage captured in order on one stream
+    # CudaOptions(branches=False): the same stage captured in order on one stream; the cpu's
+    # options are not the cuda backend's
     fake.fake_cuda_reset()
-    g.build(cpu=eagle.CpuOptions(teams="serial"))
+    g.build(cpu=eagle.CpuOptions(teams="parallel"), cuda=eagle.CudaOptions(branches=False))
     assert g._backend.stage_notes() == ["stream"]
     assert fake.fake_cuda_counter(b"cuStreamWaitEvent") == 0
     assert "stage 0 stream" in str(g)
     g.launch(1)
     for h in hosts:
         np.testing.assert_array_equal(h, 3.0)
+    g.build(cpu=eagle.CpuOptions(teams="serial"))
+    assert g._backend.stage_notes() == ["branches"]
+    # one policy per stage is the cpu's count, not checked for a cuda graph
+    g.build(cpu=eagle.CpuOptions(teams=("serial", "serial")))
+    assert g.backend == "cuda"
 
 
 def test_launch_count_is_n_per_launch(ck, fake):

@@ -191,6 +191,17 @@ def test_lowerings_by_class_and_a_kind_with_none_is_refused_by_name(fake, captur
         g.build()
     with pytest.raises(TypeError, match="Lowering subclass"):
         capture_mod.register(Stranger, lambda node, ctx: None)
+    with pytest.raises(TypeError, match="takes a node class"):
+        capture_mod.register("stranger", OwnCapture)
+    with pytest.raises(TypeError, match="takes a node class"):
+        capture_mod.register(int, OwnCapture)
+    # one lowering per class: a second registration is refused, unless it replaces on purpose
+    with pytest.raises(ValueError, match="Own already has a CUDA lowering .*OwnCapture.*replace=True"):
+        capture_mod.register(Own, _add_one_lowering(capture_mod))
+    assert capture_mod.lowering_class(Own) is OwnCapture
+    lowering = _add_one_lowering(capture_mod)
+    assert capture_mod.register(Own, lowering, replace=True) is lowering
+    assert capture_mod.lowering_class(Own) is lowering
 
 
 def test_the_context_of_one_build(capture_mod):

@@ -131,17 +131,30 @@ def test_a_short_launch_shows_nothing(capsys, monkeypatch):
 
 def test_progress_off_and_bad_input(fake_tqdm):
     g, z = sleepy_graph(0)
-    for off in (False, None, 0):
-        g.launch(3, progress=off)
-    assert fake_tqdm == [] and z[0] == 9
+    g.launch(3, progress=False)
+    assert fake_tqdm == [] and z[0] == 3
     with pytest.raises(ValueError):
         g.launch(-1, progress=True)
     with pytest.raises(ValueError, match="compaction"):
         g.launch_until_done(3, progress=True)
-    for bad in ("yes", 2, 0.5, print):
+    # True or False only, for launch and launch_until_done alike
+    alive = np.ones(4, dtype=bool)
+    done = eagle.Graph()
+    done.add_node(eagle.graph.ufunc(np.logical_and, alive, False, out=alive), name="finish")
+    done.add_node(eagle.graph.compact(alive, {}), name="compact")
+    done.build()
+    for bad in ("yes", 2, 0.5, print, None, 0, 1):
         with pytest.raises(TypeError, match="progress= takes True or False"):
             g.launch(3, progress=bad)
-    assert fake_tqdm == [] and z[0] == 9   # refused before anything ran
+        with pytest.raises(TypeError, match="progress= takes True or False"):
+            done.launch_until_done(3, progress=bad)
+    assert alive.all()
+    with pytest.raises(TypeError, match=r"launch\(\) takes 1 positional argument \(n\), got 2: progress "
+                                        r"is a keyword, e.g. launch\(10, progress=True\)"):
+        g.launch(1, True)
+    with pytest.raises(TypeError, match=r"launch_until_done\(\) takes 1 positional argument \(n\), got 2"):
+        g.launch_until_done(1, True)
+    assert fake_tqdm == [] and z[0] == 3   # refused before anything ran
     g.launch(1)                            # and the graph is not left locked
     h = eagle.Graph()
     h.add_node(opaque(lambda: None), name="n")

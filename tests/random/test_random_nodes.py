@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 import pytest
 
 import eagle
@@ -342,6 +343,13 @@ def test_picture_and_plan_show_random_nodes():
     (lambda: normal([1.0, 2.0], key=1), TypeError, "out must be a NumPy array, a CUDA array"),
     (lambda: normal({"a": np.empty(4), "b": np.empty(4)}, key=1), TypeError, "one-entry"),
     (lambda: normal(np.empty(4)[:0:-1].base if False else np.frombuffer(bytes(32)), key=1), ValueError, "read-only"),
+    # an out whose samples share memory: every sample's draw would land in one element
+    (lambda: uniform(as_strided(np.zeros(4), shape=(4,), strides=(0,)), key=1), ValueError,
+     r"uniform\(\): elements of out 'out' share memory \(strides \(0,\)\)"),
+    (lambda: normal({"z": as_strided(np.zeros(4), shape=(4,), strides=(0,))}, key=1), ValueError,
+     r"normal\(\): elements of out 'z' share memory"),
+    (lambda: random_bits(as_strided(np.zeros((4, 4), np.uint32), shape=(4, 4), strides=(0, 4)), key=1),
+     ValueError, r"random_bits\(\): elements of out 'out' share memory"),
 ])
 def test_record_time_errors(make, err, match):
     with pytest.raises(err, match=match):

@@ -63,6 +63,29 @@ def test_a_bare_array_and_a_named_one_make_the_same_node_but_for_the_name(what):
     assert type(bare) is type(named)
 
 
+class _Exported:
+    """The memory of ``a`` exported through the array interface, as ``a`` flags it."""
+
+    def __init__(self, a):
+        self.__array_interface__ = dict(a.__array_interface__)
+
+
+@pytest.mark.parametrize("export", [False, True])
+@pytest.mark.parametrize("what", list(ONE_ARRAY))
+def test_read_only_memory_is_refused_where_the_node_writes_it_with_one_message(what, export):
+    make, array, default, declared = ONE_ARRAY[what]
+    ro = array()
+    ro.flags.writeable = False
+    given = _Exported(ro) if export else ro
+    if default in make(array()).writes:
+        with pytest.raises(ValueError, match=r"is read-only( \(_Exported exports it read-only\))?, and "
+                                             r"the node writes it: pass a writable array"):
+            make(given)
+    else:
+        node = make(given)   # a read-only array a node only reads is fine
+        assert np.shares_memory(declared(node)[default], ro)
+
+
 @pytest.mark.parametrize("what", list(ONE_ARRAY))
 def test_a_dict_of_two_entries_is_refused_with_one_message(what):
     make, array, default, _ = ONE_ARRAY[what]
@@ -82,11 +105,29 @@ def test_something_that_is_no_array_is_refused_with_one_message(what):
         make(object())
 
 
+_NAME_RULE = "must be a non-empty one-line string (no line breaks, control or invisible format characters)"
+
+
+@pytest.mark.parametrize("bad", [3, "", "y\nSECOND LINE", "y\x1b[31mRED", "a\u200bb", "a\u2028b", "a\x00"])
 @pytest.mark.parametrize("what", list(ONE_ARRAY))
-def test_a_name_that_is_no_string_is_refused_with_one_message(what):
+def test_a_name_that_is_no_one_line_string_is_refused_with_one_message(what, bad):
     make, array, _, _ = ONE_ARRAY[what]
-    with pytest.raises(TypeError, match="array names must be non-empty strings, got 3"):
-        make({3: array()})
+    with pytest.raises(TypeError, match=re.escape(f"an array name {_NAME_RULE}, got {bad!r}")):
+        make({bad: array()})
+
+
+@pytest.mark.parametrize("bad", ["y\nSECOND LINE", "y\x1b[31mRED", "\u00ad"])
+def test_array_names_and_node_names_follow_one_rule(bad):
+    # reads/writes/updates dicts name their arrays as one-entry dicts do, and as nodes are named
+    x = np.zeros(4)
+    for make in (lambda: opaque(print, reads={bad: x}), lambda: opaque(print, writes={"ok": x, bad: np.ones(4)}),
+                 lambda: opaque(print, updates={bad: x}),
+                 lambda: native(ek.add(), reads={"x": x, bad: x}, writes={"y": np.zeros(4)})):
+        with pytest.raises(TypeError, match=re.escape(f"an array name {_NAME_RULE}, got {bad!r}")):
+            make()
+    g = eagle.Graph()
+    with pytest.raises(TypeError, match=re.escape(f"a node name {_NAME_RULE}, got {bad!r}")):
+        g.add_node(opaque(print, reads={"x": x}), name=bad)
 
 
 def test_reads_and_writes_still_take_dicts_of_several_entries():
@@ -150,3 +191,26 @@ def test_a_compaction_with_named_ids_and_count_runs_as_with_the_default_names():
                         node.scatter_back(x).tolist()))
     assert results[0] == results[1]
     assert results[0][:4] == (3, [0.0, 2.0, 3.0], [0, 2, 3, 1, 4], 3)
+
+
+@pytest.mark.parametrize("make, says", [
+    # a name of the user's meeting another argument's default name: the message names the
+    # constructor's own arguments, not reads=/writes= it does not have
+    (lambda o: uniform({"id": o}, key=1, ids=np.arange(4)), "uniform(): out and ids are both named 'id'"),
+    (lambda o: normal(o, key=1, ids={"out": np.arange(4)}), "normal(): out and ids are both named 'out'"),
+    (lambda o: compact({"ids": np.ones(4, bool)}, {"s": o}, ids=np.arange(4)),
+     "compact(): alive and ids are both named 'ids'"),
+    (lambda o: compact({"count": np.ones(4, bool)}, {"s": o}), "compact(): alive and count are both named 'count'"),
+    (lambda o: reorder({"ids": np.zeros(4, np.int64)}, {"s": o}, n_keys=1, ids=np.arange(4)),
+     "reorder(): the sort key by and ids are both named 'ids'"),
+    (lambda o: ufunc(np.add, {"a": o}, {"a": np.ones(4)}, out=np.zeros(4)),
+     "ufunc(): two different arrays (operands, out= or where=) are both named 'a'"),
+])
+def test_two_arguments_of_one_name_are_refused_naming_the_arguments(make, says):
+    with pytest.raises(ValueError, match=re.escape(says) + "; give one another name"):
+        make(np.zeros(4))
+
+
+def test_reorders_messages_call_the_sort_key_by():
+    with pytest.raises(ValueError, match=re.escape("reorder(): the sort key by 'key' must be 1-d")):
+        reorder(np.zeros((4, 2), np.int64), {"s": np.zeros(4)}, n_keys=2)

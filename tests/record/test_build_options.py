@@ -41,12 +41,25 @@ def test_options_are_values():
     with pytest.raises(AttributeError):
         eagle.CpuOptions().fuse = False        # frozen: a value, not a setting
     assert hash(eagle.CpuOptions(teams=["auto"])) == hash(eagle.CpuOptions(teams=("auto",)))
+    # fuse=True (a tile sized for the cache) and fuse=1 (tiles of one sample) differ, though True == 1
+    assert eagle.CpuOptions(fuse=True) != eagle.CpuOptions(fuse=1)
+    assert eagle.CpuOptions(fuse=False) != eagle.CpuOptions(fuse=np.int64(1)) != eagle.CpuOptions(fuse=True)
+    assert len({eagle.CpuOptions(fuse=True), eagle.CpuOptions(fuse=1)}) == 2
+    assert eagle.CpuOptions(fuse=1) == eagle.CpuOptions(fuse=np.int64(1))
+    assert hash(eagle.CpuOptions(fuse=1)) == hash(eagle.CpuOptions(fuse=np.int64(1)))
+    assert eagle.CpuOptions() != eagle.CudaOptions()
 
 
 @pytest.mark.parametrize("make, exc, says", [
     (lambda: eagle.CpuOptions(teams="fast"), ValueError, "a team policy is 'auto', 'serial' or 'parallel', got 'fast'"),
     (lambda: eagle.CpuOptions(teams=["auto", 3]), ValueError, "got 3"),
     (lambda: eagle.CpuOptions(teams=5), TypeError, "a sequence of them, one per stage; got int"),
+    (lambda: eagle.CpuOptions(teams=b"serial"), TypeError, "one per stage; got bytes b'serial', which is no sequence"),
+    (lambda: eagle.CpuOptions(teams={"serial": 1}), TypeError, "one per stage; got dict {'serial': 1}"),
+    (lambda: eagle.CpuOptions(teams={"serial"}), TypeError, "one per stage; got set {'serial'}"),
+    (lambda: eagle.CpuOptions("serial"), TypeError, "takes 1 positional argument but 2 were given"),
+    (lambda: eagle.CudaOptions("branches"), TypeError, "takes 1 positional argument but 2 were given"),
+    (lambda: eagle.CudaOptions(branches="no"), TypeError, "CudaOptions(branches=...) is True or False, got 'no'"),
     (lambda: eagle.CpuOptions(fuse=0), ValueError, "True, False or a tile size in samples"),
     (lambda: eagle.CpuOptions(fuse=np.bool_(True)), ValueError, "tile size"),
     (lambda: eagle.CpuOptions(fuse="yes"), ValueError, "tile size"),
@@ -72,9 +85,10 @@ def test_build_checks_what_it_is_given():
 
 def test_the_other_backends_options_are_not_used():
     g, x = _graph()
-    g.build(cuda=eagle.CudaOptions(library_branches="branches"))   # one script carries both
+    g.build(cuda=eagle.CudaOptions(library_branches="branches", branches=False))   # one script carries both
     g.launch(1)
     assert g.backend == "cpu" and (x == 4.0).all()
+    # and the cuda backend reads no CpuOptions: tests/cuda/test_backend_standin.py
 
 
 def test_build_teams_and_fuse_still_work_with_a_deprecation_warning():

@@ -55,7 +55,7 @@ def test_default_names_follow_the_function_and_stay_unique():
     (lambda a: opaque(nop, reads=[a]), TypeError, "dict"),
     (lambda a: opaque(nop, reads={"a": [1, 2, 3]}), TypeError, "NumPy array"),
     (lambda a: opaque(nop, writes={"a": 3.0}), TypeError, "NumPy array"),
-    (lambda a: opaque(nop, reads={1: a}), TypeError, "names"),
+    (lambda a: opaque(nop, reads={1: a}), TypeError, "an array name must be a non-empty one-line string"),
     (lambda a: opaque(nop, reads={"a": a}, writes={"a": a.copy()}), ValueError, "two different arrays"),
     (lambda a: opaque(nop, writes={"a": a}, updates={"a": a}), ValueError, "both updates and writes"),
     (lambda a: opaque(nop, updates={"a": 3.0}), TypeError, "NumPy array"),
