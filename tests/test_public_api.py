@@ -59,7 +59,7 @@ def test_the_packages_of_the_implementation_show_their_public_submodules_only():
     import eagle.look
     import eagle.record
 
-    assert [n for n in dir(eagle.cpu) if not n.startswith("__")] == ["lowering", "spec"]
+    assert [n for n in dir(eagle.cpu) if not n.startswith("__")] == ["lowering", "spec", "threads"]
     assert [n for n in dir(eagle.look) if not n.startswith("__")] == []
     assert [n for n in dir(eagle.record) if not n.startswith("__")] == sorted(
         ["node", "recording", "plan", "options", "backend", "hooks"])
