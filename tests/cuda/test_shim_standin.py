@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 from fake_cuda import DeviceArray, kernel, library_kernel
+from fake_cuda_build import DOUBLES_CFLAGS, build_fake_libcuda
 
 ROOT = Path(__file__).resolve().parents[2]
 INCLUDE = ROOT / "csrc" / "include"
@@ -275,6 +276,8 @@ def test_the_first_load_publishes_the_table_to_other_threads(tmp_path, fake_libc
                             str(ROOT / "csrc" / "cuda" / "cuda_shim.c"), "-ldl", "-lpthread",
                             "-o", str(exe)], capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
+    if DOUBLES_CFLAGS:   # tests/sanitize.sh built the stand-in with ASan, which a TSan program cannot load
+        fake_libcuda_path = str(build_fake_libcuda(tmp_path, extra=("-fno-sanitize=all",)))
     env = dict(os.environ, EAGLE_LIBCUDA=fake_libcuda_path, FAKE_CUDA_ARENA_ANYWHERE="1",
                TSAN_OPTIONS="halt_on_error=1 exitcode=66 report_signal_unsafe=0")
     env.pop("LD_PRELOAD", None)   # tests/sanitize.sh preloads ASan, which a TSan binary cannot run beside
