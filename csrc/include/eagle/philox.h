@@ -51,6 +51,14 @@ typedef long long eagle_i64;
 #define EAGLE_PHILOX_W0 0x9E3779B9u
 #define EAGLE_PHILOX_W1 0xBB67AE85u
 
+/* powers of two as decimal literals (exact): hexadecimal floats are C++17, and NVRTC
+ * compiles random.cu as C++11 */
+#define EAGLE_TWO_P52 4503599627370496.0
+#define EAGLE_TWO_P51 2251799813685248.0
+#define EAGLE_TWO_P21 2097152.0
+#define EAGLE_TWO_M53 1.1102230246251565404236316680908203125e-16
+#define EAGLE_TWO_M24F 5.9604644775390625e-08f
+
 /* the four output words of one Philox call */
 typedef struct eagle_philox_words {
     eagle_u32 w0, w1, w2, w3;
@@ -129,26 +137,26 @@ EAGLE_RNG_FN double eagle_small_to_double(eagle_u64 x) { return (double)x; }
 #else
 EAGLE_RNG_FN double eagle_small_to_double(eagle_u64 x)
 {
-    return eagle_bits_double(x | 0x4330000000000000ULL) - 0x1p52;
+    return eagle_bits_double(x | 0x4330000000000000ULL) - EAGLE_TWO_P52;
 }
 #endif
 
 /* (hi << 32 | lo) >> 11, the 53 top bits, as a double (exact) */
 EAGLE_RNG_FN double eagle_top53(eagle_u32 lo, eagle_u32 hi)
 {
-    return EAGLE_ADD(EAGLE_MUL(eagle_small_to_double(hi), 0x1p21), eagle_small_to_double(lo >> 11));
+    return EAGLE_ADD(EAGLE_MUL(eagle_small_to_double(hi), EAGLE_TWO_P21), eagle_small_to_double(lo >> 11));
 }
 
 /* [0, 1) from 53 bits of (hi << 32 | lo) */
 EAGLE_RNG_FN double eagle_u01_53(eagle_u32 lo, eagle_u32 hi)
 {
-    return EAGLE_MUL(eagle_top53(lo, hi), 0x1p-53);
+    return EAGLE_MUL(eagle_top53(lo, hi), EAGLE_TWO_M53);
 }
 
 /* [0, 1) from 24 bits of w */
 EAGLE_RNG_FN float eagle_u01_24(eagle_u32 w)
 {
-    return (float)(w >> 8) * 0x1p-24f;
+    return (float)(w >> 8) * EAGLE_TWO_M24F;
 }
 
 /* log(x) for x in [2**-53, 1] (no zero, negative, subnormal, inf or nan): musl's
@@ -194,8 +202,8 @@ EAGLE_RNG_FN double eagle_cos_2pi_top53(eagle_u64 m)
     const double two_pi_hi = 6.28318530717958623200e+00, two_pi_lo = 2.44929359829470635446e-16;
     const eagle_u64 q = (m + (1ULL << 50)) >> 51;                      /* 0 .. 4 */
     /* t - q/4 = (m - q 2**51) 2**-53, |m - q 2**51| <= 2**50: exact as a double */
-    const double r = EAGLE_MUL(EAGLE_SUB(eagle_small_to_double(m + (1ULL << 51) - (q << 51)), 0x1p51),
-                               0x1p-53);
+    const double r = EAGLE_MUL(EAGLE_SUB(eagle_small_to_double(m + (1ULL << 51) - (q << 51)), EAGLE_TWO_P51),
+                               EAGLE_TWO_M53);
     const double x = fma(r, two_pi_hi, EAGLE_MUL(r, two_pi_lo));
     const double z = EAGLE_MUL(x, x);
     /* cos(x + q pi/2): q = 0, 4: cos x; 1: -sin x; 2: -cos x; 3: sin x */
@@ -217,7 +225,7 @@ EAGLE_RNG_FN double eagle_cos_2pi_top53(eagle_u64 m)
 /* One standard normal from a sample's four words (see the file's comment). */
 EAGLE_RNG_FN double eagle_normal_from_words(eagle_philox_words w)
 {
-    const double u1 = EAGLE_MUL(EAGLE_ADD(eagle_top53(w.w0, w.w1), 1.0), 0x1p-53);
+    const double u1 = EAGLE_MUL(EAGLE_ADD(eagle_top53(w.w0, w.w1), 1.0), EAGLE_TWO_M53);
     const eagle_u64 m2 = ((eagle_u64)w.w3 << 21) | (w.w2 >> 11);
     return EAGLE_MUL(sqrt(EAGLE_MUL(-2.0, eagle_log_01(u1))), eagle_cos_2pi_top53(m2));
 }
