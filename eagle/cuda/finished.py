@@ -149,12 +149,18 @@ def _cupy_module(cp, name="partition"):
         mod = _modules.get((dev, name))
         if mod is None:
             code = CUDA_SOURCE if name == "partition" else kernel_source(name)
-            options = ("--std=c++11",)
-            if name == "random":
-                # philox.h from eagle's headers; no contraction, so the bits are the CPU's
-                options += ("-I" + philox_include_dir(), "--fmad=false")
-            mod = _modules[(dev, name)] = cp.RawModule(code=code, options=options)
+            mod = _modules[(dev, name)] = cp.RawModule(code=code, options=module_options(name))
         return mod
+
+
+def module_options(name: str) -> tuple:
+    """The NVRTC options eagle gives CuPy for its module ``name`` (CuPy appends
+    ``-ftz=true`` and the architecture)."""
+    options = ("--std=c++11",)
+    if name == "random":
+        # philox.h from eagle's headers; no contraction, so the bits are the CPU's
+        options += ("-I" + philox_include_dir(), "--fmad=false")
+    return options
 
 
 def philox_include_dir() -> str:
