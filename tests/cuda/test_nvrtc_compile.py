@@ -107,3 +107,19 @@ def test_every_generated_ufunc_kernel_compiles(nvrtc, arch):
     for k in kernels:
         real_nvrtc.ptx_function(ptx, k)
 
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_random_kernel_has_no_flush_to_zero_instruction(nvrtc, arch):
+    # CuPy appends -ftz=true: a float32 instruction the compiler picks gets .ftz and flushes
+    # subnormal parameters and results to 0, where the CPU keeps them; eagle_random must
+    # give the CPU's bits, so its float32 work is written as explicit PTX (philox.h)
+    from eagle.cuda import kernel_source
+    from eagle.cuda.finished import module_options
+
+    ptx, _ = nvrtc.compile(kernel_source("random"), module_options("random") + cupy_appends(arch), "random.cu")
+    body = real_nvrtc.ptx_function(ptx, "eagle_random")
+    assert ".f32" in body                       # the float32 paths are there ...
+    flushing = [ln.strip() for ln in body.splitlines() if ".ftz" in ln]
+    assert not flushing, flushing               # ... and none flushes
+    contracted = [ln.strip() for ln in body.splitlines() if ln.strip().startswith("fma.") and ".f32" in ln]
+    assert not contracted, contracted

@@ -153,10 +153,47 @@ EAGLE_RNG_FN double eagle_u01_53(eagle_u32 lo, eagle_u32 hi)
     return EAGLE_MUL(eagle_top53(lo, hi), EAGLE_TWO_M53);
 }
 
+/* float32 arithmetic of the device path as explicit PTX: CuPy compiles every module with
+ * -ftz=true, under which the compiler's own float32 instructions (.ftz) flush subnormal
+ * operands and results to 0 where the CPU keeps them; written instructions keep IEEE. */
+#if defined(EAGLE_RNG_DEVICE) && defined(__CUDA_ARCH__)
+EAGLE_RNG_FN float eagle_f32_mul(float a, float b)
+{
+    float r;
+    asm("mul.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+EAGLE_RNG_FN float eagle_f32_add(float a, float b)
+{
+    float r;
+    asm("add.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+/* a double rounded once to float32 */
+EAGLE_RNG_FN float eagle_f32_from_double(double d)
+{
+    float r;
+    asm("cvt.rn.f32.f64 %0, %1;" : "=f"(r) : "d"(d));
+    return r;
+}
+/* a > b as 1 or 0 */
+EAGLE_RNG_FN int eagle_f32_gt(float a, float b)
+{
+    int r;
+    asm("{\n\t.reg .pred p;\n\tsetp.gt.f32 p, %1, %2;\n\tselp.s32 %0, 1, 0, p;\n\t}" : "=r"(r) : "f"(a), "f"(b));
+    return r;
+}
+#else
+EAGLE_RNG_FN float eagle_f32_mul(float a, float b) { return a * b; }
+EAGLE_RNG_FN float eagle_f32_add(float a, float b) { return a + b; }
+EAGLE_RNG_FN float eagle_f32_from_double(double d) { return (float)d; }
+EAGLE_RNG_FN int eagle_f32_gt(float a, float b) { return a > b; }
+#endif
+
 /* [0, 1) from 24 bits of w */
 EAGLE_RNG_FN float eagle_u01_24(eagle_u32 w)
 {
-    return (float)(w >> 8) * EAGLE_TWO_M24F;
+    return eagle_f32_mul((float)(w >> 8), EAGLE_TWO_M24F);
 }
 
 /* log(x) for x in [2**-53, 1] (no zero, negative, subnormal, inf or nan): musl's
@@ -237,18 +274,11 @@ EAGLE_RNG_FN double eagle_scale_uniform(double u, double low, double span, doubl
     return v > below_high ? below_high : v;
 }
 
-#ifndef EAGLE_RNG_DEVICE
+/* low + (high - low) u in float32, below high */
 EAGLE_RNG_FN float eagle_scale_uniform_f(float u, float low, float span, float below_high)
 {
-    const float v = low + span * u;
-    return v > below_high ? below_high : v;
+    const float v = eagle_f32_add(low, eagle_f32_mul(span, u));
+    return eagle_f32_gt(v, below_high) ? below_high : v;
 }
-#else
-EAGLE_RNG_FN float eagle_scale_uniform_f(float u, float low, float span, float below_high)
-{
-    const float v = __fadd_rn(low, __fmul_rn(span, u));
-    return v > below_high ? below_high : v;
-}
-#endif
 
 #endif

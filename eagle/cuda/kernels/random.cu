@@ -38,13 +38,14 @@ extern "C" __global__ void eagle_random(char *out, i64 ostride, const char *ids,
         q[3] = w.w3;
     } else if (what == 1) {
         if (f32)
-            *(float *)o = eagle_scale_uniform_f(eagle_u01_24(w.w0), (float)a, (float)b, (float)below);
+            *(float *)o = eagle_scale_uniform_f(eagle_u01_24(w.w0), eagle_f32_from_double(a),
+                                                 eagle_f32_from_double(b), eagle_f32_from_double(below));
         else
             *(double *)o = eagle_scale_uniform(eagle_u01_53(w.w0, w.w1), a, b, below);
     } else {
         const double z = EAGLE_ADD(a, EAGLE_MUL(b, eagle_normal_from_words(w)));
         if (f32)
-            *(float *)o = (float)z;
+            *(float *)o = eagle_f32_from_double(z);
         else
             *(double *)o = z;
     }
