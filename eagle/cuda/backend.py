@@ -878,18 +878,18 @@ class CudaBackend(Backend):
                                         "over one only (use launch(n))")
         return comms[0] if comms else None
 
-    def _launch_until_done_ranks(self, n):
+    def _launch_until_done_ranks(self, n, done):
         """Replay by replay; after each, the ranks agree (MPI allreduce, max of the live
         counts) on whether any sample is live anywhere. A rank with none left replays on
-        at logical size 0 (its kernels do nothing, its collectives pair with the others')."""
+        at logical size 0 (its kernels do nothing, its collectives pair with the others').
+        ``done[0]`` counts the replays issued (every rank's count, as on the CPU)."""
         from eagle.cuda import finished as fc
 
         mpi = sys.modules["mpi4py.MPI"]
-        done = 0
         live_anywhere = self._ranks.allreduce(int(self._logical_size), op=mpi.MAX)
-        while done < n and live_anywhere > 0:
+        while done[0] < n and live_anywhere > 0:
             self.exec.launch(self.stream, 1)
-            done += 1
+            done[0] += 1
             local = int(self._read_back()[fc.G_SIZE])
             live_anywhere = self._ranks.allreduce(local, op=mpi.MAX)
 
@@ -901,19 +901,21 @@ class CudaBackend(Backend):
         live_before = int(self._host_g[fc.G_LIVE_REPLAYS])
         done = 0
         if self._ranks is not None:
+            # a rank whose samples finished replays on at size 0: its replays count (the
+            # CPU's count, and the device replay counter of random nodes advances on each)
+            ran = [0]
             try:
-                self._launch_until_done_ranks(n)
+                self._launch_until_done_ranks(n, ran)
             except KeyboardInterrupt as e:
                 self.last_failure = (-1, 0)
-                self._interrupted(e, f"launch_until_done({n})",
-                                  int(self._host_g[fc.G_LIVE_REPLAYS]) - live_before)
+                self._interrupted(e, f"launch_until_done({n})", ran[0])
                 raise
             except CudaError:
                 self._settle()
                 raise
             finally:
-                self.replays += int(self._host_g[fc.G_LIVE_REPLAYS]) - live_before
-            return int(self._host_g[fc.G_LIVE_REPLAYS]) - live_before
+                self._host_replays += ran[0]
+            return ran[0]
         try:
             exec_ = None
             if self.until_done_path() == "device":

@@ -425,7 +425,7 @@ import eagle
 from eagle.cuda import backend
 from eagle.cuda.finished import set_kernel_provider
 from eagle.cuda.kernel_nodes import SIZE_PTR, cuda_kernel
-from eagle.graph import allreduce, compact
+from eagle.graph import allreduce, compact, uniform
 from fake_cuda import DeviceArray, kernel
 from fake_cuda_build import EmulatedKernels, bind_fake_libcuda
 
@@ -446,16 +446,20 @@ g.add_node(cuda_kernel((kernel(lib, "life_step"), 4), (da, dl, dx, SIZE_PTR),
                        writes={"alive": da, "life": dl, "x": dx}, block=4), name="step")
 g.add_node(compact(da, {"life": dl, "x": dx}, ids=di, count=dc, min_dead_fraction=0.0), name="compact")
 g.add_node(allreduce(s, r), name="tally")
+if sys.argv[1] == "random":   # the device replay counter of random nodes
+    g.add_node(uniform(DeviceArray(np.zeros(n)), key=7), name="draw")
 g.build()
+g.replays = 1000
 print("PATH", rank, g._backend.until_done_path(), flush=True)
 done = g.launch_until_done(20)
-print(f"OK rank {rank} live replays {done} graph launches {lib.fake_cuda_launch_count()} size {g.logical_size}",
-      flush=True)
+print(f"OK rank {rank} replays {done} graph launches {lib.fake_cuda_launch_count()} size {g.logical_size} "
+      f"g.replays {g.replays}", flush=True)
 """
 
 
+@pytest.mark.parametrize("random", ["plain", "random"])
 def test_launch_until_done_with_collectives_stops_on_every_rank_together(fake_path, fake_libcuda_path,
-                                                                          tmp_path, mpirun):
+                                                                          tmp_path, mpirun, random):
     from fake_cuda_build import build_emulated_module
     import signal
     launcher = mpirun.launcher
@@ -467,7 +471,7 @@ def test_launch_until_done_with_collectives_stops_on_every_rank_together(fake_pa
                FAKE_CUDA_DEVICES="2", OMP_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join([str(ROOT), str(DOUBLES)]
                                           + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    proc = subprocess.Popen([launcher, "-n", "2", sys.executable, "-c", DIVERGE], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([launcher, "-n", "2", sys.executable, "-c", DIVERGE, random], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, cwd=str(ROOT), start_new_session=True)
     try:
         out, err = proc.communicate(timeout=90)
@@ -477,10 +481,11 @@ def test_launch_until_done_with_collectives_stops_on_every_rank_together(fake_pa
         pytest.fail(f"the ranks hung (90 s): one stopped replaying, the other waits in its collective\n{out}")
     assert proc.returncode == 0, out + err
     import re   # the ranks' lines may come interleaved through mpiexec
-    got = sorted(re.findall(r"OK rank (\d) live replays (\d+) graph launches (\d+) size (\d+)", out))
+    got = sorted(re.findall(r"OK rank (\d) replays (\d+) graph launches (\d+) size (\d+) g.replays (\d+)", out))
     # both replayed until the slower rank's samples finished: 6 replays each (rank 0's last 4
-    # at logical size 0: its collective pairs with rank 1's)
-    assert got == [("0", "2", "6", "0"), ("1", "6", "6", "0")], out + err
+    # at logical size 0: its collective pairs with rank 1's), returned and counted once in
+    # g.replays as on the CPU (a random node's device counter advanced on each replay already)
+    assert got == [("0", "6", "6", "0", "1006"), ("1", "6", "6", "0", "1006")], out + err
 
 
 # Two ranks on one node with two GPUs (the driver stand-in's FAKE_CUDA_DEVICES=2): NCCL takes
