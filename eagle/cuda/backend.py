@@ -1083,5 +1083,6 @@ class CudaBackend(Backend):
 #: kernel names of libraries that keep per-thread handles, workspaces or plan caches
 #: what library_serial_stages lists for a kernel the driver cannot name (before 12.3)
 _UNNAMED_KERNEL = "<a kernel: this driver (CUDA < 12.3) has no cuFuncGetName to name it>"
-_LIBRARY_KERNEL = re.compile(r"gemm|gemv|cublas|cutlass|xmma|fft|cusolver|cusparse|cudnn|trsm|syrk",
+#: (nvjet: cuBLAS 12.8+'s GEMMs on Hopper and Blackwell, named nvjet_* with no "gemm")
+_LIBRARY_KERNEL = re.compile(r"gemm|gemv|cublas|cutlass|xmma|nvjet|fft|cusolver|cusparse|cudnn|trsm|syrk",
                              re.IGNORECASE)

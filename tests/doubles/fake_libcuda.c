@@ -469,6 +469,8 @@ static struct { const char *name, *sig; fake_entry entry; fake_kernel k; unsigne
     {"life_step", "pppp", k_life_step, {0}},
     /* named like a cuBLAS kernel: what eagle's library detection looks for */
     {"sgemm_like", "pl", k_add_one, {0}},
+    /* named as recent cuBLAS names its GEMMs on Hopper (nvjet_*: no "gemm" in the name) */
+    {"nvjet_hsh_256x128_64x4_1x2_h_bz_coopB_TNT", "pl", k_add_one, {0}},
     {"life_step_n", "pppl", k_life_step_n, {0}},
     /* add_one as compiled with heavy resource use: 128 registers a thread (more than
      * 512 threads a block exceed the 64 K registers of an SM: LAUNCH_OUT_OF_RESOURCES),
