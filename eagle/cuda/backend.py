@@ -1013,6 +1013,11 @@ class CudaBackend(Backend):
 
     def _set_logical_size(self, n: int) -> None:
         self.exec.set_logical_size(n)
+        old = self._logical_size
+        if n > old:
+            # a replay's device time grows with the size at most in proportion (fixed costs
+            # aside): the window learned at `old` shrinks so it stays about _WINDOW_S
+            self._window = max(1, self._window * old // n)
         if self._gblock is not None:
             import numpy as np
 

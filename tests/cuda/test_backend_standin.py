@@ -1105,3 +1105,24 @@ def test_launch_through_a_full_launch_queue_neither_drops_nor_reorders(fake, ck)
     # launch() returned after its synchronize: every replay had run
     assert x.host.tolist() == [2.0 ** 13 - 2] * 4
     assert fake.fake_cuda_launch_queue_max() <= 2
+
+
+def test_the_launch_window_stays_short_after_a_retune_to_a_larger_size(ck, fake):
+    """Replays go out in windows of about 10 ms of device time, learned as launches go;
+    a window learned at a small size and kept after set_logical_size to a larger one
+    would queue that many longer replays (Ctrl-C drains two windows). A kernel whose
+    duration grows with the size (10 us a sample here): the window shrinks with the size."""
+    cuda_kernel, SIZE = ck
+    a = DeviceArray(np.zeros(1000))
+    g = eagle.Graph()
+    g.add_node(cuda_kernel((kernel(fake, "sized_wait"), 3), (a, 10_000, SIZE), writes={"a": a}, block=4),
+               name="grows")
+    g.set_logical_size(2)
+    g.build()
+    g.launch(400)                     # 20 us replays: the window grows past 1
+    learned = g._backend._window
+    assert learned > 1
+    g.set_logical_size(1000)          # 10 ms replays
+    assert g._backend._window == max(1, learned * 2 // 1000) == 1
+    g.launch(3)
+    assert a.host[:2].tolist() == [403.0] * 2 and a.host[2] == 3.0

@@ -420,6 +420,17 @@ static void k_slow_fill(void **args, fake_dim3 g, fake_dim3 b, unsigned sh) {
     usleep((useconds_t)us);
     for (int64_t i = 0; i < (int64_t)grid_threads(g, b) && i < n; ++i) p[i] = v;
 }
+/* sized_wait(double *p, int64 ns_per_sample, int64 n): a kernel whose duration grows with
+ * the size, n * ns_per_sample ns (a retune to a larger size makes each replay longer) */
+static void k_sized_wait(void **args, fake_dim3 g, fake_dim3 b, unsigned sh) {
+    (void)sh;
+    double *p = ARG(0, double *);
+    int64_t ns = ARG(1, int64_t) * ARG(2, int64_t), n = ARG(2, int64_t);
+    struct timespec t = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
+    if (ns > 0)
+        nanosleep(&t, NULL);
+    for (int64_t i = 0; i < (int64_t)grid_threads(g, b) && i < n; ++i) p[i] += 1.0;
+}
 /* stamp(int64 *t, int64 n): t[0] = start time, t[1] = end time (ns), sleeping 30 ms
  * between: two stamps that overlap ran concurrently (n is ignored) */
 static int64_t now_ns(void) {
@@ -465,6 +476,7 @@ static struct { const char *name, *sig; fake_entry entry; fake_kernel k; unsigne
     {"add", "pppl", k_add, {0}},
     {"add_one_sp", "pp", k_add_one_sp, {0}},
     {"slow_fill", "pdll", k_slow_fill, {0}},
+    {"sized_wait", "pll", k_sized_wait, {0}},
     {"stamp", "pl", k_stamp, {0}},
     {"life_step", "pppp", k_life_step, {0}},
     /* named like a cuBLAS kernel: what eagle's library detection looks for */
