@@ -449,8 +449,9 @@ cdef class Stream:
     def set_capture_deps(self, nodes):
         """The capturing stream's next work follows ``nodes`` (handles of nodes added to
         the capture's graph by hand): cuStreamUpdateCaptureDependencies, SET."""
-        cdef eagle_cudaGraphNode_t d[64]
-        cdef size_t n = _node_array(nodes, d)
+        cdef _Nodes nodes_ = _Nodes(nodes)
+        cdef eagle_cudaGraphNode_t *d = nodes_.ptr
+        cdef size_t n = nodes_.n
         cdef int st
         with nogil:
             st = eagle_cuda_stream_set_capture_deps(self.handle, d, n)
@@ -651,13 +652,23 @@ cdef class NodeOwners:
         return len(self.owners)
 
 
-cdef size_t _node_array(deps, eagle_cudaGraphNode_t *out) except? 0:
-    deps = list(deps)
-    if len(deps) > 64:
-        raise ValueError("at most 64 dependencies")
-    for i, h in enumerate(deps):
-        out[i] = <eagle_cudaGraphNode_t><uintptr_t>h
-    return len(deps)
+cdef class _Nodes:
+    """Node handles as a C array, any count (a stage of many side-by-side nodes joins
+    into the next node through one dependency per node)."""
+    cdef eagle_cudaGraphNode_t *ptr
+    cdef size_t n
+
+    def __cinit__(self, handles):
+        handles = list(handles)
+        self.n = len(handles)
+        self.ptr = <eagle_cudaGraphNode_t *>PyMem_Malloc((self.n if self.n else 1) * sizeof(eagle_cudaGraphNode_t))
+        if self.ptr == NULL:
+            raise MemoryError()
+        for i, h in enumerate(handles):
+            self.ptr[i] = <eagle_cudaGraphNode_t><uintptr_t>h
+
+    def __dealloc__(self):
+        PyMem_Free(self.ptr)
 
 
 cdef list _graph_nodes(eagle_cudaGraph_t g):
@@ -784,8 +795,9 @@ cdef class Graph:
         returns (node handle, condition handle, body :class:`Graph`, not owned: the node
         owns it). ``initial`` is the handle's value at each launch."""
         cdef eagle_cudaGraphNode_t node = NULL
-        cdef eagle_cudaGraphNode_t d[64]
-        cdef size_t n = _node_array(deps, d)
+        cdef _Nodes nodes_ = _Nodes(deps)
+        cdef eagle_cudaGraphNode_t *d = nodes_.ptr
+        cdef size_t n = nodes_.n
         cdef unsigned long long handle = 0
         cdef eagle_cudaGraph_t body = NULL
         cdef int t
@@ -819,8 +831,9 @@ cdef class Graph:
     def add_child(self, Graph child not None, deps=()):
         """A child-graph node running a clone of ``child`` after ``deps`` (node handles)."""
         cdef eagle_cudaGraphNode_t node = NULL
-        cdef eagle_cudaGraphNode_t d[64]
-        cdef size_t n = _node_array(deps, d)
+        cdef _Nodes nodes_ = _Nodes(deps)
+        cdef eagle_cudaGraphNode_t *d = nodes_.ptr
+        cdef size_t n = nodes_.n
         cdef int st
         with nogil:
             st = eagle_cuda_graph_add_child_graph_node(&node, self.handle, d, n, child.handle)
@@ -829,10 +842,11 @@ cdef class Graph:
 
     def add_dependencies(self, src, dst):
         """Edges src[i] -> dst[i] (cuGraphAddDependencies, the form the driver's version has)."""
-        cdef eagle_cudaGraphNode_t a[64]
-        cdef eagle_cudaGraphNode_t b[64]
-        cdef size_t n = _node_array(src, a)
-        if _node_array(dst, b) != n:
+        cdef _Nodes src_ = _Nodes(src), dst_ = _Nodes(dst)
+        cdef eagle_cudaGraphNode_t *a = src_.ptr
+        cdef eagle_cudaGraphNode_t *b = dst_.ptr
+        cdef size_t n = src_.n
+        if dst_.n != n:
             raise ValueError("src and dst differ in length")
         cdef int st
         with nogil:
@@ -843,8 +857,9 @@ cdef class Graph:
         """A kernel node (cuGraphAddKernelNode); ``args``: ctypes objects, one per parameter."""
         import ctypes
         cdef eagle_cudaGraphNode_t node = NULL
-        cdef eagle_cudaGraphNode_t d[64]
-        cdef size_t n = _node_array(deps, d)
+        cdef _Nodes nodes_ = _Nodes(deps)
+        cdef eagle_cudaGraphNode_t *d = nodes_.ptr
+        cdef size_t n = nodes_.n
         cdef eagle_dim3 g = _dim3(grid)
         cdef eagle_dim3 b = _dim3(block)
         cdef void *argv[64]
@@ -863,8 +878,9 @@ cdef class Graph:
         """A conditional WHILE node (driver 12.4+): returns (node, condition handle, body Graph).
         The body belongs to the node (closing it does nothing)."""
         cdef eagle_cudaGraphNode_t node = NULL
-        cdef eagle_cudaGraphNode_t d[64]
-        cdef size_t n = _node_array(deps, d)
+        cdef _Nodes nodes_ = _Nodes(deps)
+        cdef eagle_cudaGraphNode_t *d = nodes_.ptr
+        cdef size_t n = nodes_.n
         cdef unsigned long long handle = 0
         cdef eagle_cudaGraph_t body = NULL
         cdef int st

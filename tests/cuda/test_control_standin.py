@@ -129,6 +129,22 @@ def test_child_graph_used_twice(fake, ck, tk):
     np.testing.assert_array_equal(x.host, np.arange(5.0) + 2 * (3 + 100 + 3))
 
 
+def test_a_stage_of_70_nodes_then_a_subgraph(fake, ck, tk):
+    # the subgraph's child-graph node follows every node of the wide stage: 70 dependencies
+    # (eagle's shim once took at most 64)
+    xs = [DeviceArray(np.zeros(4)) for _ in range(70)]
+    inner = eagle.Graph()
+    inner.add_node(add(ck, tk, xs[0], 1.0), name="inc")
+    g = eagle.Graph()
+    g.add_group([add(ck, tk, x, 2.0) for x in xs], names=[f"w{j}" for j in range(70)])
+    g.add_node(subgraph(inner), name="sub")
+    g.build()
+    assert len(g.stages[0]) == 70
+    g.launch(2)
+    assert xs[0].host.tolist() == [6.0] * 4
+    assert all(x.host.tolist() == [4.0] * 4 for x in xs[1:])
+
+
 def test_a_collective_inside_a_body_is_refused(fake, ck, tk):
     from eagle.record.node import Node, RunsAs
 
