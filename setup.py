@@ -129,7 +129,18 @@ class build_py_with_headers(build_py):
         shutil.copytree(os.path.join(HERE, PUBLIC_HEADERS), dst)
 
 
+def license_metadata():
+    """BSD-3-Clause as an SPDX expression (License-Expression) from setuptools 77 on, as the
+    legacy License field before (pyproject.toml declares the license dynamic: an SPDX
+    string there fails the build with setuptools < 77)."""
+    import setuptools
+
+    spdx = int(setuptools.__version__.split(".")[0]) >= 77
+    return {"license_expression" if spdx else "license": "BSD-3-Clause", "license_files": ["LICENSE"]}
+
+
 setup(
+    **license_metadata(),
     ext_modules=cythonize(
         EXTENSIONS,
         compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False,

@@ -193,6 +193,48 @@ def test_wheel_contents_leave_out_generated_c_and_carry_the_license(sdist, tmp_p
     assert "License-Expression: BSD-3-Clause" in metadata
 
 
+def _bundled_old_setuptools():
+    """The setuptools wheel Python's ensurepip carries (65.5 with Python 3.11), if older than 77."""
+    import ensurepip
+
+    for whl in sorted((Path(ensurepip.__file__).parent / "_bundled").glob("setuptools-*.whl")):
+        major = int(whl.name.split("-")[1].split(".")[0])
+        if major < 77:
+            return whl
+    return None
+
+
+def test_the_metadata_reads_with_a_setuptools_older_than_77(tmp_path):
+    """pyproject.toml and setup.py's license metadata under setuptools 61-76 (they refused the
+    SPDX string `license = "BSD-3-Clause"`, and the offline GPU machine's may be one): the
+    project's metadata files with setup.py's license_metadata(), egg_info, the License field."""
+    import ast
+    import zipfile
+
+    whl = _bundled_old_setuptools()
+    if whl is None:
+        pytest.skip("this Python bundles no setuptools older than 77 (ensurepip) to build with offline")
+    site = tmp_path / "site"
+    zipfile.ZipFile(whl).extractall(site)
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    for f in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / f, proj / f)
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    (fn,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "license_metadata"]
+    (proj / "setup.py").write_text("from setuptools import setup\n\n" + ast.unparse(fn)
+                                   + "\n\nsetup(packages=[], **license_metadata())\n")
+    env = dict(os.environ, PYTHONPATH=str(site), SETUPTOOLS_USE_DISTUTILS="local")
+    proc = subprocess.run([sys.executable, "-c", "import setuptools, sys; print('setuptools', setuptools.__version__);"
+                           "sys.argv = ['setup.py', '-q', 'egg_info']; exec(open('setup.py').read())"],
+                          cwd=proj, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert f"setuptools {whl.name.split('-')[1]}" in proc.stdout
+    (info,) = proj.glob("*.egg-info")
+    pkg_info = (info / "PKG-INFO").read_text()
+    assert "License: BSD-3-Clause" in pkg_info and "License-File: LICENSE" in pkg_info
+
+
 def test_the_license_is_the_bsd_3_clause_text():
     text = (ROOT / "LICENSE").read_text()
     assert text.startswith("BSD 3-Clause License")

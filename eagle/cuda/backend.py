@@ -154,6 +154,20 @@ def _torch():
         return None
 
 
+def _torch_for_capture():
+    """PyTorch if the program imported it and it can use CUDA, initialised or not: a node's
+    first use of torch's CUDA may come inside the capture (the documented
+    ``ExternalStream(capture_stream().ptr)`` pattern), and its temporaries must come from
+    the graph's pool then too (entering the pool initialises torch's CUDA)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    try:
+        return torch if torch.cuda.is_available() else None
+    except Exception:   # a torch build without CUDA
+        return None
+
+
 def _torch_current_stream():
     torch = _torch()
     return int(torch.cuda.current_stream().cuda_stream) if torch is not None else None
@@ -331,7 +345,7 @@ class CudaBackend(Backend):
         # temporaries allocated while capturing live in this pool, as long as the graph
         self._pool = self._cp.cuda.MemoryPool() if self._cp is not None else None
         # and torch's (its caching allocator would hand them out again after capture)
-        torch = _torch()
+        torch = _torch_for_capture()
         self._torch = torch if torch is not None and hasattr(torch.cuda, "use_mem_pool") else None
         self._torch_pool = self._torch.cuda.MemPool() if self._torch is not None else None
         self._in_event = _cuda.Event()

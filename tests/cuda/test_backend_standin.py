@@ -792,6 +792,26 @@ def test_torch_allocations_during_capture_go_to_a_pool_of_the_graph(backend_mod,
     assert torch.state.pool is None   # restored after the capture
 
 
+def test_torch_first_used_inside_the_capture_allocates_from_the_graph_s_pool(backend_mod, fake, fake_torch_mod):
+    """The documented pattern, with torch's CUDA first touched inside the node: torch's
+    temporaries must still come from the graph's pool (from torch's global cache they would
+    be handed to unrelated tensors while replays still write them)."""
+    torch = fake_torch_mod
+    assert not torch.cuda.is_initialized()
+    a = DeviceArray(np.zeros(4))
+    seen = []
+
+    def temps():
+        with torch.cuda.stream(torch.cuda.ExternalStream(backend_mod.capture_stream().ptr)):
+            seen.append(torch.state.pool)
+
+    g = eagle.Graph()
+    g.add_node(opaque(temps, writes={"a": a}), name="temps")
+    g.build()
+    assert torch.cuda.is_initialized()
+    assert seen == [g._backend._torch_pool] and seen[0] is not None
+
+
 def test_rawkernel_path_of_cuda_kernel(ck, fake, fake_cupy):
     cuda_kernel, SIZE = ck
     seen = []

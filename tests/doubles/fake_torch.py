@@ -13,7 +13,10 @@ Modelled from PyTorch's source (``torch/_tensor.py``, ``torch/cuda/streams.py``,
   any stream synchronisation; otherwise makes ``stream`` wait for the current stream
   (recorded here in ``state.dlpack_waits``). ``__dlpack_device__()`` is ``(2, 0)``
   (kDLCUDA, device 0).
-- ``torch.cuda.is_initialized()``; ``torch.cuda.current_stream()`` (``.cuda_stream``: the handle) and
+- lazy CUDA initialisation: ``torch.cuda.is_initialized()`` is False until the first
+  call that initialises torch's CUDA state (``current_stream()``, ``stream(s)``,
+  ``use_mem_pool``, which reads the current device, or a CUDA tensor made); importing
+  torch and ``is_available()`` do not; ``torch.cuda.current_stream()`` (``.cuda_stream``: the handle) and
   ``torch.cuda.stream(s)``, per thread; the default stream is the legacy stream
   (``cuda_stream == 0``).
 - ``torch.cuda.MemPool()`` and ``torch.cuda.use_mem_pool(pool)``: while the block runs,
@@ -50,12 +53,20 @@ class MemPool:
 def make():
     torch = types.ModuleType("torch")
     torch.__version__ = "2.9.0"
-    st = types.SimpleNamespace(dlpack_waits=[], pool=None, pools=[])
+    st = types.SimpleNamespace(dlpack_waits=[], pool=None, pools=[], initialized=False)
     cuda = types.SimpleNamespace()
     default = Stream(0)
 
+    def lazy_init():
+        st.initialized = True
+
+    def current_stream(device=None):
+        lazy_init()
+        return _stack()[-1] if _stack() else default
+
     @contextlib.contextmanager
     def stream(s):
+        lazy_init()
         _stack().append(s)
         try:
             yield s
@@ -64,6 +75,7 @@ def make():
 
     @contextlib.contextmanager
     def use_mem_pool(pool, device=None):
+        lazy_init()   # torch.cuda.current_device()
         prev, st.pool = st.pool, pool
         try:
             yield
@@ -75,20 +87,21 @@ def make():
         st.pools.append(p)
         return p
 
-    cuda.current_stream = lambda device=None: _stack()[-1] if _stack() else default
+    cuda.current_stream = current_stream
     cuda.stream = stream
     cuda.ExternalStream = ExternalStream
     cuda.MemPool = mem_pool
     cuda.use_mem_pool = use_mem_pool
     cuda.graph_pool_handle = lambda: (0, len(st.pools))
     cuda.is_available = lambda: True
-    cuda.is_initialized = lambda: True
+    cuda.is_initialized = lambda: st.initialized
     torch.cuda = cuda
 
     class Tensor:
         """A CUDA tensor over a test DeviceArray's memory (tests/doubles/fake_cuda.py)."""
 
         def __init__(self, device_array, requires_grad=False):
+            lazy_init()
             self._d = device_array
             self.requires_grad = requires_grad
 
