@@ -427,6 +427,7 @@ class CudaBackend(Backend):
                 self.library_serial_stages = shared
                 owners = _cuda.NodeOwners(self.stream)
                 capture.sized.clear()
+                self._control.restart()
                 self._library_kernels = {}
                 captured = self._capture(root, stages, owners)
         except BaseException:
@@ -1014,11 +1015,39 @@ class CudaBackend(Backend):
                 raise first
 
     def _settle(self):
-        with contextlib.suppress(CudaError):
-            self.stream.synchronize()
+        """Drain eagle's stream (after a failure, and at close), then take the device size
+        back. Interruptible: a device loop may still be running with no stop flag set, so
+        Ctrl-C sets the flag (the loops end at their next condition check), the drain goes
+        on, and the KeyboardInterrupt is raised once drained; a second one raises at once
+        (the flag stays set until the next launch or close has drained the device)."""
+        interrupted = None
+        while True:
+            try:
+                self.stream.wait()
+                break
+            except KeyboardInterrupt as e:
+                self._stop_pending = True
+                if interrupted is not None:
+                    raise
+                interrupted = e
+                if self._stop is not None:
+                    self._stop.set(1)
+            except CudaError:
+                break
         if self._gblock is not None and self._has_partitions:  # keep host and device in step
             with contextlib.suppress(Exception):
                 self._read_back()
+        if interrupted is not None:
+            stopped = []
+            with contextlib.suppress(CudaError):
+                stopped = self._control.stopped(self.stream)
+            if self._stop is not None:
+                self._stop.set(0)
+            self._stop_pending = False
+            loops = "".join(f"; the stop flag ended while_loop node {w}" for w in stopped)
+            add_note(interrupted, f"eagle: Ctrl-C while eagle drained the device after a failure{loops}; "
+                                  "the graph can be launched again")
+            raise interrupted
 
     def set_logical_size(self, n: int) -> None:
         """Patch grid and size argument of every ``cuda_kernel`` node in the instantiated graph."""
@@ -1080,7 +1109,15 @@ class CudaBackend(Backend):
                 if first is None:
                     first = e
 
-        attempt(self._settle)
+        interrupted = None
+        try:
+            self._settle()
+        except CudaError as e:
+            first = e
+        except KeyboardInterrupt as e:
+            if self._stop_pending:   # a second Ctrl-C: the device still runs, its objects stay
+                raise
+            interrupted = e          # drained: close the rest, then raise it
         attempt(self._control.close_streams)
         attempt(self._close_while)
         attempt(self.exec.close)
@@ -1095,6 +1132,8 @@ class CudaBackend(Backend):
         if self._pool is not None:
             attempt(self._pool.free_all_blocks)
         self._torch_pool = None
+        if interrupted is not None:
+            raise interrupted
         if first is not None:
             raise first
 

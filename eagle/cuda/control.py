@@ -180,6 +180,14 @@ class ControlCapture(Lowering):
         #: subgraph nodes whose body was captured in place (it holds conditional nodes)
         self.in_place = 0
 
+    def restart(self):
+        """Forget what a capture recorded (body node owners, node counts), for a second
+        capture of the same build; the loops' device state stays (made by ``prepare``)."""
+        self.body_owners = {}
+        self._path = []
+        self._top = None
+        self.conditional_nodes = self.child_nodes = self.in_place = 0
+
     def prepare(self, nodes, names, ctx, path=""):
         """The device state of every while loop (at any depth: iterations, limit reached,
         stopped, iterations when stopped), zeroed on ``ctx.stream`` before the capture

@@ -1076,3 +1076,88 @@ def test_launch_until_done_of_a_graph_with_control_nodes(fake, pk):
     assert results[True][0] == results[False][0] == int(np.ceil(life_h.max() / 2))
     np.testing.assert_array_equal(results[True][1], life_h)
     np.testing.assert_array_equal(results[False][1], life_h)
+
+
+SETTLE_SCRIPT = r"""
+import numpy as np
+import eagle
+from eagle.graph import SIZE, cuda_kernel, while_loop
+from backends import child_backend
+from fake_cuda import DeviceArray
+b = child_backend()
+lib = b.fake
+x, k = DeviceArray(np.zeros(4)), DeviceArray(np.zeros(4, np.int64))
+body = eagle.Graph()
+body.add_node(cuda_kernel((lib.fake_cuda_kernel(b"add_one"), 2), [x, SIZE], updates={"x": x}), name="inc")
+body.add_node(b.dec(k), name="dec")
+g = eagle.Graph()
+g.add_node(while_loop({"k": k[:1]}, body), name="spin")
+g.build()
+k.host[0] = 10 ** 15                               # the first replay's loop never ends
+lib.fake_cuda_fail_next(b"cuGraphLaunch", 2, 2)    # the second replay's launch fails
+print("ready", flush=True)
+try:
+    g.launch(2)
+    print("finished")
+except KeyboardInterrupt as e:
+    print("interrupted", type(e.__context__).__name__, " ".join(getattr(e, "__notes__", [])), flush=True)
+k.host[0] = 3
+x.host[:] = 0
+g.launch(1)
+print("again", x.host[0])
+"""
+
+
+@pytest.mark.skipif(os.name != "posix", reason="needs POSIX signals")
+def test_ctrl_c_stops_the_drain_after_a_failed_launch(standin):
+    """A launch fails (here the second replay's cuGraphLaunch) while the first replay's loop
+    never ends: eagle drains its stream before raising. Ctrl-C during that drain sets the stop
+    flag, which ends the loop (an uninterruptible cuStreamSynchronize waited forever); the
+    graph launches correctly afterwards."""
+    res = interrupt(["-c", SETTLE_SCRIPT], env=child_env(**standin.child_env()), after_s=0.5, timeout_s=30)
+    assert res.returncode == 0, res.err
+    lines = res.lines
+    assert lines[0].startswith("interrupted CudaError "), res.out + res.err
+    assert "the stop flag ended while_loop node 'spin'" in lines[0], lines[0]
+    assert lines[-1] == "again 3.0", res.out
+
+
+def test_a_library_serial_recapture_starts_the_control_state_afresh(fake, ck, tk, cuda_mod):
+    """Two side-by-side nodes calling a cuBLAS-like kernel make build() capture again, in
+    order: the control nodes' capture state (body node owners, node counts) is the second
+    capture's only, so a failed instantiate names the body node of the graph it built."""
+    import eagle.cuda.backend as backend_mod
+    from fake_cuda import kernel
+
+    x, a, b = DeviceArray(np.ones(4)), DeviceArray(np.zeros(4)), DeviceArray(np.zeros(4))
+    k, k_c = scalar(4, np.int64)
+
+    def gemm(arr):
+        def run():
+            cuda_mod.launch_kernel(kernel(fake, "sgemm_like"), 1, 4,
+                                   [ctypes.c_uint64(arr.__cuda_array_interface__["data"][0]),
+                                    ctypes.c_int64(4)], stream=backend_mod.capture_stream())
+        return run
+
+    body = eagle.Graph()
+    body.add_node(add(ck, tk, x, 1.0), name="step")
+    body.add_node(newton(ck, tk, x, x, None, None), name="halve")
+    body.add_node(dec(ck, tk, k), name="dec")
+
+    def graph():
+        g = eagle.Graph()
+        g.add_group([eagle.graph.opaque(gemm(a), writes={"a": a}), eagle.graph.opaque(gemm(b), writes={"b": b})],
+                    names=["ga", "gb"])
+        g.add_node(while_loop({"k": k_c}, body), name="newton")
+        return g
+
+    g = graph()
+    g.build()
+    assert g._backend.library_serial_stages   # captured twice
+    assert (g._backend._control.conditional_nodes, len(g._backend._control.body_owners)) == (1, 4)
+    fake.fake_cuda_fail_instantiate_at_kernel(tk["t_newton"][0])
+    g2 = graph()
+    with pytest.raises(eagle.CudaError) as info:
+        g2.build()
+    fake.fake_cuda_fail_instantiate_at_kernel(None)
+    assert "node 'halve' in the body of while_loop node 'newton'" in str(info.value), str(info.value)
