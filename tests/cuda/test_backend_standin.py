@@ -1146,3 +1146,26 @@ def test_the_launch_window_stays_short_after_a_retune_to_a_larger_size(ck, fake)
     assert g._backend._window == max(1, learned * 2 // 1000) == 1
     g.launch(3)
     assert a.host[:2].tolist() == [403.0] * 2 and a.host[2] == 3.0
+
+
+def test_captured_dependencies_with_edge_data_are_read(ck, fake, cuda_mod):
+    """A library that launches with programmatic dependent launch leaves edge data on the
+    capture's dependencies: cuStreamGetCaptureInfo (12.3+) then refuses a query that drops
+    it (CUDA_ERROR_LOSSY_QUERY). eagle asks for the edge data, so the build goes on."""
+    cuda_kernel, SIZE = ck
+    lib = fake
+    lib.fake_cuda_set_edge_data.argtypes = [ctypes.c_int]
+    a, b, c = DeviceArray(np.ones(4)), DeviceArray(np.zeros(4)), DeviceArray(np.zeros(4))
+    g = eagle.Graph()
+    g.add_node(cuda_kernel((kernel(fake, "add_one"), 2), (a, SIZE), writes={"a": a}, block=4), name="first")
+    g.add_group([cuda_kernel((kernel(fake, "scale"), 4), (b, a, 2.0, SIZE), reads={"a": a},
+                             writes={"b": b}, block=4),
+                 cuda_kernel((kernel(fake, "scale"), 4), (c, a, 3.0, SIZE), reads={"a": a},
+                             writes={"c": c}, block=4)], names=["twice", "thrice"])
+    lib.fake_cuda_set_edge_data(1)
+    try:
+        g.build()
+    finally:
+        lib.fake_cuda_set_edge_data(0)
+    g.launch(1)
+    assert b.host.tolist() == [4.0] * 4 and c.host.tolist() == [6.0] * 4

@@ -74,7 +74,8 @@
  * `api`, e.g. "cuGraphLaunch", returns err), fake_cuda_fail_instantiate_at_node(k)
  * (instantiating a graph of more than k nodes fails naming its k-th node),
  * fake_cuda_fail_instantiate_at_kernel(func) (fails naming the first node, at any depth,
- * that launches kernel func),
+ * that launches kernel func), fake_cuda_set_edge_data(1) (captured dependencies carry
+ * edge data: cuStreamGetCaptureInfo_v3 without edgeData_out is CUDA_ERROR_LOSSY_QUERY),
  * env FAKE_CUDA_DEVICES=N (0: no device; N > 1: N devices, each its own context), FAKE_CUDA_VERSION,
  * FAKE_CUDA_NO_INIT=1 (cuInit fails with CUDA_ERROR_NO_DEVICE), FAKE_CUDA_ARENA_ANYWHERE=1 (device
  * memory wherever mmap puts it, not at its fixed address: for ThreadSanitizer).
@@ -120,6 +121,7 @@ static const struct { int code; const char *name, *text; } err_table[] = {
     {201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
     {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
     {401, "CUDA_ERROR_ILLEGAL_STATE", "the operation is not permitted in the current state"},
+    {402, "CUDA_ERROR_LOSSY_QUERY", "attempted introspection would be lossy"},
     {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {600, "CUDA_ERROR_NOT_READY", "device not ready"},
     {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
@@ -1876,30 +1878,49 @@ static int is_capturing(void *sh, int *status) {
     *status = !s->cap ? 0 : s->cap->invalidated ? 2 : 1;
     LEAVE(0);
 }
+/* fake_cuda_set_edge_data(1): every captured dependency carries non-default edge data, as
+ * when a library launched with programmatic dependent launch: cuStreamGetCaptureInfo_v3
+ * then refuses a NULL edgeData_out with CUDA_ERROR_LOSSY_QUERY, as the driver does */
+static int edge_data_on;
+static unsigned char *edge_data;   /* CUgraphEdgeData (8 bytes) per dependency */
+static size_t edge_data_n;
+EXPORT void fake_cuda_set_edge_data(int on) { edge_data_on = on; }
 static int capture_info(void *sh, int *status, unsigned long long *id, void **graph,
-                        const void *const **deps, const void **edges, size_t *n) {
+                        const void *const **deps, const void **edges, int v3, size_t *n) {
     ENTER("cuStreamGetCaptureInfo");
     int err;
     if (!status) LEAVE(E_INVALID_VALUE);
     fstream *s = as_stream(sh, &err);
     if (!s) LEAVE(err);
+    int lossy = v3 && edge_data_on && s->cap && s->ndeps;
+    if (lossy && !edges && deps) LEAVE(402);   /* CUDA_ERROR_LOSSY_QUERY */
     *status = !s->cap ? 0 : s->cap->invalidated ? 2 : 1;
     if (id) *id = s->cap ? s->cap->id : 0;
     if (graph) *graph = s->cap ? s->cap->graph : NULL;
     if (deps) *deps = (const void *const *)s->deps;
-    if (edges) *edges = NULL;
+    if (edges && lossy) {
+        if (edge_data_n < s->ndeps) {
+            free(edge_data);
+            edge_data = (unsigned char *)calloc(s->ndeps, 8);
+            edge_data_n = s->ndeps;
+        }
+        for (size_t i = 0; i < s->ndeps; ++i) edge_data[8 * i + 2] = 1;   /* type: programmatic */
+        *edges = edge_data;
+    } else if (edges) {
+        *edges = NULL;
+    }
     if (n) *n = s->cap ? s->ndeps : 0;
     LEAVE(0);
 }
 static int capture_info_v2(void *sh, int *status, unsigned long long *id, void **graph,
                            const void *const **deps, size_t *n) {
     count("capture_info_v2");
-    return capture_info(sh, status, id, graph, deps, NULL, n);
+    return capture_info(sh, status, id, graph, deps, NULL, 0, n);
 }
 static int capture_info_v3(void *sh, int *status, unsigned long long *id, void **graph,
                            const void *const **deps, const void **edges, size_t *n) {
     count("capture_info_v3");
-    return capture_info(sh, status, id, graph, deps, edges, n);
+    return capture_info(sh, status, id, graph, deps, edges, 1, n);
 }
 static int exchange_mode(int *mode) {
     if (!mode || *mode < 0 || *mode > 2) return E_INVALID_VALUE;
@@ -2719,6 +2740,7 @@ EXPORT void fake_cuda_reset(void) {
     memset(fails, 0, sizeof fails);
     fail_instantiate_at = -1;
     fail_instantiate_kernel = NULL;
+    edge_data_on = 0;
     fake_cuda_set_queue_depth(0);
     fake_cuda_set_gate(0);
     sticky = 0;

@@ -648,8 +648,13 @@ int eagle_cuda_stream_capture_info(eagle_cudaStream_t s, int *capture_status,
     int status_local = 0;
     EAGLE_CUDA_ENSURE();
     int *sp = capture_status ? capture_status : &status_local;
+    /* the edge data is asked for (and not used): with a NULL edgeData_out the driver refuses
+     * the query (CUDA_ERROR_LOSSY_QUERY) once a dependency carries non-default edge data, as
+     * a library's programmatic dependent launch leaves; eagle's edges from these nodes are
+     * full dependencies, which order at least as strongly */
+    const eagle_CUgraphEdgeData *edges = NULL;
     if (eagle_cuda_T.CaptureInfoV3)
-        return eagle_cuda_T.CaptureInfoV3(s, sp, id, graph, (const void *const **)deps, NULL,
+        return eagle_cuda_T.CaptureInfoV3(s, sp, id, graph, (const void *const **)deps, &edges,
                                           num_deps);
     return eagle_cuda_T.CaptureInfoV2(s, sp, id, graph, (const void *const **)deps, num_deps);
 }
