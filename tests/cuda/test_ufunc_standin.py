@@ -17,3 +17,20 @@ def test_a_byte_swapped_operand_is_refused(emulating_cupy, which):
     name = "in0" if which == "input" else "out0"
     with pytest.raises(TypeError, match=f"'{name}' is >f8, not in the device's byte order"):
         emulating_cupy(np.add, x, 1.0, out=out, where={"m": DeviceArray(np.ones(4, bool))})
+
+
+def test_float32_kernels_flush_subnormals_as_cupy_compiles_them(emulating_cupy):
+    # CuPy compiles the generated kernel with -ftz=true (the emulator models it, as a GPU):
+    # a float32 subnormal product is 0 there, NumPy keeps it; float64 is not flushed
+    import eagle
+
+    a = np.full(4, 1e-20, np.float32)
+    for dtype, flushed in ((np.float32, True), (np.float64, False)):
+        x, out = DeviceArray(a.astype(dtype)), DeviceArray(np.ones(4, dtype))
+        g = eagle.Graph()
+        g.add_node(emulating_cupy(np.multiply, x, x, out=out), name="square")
+        g.build()
+        g.launch(1)
+        want = np.multiply(a.astype(dtype), a.astype(dtype))
+        assert (want != 0).all()
+        np.testing.assert_array_equal(out.host, np.zeros(4, dtype) if flushed else want)

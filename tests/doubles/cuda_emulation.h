@@ -311,4 +311,66 @@ struct Entry {
         return table;                                                                        \
     }
 
+// ---- -ftz=true (CuPy appends it to every NVRTC compile): with EAGLE_EMU_FTZ defined, float
+// is a type whose arithmetic, comparisons and conversions flush subnormal operands and
+// results to (signed) zero, as the .ftz instructions the compiler then picks; double is
+// untouched, as on a GPU. Float work a kernel writes as explicit PTX (not flushed on a GPU)
+// takes EAGLE_EMU_F32_EXACT(a, op, b) / EAGLE_EMU_F32_RAW(x) here (csrc/include/eagle/philox.h).
+#ifdef EAGLE_EMU_FTZ
+#include <cmath>
+#include <math.h>
+#include <string.h>
+namespace eagle_emu {
+inline float flush(float x) { return std::fpclassify(x) == FP_SUBNORMAL ? std::copysign(0.0f, x) : x; }
+struct f32 {
+    float v;
+    f32() = default;
+    template <class T, typename std::enable_if<std::is_arithmetic<T>::value, int>::type = 0>
+    f32(T x) : v(flush(static_cast<float>(x))) {}
+    operator float() const { return flush(v); }
+    static f32 raw(float x) { f32 r; r.v = x; return r; }
+    static f32 rounded(double x) { return raw(static_cast<float>(x)); }
+};
+static_assert(sizeof(f32) == sizeof(float), "f32 is laid out as a float");
+template <class T> struct ftz_result { typedef T type; static T make(T x) { return x; } };
+template <> struct ftz_result<float> { typedef f32 type; static f32 make(float x) { return f32(x); } };
+template <class T>
+using if_arith = typename std::enable_if<std::is_arithmetic<T>::value, int>::type;
+#define EAGLE_EMU_FTZ_ARITH(op)                                                                   \
+    inline f32 operator op(f32 a, f32 b) { return f32(float(a) op float(b)); }                   \
+    template <class T, if_arith<T> = 0>                                                          \
+    inline typename ftz_result<decltype(0.0f op T())>::type operator op(f32 a, T b) {           \
+        return ftz_result<decltype(0.0f op T())>::make(float(a) op b);                          \
+    }                                                                                            \
+    template <class T, if_arith<T> = 0>                                                          \
+    inline typename ftz_result<decltype(T() op 0.0f)>::type operator op(T a, f32 b) {           \
+        return ftz_result<decltype(T() op 0.0f)>::make(a op float(b));                          \
+    }                                                                                            \
+    inline f32 &operator op##=(f32 &a, f32 b) { return a = a op b; }
+#define EAGLE_EMU_FTZ_COMPARE(op)                                                                 \
+    inline bool operator op(f32 a, f32 b) { return float(a) op float(b); }                       \
+    template <class T, if_arith<T> = 0>                                                          \
+    inline bool operator op(f32 a, T b) { return float(a) op b; }                                \
+    template <class T, if_arith<T> = 0>                                                          \
+    inline bool operator op(T a, f32 b) { return a op float(b); }
+EAGLE_EMU_FTZ_ARITH(+)
+EAGLE_EMU_FTZ_ARITH(-)
+EAGLE_EMU_FTZ_ARITH(*)
+EAGLE_EMU_FTZ_ARITH(/)
+EAGLE_EMU_FTZ_COMPARE(<)
+EAGLE_EMU_FTZ_COMPARE(>)
+EAGLE_EMU_FTZ_COMPARE(<=)
+EAGLE_EMU_FTZ_COMPARE(>=)
+EAGLE_EMU_FTZ_COMPARE(==)
+EAGLE_EMU_FTZ_COMPARE(!=)
+inline f32 operator-(f32 a) { return f32(-float(a)); }
+inline f32 operator+(f32 a) { return a; }
+}  // namespace eagle_emu
+// explicit PTX (mul.rn.f32, add.rn.f32, cvt.rn.f32.f64 with no .ftz): IEEE, not flushed
+#define EAGLE_EMU_F32_EXACT(a, op, b) eagle_emu::f32::raw((a).v op (b).v)
+#define EAGLE_EMU_F32_RAW(x) eagle_emu::f32::rounded(x)
+#define EAGLE_EMU_F32_GT(a, b) ((a).v > (b).v)
+#define float eagle_emu::f32
+#endif
+
 #endif  // EAGLE_CUDA_EMULATION_H

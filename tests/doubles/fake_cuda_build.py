@@ -47,11 +47,15 @@ def build_fake_libcuda(out_dir, extra=()):
     return str(out)
 
 
-def build_emulated_module(out_dir, sources=None, kernels=None):
-    """Compile CUDA C `sources` with the emulator into one shared object (kernels: names)."""
+def build_emulated_module(out_dir, sources=None, kernels=None, ftz=None):
+    """Compile CUDA C `sources` with the emulator into one shared object (kernels: names).
+    ``ftz``: model CuPy's -ftz=true (float32 flushes subnormals, cuda_emulation.h); by
+    default on for eagle's own modules (sources None), which CuPy compiles on a GPU."""
     cxx = _compiler((os.environ.get("CXX"), "c++", "g++", "clang++"))
     if cxx is None:
         pytest.skip("no C++ compiler for the CUDA C emulator")
+    if ftz is None:
+        ftz = sources is None
     if sources is None:
         sources = [KERNELS_DIR / "partition.cu", KERNELS_DIR / "until_done.cu", KERNELS_DIR / "random.cu",
                    KERNELS_DIR / "control.cu"]
@@ -69,6 +73,7 @@ def build_emulated_module(out_dir, sources=None, kernels=None):
     # -ffp-contract=off: philox.h's host path, as the CPU kernels are built (the same bits)
     unique = ["-fno-gnu-unique"] if "clang" not in Path(cxx).name else []
     subprocess.run([cxx, "-std=c++17", "-O1", "-ffp-contract=off", "-shared", "-fPIC", *unique, *DOUBLES_CFLAGS,
+                    *(["-DEAGLE_EMU_FTZ"] if ftz else []),
                     "-I", str(DOUBLES), "-I", str(PUBLIC_HEADERS), str(unit),
                     "-o", str(out), "-lpthread"], check=True)
     return str(out)

@@ -82,7 +82,7 @@ def emulating_cupy(fake, fake_libcuda_path, tmp_path, monkeypatch):
                 d.mkdir()
                 # CUDA has the math functions built in; the emulator takes them from <cmath>
                 (d / "k.cu").write_text("#include <cmath>\nusing std::sqrt;\n" + source)
-                so = build_emulated_module(d, sources=[d / "k.cu"], kernels=[name])
+                so = build_emulated_module(d, sources=[d / "k.cu"], kernels=[name], ftz=True)   # CuPy's -ftz=true
                 assert lib.fake_cuda_load_module(so.encode()) == 0
                 made[name] = lib.fake_cuda_module_function(name.encode())
                 assert made[name], name

@@ -185,3 +185,32 @@ def test_launch_until_done_advances_the_counter_inside_the_while_node(cuda_backe
     cpu.launch_until_done(1000)
     np.testing.assert_array_equal(b.asnumpy(ids), cpu_ids)
     np.testing.assert_array_equal(b.asnumpy(u), cpu_u)
+
+
+@pytest.mark.parametrize("kind,params", [
+    ("uniform", {"low": 0.0, "high": 3e-38}),            # subnormal and small normal results
+    ("uniform", {"low": -1e-39, "high": 2e-39}),         # subnormal low, high and span
+    ("normal", {"loc": 0.0, "scale": 1e-39}),            # subnormal results, rounded from double
+])
+def test_float32_subnormals_are_the_cpu_s(backend, kind, params):
+    """CuPy compiles every module with -ftz=true, which makes the compiler's float32
+    instructions flush subnormal operands and results to 0 (the stand-in's emulator models
+    it): eagle_random's float32 work is explicit PTX that keeps them, as the CPU does."""
+    n, key = 700, 11
+    make = uniform if kind == "uniform" else normal
+    out = backend.asarray(np.full(n, 7, np.float32))
+    g = eagle.Graph()
+    g.add_node(make({"out": out}, key=key, **params), name="draw")
+    g.build()
+    g.launch(1)
+    want = np.full(n, 7, np.float32)
+    gc = eagle.Graph()
+    gc.add_node(make({"out": want}, key=key, **params), name="draw")
+    gc.build()
+    gc.launch(1)
+    assert (np.abs(want[want != 0]) < np.finfo(np.float32).tiny).sum() > 10   # subnormals drawn
+    got = backend.asnumpy(out)
+    if kind == "normal" and not backend.exact_math:
+        assert_same_numbers(backend, kind, got, want)
+    else:
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

@@ -183,6 +183,12 @@ EAGLE_RNG_FN int eagle_f32_gt(float a, float b)
     asm("{\n\t.reg .pred p;\n\tsetp.gt.f32 p, %1, %2;\n\tselp.s32 %0, 1, 0, p;\n\t}" : "=r"(r) : "f"(a), "f"(b));
     return r;
 }
+#elif defined(EAGLE_EMU_F32_EXACT)
+/* the tests' CUDA C emulator modelling -ftz=true: its float flushes, explicit PTX does not */
+EAGLE_RNG_FN float eagle_f32_mul(float a, float b) { return EAGLE_EMU_F32_EXACT(a, *, b); }
+EAGLE_RNG_FN float eagle_f32_add(float a, float b) { return EAGLE_EMU_F32_EXACT(a, +, b); }
+EAGLE_RNG_FN float eagle_f32_from_double(double d) { return EAGLE_EMU_F32_RAW(d); }
+EAGLE_RNG_FN int eagle_f32_gt(float a, float b) { return EAGLE_EMU_F32_GT(a, b); }
 #else
 EAGLE_RNG_FN float eagle_f32_mul(float a, float b) { return a * b; }
 EAGLE_RNG_FN float eagle_f32_add(float a, float b) { return a + b; }
