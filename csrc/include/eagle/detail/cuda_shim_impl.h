@@ -560,9 +560,11 @@ int eagle_cuda_event_query(eagle_cudaEvent_t e) { EAGLE_CUDA_CALL(EventQuery, e)
 
 /* The polling wait: query until ready or `budget_ns` passed. The first ~100 us spin
  * (sched_yield between queries: a short replay is seen at once, as cuStreamSynchronize's
- * default spin would), then sleeps that double from 20 us to 1 ms; *backoff_ns carries
- * the sleep across calls (0: start over). A signal interrupts the sleep (EINTR), so the
- * caller's signal check comes without delay. */
+ * default spin would), then sleeps of an eighth of the time waited so far, from 20 us to
+ * 1 ms, so the wait overshoots the work by at most ~1/8 (sleeps doubling from 20 us
+ * overshot a 250 us replay by 60%); *backoff_ns carries the sleep across calls (0: start
+ * over). A signal interrupts the sleep (EINTR), so the caller's signal check comes
+ * without delay. */
 static long long eagle_cuda_now_ns(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -572,6 +574,8 @@ static int eagle_cuda_poll(int (*query)(void *), void *h, long long budget_ns,
                            long long *backoff_ns, int *ready) {
     long long start = eagle_cuda_now_ns(), now = start;
     long long sleep_ns = backoff_ns ? *backoff_ns : 0;
+    /* the time waited before this call: the sleeps so far add up to about 8 times the last */
+    long long before = 8 * sleep_ns;
     *ready = 0;
     for (;;) {
         int st = query(h);
@@ -587,7 +591,8 @@ static int eagle_cuda_poll(int (*query)(void *), void *h, long long budget_ns,
             sched_yield();
             continue;
         }
-        sleep_ns = sleep_ns < 20000 ? 20000 : (sleep_ns * 2 > 1000000 ? 1000000 : sleep_ns * 2);
+        sleep_ns = (before + now - start) / 8;
+        sleep_ns = sleep_ns < 20000 ? 20000 : (sleep_ns > 1000000 ? 1000000 : sleep_ns);
         if (sleep_ns > budget_ns - (now - start)) sleep_ns = budget_ns - (now - start);
         struct timespec ts = {0, (long)sleep_ns};
         nanosleep(&ts, NULL);
