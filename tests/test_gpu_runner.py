@@ -21,3 +21,25 @@ def test_the_gpu_runner_lists_every_gpu_marked_test():
     for path in listed:
         text = (ROOT / path).read_text()
         assert "import hypothesis" not in text and "from hypothesis" not in text, path
+
+
+def test_the_preflight_reads_the_build_requirements(monkeypatch):
+    # run_on_gpu.sh's preflight: pyproject.toml's [build-system] requires (comment lines
+    # before the list once broke its pattern), each checked against what is installed
+    sys.path.insert(0, str(ROOT / "tests" / "gpu"))
+    try:
+        import build_requirements
+    finally:
+        sys.path.remove(str(ROOT / "tests" / "gpu"))
+    import pytest
+
+    tomllib = pytest.importorskip("tomllib")
+    want = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
+    assert build_requirements.requirements(ROOT / "pyproject.toml") == want
+    monkeypatch.setitem(sys.modules, "tomllib", None)   # Python 3.10: the pattern
+    assert build_requirements.requirements(ROOT / "pyproject.toml") == want
+    out = subprocess.run([sys.executable, str(ROOT / "tests/gpu/build_requirements.py"), "pyproject.toml"],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("build requirement ") == len(want)
+    assert "build requirements met" in out.stdout, out.stdout   # the suite's Python builds eagle

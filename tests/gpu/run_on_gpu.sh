@@ -81,7 +81,7 @@ preflight() {
         echo "nvidia-smi: not found"
     fi
     "$PY" - <<'EOF'
-import platform, re, sys
+import platform, sys
 print("python", platform.python_version(), sys.executable)
 def version(name):
     try:
@@ -92,26 +92,8 @@ def version(name):
 for name in ("setuptools", "Cython", "numpy", "cupy-cuda13x", "cupy-cuda12x", "torch", "pytest",
              "pytest-timeout", "numba", "mpi4py", "nvidia-nccl-cu13", "nvidia-cuda-nvrtc", "packaging"):
     print(f"  {name:18} {version(name) or '-'}")
-text = open("pyproject.toml").read()
-reqs = re.search(r"\[build-system\]\s*requires\s*=\s*\[(.*?)\]", text, re.S).group(1)
-reqs = [r.strip().strip('"') for r in reqs.split(",") if r.strip()]
-ok = True
-try:
-    from packaging.requirements import Requirement
-except ImportError:
-    Requirement = None
-for r in reqs:
-    if Requirement is None:
-        have = version(re.split(r"[<>=!~ ]", r, 1)[0])
-        good = have is not None
-    else:
-        req = Requirement(r)
-        have = version(req.name)
-        good = have is not None and req.specifier.contains(have, prereleases=True)
-    ok &= good
-    print(f"  build requirement {r:22} have {have or 'nothing'}: {'ok' if good else 'NOT MET'}")
-print("build requirements met" if ok else "BUILD REQUIREMENTS NOT MET: carry wheels in .whl/")
 EOF
+    "$PY" tests/gpu/build_requirements.py pyproject.toml
     command -v cc >/dev/null && cc --version | head -1 || echo "no C compiler (cc) on PATH"
     command -v nvcc >/dev/null && nvcc --version | tail -1 || echo "nvcc: not on PATH"
 }
