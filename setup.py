@@ -107,7 +107,8 @@ EXTENSIONS = [
     ext("eagle.cpu._ufunc", ["eagle/cpu/_ufunc.pyx"]),
     # random nodes: Philox vectorised over samples (target_clones picks AVX-512 / AVX2 / baseline
     # at load time); no FP contraction, so the bits match csrc/include/eagle/philox.h on the GPU
-    ext("eagle.cpu._random", ["eagle/cpu/_random.pyx", "csrc/cpu/random_kernels.c"],
+    ext("eagle.cpu._random", ["eagle/cpu/_random.pyx", "csrc/cpu/random_kernels.c",
+                              "csrc/cpu/distribution_kernels.c"],
         extra_compile_args=["-O3", "-fopenmp-simd", "-ffp-contract=off", "-fno-math-errno"]
         if sys.platform != "win32" else []),
     # MPI collectives: the MPI entry points are looked up at run time, no mpi.h needed
