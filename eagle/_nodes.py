@@ -540,7 +540,7 @@ def binomial(out, *, key, n, p, ids=None) -> Node:
     key : int
         The Philox key, an integer in [0, 2**64).
     n : int, or int64 array or {{name: array}}
-        The trials, in [0, 2**52]: a scalar, or one per sample.
+        The trials, in [0, 2**52 - 1]: a scalar, or one per sample.
     p : float, or float64 array or {{name: array}}
         The probability, in [0, 1]: a scalar, or one per sample. A sample whose own ``n``
         or ``p`` is out of range (or nan) gets -1.

@@ -2,12 +2,14 @@
  * eagle/distributions.h (the samplers, one source with the GPU).
  *
  * Samples go by blocks of BLOCK. Each block: the ids, the parameters (broadcast or
- * gathered) and block 0's Philox words of every sample in small buffers; then one
+ * gathered) and block 0's Philox words of every sample (philox_block.c) in small buffers; then one
  * vectorised loop runs every sample's first attempt (the whole of exponential, the
- * first word of integers, one PTRS / BTRS attempt), the inversion samplers run all
- * their samples' steps side by side (step k for every sample still searching, so the
- * loop vectorises), and the few samples whose first attempt was rejected finish one
- * by one with the header's own sampler from block 1 on. Each result is the header's
+ * first word of integers); the inversion samplers count the entries of one CDF table
+ * below each u (one parameter set) or run all their samples' steps side by side (step
+ * k for every sample still searching, so the loop vectorises); the
+ * rejection samplers (PTRS, BTRS) go by rounds, round j a vectorised attempt with block
+ * j of every sample still pending; the few integers whose first word was rejected
+ * finish one by one with the header's own sampler. Each result is the header's
  * reference sample's, whatever the path. x86-64 clones as in random_kernels.c;
  * -ffp-contract=off, so the bits are those of the GPU.
  */
@@ -16,6 +18,7 @@
 #include <string.h>
 
 #include "eagle/distributions.h"
+#include "philox_block.h"
 
 #define BLOCK 256
 
@@ -36,21 +39,6 @@ typedef struct block_words {
     uint32_t w0[BLOCK], w1[BLOCK], w2[BLOCK], w3[BLOCK];
 } block_words;
 
-EAGLE_SIMD_CLONES
-static void draw_block0(int64_t n, const uint64_t *restrict id, uint32_t r0, uint32_t r1,
-                        uint32_t k0, uint32_t k1, block_words *restrict w)
-{
-#pragma omp simd
-    for (int64_t j = 0; j < n; ++j) {
-        const eagle_philox_words x = eagle_philox4x32_10((eagle_u32)id[j], (eagle_u32)(id[j] >> 32),
-                                                         r0, r1, k0, k1);
-        w->w0[j] = x.w0;
-        w->w1[j] = x.w1;
-        w->w2[j] = x.w2;
-        w->w3[j] = x.w3;
-    }
-}
-
 /* ---- exponential ---------------------------------------------------------------- */
 
 EAGLE_SIMD_CLONES
@@ -70,8 +58,8 @@ static void poisson_inversions(int64_t n, const double *restrict lam, const doub
                                const unsigned char *restrict todo, double *restrict k)
 {
     double p[BLOCK], F[BLOCK];
-    unsigned char active[BLOCK];
-    int any = 0;
+    int64_t active[BLOCK];
+    int64_t any = 0;
 #pragma omp simd reduction(| : any)
     for (int64_t j = 0; j < n; ++j) {
         const int mine = todo[j] == TODO_INVERSION;
@@ -79,7 +67,7 @@ static void poisson_inversions(int64_t n, const double *restrict lam, const doub
         F[j] = p[j];
         if (mine)
             k[j] = 0.0;
-        active[j] = (unsigned char)(mine & (u[j] > F[j]) & (p[j] > 0.0));
+        active[j] = mine & (u[j] > F[j]) & (p[j] > 0.0);
         any |= active[j];
     }
     for (double step = 1.0; any; step += 1.0) {
@@ -87,12 +75,12 @@ static void poisson_inversions(int64_t n, const double *restrict lam, const doub
         any = 0;
 #pragma omp simd reduction(| : any)
         for (int64_t j = 0; j < n; ++j) {
-            const int a = active[j];
+            const int64_t a = active[j];
             const double pn = (p[j] * lam[j]) * inv;
             p[j] = a ? pn : p[j];
             F[j] = a ? F[j] + pn : F[j];
             k[j] = a ? step : k[j];
-            active[j] = (unsigned char)(a & (u[j] > F[j]) & (p[j] > 0.0));
+            active[j] = a & (u[j] > F[j]) & (p[j] > 0.0);
             any |= active[j];
         }
     }
@@ -105,8 +93,8 @@ static void binomial_inversions(int64_t n, const double *restrict nn, const doub
                                 double *restrict k)
 {
     double P[BLOCK], F[BLOCK], s[BLOCK];
-    unsigned char active[BLOCK];
-    int any = 0;
+    int64_t active[BLOCK];
+    int64_t any = 0;
 #pragma omp simd reduction(| : any)
     for (int64_t j = 0; j < n; ++j) {
         const int mine = todo[j] == TODO_INVERSION;
@@ -115,7 +103,7 @@ static void binomial_inversions(int64_t n, const double *restrict nn, const doub
         F[j] = P[j];
         if (mine)
             k[j] = 0.0;
-        active[j] = (unsigned char)(mine & (u[j] > F[j]) & (0.0 < nn[j]) & (P[j] > 0.0));
+        active[j] = mine & (u[j] > F[j]) & (0.0 < nn[j]) & (P[j] > 0.0);
         any |= active[j];
     }
     for (double step = 1.0; any; step += 1.0) {
@@ -123,163 +111,307 @@ static void binomial_inversions(int64_t n, const double *restrict nn, const doub
         any = 0;
 #pragma omp simd reduction(| : any)
         for (int64_t j = 0; j < n; ++j) {
-            const int a = active[j];
+            const int64_t a = active[j];
             const double Pn = (P[j] * ((nn[j] - step + 1.0) * s[j])) * inv;
             P[j] = a ? Pn : P[j];
             F[j] = a ? F[j] + Pn : F[j];
             k[j] = a ? step : k[j];
-            active[j] = (unsigned char)(a & (u[j] > F[j]) & (step < nn[j]) & (P[j] > 0.0));
+            active[j] = a & (u[j] > F[j]) & (step < nn[j]) & (P[j] > 0.0);
             any |= active[j];
         }
     }
 }
 
+/* ---- the inversion searches for one parameter set: a table ---------------------- */
+
+#define TABLE 64
+
+/* The CDF F(0), F(1), ... as the header's sequential search sums it. The search stops
+ * at the first k with u <= F(k), or at L, the first k where its terms end (the term
+ * underflowed to 0, or k = n); so its result is the number of F(i), i < L, below u:
+ * one compare per entry and sample, no chain of dependent steps. */
+typedef struct cdf_table {
+    double F[TABLE];
+    int64_t count;      /* the entries that count: L, or TABLE when L is past the table */
+    int complete;       /* L is within the table (else a u above F[TABLE - 1] searches on) */
+} cdf_table;
+
+static void cdf_table_build(cdf_table *t, int binomial, double lam_or_n, double p)
+{
+    const double nd = lam_or_n, s = binomial ? p / (1.0 - p) : 0.0;
+    double P = binomial ? eagle_exp_neg(nd * eagle_log1p_(0.0 - p)) : eagle_exp_neg(0.0 - lam_or_n);
+    double F = P, k = 0.0;
+    int64_t len = 1;
+    int stop = !(P > 0.0) || (binomial && !(k < nd));
+    t->F[0] = F;
+    while (!stop && len < TABLE) {
+        k = k + 1.0;
+        P = binomial ? (P * ((nd - k + 1.0) * s)) * (1.0 / k) : (P * lam_or_n) * (1.0 / k);
+        F = F + P;
+        t->F[len++] = F;
+        stop = !(P > 0.0) || (binomial && !(k < nd));
+    }
+    t->complete = stop;
+    t->count = stop ? len - 1 : len;
+}
+
+/* k[j] = the count of entries below u[j]; more[j]: the table is too short for u[j] */
+EAGLE_SIMD_CLONES
+static void cdf_count(int64_t n, const cdf_table *restrict t, const double *restrict u, double *restrict k,
+                      int64_t *restrict more)
+{
+    double umax = 0.0;
+#pragma omp simd reduction(max : umax)
+    for (int64_t j = 0; j < n; ++j)
+        umax = u[j] > umax ? u[j] : umax;
+    /* entries from the first one at or above every u count for no sample */
+    int64_t top = 0;
+    while (top < t->count && t->F[top] < umax)
+        ++top;
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j)
+        k[j] = 0.0;
+    for (int64_t i = 0; i < top; ++i) {
+        const double f = t->F[i];
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j)
+            k[j] += u[j] > f ? 1.0 : 0.0;
+    }
+    const double last = t->complete ? 2.0 : t->F[TABLE - 1];
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j)
+        more[j] = u[j] > last;
+}
+
+/* ---- the rejection samplers, by rounds ------------------------------------------ */
+
+/* Samples idx[0..m) of a block all make attempt 0 with block 0's words, those rejected
+ * attempt 1 with their block 1, and so on: each round one vectorised loop over the
+ * samples still pending (their words gathered, or drawn by eagle_philox_block with the
+ * counter word (r >> 32) ^ (j << 16)), the pending list compacted after it. */
+typedef struct pending {
+    int32_t idx[BLOCK];
+    int64_t m;
+    block_words w;
+    uint64_t id[BLOCK];
+    double a[BLOCK], b[BLOCK], k[BLOCK];
+    int64_t ok[BLOCK];
+} pending;
+
+/* the pending samples' words of block j */
+static void pending_words(pending *q, const block_words *w0, const uint64_t *id, uint32_t r0, uint32_t r1,
+                          uint32_t k0, uint32_t k1, uint32_t j)
+{
+    const int64_t m = q->m;
+    if (j == 0) {
+        for (int64_t i = 0; i < m; ++i) {
+            q->w.w0[i] = w0->w0[q->idx[i]];
+            q->w.w1[i] = w0->w1[q->idx[i]];
+            q->w.w2[i] = w0->w2[q->idx[i]];
+            q->w.w3[i] = w0->w3[q->idx[i]];
+        }
+    } else {
+        for (int64_t i = 0; i < m; ++i)
+            q->id[i] = id[q->idx[i]];
+        eagle_philox_block(m, q->id, r0, r1 ^ (j << 16), k0, k1, q->w.w0, q->w.w1, q->w.w2, q->w.w3);
+    }
+}
+
+/* k[idx] for the accepted, the rest stay pending */
+static void pending_compact(pending *q, double *k)
+{
+    int64_t m2 = 0;
+    for (int64_t i = 0; i < q->m; ++i) {
+        if (q->ok[i])
+            k[q->idx[i]] = q->k[i];
+        else
+            q->idx[m2++] = q->idx[i];
+    }
+    q->m = m2;
+}
+
+/* PTRS attempts: one lam (s) for all, or q->a[i] each */
+EAGLE_SIMD_CLONES
+static void ptrs_round(pending *restrict q, const eagle_ptrs *restrict one)
+{
+    const int64_t m = q->m;
+    if (one) {
+        const eagle_ptrs c = *one;
+#pragma omp simd
+        for (int64_t i = 0; i < m; ++i) {
+            double kk;
+            q->ok[i] = eagle_ptrs_try(&c, eagle_u_closed0(q->w.w0[i], q->w.w1[i]),
+                                      eagle_u_closed1(q->w.w2[i], q->w.w3[i]), &kk);
+            q->k[i] = kk;
+        }
+    } else {
+#pragma omp simd
+        for (int64_t i = 0; i < m; ++i) {
+            const eagle_ptrs c = eagle_ptrs_setup(q->a[i]);
+            double kk;
+            q->ok[i] = eagle_ptrs_try(&c, eagle_u_closed0(q->w.w0[i], q->w.w1[i]),
+                                      eagle_u_closed1(q->w.w2[i], q->w.w3[i]), &kk);
+            q->k[i] = kk;
+        }
+    }
+}
+
+/* BTRS attempts: one (n, p) (s) for all, or (q->a[i], q->b[i]) each */
+EAGLE_SIMD_CLONES
+static void btrs_round(pending *restrict q, const eagle_btrs *restrict one)
+{
+    const int64_t m = q->m;
+    if (one) {
+        const eagle_btrs c = *one;
+#pragma omp simd
+        for (int64_t i = 0; i < m; ++i) {
+            double kk;
+            q->ok[i] = eagle_btrs_try(&c, eagle_u_closed0(q->w.w0[i], q->w.w1[i]),
+                                      eagle_u_closed1(q->w.w2[i], q->w.w3[i]), &kk);
+            q->k[i] = kk;
+        }
+    } else {
+#pragma omp simd
+        for (int64_t i = 0; i < m; ++i) {
+            const eagle_btrs c = eagle_btrs_setup(q->a[i], q->b[i]);
+            double kk;
+            q->ok[i] = eagle_btrs_try(&c, eagle_u_closed0(q->w.w0[i], q->w.w1[i]),
+                                      eagle_u_closed1(q->w.w2[i], q->w.w3[i]), &kk);
+            q->k[i] = kk;
+        }
+    }
+}
+
+/* Every sample j with todo[j] == TODO_REJECTED gets k[j] from PTRS (ptrs != NULL: one
+ * lam, else a[j]) or BTRS (btrs != NULL: one n, p, else (a[j], b[j])); the invalid
+ * marker past the last block */
+static void rejection(int64_t n, const unsigned char *todo, const block_words *w, const uint64_t *id,
+                      uint32_t r0, uint32_t r1, uint32_t k0, uint32_t k1, int binomial,
+                      const eagle_ptrs *ptrs, const eagle_btrs *btrs, const double *a, const double *b,
+                      double *k)
+{
+    pending q;
+    q.m = 0;
+    for (int64_t j = 0; j < n; ++j)
+        if (todo[j] == TODO_REJECTED)
+            q.idx[q.m++] = (int32_t)j;
+    for (uint32_t att = 0; q.m > 0 && att < EAGLE_DIST_BLOCKS; ++att) {
+        pending_words(&q, w, id, r0, r1, k0, k1, att);
+        if (binomial ? !btrs : !ptrs)
+            for (int64_t i = 0; i < q.m; ++i) {
+                q.a[i] = a[q.idx[i]];
+                if (binomial)
+                    q.b[i] = b[q.idx[i]];
+            }
+        if (binomial)
+            btrs_round(&q, btrs);
+        else
+            ptrs_round(&q, ptrs);
+        pending_compact(&q, k);
+    }
+    for (int64_t i = 0; i < q.m; ++i)
+        k[q.idx[i]] = (double)EAGLE_DIST_INVALID;
+}
+
 /* ---- poisson -------------------------------------------------------------------- */
 
-/* First attempts of one block; per-sample constants (lam differs between samples) */
+/* which sampler each sample takes (lam differs between samples); k = -1 when invalid */
 EAGLE_SIMD_CLONES
-static void poisson_first(int64_t n, const block_words *restrict w, const double *restrict lam,
-                          double *restrict u, double *restrict k, unsigned char *restrict todo)
+static void poisson_todo(int64_t n, const double *restrict lam, double *restrict k,
+                         unsigned char *restrict todo)
 {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) {
-        const double l = lam[j];
-        const int valid = eagle_poisson_valid(l);
-        const int small = l < EAGLE_INVERSION_BELOW;
-        u[j] = eagle_u_closed0(w->w0[j], w->w1[j]);
-        const eagle_ptrs s = eagle_ptrs_setup(small || !valid ? EAGLE_INVERSION_BELOW : l);
-        double kk;
-        const int ok = eagle_ptrs_try(&s, u[j], eagle_u_closed1(w->w2[j], w->w3[j]), &kk);
-        k[j] = !valid ? -1.0 : kk;
-        todo[j] = (unsigned char)(!valid ? 0 : small ? TODO_INVERSION : ok ? 0 : TODO_REJECTED);
+        const int valid = eagle_poisson_valid(lam[j]);
+        k[j] = -1.0;
+        todo[j] = (unsigned char)(!valid ? 0 : lam[j] < EAGLE_INVERSION_BELOW ? TODO_INVERSION : TODO_REJECTED);
     }
 }
 
-/* The same with one lam >= 10 for the whole node (its constants computed once) */
-EAGLE_SIMD_CLONES
-static void poisson_first_one(int64_t n, const block_words *restrict w, const eagle_ptrs *restrict s,
-                              double *restrict k, unsigned char *restrict todo)
-{
-    const eagle_ptrs c = *s;
-#pragma omp simd
-    for (int64_t j = 0; j < n; ++j) {
-        double kk;
-        const int ok = eagle_ptrs_try(&c, eagle_u_closed0(w->w0[j], w->w1[j]),
-                                      eagle_u_closed1(w->w2[j], w->w3[j]), &kk);
-        k[j] = kk;
-        todo[j] = (unsigned char)(ok ? 0 : TODO_REJECTED);
-    }
-}
-
-static void poisson_block(int64_t n, const uint64_t *id, uint64_t replay, const eagle_dist_params *p,
-                          const block_words *w, const double *lam, int64_t *res)
+static void poisson_block(int64_t n, const uint64_t *id, uint32_t r0, uint32_t r1, const eagle_dist_params *p,
+                          const cdf_table *table, const block_words *w, const double *lam, int64_t *res)
 {
     double u[BLOCK], k[BLOCK];
     unsigned char todo[BLOCK];
-    const int one = !p->per_sample0 && p->d0 >= EAGLE_INVERSION_BELOW;
-    eagle_ptrs s1;
-    if (one) {
-        s1 = eagle_ptrs_setup(p->d0);
-        poisson_first_one(n, w, &s1, k, todo);
-    } else if (!p->per_sample0) {
-        /* one lam below 10 (checked when recorded): every sample searches */
-        for (int64_t j = 0; j < n; ++j) {
+    const int one = !p->per_sample0;   /* one lam, checked when recorded */
+    if (one && table) {
+        int64_t more[BLOCK];
+        for (int64_t j = 0; j < n; ++j)
             u[j] = eagle_u_closed0(w->w0[j], w->w1[j]);
-            todo[j] = TODO_INVERSION;
-        }
-        poisson_inversions(n, lam, u, todo, k);
-    } else {
-        poisson_first(n, w, lam, u, k, todo);
+        cdf_count(n, table, u, k, more);
+        for (int64_t j = 0; j < n; ++j)
+            res[j] = more[j] ? (int64_t)eagle_poisson_inversion(p->d0, u[j]) : (int64_t)k[j];
+        return;
+    }
+    if (one)
+        memset(todo, TODO_REJECTED, (size_t)n);
+    else
+        poisson_todo(n, lam, k, todo);
+    if (!one) {
+        for (int64_t j = 0; j < n; ++j)
+            u[j] = eagle_u_closed0(w->w0[j], w->w1[j]);
         poisson_inversions(n, lam, u, todo, k);
     }
-    for (int64_t j = 0; j < n; ++j) {
-        if (todo[j] == TODO_REJECTED) {
-            const eagle_ptrs s = one ? s1 : eagle_ptrs_setup(lam[j]);
-            res[j] = eagle_ptrs_from(&s, id[j], replay, p->key0, p->key1, 1);
-        } else {
-            res[j] = (int64_t)k[j];
-        }
-    }
+    eagle_ptrs s1;
+    if (one)
+        s1 = eagle_ptrs_setup(p->d0);
+    rejection(n, todo, w, id, r0, r1, p->key0, p->key1, 0, one ? &s1 : NULL, NULL, lam, NULL, k);
+    for (int64_t j = 0; j < n; ++j)
+        res[j] = (int64_t)k[j];
 }
 
 /* ---- binomial ------------------------------------------------------------------- */
 
+/* each sample's n (as a double), p' = min(p, 1 - p) and sampler; k = -1 when invalid */
 EAGLE_SIMD_CLONES
-static void binomial_first(int64_t n, const block_words *restrict w, const int64_t *restrict nn,
-                           const double *restrict p, double *restrict nd, double *restrict pp,
-                           double *restrict u, double *restrict k, unsigned char *restrict todo)
+static void binomial_todo(int64_t n, const int64_t *restrict nn, const double *restrict p,
+                          double *restrict nd, double *restrict pp, double *restrict k,
+                          unsigned char *restrict todo)
 {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) {
         const int valid = eagle_binomial_valid(nn[j], p[j]);
-        nd[j] = (double)nn[j];
-        pp[j] = p[j] > 0.5 ? 1.0 - p[j] : p[j];
-        const int small = !(nd[j] * pp[j] >= EAGLE_INVERSION_BELOW);
-        u[j] = eagle_u_closed0(w->w0[j], w->w1[j]);
-        const eagle_btrs s = eagle_btrs_setup(small || !valid ? 20.0 : nd[j], small || !valid ? 0.5 : pp[j]);
-        double kk;
-        const int ok = eagle_btrs_try(&s, u[j], eagle_u_closed1(w->w2[j], w->w3[j]), &kk);
-        k[j] = kk;
-        todo[j] = (unsigned char)(!valid ? 0 : small ? TODO_INVERSION : ok ? 0 : TODO_REJECTED);
+        nd[j] = valid ? eagle_small_to_double((eagle_u64)nn[j]) : 0.0;
+        pp[j] = valid ? (p[j] > 0.5 ? 1.0 - p[j] : p[j]) : 0.0;
+        k[j] = -1.0;
+        todo[j] = (unsigned char)(!valid ? 0 : nd[j] * pp[j] < EAGLE_INVERSION_BELOW ? TODO_INVERSION
+                                                                                     : TODO_REJECTED);
     }
 }
 
-EAGLE_SIMD_CLONES
-static void binomial_first_one(int64_t n, const block_words *restrict w, const eagle_btrs *restrict s,
-                               double *restrict k, unsigned char *restrict todo)
-{
-    const eagle_btrs c = *s;
-#pragma omp simd
-    for (int64_t j = 0; j < n; ++j) {
-        double kk;
-        const int ok = eagle_btrs_try(&c, eagle_u_closed0(w->w0[j], w->w1[j]),
-                                      eagle_u_closed1(w->w2[j], w->w3[j]), &kk);
-        k[j] = kk;
-        todo[j] = (unsigned char)(ok ? 0 : TODO_REJECTED);
-    }
-}
-
-static void binomial_block(int64_t n, const uint64_t *id, uint64_t replay, const eagle_dist_params *p,
-                           const block_words *w, const int64_t *nn, const double *prob, int64_t *res)
+static void binomial_block(int64_t n, const uint64_t *id, uint32_t r0, uint32_t r1, const eagle_dist_params *p,
+                           const cdf_table *table, const block_words *w, const int64_t *nn, const double *prob,
+                           int64_t *res)
 {
     double nd[BLOCK], pp[BLOCK], u[BLOCK], k[BLOCK];
     unsigned char todo[BLOCK];
-    const int ok_one = !p->per_sample0 && !p->per_sample1 && eagle_binomial_valid(p->i0, p->d1);
-    const double pp1 = p->d1 > 0.5 ? 1.0 - p->d1 : p->d1;
-    const int one = ok_one && (double)p->i0 * pp1 >= EAGLE_INVERSION_BELOW;
-    eagle_btrs s1;
-    if (one) {
-        s1 = eagle_btrs_setup((double)p->i0, pp1);
-        binomial_first_one(n, w, &s1, k, todo);
-    } else if (ok_one) {
-        /* one n, p with n p' below 10: every sample searches */
-        for (int64_t j = 0; j < n; ++j) {
-            nd[j] = (double)p->i0;
-            pp[j] = pp1;
+    const int one = !p->per_sample0 && !p->per_sample1;   /* one n, p, checked when recorded */
+    const int flip = p->d1 > 0.5;
+    if (one && table) {
+        int64_t more[BLOCK];
+        const double pp1 = flip ? 1.0 - p->d1 : p->d1, nd1 = eagle_small_to_double((eagle_u64)p->i0);
+        for (int64_t j = 0; j < n; ++j)
             u[j] = eagle_u_closed0(w->w0[j], w->w1[j]);
-            todo[j] = TODO_INVERSION;
+        cdf_count(n, table, u, k, more);
+        for (int64_t j = 0; j < n; ++j) {
+            const int64_t kk = more[j] ? (int64_t)eagle_binomial_inversion(nd1, pp1, u[j]) : (int64_t)k[j];
+            res[j] = flip ? p->i0 - kk : kk;
         }
-        binomial_inversions(n, nd, pp, u, todo, k);
-    } else {
-        binomial_first(n, w, nn, prob, nd, pp, u, k, todo);
+        return;
+    }
+    binomial_todo(n, nn, prob, nd, pp, k, todo);
+    if (!one) {
+        for (int64_t j = 0; j < n; ++j)
+            u[j] = eagle_u_closed0(w->w0[j], w->w1[j]);
         binomial_inversions(n, nd, pp, u, todo, k);
     }
+    eagle_btrs s1;
+    if (one)
+        s1 = eagle_btrs_setup(nd[0], pp[0]);
+    rejection(n, todo, w, id, r0, r1, p->key0, p->key1, 1, NULL, one ? &s1 : NULL, nd, pp, k);
     for (int64_t j = 0; j < n; ++j) {
-        if (!eagle_binomial_valid(nn[j], prob[j])) {
-            res[j] = EAGLE_DIST_INVALID;
-            continue;
-        }
-        int64_t kk = (int64_t)k[j];
-        if (todo[j] == TODO_REJECTED) {
-            const double pj = prob[j] > 0.5 ? 1.0 - prob[j] : prob[j];
-            const eagle_btrs s = one ? s1 : eagle_btrs_setup((double)nn[j], pj);
-            kk = eagle_btrs_from(&s, id[j], replay, p->key0, p->key1, 1);
-            if (kk < 0) {
-                res[j] = kk;
-                continue;
-            }
-        }
-        res[j] = prob[j] > 0.5 ? nn[j] - kk : kk;
+        const int64_t kk = (int64_t)k[j];
+        res[j] = kk >= 0 && prob[j] > 0.5 ? nn[j] - kk : kk;
     }
 }
 
@@ -353,6 +485,19 @@ void eagle_distribution_kernel(int64_t start, int64_t stop, char **data, const i
     const int64_t ostride = strides[k];
     const char *a0 = k_p0 >= 0 ? data[k_p0] : NULL, *a1 = k_p1 >= 0 ? data[k_p1] : NULL;
     const int64_t s0 = k_p0 >= 0 ? strides[k_p0] : 0, s1 = k_p1 >= 0 ? strides[k_p1] : 0;
+    /* one parameter set for an inversion sampler: its CDF table, once per call */
+    cdf_table tab;
+    const cdf_table *table = NULL;
+    if (p->what == EAGLE_DIST_POISSON && !p->per_sample0 && p->d0 < EAGLE_INVERSION_BELOW) {
+        cdf_table_build(&tab, 0, p->d0, 0.0);
+        table = &tab;
+    } else if (p->what == EAGLE_DIST_BINOMIAL && !p->per_sample0 && !p->per_sample1) {
+        const double pp = p->d1 > 0.5 ? 1.0 - p->d1 : p->d1, nd = eagle_small_to_double((eagle_u64)p->i0);
+        if (nd * pp < EAGLE_INVERSION_BELOW) {
+            cdf_table_build(&tab, 1, nd, pp);
+            table = &tab;
+        }
+    }
     uint64_t id[BLOCK];
     _Alignas(64) block_words w;
     double f0[BLOCK], f1[BLOCK], fres[BLOCK];
@@ -366,7 +511,7 @@ void eagle_distribution_kernel(int64_t start, int64_t stop, char **data, const i
             for (int64_t j = 0; j < n; ++j)
                 id[j] = (uint64_t)(b + j);
         }
-        draw_block0(n, id, r0, r1, p->key0, p->key1, &w);
+        eagle_philox_block(n, id, r0, r1, p->key0, p->key1, w.w0, w.w1, w.w2, w.w3);
         switch (p->what) {
         case EAGLE_DIST_EXPONENTIAL:
             gather_f64(n, p->per_sample0, a0, s0, b, p->d0, f0);
@@ -374,12 +519,12 @@ void eagle_distribution_kernel(int64_t start, int64_t stop, char **data, const i
             break;
         case EAGLE_DIST_POISSON:
             gather_f64(n, p->per_sample0, a0, s0, b, p->d0, f0);
-            poisson_block(n, id, replay, p, &w, f0, ires);
+            poisson_block(n, id, r0, r1, p, table, &w, f0, ires);
             break;
         case EAGLE_DIST_BINOMIAL:
             gather_i64(n, p->per_sample0, a0, s0, b, p->i0, i0);
             gather_f64(n, p->per_sample1, a1, s1, b, p->d1, f1);
-            binomial_block(n, id, replay, p, &w, i0, f1, ires);
+            binomial_block(n, id, r0, r1, p, table, &w, i0, f1, ires);
             break;
         default:
             gather_i64(n, p->per_sample0, a0, s0, b, p->i0, i0);

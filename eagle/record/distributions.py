@@ -34,7 +34,7 @@ OUT_TYPES = {np.dtype(np.float64): 0, np.dtype(np.float32): 1, np.dtype(np.int64
 
 #: the largest lam and n the samplers take (EAGLE_POISSON_LAM_MAX, EAGLE_BINOMIAL_N_MAX)
 POISSON_LAM_MAX = 1e15
-BINOMIAL_N_MAX = 1 << 52
+BINOMIAL_N_MAX = (1 << 52) - 1
 #: the largest standard exponential the node draws: -log(2**-53) (53 ln 2 = 36.7368...)
 EXPONENTIAL_MAX = 53 * math.log(2.0)
 
@@ -210,7 +210,7 @@ def distribution_spec(what, out, key, ids=None, **kw) -> DistributionSpec:
     elif what == BINOMIAL:
         def n_ok(v):
             if not 0 <= v <= BINOMIAL_N_MAX:
-                raise ValueError(f"binomial(): n must be in [0, 2**52], got {v}")
+                raise ValueError(f"binomial(): n must be in [0, 2**52 - 1], got {v}")
 
         def p_ok(v):
             if not 0.0 <= v <= 1.0:

@@ -40,10 +40,10 @@
 /* 2**-53, 2**32, 2**52 */
 #define EAGLE_TWO_M53 1.1102230246251565e-16
 #define EAGLE_TWO_P52 4503599627370496.0
-/* the largest lam (poisson) and n (binomial) the samplers take: below 2**53, so every
- * count is an exact double */
+/* the largest lam (poisson) and n (binomial) the samplers take: every count is an exact
+ * double (n below 2**52 also converts with integer operations, eagle_small_to_double) */
 #define EAGLE_POISSON_LAM_MAX 1e15
-#define EAGLE_BINOMIAL_N_MAX 4503599627370496LL
+#define EAGLE_BINOMIAL_N_MAX 4503599627370495LL
 /* inversion below this mean, rejection (PTRS, BTRS) from it */
 #define EAGLE_INVERSION_BELOW 10.0
 
@@ -105,7 +105,8 @@ EAGLE_RNG_FN double eagle_log1p_(double x)
 {
     const double u = 1.0 + x;
     const double d = u - 1.0;
-    return d == 0.0 ? x : eagle_log_01(u) * (x / d);
+    const double l = eagle_log_01(u) * (x / d);   /* computed either way: no branch */
+    return d == 0.0 ? x : l;
 }
 
 /* log(k!) - ((k + 1/2) log(k + 1) - (k + 1) + log(2 pi) / 2) for an integer k >= 0:
@@ -176,13 +177,13 @@ EAGLE_RNG_FN int eagle_ptrs_try(const eagle_ptrs *s, double u, double v, double 
     const double U = u - 0.5;
     const double us = 0.5 - fabs(U);
     const double k = floor(((2.0 * s->a) / us + s->b) * U + s->lam + 0.43);
-    const int quick = us >= 0.07 && v <= s->vr;
+    const int quick = (us >= 0.07) & (v <= s->vr);
     const double x = k + 1.0;
     const double d = x - s->lam;
     const double logp = (0.0 - k) * eagle_log1p_(d / s->lam) - 0.5 * eagle_log_01(x) + d -
                         EAGLE_HALF_LOG_2PI - eagle_log_fact_tail(k);
     const double lhs = eagle_log_01(v) + s->log_invalpha - eagle_log_01(s->a / (us * us) + s->b);
-    const int full = k >= 0.0 && !(us < 0.013 && v > us) && lhs <= logp;
+    const int full = (k >= 0.0) & !((us < 0.013) & (v > us)) & (lhs <= logp);
     *k_out = k;
     return (quick | full) & (k >= 0.0);
 }
@@ -202,7 +203,7 @@ EAGLE_RNG_FN eagle_i64 eagle_ptrs_from(const eagle_ptrs *s, eagle_u64 id, eagle_
 
 EAGLE_RNG_FN int eagle_poisson_valid(double lam)
 {
-    return lam >= 0.0 && lam <= EAGLE_POISSON_LAM_MAX;   /* false for nan */
+    return (lam >= 0.0) & (lam <= EAGLE_POISSON_LAM_MAX);   /* false for nan */
 }
 
 /* one Poisson(lam) sample: the reference every backend's kernel reproduces */
@@ -266,8 +267,8 @@ EAGLE_RNG_FN int eagle_btrs_try(const eagle_btrs *s, double u, double v, double 
     const double U = u - 0.5;
     const double us = 0.5 - fabs(U);
     const double k = floor(((2.0 * s->a) / us + s->b) * U + s->c);
-    const int inside = k >= 0.0 && k <= s->n;
-    const int quick = us >= 0.07 && v <= s->vr;
+    const int inside = (k >= 0.0) & (k <= s->n);
+    const int quick = (us >= 0.07) & (v <= s->vr);
     const double nk = s->n - k + 1.0;
     const double rhs = s->h + (s->n + 1.0) * eagle_log1p_((k - s->m) / nk) +
                        (k + 0.5) * eagle_log_01((nk * s->r) / (k + 1.0)) -
@@ -291,7 +292,7 @@ EAGLE_RNG_FN eagle_i64 eagle_btrs_from(const eagle_btrs *s, eagle_u64 id, eagle_
 
 EAGLE_RNG_FN int eagle_binomial_valid(eagle_i64 n, double p)
 {
-    return n >= 0 && n <= EAGLE_BINOMIAL_N_MAX && p >= 0.0 && p <= 1.0;
+    return (n >= 0) & (n <= EAGLE_BINOMIAL_N_MAX) & (p >= 0.0) & (p <= 1.0);
 }
 
 /* one Binomial(n, p) sample: the reference every backend's kernel reproduces */
@@ -302,7 +303,7 @@ EAGLE_RNG_FN eagle_i64 eagle_binomial_sample(eagle_i64 n, double p, eagle_u64 id
         return EAGLE_DIST_INVALID;
     const int flip = p > 0.5;
     const double pp = flip ? 1.0 - p : p;
-    const double nd = (double)n;
+    const double nd = eagle_small_to_double((eagle_u64)n);
     eagle_i64 k;
     if (nd * pp < EAGLE_INVERSION_BELOW) {
         const eagle_philox_words w = eagle_dist_block(id, r, key0, key1, 0);
@@ -370,7 +371,7 @@ EAGLE_RNG_FN eagle_i64 eagle_integers_sample(eagle_i64 low, eagle_u64 s, eagle_u
 EAGLE_RNG_FN double eagle_exponential_value(double scale, eagle_u32 w0, eagle_u32 w1)
 {
     const double e = eagle_std_exponential(w0, w1);
-    return scale >= 0.0 && scale <= EAGLE_DBL_MAX ? scale * e : eagle_bits_double(0x7ff8000000000000ULL);
+    return (scale >= 0.0) & (scale <= EAGLE_DBL_MAX) ? scale * e : eagle_bits_double(0x7ff8000000000000ULL);
 }
 
 /* an integer in [low, high) for an int64 (i32 = 0) or int32 (i32 = 1) output; the
