@@ -128,7 +128,12 @@ def _integer(kind, arg, v):
 def _per_sample(kind, arg, v, dtype, out, out_name, taken):
     """A per-sample parameter array: 1-d, ``dtype``, one entry per sample of out, on
     out's device, its name not taken by another array of the node."""
-    name, a = named_array(v, f"{kind}(): {arg}", arg)
+    what = f"a real number or a per-sample {np.dtype(dtype)} array" if dtype == np.float64 else \
+        f"an integer or a per-sample {np.dtype(dtype)} array"
+    try:
+        name, a = named_array(v, f"{kind}(): {arg}", arg)
+    except TypeError as e:
+        raise TypeError(f"{kind}(): {arg}= must be {what}: {e}") from None
     shape, dt = _shape_dtype(a)
     if dt != dtype:
         raise TypeError(f"{kind}(): {arg} {name!r} must be {np.dtype(dtype)} (one {arg} per sample), got {dt}")
