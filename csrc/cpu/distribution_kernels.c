@@ -433,23 +433,37 @@ static void integers_first(int64_t n, const block_words *restrict w, const int64
     }
 }
 
+/* the same for one range s <= 2**32 (its threshold t known) */
+EAGLE_SIMD_CLONES
+static void integers_first_one(int64_t n, const block_words *restrict w, int64_t low, uint64_t s, uint64_t t,
+                               int64_t *restrict res, unsigned char *restrict todo)
+{
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) {
+        const uint64_t m = (uint64_t)w->w0[j] * s;
+        res[j] = (int64_t)((uint64_t)low + (m >> 32));
+        todo[j] = (unsigned char)((m & 0xffffffffULL) < t);
+    }
+}
+
 static void integers_block(int64_t n, const uint64_t *id, uint64_t replay, const eagle_dist_params *p,
                            const block_words *w, const int64_t *low, const int64_t *high, int64_t *res)
 {
     uint64_t s[BLOCK], t[BLOCK];
     unsigned char todo[BLOCK];
     const int i32 = p->out_type == EAGLE_DIST_I32;
-    const int one = !p->per_sample0 && !p->per_sample1;
+    const int one = !p->per_sample0 && !p->per_sample1;   /* checked when recorded */
     const uint64_t s1 = (uint64_t)p->i1 - (uint64_t)p->i0;
-    const uint64_t t1 = one && p->i0 < p->i1 ? eagle_lemire_threshold(s1) : 0;
-    for (int64_t j = 0; j < n; ++j) {
-        s[j] = (uint64_t)high[j] - (uint64_t)low[j];
-        t[j] = one ? t1 : s[j];
+    if (one && s1 <= 4294967296ULL) {
+        integers_first_one(n, w, p->i0, s1, eagle_lemire_threshold(s1), res, todo);
+    } else {
+        for (int64_t j = 0; j < n; ++j)
+            s[j] = t[j] = (uint64_t)high[j] - (uint64_t)low[j];
+        integers_first(n, w, low, s, t, res, todo);
     }
-    integers_first(n, w, low, s, t, res, todo);
     for (int64_t j = 0; j < n; ++j) {
-        const int bad = !(low[j] < high[j]) ||
-                        (i32 && (low[j] < -2147483647LL - 1 || high[j] > 2147483648LL));
+        const int bad = !one && (!(low[j] < high[j]) ||
+                                 (i32 && (low[j] < -2147483647LL - 1 || high[j] > 2147483648LL)));
         if (todo[j] || bad)
             res[j] = eagle_integers_value(low[j], high[j], i32, id[j], replay, p->key0, p->key1);
     }
@@ -535,20 +549,34 @@ void eagle_distribution_kernel(int64_t start, int64_t stop, char **data, const i
         char *o = out + b * ostride;
         switch (p->out_type) {
         case EAGLE_DIST_F64:
-            for (int64_t j = 0; j < n; ++j)
-                *(double *)(o + j * ostride) = fres[j];
+            if (ostride == 8)
+                memcpy(o, fres, (size_t)n * 8);
+            else
+                for (int64_t j = 0; j < n; ++j)
+                    *(double *)(o + j * ostride) = fres[j];
             break;
         case EAGLE_DIST_F32:
-            for (int64_t j = 0; j < n; ++j)
-                *(float *)(o + j * ostride) = (float)fres[j];
+            if (ostride == 4)
+                for (int64_t j = 0; j < n; ++j)
+                    ((float *)o)[j] = (float)fres[j];
+            else
+                for (int64_t j = 0; j < n; ++j)
+                    *(float *)(o + j * ostride) = (float)fres[j];
             break;
         case EAGLE_DIST_I64:
-            for (int64_t j = 0; j < n; ++j)
-                *(int64_t *)(o + j * ostride) = ires[j];
+            if (ostride == 8)
+                memcpy(o, ires, (size_t)n * 8);
+            else
+                for (int64_t j = 0; j < n; ++j)
+                    *(int64_t *)(o + j * ostride) = ires[j];
             break;
         default:
-            for (int64_t j = 0; j < n; ++j)
-                *(int32_t *)(o + j * ostride) = (int32_t)ires[j];
+            if (ostride == 4)
+                for (int64_t j = 0; j < n; ++j)
+                    ((int32_t *)o)[j] = (int32_t)ires[j];
+            else
+                for (int64_t j = 0; j < n; ++j)
+                    *(int32_t *)(o + j * ostride) = (int32_t)ires[j];
             break;
         }
     }
