@@ -230,55 +230,70 @@ static void pending_compact(pending *q, double *k)
     q->m = m2;
 }
 
-/* PTRS attempts: one lam (s) for all, or q->a[i] each */
+/* One parameter set: the candidates and the squeeze of every pending sample in one loop,
+ * then the full test for those the squeeze did not take, in a second (compacted) loop */
+#define ROUND_ONE(NAME, TYPE, K, QUICK, FULL)                                                  \
+    EAGLE_SIMD_CLONES                                                                         \
+    static void NAME(pending *restrict q, const TYPE *restrict one)                          \
+    {                                                                                         \
+        const TYPE c = *one;                                                                  \
+        const int64_t m = q->m;                                                               \
+        double u[BLOCK], v[BLOCK];                                                            \
+        int32_t rest[BLOCK];                                                                  \
+        _Pragma("omp simd")                                                                   \
+        for (int64_t i = 0; i < m; ++i) {                                                     \
+            u[i] = eagle_u_closed0(q->w.w0[i], q->w.w1[i]);                                   \
+            v[i] = eagle_u_closed1(q->w.w2[i], q->w.w3[i]);                                   \
+            q->k[i] = K(&c, u[i]);                                                            \
+            q->ok[i] = QUICK(&c, u[i], v[i], q->k[i]);                                        \
+        }                                                                                     \
+        int64_t r = 0;                                                                        \
+        for (int64_t i = 0; i < m; ++i)                                                       \
+            if (!q->ok[i])                                                                    \
+                rest[r++] = (int32_t)i;                                                       \
+        double ru[BLOCK], rv[BLOCK], rk[BLOCK];                                               \
+        int64_t rok[BLOCK];                                                                   \
+        for (int64_t i = 0; i < r; ++i) {                                                     \
+            ru[i] = u[rest[i]];                                                               \
+            rv[i] = v[rest[i]];                                                               \
+            rk[i] = q->k[rest[i]];                                                            \
+        }                                                                                     \
+        _Pragma("omp simd")                                                                   \
+        for (int64_t i = 0; i < r; ++i)                                                       \
+            rok[i] = FULL(&c, ru[i], rv[i], rk[i]);                                           \
+        for (int64_t i = 0; i < r; ++i)                                                       \
+            q->ok[rest[i]] = rok[i];                                                          \
+    }
+
+ROUND_ONE(ptrs_round_one, eagle_ptrs, eagle_ptrs_k, eagle_ptrs_quick, eagle_ptrs_full)
+ROUND_ONE(btrs_round_one, eagle_btrs, eagle_btrs_k, eagle_btrs_quick, eagle_btrs_full)
+
+/* Per-sample parameters: each pending sample's constants, then its attempt */
 EAGLE_SIMD_CLONES
-static void ptrs_round(pending *restrict q, const eagle_ptrs *restrict one)
+static void ptrs_round_each(pending *restrict q)
 {
     const int64_t m = q->m;
-    if (one) {
-        const eagle_ptrs c = *one;
 #pragma omp simd
-        for (int64_t i = 0; i < m; ++i) {
-            double kk;
-            q->ok[i] = eagle_ptrs_try(&c, eagle_u_closed0(q->w.w0[i], q->w.w1[i]),
-                                      eagle_u_closed1(q->w.w2[i], q->w.w3[i]), &kk);
-            q->k[i] = kk;
-        }
-    } else {
-#pragma omp simd
-        for (int64_t i = 0; i < m; ++i) {
-            const eagle_ptrs c = eagle_ptrs_setup(q->a[i]);
-            double kk;
-            q->ok[i] = eagle_ptrs_try(&c, eagle_u_closed0(q->w.w0[i], q->w.w1[i]),
-                                      eagle_u_closed1(q->w.w2[i], q->w.w3[i]), &kk);
-            q->k[i] = kk;
-        }
+    for (int64_t i = 0; i < m; ++i) {
+        const eagle_ptrs c = eagle_ptrs_setup(q->a[i]);
+        double kk;
+        q->ok[i] = eagle_ptrs_try(&c, eagle_u_closed0(q->w.w0[i], q->w.w1[i]),
+                                  eagle_u_closed1(q->w.w2[i], q->w.w3[i]), &kk);
+        q->k[i] = kk;
     }
 }
 
-/* BTRS attempts: one (n, p) (s) for all, or (q->a[i], q->b[i]) each */
 EAGLE_SIMD_CLONES
-static void btrs_round(pending *restrict q, const eagle_btrs *restrict one)
+static void btrs_round_each(pending *restrict q)
 {
     const int64_t m = q->m;
-    if (one) {
-        const eagle_btrs c = *one;
 #pragma omp simd
-        for (int64_t i = 0; i < m; ++i) {
-            double kk;
-            q->ok[i] = eagle_btrs_try(&c, eagle_u_closed0(q->w.w0[i], q->w.w1[i]),
-                                      eagle_u_closed1(q->w.w2[i], q->w.w3[i]), &kk);
-            q->k[i] = kk;
-        }
-    } else {
-#pragma omp simd
-        for (int64_t i = 0; i < m; ++i) {
-            const eagle_btrs c = eagle_btrs_setup(q->a[i], q->b[i]);
-            double kk;
-            q->ok[i] = eagle_btrs_try(&c, eagle_u_closed0(q->w.w0[i], q->w.w1[i]),
-                                      eagle_u_closed1(q->w.w2[i], q->w.w3[i]), &kk);
-            q->k[i] = kk;
-        }
+    for (int64_t i = 0; i < m; ++i) {
+        const eagle_btrs c = eagle_btrs_setup(q->a[i], q->b[i]);
+        double kk;
+        q->ok[i] = eagle_btrs_try(&c, eagle_u_closed0(q->w.w0[i], q->w.w1[i]),
+                                  eagle_u_closed1(q->w.w2[i], q->w.w3[i]), &kk);
+        q->k[i] = kk;
     }
 }
 
@@ -303,10 +318,14 @@ static void rejection(int64_t n, const unsigned char *todo, const block_words *w
                 if (binomial)
                     q.b[i] = b[q.idx[i]];
             }
-        if (binomial)
-            btrs_round(&q, btrs);
+        if (binomial && btrs)
+            btrs_round_one(&q, btrs);
+        else if (binomial)
+            btrs_round_each(&q);
+        else if (ptrs)
+            ptrs_round_one(&q, ptrs);
         else
-            ptrs_round(&q, ptrs);
+            ptrs_round_each(&q);
         pending_compact(&q, k);
     }
     for (int64_t i = 0; i < q.m; ++i)

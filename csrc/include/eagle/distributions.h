@@ -168,24 +168,41 @@ EAGLE_RNG_FN eagle_ptrs eagle_ptrs_setup(double lam)
     return s;
 }
 
-/* One PTRS attempt with (u, v): 1 and *k when accepted. The log-density test
- * k log lam - lam - log k! is written with Stirling's form of log k! around lam,
+/* One PTRS attempt with (u, v): the candidate k, its quick acceptance (the squeeze)
+ * and the full test of log(v invalpha / (a / us**2 + b)) against the log density
+ * k log lam - lam - log k!, the latter written with Stirling's form of log k! around lam,
  * -k log1p((k + 1 - lam) / lam) - log(k + 1) / 2 + (k + 1 - lam) - log(2 pi) / 2 - tail(k),
  * so it keeps its precision at large lam. Branch-free (the CPU vectorises it). */
-EAGLE_RNG_FN int eagle_ptrs_try(const eagle_ptrs *s, double u, double v, double *k_out)
+EAGLE_RNG_FN double eagle_ptrs_k(const eagle_ptrs *s, double u)
 {
     const double U = u - 0.5;
     const double us = 0.5 - fabs(U);
-    const double k = floor(((2.0 * s->a) / us + s->b) * U + s->lam + 0.43);
-    const int quick = (us >= 0.07) & (v <= s->vr);
+    return floor(((2.0 * s->a) / us + s->b) * U + s->lam + 0.43);
+}
+
+EAGLE_RNG_FN int eagle_ptrs_quick(const eagle_ptrs *s, double u, double v, double k)
+{
+    const double us = 0.5 - fabs(u - 0.5);
+    return (us >= 0.07) & (v <= s->vr) & (k >= 0.0);
+}
+
+EAGLE_RNG_FN int eagle_ptrs_full(const eagle_ptrs *s, double u, double v, double k)
+{
+    const double us = 0.5 - fabs(u - 0.5);
     const double x = k + 1.0;
     const double d = x - s->lam;
     const double logp = (0.0 - k) * eagle_log1p_(d / s->lam) - 0.5 * eagle_log_01(x) + d -
                         EAGLE_HALF_LOG_2PI - eagle_log_fact_tail(k);
     const double lhs = eagle_log_01(v) + s->log_invalpha - eagle_log_01(s->a / (us * us) + s->b);
-    const int full = (k >= 0.0) & !((us < 0.013) & (v > us)) & (lhs <= logp);
+    return (k >= 0.0) & !((us < 0.013) & (v > us)) & (lhs <= logp);
+}
+
+/* the attempt: 1 and *k when accepted */
+EAGLE_RNG_FN int eagle_ptrs_try(const eagle_ptrs *s, double u, double v, double *k_out)
+{
+    const double k = eagle_ptrs_k(s, u);
     *k_out = k;
-    return (quick | full) & (k >= 0.0);
+    return eagle_ptrs_quick(s, u, v, k) | eagle_ptrs_full(s, u, v, k);
 }
 
 /* attempts from block j0 on; the invalid marker past the last block */
@@ -260,22 +277,39 @@ EAGLE_RNG_FN eagle_btrs eagle_btrs_setup(double n, double p)
     return s;
 }
 
-/* One BTRS attempt with (u, v): 1 and *k when accepted; log f(k) / f(m) in Stirling's
- * form (Hormann's step 3.4), the (n + 1) log(nm / nk) term through log1p */
-EAGLE_RNG_FN int eagle_btrs_try(const eagle_btrs *s, double u, double v, double *k_out)
+/* One BTRS attempt with (u, v): the candidate k, its quick acceptance and the full
+ * test, log f(k) / f(m) in Stirling's form (Hormann's step 3.4), the (n + 1) log(nm / nk)
+ * term through log1p; both refuse a k outside [0, n] */
+EAGLE_RNG_FN double eagle_btrs_k(const eagle_btrs *s, double u)
 {
     const double U = u - 0.5;
     const double us = 0.5 - fabs(U);
-    const double k = floor(((2.0 * s->a) / us + s->b) * U + s->c);
-    const int inside = (k >= 0.0) & (k <= s->n);
-    const int quick = (us >= 0.07) & (v <= s->vr);
+    return floor(((2.0 * s->a) / us + s->b) * U + s->c);
+}
+
+EAGLE_RNG_FN int eagle_btrs_quick(const eagle_btrs *s, double u, double v, double k)
+{
+    const double us = 0.5 - fabs(u - 0.5);
+    return (k >= 0.0) & (k <= s->n) & (us >= 0.07) & (v <= s->vr);
+}
+
+EAGLE_RNG_FN int eagle_btrs_full(const eagle_btrs *s, double u, double v, double k)
+{
+    const double us = 0.5 - fabs(u - 0.5);
     const double nk = s->n - k + 1.0;
     const double rhs = s->h + (s->n + 1.0) * eagle_log1p_((k - s->m) / nk) +
                        (k + 0.5) * eagle_log_01((nk * s->r) / (k + 1.0)) -
                        eagle_log_fact_tail(k) - eagle_log_fact_tail(s->n - k);
     const double lhs = eagle_log_01((v * s->alpha) / (s->a / (us * us) + s->b));
+    return (k >= 0.0) & (k <= s->n) & (lhs <= rhs);
+}
+
+/* the attempt: 1 and *k when accepted */
+EAGLE_RNG_FN int eagle_btrs_try(const eagle_btrs *s, double u, double v, double *k_out)
+{
+    const double k = eagle_btrs_k(s, u);
     *k_out = k;
-    return inside & (quick | (lhs <= rhs));
+    return eagle_btrs_quick(s, u, v, k) | eagle_btrs_full(s, u, v, k);
 }
 
 EAGLE_RNG_FN eagle_i64 eagle_btrs_from(const eagle_btrs *s, eagle_u64 id, eagle_u64 r,
