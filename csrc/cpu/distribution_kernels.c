@@ -50,6 +50,15 @@ static void exponential_block(int64_t n, const block_words *restrict w, const do
         res[j] = eagle_exponential_value(scale[j], w->w0[j], w->w1[j]);
 }
 
+/* one scale (checked when recorded: finite, >= 0) */
+EAGLE_SIMD_CLONES
+static void exponential_block_one(int64_t n, const block_words *restrict w, double scale, double *restrict res)
+{
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j)
+        res[j] = scale * eagle_std_exponential(w->w0[j], w->w1[j]);
+}
+
 /* ---- the inversion searches, side by side --------------------------------------- */
 
 /* Poisson: lanes with todo[j] == TODO_INVERSION search; k[j] gets the result */
@@ -474,15 +483,19 @@ static void integers_block(int64_t n, const uint64_t *id, uint64_t replay, const
     const int one = !p->per_sample0 && !p->per_sample1;   /* checked when recorded */
     const uint64_t s1 = (uint64_t)p->i1 - (uint64_t)p->i0;
     if (one && s1 <= 4294967296ULL) {
+        /* low, high: not gathered */
         integers_first_one(n, w, p->i0, s1, eagle_lemire_threshold(s1), res, todo);
-    } else {
         for (int64_t j = 0; j < n; ++j)
-            s[j] = t[j] = (uint64_t)high[j] - (uint64_t)low[j];
-        integers_first(n, w, low, s, t, res, todo);
+            if (todo[j])
+                res[j] = eagle_integers_value(p->i0, p->i1, i32, id[j], replay, p->key0, p->key1);
+        return;
     }
+    for (int64_t j = 0; j < n; ++j)
+        s[j] = t[j] = (uint64_t)high[j] - (uint64_t)low[j];
+    integers_first(n, w, low, s, t, res, todo);
     for (int64_t j = 0; j < n; ++j) {
-        const int bad = !one && (!(low[j] < high[j]) ||
-                                 (i32 && (low[j] < -2147483647LL - 1 || high[j] > 2147483648LL)));
+        const int bad = !(low[j] < high[j]) ||
+                        (i32 && (low[j] < -2147483647LL - 1 || high[j] > 2147483648LL));
         if (todo[j] || bad)
             res[j] = eagle_integers_value(low[j], high[j], i32, id[j], replay, p->key0, p->key1);
     }
@@ -547,11 +560,16 @@ void eagle_distribution_kernel(int64_t start, int64_t stop, char **data, const i
         eagle_philox_block(n, id, r0, r1, p->key0, p->key1, w.w0, w.w1, w.w2, w.w3);
         switch (p->what) {
         case EAGLE_DIST_EXPONENTIAL:
-            gather_f64(n, p->per_sample0, a0, s0, b, p->d0, f0);
-            exponential_block(n, &w, f0, fres);
+            if (p->per_sample0) {
+                gather_f64(n, 1, a0, s0, b, 0.0, f0);
+                exponential_block(n, &w, f0, fres);
+            } else {
+                exponential_block_one(n, &w, p->d0, fres);
+            }
             break;
         case EAGLE_DIST_POISSON:
-            gather_f64(n, p->per_sample0, a0, s0, b, p->d0, f0);
+            if (p->per_sample0)   /* one lam: the block uses p->d0 */
+                gather_f64(n, 1, a0, s0, b, 0.0, f0);
             poisson_block(n, id, r0, r1, p, table, &w, f0, ires);
             break;
         case EAGLE_DIST_BINOMIAL:
@@ -560,8 +578,10 @@ void eagle_distribution_kernel(int64_t start, int64_t stop, char **data, const i
             binomial_block(n, id, r0, r1, p, table, &w, i0, f1, ires);
             break;
         default:
-            gather_i64(n, p->per_sample0, a0, s0, b, p->i0, i0);
-            gather_i64(n, p->per_sample1, a1, s1, b, p->i1, i1);
+            if (p->per_sample0 || p->per_sample1 || (uint64_t)p->i1 - (uint64_t)p->i0 > 4294967296ULL) {
+                gather_i64(n, p->per_sample0, a0, s0, b, p->i0, i0);
+                gather_i64(n, p->per_sample1, a1, s1, b, p->i1, i1);
+            }
             integers_block(n, id, replay, p, &w, i0, i1, ires);
             break;
         }
