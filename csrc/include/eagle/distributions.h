@@ -38,8 +38,8 @@
 #define EAGLE_DIST_BLOCKS 65536u
 #define EAGLE_DIST_INVALID (-1LL)
 /* 2**-53, 2**32, 2**52 */
-#define EAGLE_TWO_M53 1.1102230246251565e-16
-#define EAGLE_TWO_P52 4503599627370496.0
+#define EAGLE_DIST_TWO_M53 1.1102230246251565e-16
+#define EAGLE_DIST_TWO_P52 4503599627370496.0
 /* the largest lam (poisson) and n (binomial) the samplers take: every count is an exact
  * double (n below 2**52 also converts with integer operations, eagle_small_to_double) */
 #define EAGLE_POISSON_LAM_MAX 1e15
@@ -71,12 +71,12 @@ EAGLE_RNG_FN eagle_philox_words eagle_dist_block(eagle_u64 id, eagle_u64 r, eagl
 /* [0, 1) and (0, 1] from the 53 top bits of (hi << 32 | lo) */
 EAGLE_RNG_FN double eagle_u_closed0(eagle_u32 lo, eagle_u32 hi)
 {
-    return eagle_top53(lo, hi) * EAGLE_TWO_M53;
+    return eagle_top53(lo, hi) * EAGLE_DIST_TWO_M53;
 }
 
 EAGLE_RNG_FN double eagle_u_closed1(eagle_u32 lo, eagle_u32 hi)
 {
-    return (eagle_top53(lo, hi) + 1.0) * EAGLE_TWO_M53;
+    return (eagle_top53(lo, hi) + 1.0) * EAGLE_DIST_TWO_M53;
 }
 
 /* exp(x) for x in [-700, 0]: fdlibm's e_exp.c without its special cases (x = k ln2 + r,
@@ -96,7 +96,7 @@ EAGLE_RNG_FN double eagle_exp_neg(double x)
     const double c = r - t * (P1 + t * (P2 + t * (P3 + t * (P4 + t * P5))));
     const double y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi);
     /* k + 1023 in [1, 1023] lands in the low mantissa bits of 2**52 + k + 1023 */
-    const eagle_u64 e = eagle_double_bits(k + (EAGLE_TWO_P52 + 1023.0)) << 52;
+    const eagle_u64 e = eagle_double_bits(k + (EAGLE_DIST_TWO_P52 + 1023.0)) << 52;
     return y * eagle_bits_double(e);
 }
 
