@@ -106,9 +106,11 @@ EXTENSIONS = [
     ext("eagle.cpu._partition", ["eagle/cpu/_partition.pyx"]),
     ext("eagle.cpu._ufunc", ["eagle/cpu/_ufunc.pyx"]),
     # random nodes: Philox vectorised over samples (target_clones picks AVX-512 / AVX2 / baseline
-    # at load time); no FP contraction, so the bits match csrc/include/eagle/philox.h on the GPU
-    ext("eagle.cpu._random", ["eagle/cpu/_random.pyx", "csrc/cpu/random_kernels.c"],
-        extra_compile_args=["-O3", "-fopenmp-simd", "-ffp-contract=off", "-fno-math-errno"]
+    # at load time); no FP contraction, so the bits match csrc/include/eagle/philox.h on the GPU;
+    # no trapping math, so the samplers' selects (a ? x : y on compares) vectorise (values unchanged)
+    ext("eagle.cpu._random", ["eagle/cpu/_random.pyx", "csrc/cpu/random_kernels.c",
+                              "csrc/cpu/distribution_kernels.c", "csrc/cpu/philox_block.c"],
+        extra_compile_args=["-O3", "-fopenmp-simd", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math"]
         if sys.platform != "win32" else []),
     # MPI collectives: the MPI entry points are looked up at run time, no mpi.h needed
     ext("eagle.mpi._collectives", ["eagle/mpi/_collectives.pyx"], libraries=["dl"]),

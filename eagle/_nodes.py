@@ -23,12 +23,13 @@ from eagle.record.arrays import named_array
 from eagle.record.control import ControlNode, if_else, subgraph, while_loop
 from eagle.record.memory import array_kind
 from eagle.record.node import Node, OpaqueNode, opaque
+from eagle.record.distributions import BINOMIAL, EXPONENTIAL, INTEGERS, POISSON, distribution_spec
 from eagle.record.random import BITS, NORMAL, UNIFORM, random_spec
 from eagle.record.ufunc_operands import parse_operands, parse_where, real_ufunc, updated_names
 
 __all__ = ["Node", "OpaqueNode", "NativeNode", "UfuncNode", "PartitionNode", "CudaKernelNode",
            "ControlNode", "opaque", "native", "ufunc", "cuda_kernel", "SIZE", "SIZE_PTR", "compact", "reorder",
-           "random_bits", "uniform", "normal", "allreduce", "allgather", "bcast", "sendrecv",
+           "random_bits", "uniform", "normal", "exponential", "poisson", "binomial", "integers", "allreduce", "allgather", "bcast", "sendrecv",
            "while_loop", "if_else", "subgraph"]
 
 
@@ -414,3 +415,215 @@ def normal(out, *, key, loc=0.0, scale=1.0, ids=None) -> Node:
     True
     """
     return _random_node(random_spec(NORMAL, out, key, ids, loc, scale))
+
+
+def _distribution_node(spec) -> Node:
+    if _on_cuda(spec.out):
+        from eagle.cuda.random_node import CudaDistributionNode
+        return CudaDistributionNode(spec)
+    from eagle.cpu.random_node import DistributionNode
+    return DistributionNode(spec)
+
+
+_COUNTERS = """A sample's numbers come from its own Philox4x32-10 blocks: block ``j`` of sample ``id``
+    at replay ``r`` is the counter ``(id & 0xffffffff, id >> 32, r & 0xffffffff, (r >> 32) ^ (j << 16))``
+    under ``key`` (block 0 is what ``random_bits`` draws), so they depend only on the key, the
+    id, the replay and the parameters, never on threads, tiles, fusion, launch grouping,
+    logical size, compaction or backend (the same numbers on CPU and GPU)."""
+
+
+@keywords_after(1, "exponential(out, key=1, scale=1.0)")
+def exponential(out, *, key, scale=1.0, ids=None) -> Node:
+    """A node that draws exponential numbers (mean ``scale``) into a float32 or float64 ``out``.
+
+    ``scale * -log(u)`` with ``u = (((w1 << 32 | w0) >> 11) + 1) * 2**-53`` in (0, 1] from
+    block 0's words (eagle's own log, the same bits on CPU and GPU), computed in double and
+    rounded once to ``out``'s type; the largest standard value is ``53 ln 2 = 36.74``.
+    {counters}
+
+    Parameters
+    ----------
+    out : array or {{name: array}}
+        A 1-d float32 or float64 array, one number per sample (default name ``out``).
+    key : int
+        The Philox key, an integer in [0, 2**64).
+    scale : float, or float64 array or {{name: array}}
+        The mean: a scalar (finite, >= 0, and ``36.74 * scale`` finite in ``out``'s type),
+        or one per sample (a sample whose scale is negative or not finite gets nan).
+    ids : int64 array or {{name: array}}, optional
+        Per-sample ids (the ids compaction carries; default name ``id``).
+
+    Returns
+    -------
+    Node
+        The random node (cpu for NumPy arrays, cuda for CuPy arrays).
+
+    Raises
+    ------
+    TypeError
+        An array of the wrong dtype, a ``key`` that is not an integer.
+    ValueError
+        ``scale`` outside those rules, an array that is not one entry per sample.
+
+    Examples
+    --------
+    >>> import numpy as np, eagle
+    >>> from eagle.graph import exponential
+    >>> t = np.zeros(100_000)
+    >>> g = eagle.Graph()
+    >>> g.add_node(exponential({{"t": t}}, key=3, scale=2.0), name="flight")
+    >>> g.build().launch(1)
+    >>> bool(abs(t.mean() - 2.0) < 0.05 and t.min() >= 0)
+    True
+    """
+    return _distribution_node(distribution_spec(EXPONENTIAL, out, key, ids, scale=scale))
+
+
+@keywords_after(1, "poisson(out, key=1, lam=1.0)")
+def poisson(out, *, key, lam, ids=None) -> Node:
+    """A node that draws Poisson counts (mean ``lam``) into an int64 ``out``.
+
+    ``lam < 10``: inversion (the CDF searched in order) with the uniform of block 0;
+    ``lam >= 10``: Hormann's PTRS transformed rejection, one attempt per block (about 1.1
+    blocks a sample). {counters}
+
+    Parameters
+    ----------
+    out : array or {{name: array}}
+        A 1-d int64 array, one count per sample (default name ``out``).
+    key : int
+        The Philox key, an integer in [0, 2**64).
+    lam : float, or float64 array or {{name: array}}
+        The mean, in [0, 1e15]: a scalar, or one per sample (a sample whose lam is
+        negative, nan or above 1e15 gets -1).
+    ids : int64 array or {{name: array}}, optional
+        Per-sample ids (the ids compaction carries; default name ``id``).
+
+    Returns
+    -------
+    Node
+        The random node (cpu for NumPy arrays, cuda for CuPy arrays).
+
+    Raises
+    ------
+    TypeError
+        An array of the wrong dtype, a ``key`` that is not an integer.
+    ValueError
+        ``lam`` outside [0, 1e15] or nan, an array that is not one entry per sample.
+
+    Examples
+    --------
+    >>> import numpy as np, eagle
+    >>> from eagle.graph import poisson
+    >>> k = np.zeros(100_000, dtype=np.int64)
+    >>> g = eagle.Graph()
+    >>> g.add_node(poisson({{"k": k}}, key=5, lam=4.0), name="arrivals")
+    >>> g.build().launch(1)
+    >>> bool(abs(k.mean() - 4.0) < 0.05)
+    True
+    """
+    return _distribution_node(distribution_spec(POISSON, out, key, ids, lam=lam))
+
+
+@keywords_after(1, "binomial(out, key=1, n=10, p=0.5)")
+def binomial(out, *, key, n, p, ids=None) -> Node:
+    """A node that draws binomial counts (``n`` trials of probability ``p``) into an int64 ``out``.
+
+    With ``p' = min(p, 1 - p)`` (the count is ``n - k`` when ``p > 1/2``): ``n p' < 10``:
+    inversion with the uniform of block 0; else Hormann's BTRS transformed rejection, one
+    attempt per block. {counters}
+
+    Parameters
+    ----------
+    out : array or {{name: array}}
+        A 1-d int64 array, one count per sample (default name ``out``).
+    key : int
+        The Philox key, an integer in [0, 2**64).
+    n : int, or int64 array or {{name: array}}
+        The trials, in [0, 2**52 - 1]: a scalar, or one per sample.
+    p : float, or float64 array or {{name: array}}
+        The probability, in [0, 1]: a scalar, or one per sample. A sample whose own ``n``
+        or ``p`` is out of range (or nan) gets -1.
+    ids : int64 array or {{name: array}}, optional
+        Per-sample ids (the ids compaction carries; default name ``id``).
+
+    Returns
+    -------
+    Node
+        The random node (cpu for NumPy arrays, cuda for CuPy arrays).
+
+    Raises
+    ------
+    TypeError
+        An array of the wrong dtype, a ``key`` that is not an integer, an ``n`` that is
+        not an integer.
+    ValueError
+        ``n`` or ``p`` out of range, an array that is not one entry per sample.
+
+    Examples
+    --------
+    >>> import numpy as np, eagle
+    >>> from eagle.graph import binomial
+    >>> susceptible = np.full(100_000, 1000, dtype=np.int64)
+    >>> infected = np.zeros(100_000, dtype=np.int64)
+    >>> g = eagle.Graph()
+    >>> g.add_node(binomial({{"new": infected}}, key=9, n={{"S": susceptible}}, p=0.01), name="infect")
+    >>> g.build().launch(1)
+    >>> bool(abs(infected.mean() - 10.0) < 0.1)
+    True
+    """
+    return _distribution_node(distribution_spec(BINOMIAL, out, key, ids, n=n, p=p))
+
+
+@keywords_after(1, "integers(out, key=1, low=0, high=10)")
+def integers(out, *, key, low, high, ids=None) -> Node:
+    """A node that draws integers uniformly from ``[low, high)`` into an int64 or int32 ``out``.
+
+    Lemire's nearly divisionless method on the sample's 32-bit words (``high - low <=
+    2**32``: w0, w1, w2, w3 of block 0, then of block 1...) or 64-bit words (``(w1 << 32 |
+    w0)``, ``(w3 << 32 | w2)``): unbiased, a second word needed with probability below
+    ``(high - low) / 2**32``. {counters}
+
+    Parameters
+    ----------
+    out : array or {{name: array}}
+        A 1-d int64 or int32 array, one number per sample (default name ``out``).
+    key : int
+        The Philox key, an integer in [0, 2**64).
+    low, high : int, or int64 array or {{name: array}}
+        The range, ``high`` excluded: scalars with ``low < high`` (inside int32 for an
+        int32 ``out``), or one per sample (a sample with ``high <= low``, or a range
+        outside an int32 ``out``, gets the output type's smallest value).
+    ids : int64 array or {{name: array}}, optional
+        Per-sample ids (the ids compaction carries; default name ``id``).
+
+    Returns
+    -------
+    Node
+        The random node (cpu for NumPy arrays, cuda for CuPy arrays).
+
+    Raises
+    ------
+    TypeError
+        An array of the wrong dtype, a ``key``, ``low`` or ``high`` that is not an integer.
+    ValueError
+        ``low >= high``, a bound outside ``out``'s type, an array that is not one entry
+        per sample.
+
+    Examples
+    --------
+    >>> import numpy as np, eagle
+    >>> from eagle.graph import integers
+    >>> die = np.zeros(60_000, dtype=np.int64)
+    >>> g = eagle.Graph()
+    >>> g.add_node(integers({{"die": die}}, key=6, low=1, high=7), name="roll")
+    >>> g.build().launch(1)
+    >>> sorted(set(die.tolist()))
+    [1, 2, 3, 4, 5, 6]
+    """
+    return _distribution_node(distribution_spec(INTEGERS, out, key, ids, low=low, high=high))
+
+
+for _f in (exponential, poisson, binomial, integers):
+    _f.__doc__ = _f.__doc__.format(counters=_COUNTERS)
+del _f

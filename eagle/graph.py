@@ -38,9 +38,9 @@ import types
 
 from eagle._core import GraphCore
 from eagle._errors import GroupConflictError, NotBuiltError
-from eagle._nodes import (SIZE, SIZE_PTR, Node, allgather, allreduce, bcast, compact, cuda_kernel,
-                          if_else, native, normal, opaque, random_bits, reorder, sendrecv, subgraph, ufunc,
-                          uniform, while_loop)
+from eagle._nodes import (SIZE, SIZE_PTR, Node, allgather, allreduce, bcast, binomial, compact, cuda_kernel,
+                          exponential, if_else, integers, native, normal, opaque, poisson, random_bits, reorder,
+                          sendrecv, subgraph, ufunc, uniform, while_loop)
 from eagle._public import public_dir, warn_renamed
 from eagle._text import check_name, plural, with_article
 from eagle.cpu.backend import CpuBackend
@@ -55,7 +55,7 @@ from eagle.record.recording import Recording
 from eagle.record.staging import Stager
 
 __all__ = ["Graph", "opaque", "native", "ufunc", "cuda_kernel", "compact", "reorder", "random_bits", "uniform",
-           "normal", "while_loop", "if_else", "subgraph", "allreduce", "allgather", "bcast", "sendrecv", "SIZE",
+           "normal", "exponential", "poisson", "binomial", "integers", "while_loop", "if_else", "subgraph", "allreduce", "allgather", "bcast", "sendrecv", "SIZE",
            "SIZE_PTR", "Node", "CpuOptions", "CudaOptions", "NotBuiltError", "GroupConflictError", "Plan",
            "StagePlan", "Recording"]
 

@@ -21,7 +21,9 @@ writing disjoint slices of one buffer, at 4,000 and 40,000 nodes (``--recording`
 Below the table, rows for eagle's fixed costs, load and interrupts: ``launch(1)``
 beside one ctypes call of a C no-op; a native stage under ``auto`` beside busy
 processes, against the same stage on 1 thread; and the Ctrl-C latency of a
-launch whose kernel turns from cheap (a million calls) to 2 ms a call; and four ufunc
+launch whose kernel turns from cheap (a million calls) to 2 ms a call; the random nodes
+(``normal`` and the distributions: exponential, integers, poisson, binomial, 1 million
+samples) on 1 thread and on all beside NumPy's ``Generator``; and four ufunc
 nodes over 16M doubles (4M with --quick) on one thread, fused into sample tiles and
 not, beside the same NumPy calls (``eagle.bench.tiles``).
 
@@ -278,12 +280,42 @@ def rows_normal(rounds, samples=1_000_000):
              "NumPy standard_normal(out=)", best["numpy"])]
 
 
+def rows_distributions(rounds, samples=1_000_000):
+    """Each distribution node (``cases.DISTRIBUTIONS``) on 1 thread and on all, against
+    NumPy's ``Generator`` drawing the same distribution, interleaved."""
+    from .cases import DISTRIBUTIONS, distribution_graph
+
+    rows = []
+    threads = eagle.get_num_threads()
+    rng = np.random.default_rng()
+    for name in DISTRIBUTIONS:
+        g, out, ref = distribution_graph(name, samples)
+        g.build(cpu=eagle.CpuOptions(teams="serial"))
+        gp, _, _ = distribution_graph(name, samples)
+        gp.build()
+        g.launch(2)
+        gp.launch(2)
+        runners = {"serial": lambda n: g.launch(n), "team": lambda n: gp.launch(n),
+                   "numpy": lambda n: [ref(rng, out) for _ in range(n)]}
+        best = {k: float("inf") for k in runners}
+        for _ in range(rounds):
+            for k, fn in runners.items():
+                best[k] = min(best[k], best_per_call(fn, 3, 1))
+        kind = name.split()[0]
+        rows += [(f"{name} node, {samples:,}, 1 thread", best["serial"], f"NumPy Generator.{kind}",
+                  best["numpy"]),
+                 (f"{name} node, {samples:,}, {threads} threads", best["team"], f"NumPy Generator.{kind}",
+                  best["numpy"])]
+    return rows
+
+
 def print_extra_rows(rounds, out=None, quick=False, tile_samples=TILE_SAMPLES):
     out = out if out is not None else sys.stdout   # the stream at call time, not at import
     dll, why = compile_extra()
     print(file=out)
     print(f"{'random numbers':<42}{'eagle':>9}  {'reference':<28} {'time':>9}  ratio", file=out)
-    for what, t, ref_name, ref in rows_normal(rounds, samples=250_000 if quick else 1_000_000):
+    size = 250_000 if quick else 1_000_000
+    for what, t, ref_name, ref in rows_normal(rounds, samples=size) + rows_distributions(rounds, size):
         _wrapped(what, out)
         print(f"{fmt_time(t):>51}  {ref_name:<28} {fmt_time(ref):>9}  {t / ref:.2f}", file=out)
     if dll is None:

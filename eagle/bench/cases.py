@@ -524,3 +524,28 @@ def normal_graph(size, key=2024):
     g = eagle.Graph()
     g.add_node(normal({"z": z}, key=key), name="normal")
     return g, z
+
+
+#: the distribution nodes ``python -m eagle.bench`` and asv time, each beside NumPy's
+#: ``Generator`` drawing the same distribution: (name, node arguments, output dtype,
+#: the NumPy call on a Generator ``rng`` for ``size`` samples)
+DISTRIBUTIONS = {
+    "exponential": (dict(scale=1.0), np.float64, lambda rng, out: rng.standard_exponential(out=out)),
+    "integers [0, 100)": (dict(low=0, high=100), np.int64, lambda rng, out: rng.integers(0, 100, out.size)),
+    "poisson lam=5": (dict(lam=5.0), np.int64, lambda rng, out: rng.poisson(5.0, out.size)),
+    "poisson lam=100": (dict(lam=100.0), np.int64, lambda rng, out: rng.poisson(100.0, out.size)),
+    "binomial n=100 p=0.05": (dict(n=100, p=0.05), np.int64, lambda rng, out: rng.binomial(100, 0.05, out.size)),
+    "binomial n=1000 p=0.3": (dict(n=1000, p=0.3), np.int64, lambda rng, out: rng.binomial(1000, 0.3, out.size)),
+}
+
+
+def distribution_graph(name, size, key=2024):
+    """One distribution node (``DISTRIBUTIONS[name]``) over ``size`` samples, its output
+    and its NumPy reference, a callable ``ref(rng, out)``."""
+    from eagle import graph
+
+    kw, dtype, ref = DISTRIBUTIONS[name]
+    out = np.empty(size, dtype=dtype)
+    g = eagle.Graph()
+    g.add_node(getattr(graph, name.split()[0])({"out": out}, key=key, **kw), name=name.split()[0])
+    return g, out, ref

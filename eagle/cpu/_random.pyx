@@ -59,3 +59,77 @@ def normal_from_words(uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3):
     cdef eagle_philox_words w
     w.w0, w.w1, w.w2, w.w3 = w0, w1, w2, w3
     return eagle_normal_from_words(w)
+
+
+cdef extern from "distribution_kernels.h" nogil:
+    ctypedef struct eagle_dist_params:
+        uint32_t key0, key1
+        int32_t what
+        int32_t out_type
+        int32_t has_ids
+        int32_t per_sample0, per_sample1
+        double d0, d1
+        int64_t i0, i1
+        uint64_t (*replay)() noexcept nogil
+    void eagle_distribution_kernel(int64_t start, int64_t stop, char **data, const int64_t *strides,
+                                   void *user_data)
+
+
+cdef class _DistParams:
+    """A distribution kernel's user_data; lives as long as the kernel (its owner)."""
+    cdef eagle_dist_params p
+
+
+def distribution_kernel(str name, int what, int out_type, uint64_t key, bint has_ids,
+                        bint per_sample0, bint per_sample1, double d0, double d1, int64_t i0,
+                        int64_t i1):
+    """The Kernel of one distribution node (csrc/cpu/distribution_kernels.h: ``what`` and
+    ``out_type`` are its EAGLE_DIST_* numbers; d0, d1, i0, i1 the scalar parameters)."""
+    cdef _DistParams params = _DistParams()
+    params.p.key0 = <uint32_t>(key & 0xffffffff)
+    params.p.key1 = <uint32_t>(key >> 32)
+    params.p.what = what
+    params.p.out_type = out_type
+    params.p.has_ids = has_ids
+    params.p.per_sample0 = per_sample0
+    params.p.per_sample1 = per_sample1
+    params.p.d0 = d0
+    params.p.d1 = d1
+    params.p.i0 = i0
+    params.p.i1 = i1
+    params.p.replay = _thread_replay
+    return wrap_kernel(<kernel_t>eagle_distribution_kernel, name, <void *>&params.p, params)
+
+
+cdef extern from "eagle/distributions.h" nogil:
+    double eagle_exponential_value(double scale, uint32_t w0, uint32_t w1)
+    int64_t eagle_poisson_sample(double lam, uint64_t id, uint64_t r, uint32_t key0, uint32_t key1)
+    int64_t eagle_binomial_sample(int64_t n, double p, uint64_t id, uint64_t r, uint32_t key0,
+                                  uint32_t key1)
+    int64_t eagle_integers_value(int64_t low, int64_t high, int i32, uint64_t id, uint64_t r,
+                                 uint32_t key0, uint32_t key1)
+    eagle_philox_words eagle_dist_block(uint64_t id, uint64_t r, uint32_t key0, uint32_t key1,
+                                        uint32_t j)
+
+
+def reference_sample(int what, uint64_t key, uint64_t id, uint64_t replay, double d0=0.0,
+                     double d1=0.0, int64_t i0=0, int64_t i1=0, bint i32=False):
+    """One sample as eagle/distributions.h's scalar sampler draws it, one at a time (the
+    tests' oracle for the vectorised kernels): ``what`` as distribution_kernel's."""
+    cdef uint32_t k0 = <uint32_t>(key & 0xffffffff), k1 = <uint32_t>(key >> 32)
+    cdef eagle_philox_words w
+    if what == 0:
+        w = eagle_dist_block(id, replay, k0, k1, 0)
+        return eagle_exponential_value(d0, w.w0, w.w1)
+    if what == 1:
+        return eagle_poisson_sample(d0, id, replay, k0, k1)
+    if what == 2:
+        return eagle_binomial_sample(i0, d1, id, replay, k0, k1)
+    return eagle_integers_value(i0, i1, i32, id, replay, k0, k1)
+
+
+def dist_block(uint64_t key, uint64_t id, uint64_t replay, uint32_t j):
+    """Block ``j`` of a sample's stream (the counter layout of eagle/distributions.h)."""
+    cdef eagle_philox_words w = eagle_dist_block(id, replay, <uint32_t>(key & 0xffffffff),
+                                                 <uint32_t>(key >> 32), j)
+    return (w.w0, w.w1, w.w2, w.w3)

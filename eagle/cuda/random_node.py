@@ -1,4 +1,5 @@
 """Random nodes on CUDA arrays: ``eagle.graph.random_bits`` / ``uniform`` / ``normal``
+and the distribution nodes (``exponential``, ``poisson``, ``binomial``, ``integers``)
 given CuPy (or any ``__cuda_array_interface__``) arrays.
 
 Each node is captured as one kernel node of the CUDA graph, ``eagle_random`` of
@@ -25,9 +26,10 @@ import numpy as np
 from eagle.cuda.capture import Lowering, Need, register
 from eagle.record.memory import array_kind, overlap
 from eagle.record.node import Node, RunsAs
+from eagle.record.distributions import DistributionSpec
 from eagle.record.random import RandomSpec
 
-__all__ = ["CudaRandomNode", "CudaRandomCapture", "BLOCK"]
+__all__ = ["CudaRandomNode", "CudaRandomCapture", "CudaDistributionNode", "CudaDistributionCapture", "BLOCK"]
 
 #: threads per block of eagle_random
 BLOCK = 256
@@ -112,3 +114,75 @@ class CudaRandomCapture(Lowering):
 
 
 register(CudaRandomNode, CudaRandomCapture)
+
+
+#: the index of eagle_distribution's size parameter (n, the last of 18)
+DIST_SIZE_INDEX = 17
+
+
+class CudaDistributionNode(Node):
+    """A distribution node (``exponential``, ``poisson``, ``binomial``, ``integers``) on
+    CUDA arrays: one ``eagle_distribution`` kernel node (random.cu, the samplers of
+    csrc/include/eagle/distributions.h); drawn ``~name~``."""
+
+    kind = "random"
+    runs_as = RunsAs.CUDA_RANDOM
+    box = ("~", "~")
+    dot_shape = "parallelogram"
+    sized = True
+    sample_local = True
+
+    def __init__(self, spec: DistributionSpec):
+        out = spec.out
+        reads = spec.reads()
+        if array_kind(out) != "cuda" or any(array_kind(a) != "cuda" for a in reads.values()):
+            raise TypeError(f"{spec.kind}(): a cuda distribution node takes CUDA arrays")
+        for name, a in reads.items():
+            if overlap(a, out):
+                raise ValueError(f"{spec.kind}(): {name!r} shares memory with out {spec.out_name!r}")
+        super().__init__(reads or None, {spec.out_name: out})
+        self.spec = spec
+        self.out_ptr, self.out_stride = _pointer_and_stride(out, spec.out_name, spec.kind)
+        self.ids_ptr, self.ids_stride = (0, 0) if spec.ids is None else \
+            _pointer_and_stride(spec.ids, spec.ids_name, spec.kind)
+        self.param_ptrs = [(0, 0) if not p.per_sample else _pointer_and_stride(p.array, p.name, spec.kind)
+                           for p in spec.params] + [(0, 0)] * (2 - len(spec.params))
+
+    def kernel_args(self, size, size_ptr, replay_ptr):
+        """eagle_distribution's 18 arguments as ("i", int) / ("d", float) pairs (random.cu)."""
+        s = self.spec
+        key = s.key - (1 << 64) if s.key >= 1 << 63 else s.key   # the same 64 bits, as an int64
+        d0, d1, i0, i1 = s.scalars()
+        (q0, q0s), (q1, q1s) = self.param_ptrs
+        i = lambda v: ("i", int(v))  # noqa: E731
+        d = lambda v: ("d", float(v))  # noqa: E731
+        return [i(self.out_ptr), i(self.out_stride), i(self.ids_ptr), i(self.ids_stride),
+                i(s.what), i(s.out_type), i(key), i(q0), i(q0s), i(q1), i(q1s), i(i0), i(i1),
+                d(d0), d(d1), i(replay_ptr), i(size_ptr), i(size)]
+
+    def default_name(self) -> str:
+        return self.spec.kind
+
+    def __repr__(self):
+        s = self.spec
+        params = ", ".join(f"{p.arg}={p.name!r}" if p.per_sample else f"{p.arg}={p.value!r}" for p in s.params)
+        ids = f", ids={s.ids_name!r}" if s.ids is not None else ""
+        return f"{s.kind}(out={s.out_name!r}, key={s.key}, {params}{ids}, cuda)"
+
+
+class CudaDistributionCapture(Lowering):
+    """A distribution node's capture: one ``eagle_distribution`` kernel node, sized,
+    reading the graph's device replay counter (and device logical size, if kept)."""
+
+    def needs(self, node):
+        return frozenset({Need.REPLAY_COUNTER})
+
+    def capture(self, node, ctx):
+        size = ctx.size
+        ctx.kernels.launch("eagle_distribution", ctx.stream, max(1, -(-size // BLOCK)), BLOCK,
+                           node.kernel_args(size, ctx.size_ptr, ctx.replay_ptr))
+        ctx.add_sized_kernel(ctx.stream.last_node(), nargs=DIST_SIZE_INDEX + 1, size_index=DIST_SIZE_INDEX,
+                             size_type="int64", per_block=BLOCK)
+
+
+register(CudaDistributionNode, CudaDistributionCapture)

@@ -4,9 +4,13 @@
  * bits. Compiled by CuPy (NVRTC, -I eagle's include directory, --fmad=false) on a
  * GPU and by the tests' CUDA C emulator on the CPU (tests/doubles/cuda_emulation.h:
  * there the header takes its host path, the CPU's own code).
+ * eagle_distribution runs the samplers of csrc/include/eagle/distributions.h (the
+ * header the CPU's csrc/cpu/distribution_kernels.c is built from), one sample per
+ * thread, the same integers and float bits as the CPU.
  * Every parameter is 8 bytes (pointer, long long, double).
  */
 #include "eagle/philox.h"
+#include "eagle/distributions.h"
 
 typedef long long i64;
 
@@ -49,6 +53,51 @@ extern "C" __global__ void eagle_random(char *out, i64 ostride, const char *ids,
         else
             *(double *)o = z;
     }
+}
+
+/* One thread per sample i < n (n and size as eagle_random's). what: 0 exponential
+ * (d0: scale), 1 poisson (d0: lam), 2 binomial (i0: n, d1: p), 3 integers (i0: low,
+ * i1: high); q0 / q1: NULL, or the per-sample parameter 0 / 1 (float64 scale, lam, p;
+ * int64 n, low, high), q0stride / q1stride bytes apart. out_type: 0 float64,
+ * 1 float32, 2 int64, 3 int32. A sample's bad per-sample parameter gives the marker of
+ * distributions.h (nan, -1, the type's smallest value). */
+extern "C" __global__ void eagle_distribution(char *out, i64 ostride, const char *ids, i64 istride,
+                                              i64 what, i64 out_type, i64 key, const char *q0,
+                                              i64 q0stride, const char *q1, i64 q1stride, i64 i0,
+                                              i64 i1, double d0, double d1,
+                                              const unsigned long long *replay, const i64 *size,
+                                              i64 n) {
+    const i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x;
+    if (i >= n || (size && i >= *size)) return;
+    const eagle_u64 r = *replay;
+    const eagle_u64 id = ids ? (eagle_u64)*(const i64 *)(ids + i * istride) : (eagle_u64)i;
+    const eagle_u32 k0 = (eagle_u32)(eagle_u64)key, k1 = (eagle_u32)((eagle_u64)key >> 32);
+    char *o = out + i * ostride;
+    if (what == 0) {
+        const double scale = q0 ? *(const double *)(q0 + i * q0stride) : d0;
+        const eagle_philox_words w = eagle_dist_block(id, r, k0, k1, 0);
+        const double x = eagle_exponential_value(scale, w.w0, w.w1);
+        if (out_type == 1)
+            *(float *)o = (float)x;
+        else
+            *(double *)o = x;
+        return;
+    }
+    eagle_i64 v;
+    if (what == 1) {
+        v = eagle_poisson_sample(q0 ? *(const double *)(q0 + i * q0stride) : d0, id, r, k0, k1);
+    } else if (what == 2) {
+        v = eagle_binomial_sample(q0 ? *(const i64 *)(q0 + i * q0stride) : i0,
+                                  q1 ? *(const double *)(q1 + i * q1stride) : d1, id, r, k0, k1);
+    } else {
+        v = eagle_integers_value(q0 ? *(const i64 *)(q0 + i * q0stride) : i0,
+                                 q1 ? *(const i64 *)(q1 + i * q1stride) : i1, out_type == 3, id, r,
+                                 k0, k1);
+    }
+    if (out_type == 3)
+        *(int *)o = (int)v;
+    else
+        *(i64 *)o = v;
 }
 
 /* The last node of every replay of a graph with random nodes: the next replay draws
