@@ -108,16 +108,17 @@ def test_every_generated_ufunc_kernel_compiles(nvrtc, arch):
         real_nvrtc.ptx_function(ptx, k)
 
 
+@pytest.mark.parametrize("kernel", ["eagle_random", "eagle_distribution"])
 @pytest.mark.parametrize("arch", ARCHES)
-def test_random_kernel_has_no_flush_to_zero_instruction(nvrtc, arch):
+def test_random_kernel_has_no_flush_to_zero_instruction(nvrtc, arch, kernel):
     # CuPy appends -ftz=true: a float32 instruction the compiler picks gets .ftz and flushes
     # subnormal parameters and results to 0, where the CPU keeps them; eagle_random must
-    # give the CPU's bits, so its float32 work is written as explicit PTX (philox.h)
+    # and eagle_distribution give the CPU's bits, so their float32 work is explicit PTX (philox.h)
     from eagle.cuda import kernel_source
     from eagle.cuda.finished import module_options
 
     ptx, _ = nvrtc.compile(kernel_source("random"), module_options("random") + cupy_appends(arch), "random.cu")
-    body = real_nvrtc.ptx_function(ptx, "eagle_random")
+    body = real_nvrtc.ptx_function(ptx, kernel)
     assert ".f32" in body                       # the float32 paths are there ...
     flushing = [ln.strip() for ln in body.splitlines() if ".ftz" in ln]
     assert not flushing, flushing               # ... and none flushes

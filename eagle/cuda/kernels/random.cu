@@ -78,7 +78,7 @@ extern "C" __global__ void eagle_distribution(char *out, i64 ostride, const char
         const eagle_philox_words w = eagle_dist_block(id, r, k0, k1, 0);
         const double x = eagle_exponential_value(scale, w.w0, w.w1);
         if (out_type == 1)
-            *(float *)o = (float)x;
+            *(float *)o = eagle_f32_from_double(x);
         else
             *(double *)o = x;
         return;
