@@ -50,7 +50,8 @@ typedef struct eagle_stage {
  * Both are off (NULL) unless the Python layer asks for them for one launch.
  * Profile: one lane per thread of the launch (lane 0 the calling thread, lane t
  * OpenMP thread t); every node call is timed into its thread's lane, in C, with
- * no Python call. A full lane counts what it could not keep in `dropped`.
+ * no Python call. A lane grows as it fills (a loop's calls are not known before it
+ * runs); a full lane counts what it could not keep in `dropped`.
  * In a fused run a node is called once per tile: its span is the sum of its
  * calls' times, the run's nodes' spans laid end to end from the run's start. */
 typedef struct eagle_span {
@@ -61,8 +62,11 @@ typedef struct eagle_span {
 } eagle_span;
 
 typedef struct eagle_profile_lane {
-    eagle_span *spans;      /* capacity spans, owned by the caller */
-    int64_t capacity;
+    eagle_span *spans;      /* allocated spans (malloc), grown by the lane's thread as it
+                             * fills; NULL at first. The caller frees it after the launch */
+    int64_t allocated;
+    int64_t capacity;       /* spans kept at most (max_spans); a control node's own span is
+                             * kept past it, up to twice it, so a loop keeps its row */
     int64_t count;          /* out: spans kept */
     int64_t dropped;        /* out: spans not kept (lane full) */
     int64_t replay;         /* the replay under way on this thread */

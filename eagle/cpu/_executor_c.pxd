@@ -123,6 +123,7 @@ cdef extern from "plan.h" nogil:
 
     ctypedef struct eagle_profile_lane:
         eagle_span *spans
+        int64_t allocated
         int64_t capacity
         int64_t count
         int64_t dropped

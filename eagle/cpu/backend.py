@@ -55,6 +55,7 @@ class CpuBackend(Backend):
         # what the profile names each timed node: the graph's nodes (plan order), then the
         # bodies' nodes ("loop/step"), numbered on as the bodies are compiled
         self._timed = [None] * len(nodes)
+        self._controls = set()   # the span indexes of control nodes (bodies' too)
         # what the specs carry besides the call (bodies' too): partitions (their invalid
         # keys are reported after a launch), ufunc loops (an error one reports is raised
         # when the launch ends), process groups, and the partition of each node
@@ -92,6 +93,8 @@ class CpuBackend(Backend):
         self.timed_nodes = tuple(self._plan.order)
         for k, i in enumerate(self._plan.order):
             self._timed[k] = (recording.names[i], recording.stage_of[i], False)
+        self._controls.update(self._plan.bodies)
+        self.timed_controls = frozenset(self._controls)
         #: per timed node (the executor's span index): (name, stage, counted per call); a
         #: body's nodes are named "loop/step" and counted per call (once per iteration)
         self._timed = tuple(self._timed)
@@ -325,6 +328,7 @@ class LoweringContext:
             backend._body_runs[id(body)] = runs
             for j, k in enumerate(plan.order):
                 backend._timed[base + j] = (where + body.names[k], rec.stage_of[i], True)
+            backend._controls.update(base + j for j in plan.bodies)
             bodies.append(plan)
         return bodies, bases
 

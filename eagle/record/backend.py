@@ -49,6 +49,9 @@ class Backend(metaclass=_BackendType):
     #: for the profile: the graph index of each node whose calls the backend times, in
     #: the order its spans number them (empty: it times whole launches only)
     timed_nodes = ()
+    #: the span indexes (of ``timed``) that are control nodes: a profile keeps their own
+    #: calls past ``max_spans`` (a loop keeps its row)
+    timed_controls = frozenset()
 
     @property
     def timed(self):
