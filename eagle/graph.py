@@ -750,6 +750,51 @@ class Graph(GraphCore):
         plan.split_refused = self.split_refused
         return plan
 
+    def iterations(self, name: str) -> int:
+        """The iterations ``while_loop`` node ``name`` ran in its last run (in the last
+        replay that ran it), read after a launch.
+
+        A node inside a control node's body is named by its path, as the profile names it:
+        ``"outer/inner"`` (``"branch/then/inner"`` through an ``if_else``). For an
+        ``if_else`` or ``subgraph`` node: 1, or 0 when its last run ran no body. With
+        ``on_max="stop"``, a loop that ran ``max_iterations`` with its condition still true
+        stopped there.
+
+        Raises
+        ------
+        NotBuiltError
+            The graph is not built.
+        KeyError
+            No such node, or it is not a control node.
+        """
+        if self._backend is None:
+            raise NotBuiltError("iterations() needs a built graph: call g.build() first")
+        rec, steps, node, parts = self._backend.recording, [], None, name.split("/")
+        while parts:
+            part = parts.pop(0)
+            if part not in rec.names:
+                raise KeyError(f"iterations(): no node {part!r} in {name!r}"
+                               + (f" (nodes: {', '.join(rec.names)})" if len(rec.names) <= 12 else ""))
+            i = rec.names.index(part)
+            node = rec.nodes[i]
+            bodies = getattr(node, "body_nodes", None)
+            if bodies is None:
+                raise KeyError(f"iterations(): node {part!r} is not a control node (while_loop, "
+                               "if_else, subgraph)")
+            b = None
+            if parts:
+                labels = [label for label, _ in bodies()]
+                b = 0
+                if len(labels) > 1:
+                    label = parts.pop(0)
+                    if label not in labels or not parts:
+                        raise KeyError(f"iterations(): after {part!r} name its body ({' or '.join(labels)}) "
+                                       "and a node in it")
+                    b = labels.index(label)
+                rec = node.bodies[b]
+            steps.append((i, b))
+        return self._backend.control_iterations(steps, node)
+
     # ---- the picture ------------------------------------------------------------
 
     def _header(self, rec=None):

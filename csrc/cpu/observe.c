@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "clock.h"
+#include "launch.h"
 
 static int64_t os_thread_id(void)
 {
@@ -65,7 +66,11 @@ int eagle_report_progress(eagle_plan *plan, int64_t done)
     if (t < plan->progress_next_ns)
         return 0;
     plan->progress_next_ns = t + EAGLE_PROGRESS_EVERY_NS;
-    PyObject *res = PyObject_CallFunction(plan->progress, "L", (long long)done);
+    /* inside a long loop the replays move slowly: its iterations say how far it is */
+    const int64_t iterations = eagle_this_thread()->iterations;
+    PyObject *res = iterations > 0
+        ? PyObject_CallFunction(plan->progress, "LL", (long long)done, (long long)iterations)
+        : PyObject_CallFunction(plan->progress, "L", (long long)done);
     if (res == NULL)
         return -1;
     Py_DECREF(res);

@@ -41,7 +41,8 @@ void eagle_record_span(eagle_profile_lane *lane, int32_t node, int32_t phase, in
                        int control);
 
 /* Holding the GIL, at a signal check: call plan->progress(done) if a call is due
- * (at most every EAGLE_PROGRESS_EVERY_NS). -1 if it raised. */
+ * (at most every EAGLE_PROGRESS_EVERY_NS), progress(done, iterations) once the launch
+ * has run while-loop iterations (eagle_thread_state.iterations). -1 if it raised. */
 int eagle_report_progress(eagle_plan *plan, int64_t done);
 
 #ifdef __cplusplus

@@ -192,6 +192,12 @@ static int stage_team(const eagle_choice *ch, const eagle_choice_stage *st, int 
         return 1;
     if (st->policy == EAGLE_TEAM_ALL)
         return nt;
+    /* a control node whose bodies choose their own teams, pass by pass: its stage stays
+     * here (timing the whole of a loop on the team cost each re-check the loop's
+     * barriers; its iterations are timed instead) */
+    for (int32_t i = st->first; i < st->first + st->count; ++i)
+        if (ch->nodes[i].iterates)
+            return 1;
     /* auto: only a measured stage whose cost pays for a barrier and a hand-off */
     if (!((eagle_load_i32(&ch->state.measured_replays) >= MEASURED_REPLAYS
            || eagle_load_i32(&ch->state.checks) > 0)

@@ -126,6 +126,9 @@ typedef struct eagle_choice_node {
     int32_t sized;          /* its cost grows with the logical size (split native, team node) */
     int32_t splits;         /* it can use a team: sized, or a control node whose bodies hold
                              * sized work (its cost is measured whole) */
+    int32_t iterates;       /* a control node whose bodies' own team choice decides their
+                             * teams (their passes, a loop's iterations): an auto stage
+                             * holding it runs on one thread */
 } eagle_choice_node;
 
 /* A stage as the choice sees it: the unit it puts on the team or not. */

@@ -235,6 +235,7 @@ cdef class CpuPlan(CompiledLaunch):
         """Fill plan node `node` from a ControlSpec (see the class docstring)."""
         control, cond, bodies, max_iterations, name, span_bases = (
             spec.control, spec.cond, spec.bodies, spec.max_iterations, spec.name, spec.span_bases)
+        cdef eagle_choice_node *me = &self.plan.choice.nodes[node - self.plan.nodes]
         cdef eagle_control *c = <eagle_control *>calloc(1, sizeof(eagle_control))
         cdef CpuPlan body
         cdef int32_t j
@@ -258,16 +259,34 @@ cdef class CpuPlan(CompiledLaunch):
             if body.plan.has_opaque:
                 c.has_opaque = 1
                 self.plan.has_opaque = 1
+            auto = False
+            for j in range(body.plan.n_stages):
+                auto = auto or body.plan.choice.stages[j].policy == EAGLE_TEAM_AUTO
             for j in range(body.plan.n_nodes):
-                # split work in a body: the team choice may put the control node's stage on the team
-                if body.plan.choice.nodes[j].splits:
-                    self.plan.choice.nodes[node - self.plan.nodes].splits = 1
+                # split work in a body: the team choice may put the control node's stage on the
+                # team, or, where the body's stages are auto, the body's own choice decides,
+                # pass by pass (csrc/cpu/plan.h): the control node's stage stays on one thread
+                if body.plan.choice.nodes[j].splits or body.plan.choice.nodes[j].iterates:
+                    if auto:
+                        me.iterates = 1
+                    else:
+                        me.splits = 1
         c.max_iterations = -1 if max_iterations is None else max_iterations
+        c.on_max_stop = spec.on_max == "stop"
         name_bytes = name.encode("utf-8", "backslashreplace").replace(b"\0", b"?")
         c.name = name_bytes
         self.keepalive.append((cond, name_bytes))
         self.bodies[node - self.plan.nodes] = tuple(bodies)
         return 0
+
+    def control_iterations(self, int32_t i):
+        """(passes, at_limit) of control plan node i's last run: a while loop's iterations
+        (an if_else's or subgraph's: 1, or 0 when no body ran), and whether it stopped at
+        max_iterations with its condition still true (on_max="stop")."""
+        if not 0 <= i < self.plan.n_nodes or self.plan.nodes[i].kind != EAGLE_NODE_CONTROL:
+            raise ValueError(f"plan node {i} is not a control node")
+        cdef eagle_control *c = <eagle_control *>self.plan.nodes[i].user_data
+        return c.iterations, bool(c.at_limit)
 
     def control_failure(self, int32_t i):
         """(why, body, body plan node, iteration) of control plan node i's last failure:

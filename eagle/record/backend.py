@@ -116,6 +116,11 @@ class Backend(metaclass=_BackendType):
 
     # ---- looking ----
 
+    def control_iterations(self, steps, node) -> int:
+        """The passes control node ``node`` ran in its last run (a while loop's iterations):
+        ``steps`` its path, ``(graph index, body index)`` per level, the last ``(index, None)``."""
+        raise NotImplementedError(f"the {self.name} backend does not count a loop's iterations")
+
     def plan(self):
         """An ``eagle.record.plan.Plan``: how the stages run."""
         raise NotImplementedError
