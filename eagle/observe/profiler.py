@@ -278,13 +278,16 @@ class Profile:
             sp = np.concatenate([p for _, p in parts])
             thread_total += float((sp["t1"] - sp["t0"]).sum())
             if per_call:
-                # on a team every thread times its part of each iteration: a lane's k-th call
-                # of a replay (of one phase: a team node is timed once per phase) is iteration
-                # k (every thread passes every iteration), so a call is (replay, k), first
-                # start to last end over the threads and phases
-                keys = np.concatenate([_call_ordinals(p["replay"], p["phase"]) for _, p in parts])
-                order = np.lexsort((keys, sp["replay"]))
-                key = np.stack([sp["replay"][order], keys[order]])
+                # a call (an iteration) is (replay, k): the k-th of the replay on the lane that
+                # ran every call (thread 0 takes part in each; of one phase: a team node is
+                # timed once per phase). On a team every thread times its part of it, and
+                # starts it after the same barrier: another thread's span is the call that
+                # started nearest (a loop's first iterations may run on thread 0 alone, so a
+                # worker's k-th span need not be iteration k), first start to last end over
+                # the threads and phases
+                reps, keys = _call_keys(parts)
+                order = np.lexsort((keys, reps))
+                key = np.stack([reps[order], keys[order]])
                 starts = np.flatnonzero(np.r_[True, (key[:, 1:] != key[:, :-1]).any(axis=0)])
                 per_replay.append(np.maximum.reduceat(sp["t1"][order], starts)
                                   - np.minimum.reduceat(sp["t0"][order], starts))
@@ -404,6 +407,28 @@ def profile(max_spans: int = 1_000_000) -> Profile:
 
 
 _core.register_observer(launch_record=launch_record)
+
+
+def _call_keys(parts):
+    """(replay, ordinal) of each span of one node's parts ((lane, spans) per lane, in
+    lane order, concatenated as they come): lane 0's own ordinals, and each other lane's
+    span keyed as the lane-0 span that started nearest it (by ordinals of its own when
+    lane 0 has none: a node dealt out to another thread)."""
+    base = parts[0][1] if parts[0][0] == 0 else None
+    if base is not None:
+        base_keys, t0 = _call_ordinals(base["replay"], base["phase"]), base["t0"]
+    reps, keys = [], []
+    for k, p in parts:
+        if base is None or k == 0:
+            reps.append(p["replay"])
+            keys.append(_call_ordinals(p["replay"], p["phase"]))
+            continue
+        hi = np.clip(np.searchsorted(t0, p["t0"]), 0, len(t0) - 1)
+        lo = np.clip(hi - 1, 0, len(t0) - 1)
+        near = np.where(np.abs(t0[lo] - p["t0"]) <= np.abs(t0[hi] - p["t0"]), lo, hi)
+        reps.append(base["replay"][near])
+        keys.append(base_keys[near])
+    return np.concatenate(reps), np.concatenate(keys)
 
 
 def _call_ordinals(replays, phases):
