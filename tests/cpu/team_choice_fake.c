@@ -129,5 +129,17 @@ int main(void)
     check(r.stage.team == 1 && eagle_choice_checks(&r.ch) >= 1, "a team 100x slower is dropped, and re-checked");
     check(t_recheck <= 0.05 * t_total, "re-checks of a slow team cost at most 5% of the time");
 
+    /* a control node whose body chooses its own teams (its iterations are timed): its
+     * auto stage stays on one thread, never timed on the team as a whole */
+    rig_init(&r, 100);
+    r.node.sized = 0;
+    r.node.iterates = 1;
+    int verified = 0;
+    for (int k = 0; k < 20; ++k) {
+        const int kind = launch(&r, 50 * MS, 1 * MS);
+        verified |= kind == EAGLE_SEGMENT_VERIFY || kind == EAGLE_SEGMENT_PAIRED;
+    }
+    check(!verified && r.stage.team == 1, "a stage holding an iterating control node stays on one thread");
+
     return failures ? 1 : 0;
 }
