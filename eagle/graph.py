@@ -754,11 +754,19 @@ class Graph(GraphCore):
         """The iterations ``while_loop`` node ``name`` ran in its last run (in the last
         replay that ran it), read after a launch.
 
-        A node inside a control node's body is named by its path, as the profile names it:
-        ``"outer/inner"`` (``"branch/then/inner"`` through an ``if_else``). For an
-        ``if_else`` or ``subgraph`` node: 1, or 0 when its last run ran no body. With
-        ``on_max="stop"``, a loop that ran ``max_iterations`` with its condition still true
-        stopped there.
+        Parameters
+        ----------
+        name : str
+            The control node's name; a node inside a control node's body is named by its
+            path, as the profile names it: ``"outer/inner"`` (``"branch/then/inner"``
+            through an ``if_else``).
+
+        Returns
+        -------
+        int
+            The loop's iterations. For an ``if_else`` or ``subgraph`` node: 1, or 0 when
+            its last run ran no body. With ``on_max="stop"``, a loop that ran
+            ``max_iterations`` with its condition still true stopped there.
 
         Raises
         ------
@@ -766,6 +774,20 @@ class Graph(GraphCore):
             The graph is not built.
         KeyError
             No such node, or it is not a control node.
+
+        Examples
+        --------
+        >>> import numpy as np, eagle
+        >>> from eagle.graph import ufunc, while_loop
+        >>> x, more = np.zeros(1), np.ones(1, dtype=bool)
+        >>> body = eagle.Graph()
+        >>> body.add_node(ufunc(np.add, {"x": x}, 1.0, out={"x": x}), name="inc")
+        >>> body.add_node(ufunc(np.less, {"x": x}, 5.0, out={"more": more}), name="test")
+        >>> g = eagle.Graph()
+        >>> g.add_node(while_loop(more, body, max_iterations=3, on_max="stop"), name="loop")
+        >>> g.build().launch(1)
+        >>> g.iterations("loop"), x
+        (3, array([3.]))
         """
         if self._backend is None:
             raise NotBuiltError("iterations() needs a built graph: call g.build() first")
