@@ -750,6 +750,73 @@ class Graph(GraphCore):
         plan.split_refused = self.split_refused
         return plan
 
+    def iterations(self, name: str) -> int:
+        """The iterations ``while_loop`` node ``name`` ran in its last run (in the last
+        replay that ran it), read after a launch.
+
+        Parameters
+        ----------
+        name : str
+            The control node's name; a node inside a control node's body is named by its
+            path, as the profile names it: ``"outer/inner"`` (``"branch/then/inner"``
+            through an ``if_else``).
+
+        Returns
+        -------
+        int
+            The loop's iterations. For an ``if_else`` or ``subgraph`` node: 1, or 0 when
+            its last run ran no body. With ``on_max="stop"``, a loop that ran
+            ``max_iterations`` with its condition still true stopped there.
+
+        Raises
+        ------
+        NotBuiltError
+            The graph is not built.
+        KeyError
+            No such node, or it is not a control node.
+
+        Examples
+        --------
+        >>> import numpy as np, eagle
+        >>> from eagle.graph import ufunc, while_loop
+        >>> x, more = np.zeros(1), np.ones(1, dtype=bool)
+        >>> body = eagle.Graph()
+        >>> body.add_node(ufunc(np.add, {"x": x}, 1.0, out={"x": x}), name="inc")
+        >>> body.add_node(ufunc(np.less, {"x": x}, 5.0, out={"more": more}), name="test")
+        >>> g = eagle.Graph()
+        >>> g.add_node(while_loop(more, body, max_iterations=3, on_max="stop"), name="loop")
+        >>> g.build().launch(1)
+        >>> g.iterations("loop"), x
+        (3, array([3.]))
+        """
+        if self._backend is None:
+            raise NotBuiltError("iterations() needs a built graph: call g.build() first")
+        rec, steps, node, parts = self._backend.recording, [], None, name.split("/")
+        while parts:
+            part = parts.pop(0)
+            if part not in rec.names:
+                raise KeyError(f"iterations(): no node {part!r} in {name!r}"
+                               + (f" (nodes: {', '.join(rec.names)})" if len(rec.names) <= 12 else ""))
+            i = rec.names.index(part)
+            node = rec.nodes[i]
+            bodies = getattr(node, "body_nodes", None)
+            if bodies is None:
+                raise KeyError(f"iterations(): node {part!r} is not a control node (while_loop, "
+                               "if_else, subgraph)")
+            b = None
+            if parts:
+                labels = [label for label, _ in bodies()]
+                b = 0
+                if len(labels) > 1:
+                    label = parts.pop(0)
+                    if label not in labels or not parts:
+                        raise KeyError(f"iterations(): after {part!r} name its body ({' or '.join(labels)}) "
+                                       "and a node in it")
+                    b = labels.index(label)
+                rec = node.bodies[b]
+            steps.append((i, b))
+        return self._backend.control_iterations(steps, node)
+
     # ---- the picture ------------------------------------------------------------
 
     def _header(self, rec=None):

@@ -1,10 +1,12 @@
 /* Control-flow nodes (plan.h's eagle_control): a node whose bodies' plans run in
- * place, serially on the thread that runs the node or on the team when its stage
- * is on the team (plan.h says how). Called through run_node (node_run.h).
+ * place: on the thread that runs the node, its body's passes cut into segments by
+ * the body's own team choice (outside a parallel region: passes with a team stage
+ * run in a region of their own), or on the team when its stage is on the team
+ * (plan.h says how). Called through run_node (node_run.h).
  *
- * Ownership: writes the control struct's failure and team fields and the bodies'
- * per-launch fields (logical size, observers, replay base). Thread-safety: as the
- * stage the node is in.
+ * Ownership: writes the control struct's failure, team and iteration fields, the
+ * bodies' per-launch fields (logical size, team size, observers, replay base) and
+ * the bodies' team choices. Thread-safety: as the stage the node is in.
  */
 #ifndef EAGLE_CONTROL_H
 #define EAGLE_CONTROL_H
@@ -20,7 +22,9 @@ struct eagle_team_run;
 
 /* Run control node `node` of `plan` on this thread: 0, or -1 with the Python error set
  * on this thread and the node's failed_* fields saying where. gil_held: whether the
- * caller holds the GIL (always, when the bodies hold an opaque node). */
+ * caller holds the GIL (always, when the bodies hold an opaque node). Outside a
+ * parallel region the body's team choice decides its passes' teams (it may open a
+ * region of its own, from the launching thread). */
 int eagle_run_control(eagle_plan *plan, const eagle_node *node, int gil_held, eagle_profile_lane *lane);
 
 /* The same on the launching thread inside a parallel region, the stage on it alone:

@@ -98,9 +98,12 @@ static inline int execute_on(eagle_thread_state *me, eagle_plan *plan, int64_t n
     failure->replay = -1;
     plan->replays_done = 0;
     const uint64_t outer_replay = me->replay;   /* a launch from inside a node of another */
+    const int64_t outer_iterations = me->iterations;
+    me->iterations = 0;
     int rc = execute_replays(plan, n_replays, me, failure);
     plan->replay_base += (uint64_t)plan->replays_done;   /* replays completed, also on failure */
     me->replay = outer_replay;
+    me->iterations = outer_iterations;
     return rc;
 }
 

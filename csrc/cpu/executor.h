@@ -38,7 +38,8 @@
  *   replay     a replay's end: size source, until_done, process groups
  *   node_run.h run_node: the one dispatch on a node's kind, timed by the observer
  *   tiles      fused runs, tile by tile
- *   control    control-flow nodes, serially and on the team
+ *   control    control-flow nodes, serially (their bodies' passes segmented by the
+ *              bodies' own team choices) and on the team
  *   serial     replays on the calling thread, with the GIL or without
  *   team       replays in one parallel region
  *   executor   this entry: segments of a launch (the team choice's), the ticker

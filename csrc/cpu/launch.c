@@ -3,7 +3,7 @@
 
 #include <stddef.h>
 
-EAGLE_THREAD_LOCAL eagle_thread_state eagle_thread = {NULL, 0};
+EAGLE_THREAD_LOCAL eagle_thread_state eagle_thread = {NULL, 0, 0};
 
 int eagle_launch_encloses(const void *owner)
 {

@@ -39,6 +39,8 @@ uint64_t eagle_thread_replay(void);
 typedef struct eagle_thread_state {
     const eagle_launch_ctx *launch;   /* the innermost launch context */
     uint64_t replay;                  /* the replay it runs (eagle_thread_replay) */
+    int64_t iterations;               /* while-loop iterations its launch ran so far, at any
+                                       * depth (progress), counted by the launching thread */
 } eagle_thread_state;
 
 extern EAGLE_THREAD_LOCAL eagle_thread_state eagle_thread;

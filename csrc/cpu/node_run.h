@@ -149,7 +149,8 @@ static EAGLE_ALWAYS_INLINE int eagle_run_node(const eagle_site *s, int32_t i, in
         return eagle_node_call(s, node, phase);
     const int64_t t0 = eagle_span_clock_ns();
     const int rc = eagle_node_call(s, node, phase);
-    eagle_record_span(lane, s->span_base + i, phase, t0, eagle_span_clock_ns());
+    eagle_record_span(lane, s->span_base + i, phase, t0, eagle_span_clock_ns(),
+                      node->kind == EAGLE_NODE_CONTROL);
     return rc;
 }
 

@@ -9,7 +9,10 @@
 #include <sys/syscall.h>
 #endif
 
+#include <stdlib.h>
+
 #include "clock.h"
+#include "launch.h"
 
 static int64_t os_thread_id(void)
 {
@@ -22,11 +25,30 @@ static int64_t os_thread_id(void)
 #endif
 }
 
-void eagle_record_span(eagle_profile_lane *lane, int32_t node, int32_t phase, int64_t t0, int64_t t1)
+/* Room for one more span: the lane doubled (at least 1024 spans) up to its limit.
+ * 0, or -1 when full or out of memory. */
+static int lane_grow(eagle_profile_lane *lane, int64_t limit)
+{
+    if (lane->count >= limit)
+        return -1;
+    int64_t n = lane->allocated < 512 ? 1024 : 2 * lane->allocated;
+    if (n > limit)
+        n = limit;
+    eagle_span *sp = realloc(lane->spans, (size_t)n * sizeof(eagle_span));
+    if (sp == NULL)
+        return -1;
+    lane->spans = sp;
+    lane->allocated = n;
+    return 0;
+}
+
+void eagle_record_span(eagle_profile_lane *lane, int32_t node, int32_t phase, int64_t t0, int64_t t1,
+                       int control)
 {
     if (lane->os_thread == 0)
         lane->os_thread = os_thread_id();
-    if (lane->count < lane->capacity) {
+    const int64_t limit = control ? 2 * lane->capacity : lane->capacity;
+    if (lane->count < limit && (lane->count < lane->allocated || lane_grow(lane, limit) == 0)) {
         eagle_span *sp = &lane->spans[lane->count++];
         sp->node = node;
         sp->phase = phase;
@@ -44,7 +66,11 @@ int eagle_report_progress(eagle_plan *plan, int64_t done)
     if (t < plan->progress_next_ns)
         return 0;
     plan->progress_next_ns = t + EAGLE_PROGRESS_EVERY_NS;
-    PyObject *res = PyObject_CallFunction(plan->progress, "L", (long long)done);
+    /* inside a long loop the replays move slowly: its iterations say how far it is */
+    const int64_t iterations = eagle_this_thread()->iterations;
+    PyObject *res = iterations > 0
+        ? PyObject_CallFunction(plan->progress, "LL", (long long)done, (long long)iterations)
+        : PyObject_CallFunction(plan->progress, "L", (long long)done);
     if (res == NULL)
         return -1;
     Py_DECREF(res);

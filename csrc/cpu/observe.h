@@ -34,12 +34,15 @@ static inline int64_t eagle_span_clock_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Keep a span [t0, t1) of node `node`, phase `phase`, at the lane's replay (or
- * count it dropped when the lane is full). */
-void eagle_record_span(eagle_profile_lane *lane, int32_t node, int32_t phase, int64_t t0, int64_t t1);
+/* Keep a span [t0, t1) of node `node`, phase `phase`, at the lane's replay, growing
+ * the lane (or count it dropped when the lane is full: at its capacity, or twice it
+ * for a control node's own span). */
+void eagle_record_span(eagle_profile_lane *lane, int32_t node, int32_t phase, int64_t t0, int64_t t1,
+                       int control);
 
 /* Holding the GIL, at a signal check: call plan->progress(done) if a call is due
- * (at most every EAGLE_PROGRESS_EVERY_NS). -1 if it raised. */
+ * (at most every EAGLE_PROGRESS_EVERY_NS), progress(done, iterations) once the launch
+ * has run while-loop iterations (eagle_thread_state.iterations). -1 if it raised. */
 int eagle_report_progress(eagle_plan *plan, int64_t done);
 
 #ifdef __cplusplus

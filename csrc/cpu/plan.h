@@ -50,7 +50,8 @@ typedef struct eagle_stage {
  * Both are off (NULL) unless the Python layer asks for them for one launch.
  * Profile: one lane per thread of the launch (lane 0 the calling thread, lane t
  * OpenMP thread t); every node call is timed into its thread's lane, in C, with
- * no Python call. A full lane counts what it could not keep in `dropped`.
+ * no Python call. A lane grows as it fills (a loop's calls are not known before it
+ * runs); a full lane counts what it could not keep in `dropped`.
  * In a fused run a node is called once per tile: its span is the sum of its
  * calls' times, the run's nodes' spans laid end to end from the run's start. */
 typedef struct eagle_span {
@@ -61,8 +62,11 @@ typedef struct eagle_span {
 } eagle_span;
 
 typedef struct eagle_profile_lane {
-    eagle_span *spans;      /* capacity spans, owned by the caller */
-    int64_t capacity;
+    eagle_span *spans;      /* allocated spans (malloc), grown by the lane's thread as it
+                             * fills; NULL at first. The caller frees it after the launch */
+    int64_t allocated;
+    int64_t capacity;       /* spans kept at most (max_spans); a control node's own span is
+                             * kept past it, up to twice it, so a loop keeps its row */
     int64_t count;          /* out: spans kept */
     int64_t dropped;        /* out: spans not kept (lane full) */
     int64_t replay;         /* the replay under way on this thread */
@@ -143,11 +147,18 @@ typedef struct eagle_plan {
  * cond is nonzero, body 0; if_else: body 0 if cond is nonzero, else body 1 (if any);
  * subgraph: body 0 once.
  *
- * Where the bodies run follows the control node's stage (the bodies' stages have no
- * team choice of their own: they take the control stage's):
- * - stage on one thread: the bodies run on that thread, node after node (no team;
- *   a fused run node after node too), holding the GIL for the whole node when a body
- *   holds an opaque node;
+ * Where the bodies run follows the control node's stage:
+ * - stage on one thread, outside any parallel region: the body's own team choice
+ *   (its plan's, its stages' policy the control stage's) decides, its passes (a
+ *   loop's iterations, an if_else's runs) being its replays: measured on this
+ *   thread, verified on the team, re-checked on the clock. A pass on one thread runs
+ *   node after node; passes with a stage on the team run in a parallel region of
+ *   their own, as below, each stage on the team or on thread 0 alone as the body's
+ *   choice says. Under the auto policy such a control node's stage stays on one
+ *   thread (eagle_choice_node.iterates): the team is the body's to choose;
+ * - inside a parallel region, its stage on thread 0 alone: the bodies run on that
+ *   thread, node after node (a fused run node after node too), holding the GIL for
+ *   the whole node when a body holds an opaque node;
  * - stage on the team: every thread of the team enters the node together (as a team
  *   kernel's phase); thread 0 evaluates cond[0] (and the iteration limit, signals,
  *   progress) into `team_decision`, a barrier, then every thread runs the body's
@@ -164,7 +175,8 @@ typedef struct eagle_plan {
  * Signals are checked inside a while loop as between replays (Ctrl-C stops it
  * promptly, with or without the GIL), and the launch's progress callback is called
  * there too (as progress(replays completed), at most every EAGLE_PROGRESS_EVERY_NS
- * per plan level); max_iterations reached with cond still true raises RuntimeError.
+ * per plan level); max_iterations reached with cond still true raises RuntimeError,
+ * or, with on_max_stop, ends the loop (at_limit set).
  * On a failure the node's `failed_*` fields say where (a body's failing node may
  * itself be a control node: its own struct says further where). */
 enum { EAGLE_CONTROL_WHILE = 0, EAGLE_CONTROL_IF_ELSE = 1, EAGLE_CONTROL_SUBGRAPH = 2 };
@@ -179,6 +191,11 @@ typedef struct eagle_control {
     int32_t n_bodies;
     int32_t has_opaque;             /* a body (or a nested one) holds an opaque node */
     int64_t max_iterations;         /* while: < 0 no limit */
+    int32_t on_max_stop;            /* while: max_iterations reached stops the loop (else raises) */
+    /* out: passes of the last run (a while loop's iterations), and whether it stopped at
+     * max_iterations with its condition still true (on_max_stop) */
+    int64_t iterations;
+    int32_t at_limit;
     int32_t span_base[2];           /* profile: the span node index of each body's node 0 */
     const char *name;               /* the node's name, for the iteration-limit error */
     /* out, on a failure: why (EAGLE_CONTROL_*), the body and its plan node, the iteration */

@@ -105,21 +105,15 @@ int eagle_run_stage_share(eagle_team_run *team, eagle_plan *plan, int32_t span_b
     return stage_result(gil, failed, exc, failed_node);
 }
 
-/* Phase `phase` of a stage the calling thread runs alone inside the team's region.
- * As in a team stage (eagle_run_stage_share), a failure skips only the stage's Python
- * work not yet started (opaque and control nodes): its native and team nodes
- * complete, so a team node is never left between its phases. (The serial run, one
- * thread and no region, stops at the failing node: the recording-order state.) */
-static int run_stage_alone(eagle_team_run *ts, const eagle_stage *st, int32_t phase, eagle_gil_slot *gil,
-                           eagle_profile_lane *lane, int32_t *failed_node)
+int eagle_run_stage_alone(eagle_plan *plan, int32_t span_base, const eagle_stage *st, int32_t phase,
+                          eagle_gil_slot *gil, eagle_profile_lane *lane, int32_t *failed_node)
 {
-    eagle_plan *plan = ts->plan;
     if (st->tile > 0) {
-        eagle_run_tiles(plan, st, 0, plan->logical_size, lane, NULL, 0);
+        eagle_run_tiles(plan, st, 0, plan->logical_size, lane, NULL, span_base);
         return 0;
     }
-    const eagle_site site = {.plan = plan, .lane = lane, .where = EAGLE_SITE_ALONE, .tid = 0, .nt = 1,
-                             .gil = gil};
+    const eagle_site site = {.plan = plan, .lane = lane, .span_base = span_base, .where = EAGLE_SITE_ALONE,
+                             .tid = 0, .nt = 1, .gil = gil};
     int32_t failed = -1;
     PyObject *exc[3] = {NULL, NULL, NULL};
     for (int32_t i = st->first; i < st->first + st->count; ++i) {
@@ -203,7 +197,7 @@ static void team_replays(eagle_team_run *ts, int64_t r0, int64_t r1, int timing,
                 if (team > 1)
                     rc = eagle_run_stage_share(ts, plan, 0, st, p, tid, nt, gil, lane, &failed_node);
                 else
-                    rc = tid == 0 ? run_stage_alone(ts, st, p, gil, lane, &failed_node) : 0;
+                    rc = tid == 0 ? eagle_run_stage_alone(plan, 0, st, p, gil, lane, &failed_node) : 0;
                 if (rc < 0) {
                     record_failure(ts, barriers, failed_node, r);
                     eagle_gil_drop(gil);

@@ -59,6 +59,16 @@ int eagle_run_stage_share(eagle_team_run *team, eagle_plan *plan, int32_t span_b
                           const eagle_stage *st, int32_t phase, int tid, int nt, eagle_gil_slot *gil,
                           eagle_profile_lane *lane, int32_t *failed_node);
 
+/* Phase `phase` of a stage of `plan` (span indexes from span_base) that the calling
+ * thread runs alone inside the team's region. As in a team stage
+ * (eagle_run_stage_share), a failure skips only the stage's Python work not yet
+ * started (opaque and control nodes): its native and team nodes complete, so a team
+ * node is never left between its phases. (The serial run, one thread and no region,
+ * stops at the failing node: the recording-order state.) Returns -1 at the end,
+ * holding the GIL with the first failure's error set. */
+int eagle_run_stage_alone(eagle_plan *plan, int32_t span_base, const eagle_stage *st, int32_t phase,
+                          eagle_gil_slot *gil, eagle_profile_lane *lane, int32_t *failed_node);
+
 /* Replays [r0, r1) in one parallel region (or serially, without OpenMP). With
  * `timing`, the calling thread times every stage that runs on the team, from the
  * barrier before it to the barrier after it (the first stage of the region from

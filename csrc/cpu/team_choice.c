@@ -22,9 +22,11 @@
  * interval doubling while re-checks agree, up to CHECK_MAX_NS, so a stage timed
  * under load goes back on the team about a second after the load leaves (and
  * one on the team beside a new neighbour comes off as soon); never more often
- * than every CHECK_REPLAYS_APART serial replays' worth of time, so re-checks
- * (VERIFY_REPLAYS team replays, at worst some slower than one thread) cost a
- * few percent at most. A re-check does not measure the nodes again on their
+ * than every CHECK_REPLAYS_APART replays' worth of time, counted on the slower
+ * side as the verification measured it (a team replay beside a busy neighbour was
+ * 100x a serial one: a re-check's VERIFY_REPLAYS team replays cost 40% of the
+ * time when re-checks were apart by serial replays), so re-checks cost a few
+ * percent at most. A re-check does not measure the nodes again on their
  * own replays: its paired serial replays do (their costs replaced). */
 #define CHECK_FIRST_NS 0.25e9
 #define CHECK_MAX_NS 1e9
@@ -190,6 +192,12 @@ static int stage_team(const eagle_choice *ch, const eagle_choice_stage *st, int 
         return 1;
     if (st->policy == EAGLE_TEAM_ALL)
         return nt;
+    /* a control node whose bodies choose their own teams, pass by pass: its stage stays
+     * here (timing the whole of a loop on the team cost each re-check the loop's
+     * barriers; its iterations are timed instead) */
+    for (int32_t i = st->first; i < st->first + st->count; ++i)
+        if (ch->nodes[i].iterates)
+            return 1;
     /* auto: only a measured stage whose cost pays for a barrier and a hand-off */
     if (!((eagle_load_i32(&ch->state.measured_replays) >= MEASURED_REPLAYS
            || eagle_load_i32(&ch->state.checks) > 0)
@@ -281,7 +289,9 @@ static void finish_verification(eagle_choice *ch, int nt, int64_t size)
 {
     eagle_plan_choice *c = &ch->state;
     int agree = 1;
-    double serial_replay = 0;
+    /* one replay on one thread, and one of this verification's team replays (its team
+     * stages at their mean, the slowest replay included: what a re-check pays) */
+    double serial_replay = 0, team_replay = 0;
     for (int32_t s = 0; s < ch->n_stages; ++s) {
         eagle_choice_stage *st = &ch->stages[s];
         eagle_stage_choice *v = &st->state;
@@ -289,6 +299,10 @@ static void finish_verification(eagle_choice *ch, int nt, int64_t size)
         double cost = stage_cost(ch, st, size, &splittable);
         if (cost > 0)
             serial_replay += cost;
+        if (v->window_ns >= 0 && v->window_count > 0)
+            team_replay += v->window_sum_ns / v->window_count;
+        else if (cost > 0)
+            team_replay += cost;
         if (v->window_ns < 0 || st->policy != EAGLE_TEAM_AUTO) {
             v->window_ns = -1;
             continue;   /* not on the team in this verification, or its team is the user's */
@@ -313,9 +327,13 @@ static void finish_verification(eagle_choice *ch, int nt, int64_t size)
         c->check_interval_ns = CHECK_FIRST_NS;
     else if (c->check_interval_ns < CHECK_MAX_NS)
         c->check_interval_ns *= 2;
+    /* a re-check runs VERIFY_REPLAYS replays on each side: whichever side loses costs
+     * its replays' worth against the verdict's, so the next one waits at least
+     * CHECK_REPLAYS_APART of the slower side's replays */
     double wait = c->check_interval_ns;
-    if (wait < CHECK_REPLAYS_APART * serial_replay)
-        wait = CHECK_REPLAYS_APART * serial_replay;
+    const double slower = team_replay > serial_replay ? team_replay : serial_replay;
+    if (wait < CHECK_REPLAYS_APART * slower)
+        wait = CHECK_REPLAYS_APART * slower;
     c->next_check_ns = choice_now(ch->env) + wait;
 }
 

@@ -19,9 +19,10 @@
  *    eagle_choice_team_sample) beat its best on one thread (one noisy timing on
  *    either side cannot decide); the verdict is re-checked on a clock (0.25 s
  *    after it, the interval doubling to at most 1 s while re-checks agree, never
- *    more often than every 100 serial replays' worth of time), so a stage
- *    demoted under load is back on the team about a second after the load
- *    leaves.
+ *    more often than every 100 replays' worth of time on the slower side, as the
+ *    verification timed it, so a re-check costs a few percent at most), so a stage
+ *    of short replays demoted under load is back on the team about a second after
+ *    the load leaves.
  *
  * The unit a verdict is about is a stage: a run loop that runs several stages as
  * one unit (a fused run of stages, no barrier between them) must time it as one,
@@ -125,6 +126,9 @@ typedef struct eagle_choice_node {
     int32_t sized;          /* its cost grows with the logical size (split native, team node) */
     int32_t splits;         /* it can use a team: sized, or a control node whose bodies hold
                              * sized work (its cost is measured whole) */
+    int32_t iterates;       /* a control node whose bodies' own team choice decides their
+                             * teams (their passes, a loop's iterations): an auto stage
+                             * holding it runs on one thread */
 } eagle_choice_node;
 
 /* A stage as the choice sees it: the unit it puts on the team or not. */

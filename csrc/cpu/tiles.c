@@ -36,7 +36,7 @@ void eagle_run_tiles(const eagle_plan *plan, const eagle_stage *st, int64_t lo, 
     int64_t t0 = t_start;
     for (int32_t k = 0; k < count; ++k) {
         if (lane != NULL)
-            eagle_record_span(lane, span_base + st->first + k, 0, t0, t0 + sums[k]);
+            eagle_record_span(lane, span_base + st->first + k, 0, t0, t0 + sums[k], 0);
         t0 += sums[k];
         if (sum_ns != NULL)
             sum_ns[k] = (double)sums[k];

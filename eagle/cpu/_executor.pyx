@@ -4,7 +4,8 @@ core runs it without a Python call), and the runtime's primitives that eagle.cpu
 thread policy, is made of (the runtime's state lives once, in this extension)."""
 from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uint64_t, uintptr_t
-from libc.stdlib cimport calloc, free
+from libc.stdlib cimport calloc, free, malloc
+from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.string cimport memset
 
 from eagle._core cimport CompiledLaunch
@@ -234,6 +235,7 @@ cdef class CpuPlan(CompiledLaunch):
         """Fill plan node `node` from a ControlSpec (see the class docstring)."""
         control, cond, bodies, max_iterations, name, span_bases = (
             spec.control, spec.cond, spec.bodies, spec.max_iterations, spec.name, spec.span_bases)
+        cdef eagle_choice_node *me = &self.plan.choice.nodes[node - self.plan.nodes]
         cdef eagle_control *c = <eagle_control *>calloc(1, sizeof(eagle_control))
         cdef CpuPlan body
         cdef int32_t j
@@ -257,16 +259,34 @@ cdef class CpuPlan(CompiledLaunch):
             if body.plan.has_opaque:
                 c.has_opaque = 1
                 self.plan.has_opaque = 1
+            auto = False
+            for j in range(body.plan.n_stages):
+                auto = auto or body.plan.choice.stages[j].policy == EAGLE_TEAM_AUTO
             for j in range(body.plan.n_nodes):
-                # split work in a body: the team choice may put the control node's stage on the team
-                if body.plan.choice.nodes[j].splits:
-                    self.plan.choice.nodes[node - self.plan.nodes].splits = 1
+                # split work in a body: the team choice may put the control node's stage on the
+                # team, or, where the body's stages are auto, the body's own choice decides,
+                # pass by pass (csrc/cpu/plan.h): the control node's stage stays on one thread
+                if body.plan.choice.nodes[j].splits or body.plan.choice.nodes[j].iterates:
+                    if auto:
+                        me.iterates = 1
+                    else:
+                        me.splits = 1
         c.max_iterations = -1 if max_iterations is None else max_iterations
+        c.on_max_stop = spec.on_max == "stop"
         name_bytes = name.encode("utf-8", "backslashreplace").replace(b"\0", b"?")
         c.name = name_bytes
         self.keepalive.append((cond, name_bytes))
         self.bodies[node - self.plan.nodes] = tuple(bodies)
         return 0
+
+    def control_iterations(self, int32_t i):
+        """(passes, at_limit) of control plan node i's last run: a while loop's iterations
+        (an if_else's or subgraph's: 1, or 0 when no body ran), and whether it stopped at
+        max_iterations with its condition still true (on_max="stop")."""
+        if not 0 <= i < self.plan.n_nodes or self.plan.nodes[i].kind != EAGLE_NODE_CONTROL:
+            raise ValueError(f"plan node {i} is not a control node")
+        cdef eagle_control *c = <eagle_control *>self.plan.nodes[i].user_data
+        return c.iterations, bool(c.at_limit)
 
     def control_failure(self, int32_t i):
         """(why, body, body plan node, iteration) of control plan node i's last failure:
@@ -346,29 +366,34 @@ cdef class CpuPlan(CompiledLaunch):
                      object record):
         """run(), calling ``progress(replays_done)`` at signal checks (or None) and
         timing every node call into ``record`` (an eagle.observe.profile.LaunchRecord, or None):
-        ``record.lane_buffers(n_threads, spans_per_replay, n)`` gives one span array
-        per thread, ``record.lanes_done(...)`` gets (os thread, kept, dropped) per lane."""
+        each thread keeps at most ``record.max_spans`` calls (its lane grows as it fills: a
+        loop's calls are not known before it runs), and ``record.lanes_done(...)`` gets
+        (os thread, the spans as bytes, dropped) per lane."""
         cdef eagle_failure failure
         cdef eagle_profile prof
         cdef eagle_profile_lane *lanes = NULL
         cdef int n_threads = eagle_team_size()
         cdef int t
-        cdef int64_t done
+        cdef int64_t done, first
         self.plan.num_threads = n_threads
         self.plan.until_done = until_done
         self.last_failure = None
         if self.plan.n_groups:
             self._agree(n, until_done)
         if record is not None:
-            buffers = record.lane_buffers(n_threads, self.spans_per_replay, n)
             # one cache line per lane (they are written by different threads)
             lanes = <eagle_profile_lane *>aligned_alloc(64, 64 * ((n_threads * sizeof(eagle_profile_lane) + 63) // 64))
             if lanes == NULL:
                 raise MemoryError()
             memset(lanes, 0, n_threads * sizeof(eagle_profile_lane))
+            # the launching thread's lane starts with room for the replays' calls outside
+            # loops; the others (and loops) grow from nothing
+            first = min(record.max_spans, max(n, 1) * self.spans_per_replay)
+            lanes[0].spans = <eagle_span *>malloc(first * sizeof(eagle_span))
+            if lanes[0].spans != NULL:
+                lanes[0].allocated = first
             for t in range(n_threads):
-                lanes[t].spans = <eagle_span *><uintptr_t>buffers[t].ctypes.data
-                lanes[t].capacity = len(buffers[t])
+                lanes[t].capacity = record.max_spans
             prof.lanes = lanes
             prof.n_lanes = n_threads
         try:
@@ -387,25 +412,28 @@ cdef class CpuPlan(CompiledLaunch):
             self.plan.progress = NULL
             if lanes != NULL:
                 try:
-                    record.lanes_done([(lanes[t].os_thread, lanes[t].count, lanes[t].dropped)
+                    record.lanes_done([(lanes[t].os_thread,
+                                        PyBytes_FromStringAndSize(<char *>lanes[t].spans,
+                                                                  lanes[t].count * sizeof(eagle_span)),
+                                        lanes[t].dropped)
                                        for t in range(n_threads)])
                 finally:
+                    for t in range(n_threads):
+                        free(lanes[t].spans)
                     free(lanes)
         return done
 
     @property
     def spans_per_replay(self):
-        """Node calls of one replay on one thread, at most (team nodes: one per phase)."""
+        """Node calls of one replay on one thread outside loops' bodies (team nodes: one per
+        phase; a body's calls counted once)."""
         cdef int32_t i
         cdef int64_t k = 0
-        cdef eagle_control *c
         for i in range(self.plan.n_nodes):
             k += self.plan.nodes[i].n_phases if self.plan.nodes[i].kind == EAGLE_NODE_TEAM else 1
             if self.plan.nodes[i].kind == EAGLE_NODE_CONTROL:
-                # a body's calls, as if a loop ran its body 16 times (a longer one may drop spans)
-                c = <eagle_control *>self.plan.nodes[i].user_data
                 for body in self.bodies[i]:
-                    k += 16 * body.spans_per_replay
+                    k += body.spans_per_replay
         return k
 
     def launch(self, int64_t n, bint until_done=False):

@@ -42,6 +42,7 @@ cdef extern from "team_choice.h" nogil:
         double cost_ns
         int32_t sized
         int32_t splits
+        int32_t iterates
 
     ctypedef struct eagle_choice_stage:
         int32_t first, count
@@ -123,6 +124,7 @@ cdef extern from "plan.h" nogil:
 
     ctypedef struct eagle_profile_lane:
         eagle_span *spans
+        int64_t allocated
         int64_t capacity
         int64_t count
         int64_t dropped
@@ -169,6 +171,9 @@ cdef extern from "plan.h" nogil:
         int32_t n_bodies
         int32_t has_opaque
         int64_t max_iterations
+        int32_t on_max_stop
+        int64_t iterations
+        int32_t at_limit
         int32_t span_base[2]
         const char *name
         int32_t failed_why, failed_body, failed_node

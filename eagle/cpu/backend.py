@@ -46,15 +46,18 @@ class CpuBackend(Backend):
         def logical_size():
             return me()._plan.logical_size
 
-        # a control node's bodies run where its stage runs: on the calling thread, or on
-        # the team, every body stage shared by it (csrc/cpu/plan.h, control.c)
+        # a control node's bodies run where its stage runs: on the team, every body stage
+        # shared by it, or, on the calling thread, each body stage on the team its body's own
+        # team choice gives it, pass by pass (csrc/cpu/plan.h, control.c)
         # consecutive stages of sample-local nodes run as one stage, tile by tile (fusion.py)
         self._runs = fused_runs(recording, policies, options.fuse)
         self._fuse = options.fuse
         self._body_runs = {}   # id(body Recording) -> its FusedRuns (plan() shows them)
+        self._body_plans = {}  # id(body Recording) -> its CpuPlan (plan() shows its teams)
         # what the profile names each timed node: the graph's nodes (plan order), then the
         # bodies' nodes ("loop/step"), numbered on as the bodies are compiled
         self._timed = [None] * len(nodes)
+        self._controls = set()   # the span indexes of control nodes (bodies' too)
         # what the specs carry besides the call (bodies' too): partitions (their invalid
         # keys are reported after a launch), ufunc loops (an error one reports is raised
         # when the launch ends), process groups, and the partition of each node
@@ -62,7 +65,7 @@ class CpuBackend(Backend):
         self._loops = []
         self._groups = []
         self._partition_of = {}
-        top = LoweringContext(self, recording, logical_size, "")
+        top = LoweringContext(self, recording, logical_size, "", policies=policies)
         stages = [[top.lower(i) for i in idx] for idx in recording.rows]
         # lowered in stage order: the graph's own loops and groups in recording order (the
         # first loop error raised is the earliest node's; every rank calls its groups in
@@ -92,6 +95,8 @@ class CpuBackend(Backend):
         self.timed_nodes = tuple(self._plan.order)
         for k, i in enumerate(self._plan.order):
             self._timed[k] = (recording.names[i], recording.stage_of[i], False)
+        self._controls.update(self._plan.bodies)
+        self.timed_controls = frozenset(self._controls)
         #: per timed node (the executor's span index): (name, stage, counted per call); a
         #: body's nodes are named "loop/step" and counted per call (once per iteration)
         self._timed = tuple(self._timed)
@@ -99,6 +104,14 @@ class CpuBackend(Backend):
     @property
     def timed(self):
         return self._timed
+
+    def control_iterations(self, steps, node):
+        plan = self._plan
+        for i, b in steps:
+            k = plan.order.index(i)
+            if b is None:
+                return plan.control_iterations(k)[0]
+            plan = plan.bodies[k][b]
 
     @property
     def last_failure(self):
@@ -237,8 +250,8 @@ class CpuBackend(Backend):
         lines = body_lines(rec, "  ", self._body_stage_note)
         if lines:
             # executor.h: a control node's stage is the calling thread's, and so are its bodies'
-            plan.bodies = ["bodies (run in place on their control node's team: its stage's team "
-                           "above, every body stage shared by it):"] + lines
+            plan.bodies = ["bodies (run in place: on their control node's team when its stage is on "
+                           "it, else each stage on the team its body's choice gives it, pass by pass):"] + lines
         return plan
 
 
@@ -257,10 +270,19 @@ class CpuBackend(Backend):
         return notes
 
     def _body_stage_note(self, body, s):
-        """plan()'s note on stage s of a body: the fused run it is part of, if any."""
-        for run in self._body_runs.get(id(body), ()):
-            if run.fused and s in run.stages:
-                return f"  [fused {run.stages[0]}-{run.stages[-1]}, tile {run.tile}]"
+        """plan()'s note on stage s of a body: the fused run it is part of, if any, and on a
+        run's first stage the team its body's choice gives it (a loop's iterations, timed)."""
+        plan = self._body_plans.get(id(body))
+        teams = plan.teams(get_num_threads(), self.logical_size) if plan is not None else None
+        for k, run in enumerate(self._body_runs.get(id(body), ())):
+            if s not in run.stages:
+                continue
+            note = f"  [fused {run.stages[0]}-{run.stages[-1]}, tile {run.tile}]" if run.fused else ""
+            if teams is not None and s == run.stages[0]:
+                policy, team, cost, check = teams[k]
+                verdict = _verdict_text(check, team) if check is not None else ""
+                note += f"  team {team} ({policy})" + (f": {verdict}" if verdict else "")
+            return note
         return ""
 
 
@@ -271,9 +293,10 @@ class LoweringContext:
     and a control node's bodies compiled. ``lower(i)`` lowers node i and collects what its
     spec carries for the backend (partition, loop, process group)."""
 
-    def __init__(self, backend, rec, logical_size, prefix, outer=None):
+    def __init__(self, backend, rec, logical_size, prefix, outer=None, policies=None):
         self.backend, self.rec, self.logical_size, self.prefix = backend, rec, logical_size, prefix
         self.outer = outer   # a body's: where its control node is, for messages
+        self.policies = policies   # the team policy of each stage of rec
         self.loops, self.groups = [], []   # the graph's own (index, ...), ordered by the backend
 
     def where(self, i):
@@ -314,17 +337,24 @@ class LoweringContext:
             bases.append(len(backend._timed))
             backend._timed.extend([None] * len(order))
             base = bases[-1]
-            inner = LoweringContext(backend, body, self.logical_size, where, rec.where(i))
+            # a body's stages take the control node's stage's team policy: under "auto" the
+            # body's own team choice times its passes (a loop's iterations) and gives them the
+            # team when it is faster (csrc/cpu/plan.h)
+            policy = self.policies[rec.stage_of[i]]
+            inner = LoweringContext(backend, body, self.logical_size, where, rec.where(i),
+                                    [policy] * len(body.rows))
             # a body's stages fuse by the top level's rules; its fused runs go tile by tile on
             # the control node's team (each thread its share of [0, logical_size))
-            runs = fused_runs(body, ["serial"] * len(body.rows), backend._fuse)
+            runs = fused_runs(body, [policy] * len(body.rows), backend._fuse)
             stages = [[inner.lower(k) for k in row] for row in body.rows]
             plan = CpuPlan([[spec for s in run.stages for spec in stages[s]] for run in runs],
-                           ["serial"] * len(runs), body.logical_size, body.capacity,
+                           [policy] * len(runs), body.logical_size, body.capacity,
                            tiles=[run.tile for run in runs])
             backend._body_runs[id(body)] = runs
+            backend._body_plans[id(body)] = plan
             for j, k in enumerate(plan.order):
                 backend._timed[base + j] = (where + body.names[k], rec.stage_of[i], True)
+            backend._controls.update(base + j for j in plan.bodies)
             bodies.append(plan)
         return bodies, bases
 

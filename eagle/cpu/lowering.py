@@ -120,4 +120,4 @@ def _lower_control(node, index, ctx):
     bodies, bases = ctx.compile_bodies(node, index)
     cond = node.cond[1] if node.cond is not None else None
     return ControlSpec(index, node.control, cond, tuple(bodies), node.max_iterations, ctx.name_of(index),
-                       tuple(bases))
+                       tuple(bases), node.on_max)

@@ -47,3 +47,4 @@ class ControlSpec:
     max_iterations: Any       # an int, or None
     name: str                 # for the iteration-limit error
     span_bases: tuple         # the profile's node index of each body's first node
+    on_max: str = "raise"     # while: at max_iterations, "raise" or "stop"

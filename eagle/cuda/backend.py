@@ -1078,6 +1078,9 @@ class CudaBackend(Backend):
         """A body's nodes are captured in recording order on one stream (eagle/cuda/control.py)."""
         return ["stream"] * len(body.rows)
 
+    def control_iterations(self, steps, node):
+        return self._control.iterations(node, self.stream)
+
     def plan(self) -> CudaPlan:
         rec = self.recording
         stages = [StagePlan(s, [rec.box(i) for i in idx], "branches" if b else "stream",

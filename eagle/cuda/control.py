@@ -15,7 +15,9 @@ graph) and then makes ``s``'s next work follow them (``cuStreamUpdateCaptureDepe
   counts the iterations in a device int64; when the loop has run that many with
   ``cond[0]`` still true it stops it and sets a flag, which ``launch`` reads back at its
   end (one 16-byte copy per such loop per launch) and raises ``RuntimeError`` naming the
-  node. The replays already issued in that launch finish first.
+  node. The replays already issued in that launch finish first. With ``on_max="stop"``
+  the kernel ends the loop there and sets no flag. ``g.iterations(name)`` reads the
+  count of the loop's last visit back (one copy, when asked).
 - ``if_else(cond, then, otherwise)`` becomes two conditional **IF** nodes, one per body,
   after one condition kernel that reads ``cond[0]`` once and sets the first handle to
   it and the second to its negation (so ``then`` writing the condition does not also
@@ -163,6 +165,7 @@ class ControlCapture(Lowering):
 
         self._cuda = _shim
         #: (node name, max_iterations, DeviceBuffer of the loop's state) per loop with a limit
+        #: that raises (on_max="raise"; one that stops just ends the loop, in the kernel)
         self.limits = []
         #: (where, DeviceBuffer of the loop's state) per while loop, at any depth
         self.loops = []
@@ -202,7 +205,7 @@ class ControlCapture(Lowering):
                 state.write(np.zeros(_STATE_WORDS, dtype=np.int64), ctx.stream)
                 self._state[id(node)] = state
                 self.loops.append((where, state))
-                if node.max_iterations is not None:
+                if node.max_iterations is not None and node.on_max == "raise":
                     self.limits.append((name, node.max_iterations, state))
             for label, rec in node.body_nodes():
                 self.prepare(rec.nodes, rec.names, ctx, f" in the {label} of {where}")
@@ -249,11 +252,14 @@ class ControlCapture(Lowering):
             # the node first, with no dependency: the kernel before it needs its handle
             loop, handle, body = graph.add_conditional("while", (), 0)
             self.conditional_nodes += 1
-            self._condition(ctx, stream, handle, 0, cond, state, node.max_iterations, 0)
+            # the kernel's limit: negative when reaching it stops the loop (on_max="stop")
+            limit = node.max_iterations
+            if limit is not None and node.on_max == "stop":
+                limit = -limit
+            self._condition(ctx, stream, handle, 0, cond, state, limit, 0)
             graph.add_dependencies([stream.last_node()], [loop])
             self._capture_body(ctx, node.bodies[0], body, labels[0],
-                               after=lambda s: self._condition(ctx, s, handle, 0, cond, state,
-                                                               node.max_iterations, 1))
+                               after=lambda s: self._condition(ctx, s, handle, 0, cond, state, limit, 1))
             stream.set_capture_deps([loop])
             return
         # if_else: one IF node per body, both decided by one read of the condition
@@ -339,6 +345,16 @@ class ControlCapture(Lowering):
             with contextlib.suppress(CudaError):
                 s.close()
         self._streams = []
+
+    def iterations(self, node, stream):
+        """The iterations while loop ``node`` ran in its last visit (one 8-byte read of its
+        state on ``stream``, eagle's, after a launch)."""
+        state = self._state.get(id(node))
+        if state is None:
+            raise KeyError("on cuda only a while_loop's iterations are counted")
+        host = np.zeros(_STATE_WORDS, dtype=np.int64)
+        state.read_into(host, stream)
+        return int(host[0])
 
     def check_limits(self, stream):
         """After a launch (eagle's stream synchronized): raise ``RuntimeError`` naming the

@@ -593,6 +593,8 @@ def body_lines(rec, indent: str = "", stage_note=None) -> list[str]:
             head += f" on {node.cond[0]!r}"
         if node.max_iterations is not None:
             head += f", at most {node.max_iterations} iterations"
+            if getattr(node, "on_max", "raise") == "stop":
+                head += " (then it stops)"
         lines.append(head)
         for label, body in node.body_nodes():
             lines.append(f"{indent}  {label}:")

@@ -17,6 +17,7 @@ beyond one test of a counter.
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
 import threading
@@ -69,29 +70,44 @@ class LaunchRecord:
         self.node_names = [name for name, _, _ in timed]
         self.node_stages = [stage for _, stage, _ in timed]
         self.per_call = [per_call for _, _, per_call in timed]
+        self.controls = backend.timed_controls
         self.profiles = profiles
-        self.max_spans = min(p.max_spans for p in profiles)
+        # each profile keeps its own max_spans (Profile._add): the executor keeps the most
+        self.max_spans = max(p.max_spans for p in profiles)
         self.thread = threading.get_native_id()
         self.thread_name = threading.current_thread().name
         self.lanes = []          # (os thread id or 0, spans array) per executor thread
         self.dropped = 0
         self.replays = None      # replays done (None: the launch raised)
         self.error = None        # the exception's type name when it raised
-        self._buffers = None
         self.t0 = time.monotonic_ns()   # CLOCK_MONOTONIC, as the executor's spans
         self.t1 = self.t0
 
     # the executor's side (CpuPlan.run_observed)
-    def lane_buffers(self, n_threads, spans_per_replay, n):
-        cap = max(1, min(self.max_spans, max(n, 1) * max(spans_per_replay, 1)))
-        self._buffers = [np.empty(cap, SPAN_DTYPE) for _ in range(n_threads)]
-        return self._buffers
-
     def lanes_done(self, lanes):
-        for buf, (os_thread, count, dropped) in zip(self._buffers, lanes):
-            self.lanes.append((os_thread, buf[:count].copy()))
+        for os_thread, spans, dropped in lanes:
+            self.lanes.append((os_thread, np.frombuffer(spans, SPAN_DTYPE)))
             self.dropped += dropped
-        self._buffers = None
+
+    def kept_by(self, max_spans):
+        """This launch as a profile with this max_spans sees it: a copy, each lane cut as
+        the executor would have cut it (the first max_spans calls, then control nodes' own
+        calls up to twice that)."""
+        view = copy.copy(self)
+        if max_spans >= self.max_spans:
+            return view
+        view.max_spans = max_spans
+        view.lanes = []
+        for os_thread, lane in self.lanes:
+            rest = lane[max_spans:]
+            if len(rest) and self.controls:
+                rest = rest[np.isin(rest["node"], list(self.controls))][:max_spans]
+            else:
+                rest = rest[:0]
+            kept = np.concatenate([lane[:max_spans], rest])
+            view.dropped += len(lane) - len(kept)
+            view.lanes.append((os_thread, kept))
+        return view
 
     def finish(self, done, exc):
         self.t1 = time.monotonic_ns()
@@ -108,9 +124,11 @@ class LaunchRecord:
 @dataclass(frozen=True)
 class NodeStats:
     """One row of ``Profile.stats()``. Times in ns. ``count``: replays the node
-    ran in; ``total``/``mean``/``min``: its time in a replay, from its first
+    ran in (a body node of a control node: its calls, once per iteration);
+    ``total``/``mean``/``min``: its time in a replay (a call), from its first
     thread's start to its last thread's end; ``thread_total``: summed over
-    threads; ``share``: total / the launches' time."""
+    threads; ``share``: total / the launches' time (``in_body``: a part of its
+    control node's share, which holds it)."""
     graph: str
     node: str
     stage: int | None
@@ -121,6 +139,9 @@ class NodeStats:
     thread_total: float
     threads: int
     share: float
+    #: a control node's body node: its calls' time is inside the control node's row (the
+    #: table shows its share in parentheses; the other rows' shares add up to 100%)
+    in_body: bool = False
 
 
 class Profile:
@@ -158,6 +179,7 @@ class Profile:
         return False
 
     def _add(self, record):
+        record = record.kept_by(self.max_spans)   # this profile's own copy, its own label
         self.launches.append(record)
         if not any(r() is record.graph for r in self._graphs):
             try:
@@ -218,7 +240,7 @@ class Profile:
                     node_sum += total
                 rows.append(NodeStats(label, name, stages[i], len(per_replay), total,
                                       float(per_replay.mean()), float(per_replay.min()), thread_total,
-                                      threads, total / wall if wall else 0.0))
+                                      threads, total / wall if wall else 0.0, bool(per_call)))
             if not per_thread:
                 rest = max(wall - node_sum, 0.0)
                 # the time of the calls not kept is in the rest too: say so rather than call it all executor time
@@ -256,12 +278,16 @@ class Profile:
             sp = np.concatenate([p for _, p in parts])
             thread_total += float((sp["t1"] - sp["t0"]).sum())
             if per_call:
-                # on a team every thread times its part of each iteration: a lane's k-th call
-                # of a replay is iteration k (every thread passes every iteration), so a call
-                # is (replay, k), first start to last end over the threads
-                keys = np.concatenate([_call_ordinals(p["replay"]) for _, p in parts])
-                order = np.lexsort((keys, sp["replay"]))
-                key = np.stack([sp["replay"][order], keys[order]])
+                # a call (an iteration) is (replay, k): the k-th of the replay on the lane that
+                # ran every call (thread 0 takes part in each; of one phase: a team node is
+                # timed once per phase). On a team every thread times its part of it, and
+                # starts it after the same barrier: another thread's span is the call that
+                # started nearest (a loop's first iterations may run on thread 0 alone, so a
+                # worker's k-th span need not be iteration k), first start to last end over
+                # the threads and phases
+                reps, keys = _call_keys(parts)
+                order = np.lexsort((keys, reps))
+                key = np.stack([reps[order], keys[order]])
                 starts = np.flatnonzero(np.r_[True, (key[:, 1:] != key[:, :-1]).any(axis=0)])
                 per_replay.append(np.maximum.reduceat(sp["t1"][order], starts)
                                   - np.minimum.reduceat(sp["t0"][order], starts))
@@ -294,7 +320,8 @@ class Profile:
         name_of = (lambda s: f"{s.graph}: {s.node}") if n_graphs > 1 else (lambda s: s.node)
         cols = ["node", "stage", "count", "total", "mean", "min", "share"]
         body = [[name_of(s), "" if s.stage is None else str(s.stage), f"{s.count:,}", duration(s.total),
-                 duration(s.mean), duration(s.min), f"{100 * s.share:.1f}%"] for s in rows]
+                 duration(s.mean), duration(s.min),
+                 f"({100 * s.share:.1f}%)" if s.in_body else f"{100 * s.share:.1f}%"] for s in rows]
         widths = [max(len(c), *(len(b[k]) for b in body)) for k, c in enumerate(cols)]
 
         def line(cells):
@@ -302,6 +329,9 @@ class Profile:
                              for k, (c, w) in enumerate(zip(cells, widths))).rstrip()
 
         out = [head, line(cols)] + [line(b) for b in body]
+        if any(s.in_body for s in rows):
+            out.append("(share): a body node's calls, inside its control node's share; "
+                       "the other shares add up to 100%")
         failed = [r for r in self.launches if r.error]
         if failed:
             out.append(f"{len(failed)} launch(es) raised ({', '.join(sorted({r.error for r in failed}))}): "
@@ -379,12 +409,37 @@ def profile(max_spans: int = 1_000_000) -> Profile:
 _core.register_observer(launch_record=launch_record)
 
 
-def _call_ordinals(replays):
+def _call_keys(parts):
+    """(replay, ordinal) of each span of one node's parts ((lane, spans) per lane, in
+    lane order, concatenated as they come): lane 0's own ordinals, and each other lane's
+    span keyed as the lane-0 span that started nearest it (by ordinals of its own when
+    lane 0 has none: a node dealt out to another thread)."""
+    base = parts[0][1] if parts[0][0] == 0 else None
+    if base is not None:
+        base_keys, t0 = _call_ordinals(base["replay"], base["phase"]), base["t0"]
+    reps, keys = [], []
+    for k, p in parts:
+        if base is None or k == 0:
+            reps.append(p["replay"])
+            keys.append(_call_ordinals(p["replay"], p["phase"]))
+            continue
+        hi = np.clip(np.searchsorted(t0, p["t0"]), 0, len(t0) - 1)
+        lo = np.clip(hi - 1, 0, len(t0) - 1)
+        near = np.where(np.abs(t0[lo] - p["t0"]) <= np.abs(t0[hi] - p["t0"]), lo, hi)
+        reps.append(base["replay"][near])
+        keys.append(base_keys[near])
+    return np.concatenate(reps), np.concatenate(keys)
+
+
+def _call_ordinals(replays, phases):
     """For one lane's spans of one node, in the lane's order: each span's ordinal among
-    those of its replay (0, 1, ... per replay)."""
-    n = len(replays)
-    if n == 0:
-        return np.zeros(0, np.int64)
-    starts = np.flatnonzero(np.r_[True, replays[1:] != replays[:-1]])
-    first = np.repeat(starts, np.diff(np.r_[starts, n]))
-    return np.arange(n) - first
+    those of its replay and phase (0, 1, ... per replay: the iteration)."""
+    out = np.zeros(len(replays), np.int64)
+    for ph in np.unique(phases):
+        at = np.flatnonzero(phases == ph)
+        rep = replays[at]
+        n = len(rep)
+        starts = np.flatnonzero(np.r_[True, rep[1:] != rep[:-1]])
+        first = np.repeat(starts, np.diff(np.r_[starts, n]))
+        out[at] = np.arange(n) - first
+    return out

@@ -2,7 +2,9 @@
 
 The executor calls the bar from the launching thread when it takes the GIL for
 its signal check (the ticker's clock, every few ms), at most every 100 ms, with
-the replays done, so a replay never waits for the display. Nothing is shown
+the replays done (and, once the launch has run ``while_loop`` iterations, those
+too: a launch that is one long loop moves by its iterations), so a replay never
+waits for the display. Nothing is shown
 for a launch shorter than ``DELAY_S``; after that a tqdm bar (``tqdm.auto``,
 when tqdm is installed) or a line on stderr rewritten in place.
 
@@ -62,6 +64,7 @@ class Progress:
     replay cap, reported beside them). ``clock`` gives seconds (``time.monotonic``)."""
 
     def __init__(self, total, what, delay=None, file=None, live=None, clock=time.monotonic):
+        self.iterations = None   # while-loop iterations the launch ran so far (any depth)
         self.total = total
         self.what = what
         self.delay = DELAY_S if delay is None else delay
@@ -75,8 +78,10 @@ class Progress:
         self._line = False      # the plain line, once shown
         self.dropped = False    # showing it failed: nothing more is shown
 
-    def __call__(self, done):
+    def __call__(self, done, iterations=None):
         self.done = done
+        if iterations is not None:
+            self.iterations = iterations
         if self.dropped:
             return
         try:
@@ -113,10 +118,15 @@ class Progress:
                 self._line = True
         if self._bar is not None:
             self._bar.update(count - self._bar.n)
-            if self.live is not None:
-                self._bar.set_postfix_str(f"{done:,} replays", refresh=False)
+            self._postfix(done)
         else:
             self._write(done, elapsed, end="")
+
+    def _postfix(self, done):
+        parts = ([f"{done:,} replays"] if self.live is not None else []) + (
+            [f"{self.iterations:,} loop iterations"] if self.iterations is not None else [])
+        if parts:
+            self._bar.set_postfix_str(", ".join(parts), refresh=False)
 
     def _write(self, done, elapsed, end):
         out = self.file or sys.stderr
@@ -129,6 +139,8 @@ class Progress:
             what = f"{done:,}/{total:,} replays"
         else:
             what = f"{count:,}/{total:,} samples finished, {done:,} replays"
+        if self.iterations is not None:
+            what += f", {self.iterations:,} loop iterations"
         out.write(f"\reagle {self.what}: {what} ({100 * frac:.0f}%), {elapsed:.1f} s{left}   {end}")
         out.flush()
 
@@ -147,8 +159,7 @@ class Progress:
         if self._bar is not None:
             count, _, _ = self._count(self.done)
             self._bar.update(count - self._bar.n)
-            if self.live is not None:
-                self._bar.set_postfix_str(f"{self.done:,} replays", refresh=False)
+            self._postfix(self.done)
             self._bar.close()
         elif self._line:
             self._write(self.done, self.clock() - self.t0, end="\n")

@@ -49,6 +49,9 @@ class Backend(metaclass=_BackendType):
     #: for the profile: the graph index of each node whose calls the backend times, in
     #: the order its spans number them (empty: it times whole launches only)
     timed_nodes = ()
+    #: the span indexes (of ``timed``) that are control nodes: a profile keeps their own
+    #: calls past ``max_spans`` (a loop keeps its row)
+    timed_controls = frozenset()
 
     @property
     def timed(self):
@@ -112,6 +115,11 @@ class Backend(metaclass=_BackendType):
         raise NotImplementedError
 
     # ---- looking ----
+
+    def control_iterations(self, steps, node) -> int:
+        """The passes control node ``node`` ran in its last run (a while loop's iterations):
+        ``steps`` its path, ``(graph index, body index)`` per level, the last ``(index, None)``."""
+        raise NotImplementedError(f"the {self.name} backend does not count a loop's iterations")
 
     def plan(self):
         """An ``eagle.record.plan.Plan``: how the stages run."""

@@ -18,8 +18,9 @@ outer graph (``set_logical_size`` reaches the sized nodes inside bodies).
 The contract a backend relies on (``ControlNode``): ``control`` (``"while"``, ``"if_else"``,
 ``"subgraph"``), ``cond`` (``(name, array)`` of the one-element condition, or None),
 ``bodies`` (a tuple of ``Recording``; ``if_else`` has two, the second possibly empty),
-``body_labels`` (``("body",)``, ``("then", "otherwise")``, ``("graph",)``) and
-``max_iterations`` (an int, or None: no limit).
+``body_labels`` (``("body",)``, ``("then", "otherwise")``, ``("graph",)``),
+``max_iterations`` (an int, or None: no limit) and ``on_max`` (``"raise"`` or ``"stop"``:
+what reaching it with the condition still true does).
 """
 from __future__ import annotations
 
@@ -98,8 +99,9 @@ class ControlNode(Node):
     dot_shape = "component"
 
     def __init__(self, control: str, cond, bodies: tuple[Recording, ...], labels: tuple[str, ...],
-                 max_iterations=None, body_graphs=()):
+                 max_iterations=None, body_graphs=(), on_max="raise"):
         self.control = control
+        self.on_max = on_max
         self.cond = cond
         self.bodies = tuple(bodies)
         # weak references to the graphs the bodies were taken from: a graph refuses a
@@ -190,6 +192,8 @@ class ControlNode(Node):
         cond = f"{{{self.cond[0]!r}}}, " if self.cond is not None else ""
         sizes = ", ".join(f"{lab}: {len(rec)} nodes" for lab, rec in self.body_nodes())
         limit = f", max_iterations={self.max_iterations}" if self.max_iterations is not None else ""
+        if self.max_iterations is not None and self.on_max != "raise":
+            limit += f", on_max={self.on_max!r}"
         return f"{self.control}({cond}{sizes}{limit})"
 
 
@@ -209,7 +213,7 @@ def _max_iterations(n):
 
 
 @keywords_after(2, "while_loop(more, body, max_iterations=100)")
-def while_loop(cond, body, *, max_iterations: int | None = None) -> ControlNode:
+def while_loop(cond, body, *, max_iterations: int | None = None, on_max: str = "raise") -> ControlNode:
     """A node that runs ``body`` while ``cond[0]`` is true, checked before each iteration.
 
     As CUDA's WHILE node does: ``while cond[0]: body``. The body's nodes are compiled
@@ -226,8 +230,12 @@ def while_loop(cond, body, *, max_iterations: int | None = None) -> ControlNode:
         The recorded graph to run (its recording now: nodes recorded into it later are
         not part of the loop).
     max_iterations : int, optional
-        Reaching it stops the launch with ``RuntimeError`` naming the node (None: no
-        limit; Ctrl-C stops a long loop either way).
+        At most this many iterations (None: no limit; Ctrl-C stops a long loop either
+        way). What reaching it with ``cond[0]`` still true does is ``on_max``'s.
+    on_max : {"raise", "stop"}, default "raise"
+        ``"raise"``: the launch stops with ``RuntimeError`` naming the node.
+        ``"stop"``: the loop ends there and the replay goes on, as a solver's ``maxiter``
+        does (``g.iterations(name)`` says how many it ran, and whether it stopped there).
 
     Returns
     -------
@@ -240,7 +248,8 @@ def while_loop(cond, body, *, max_iterations: int | None = None) -> ControlNode:
         ``cond`` not a one-element bool or integer array, ``body`` not a Graph, a bad
         ``max_iterations``.
     ValueError
-        An empty body, a body holding a collective, ``max_iterations`` < 1.
+        An empty body, a body holding a collective, ``max_iterations`` < 1, ``on_max``
+        not ``"raise"`` or ``"stop"``.
     RuntimeError
         ``body`` is being launched right now.
 
@@ -260,8 +269,10 @@ def while_loop(cond, body, *, max_iterations: int | None = None) -> ControlNode:
     """
     c = _condition(cond, "while_loop()")
     max_iterations = _max_iterations(max_iterations)
+    if not isinstance(on_max, str) or on_max not in ("raise", "stop"):
+        raise ValueError(f"while_loop(): on_max is \"raise\" or \"stop\", got {on_max!r}")
     rec, src = _body(body, "while_loop(): body")
-    return ControlNode("while", c, (rec,), ("body",), max_iterations, (src,))
+    return ControlNode("while", c, (rec,), ("body",), max_iterations, (src,), on_max)
 
 
 @keywords_after(3, "if_else(cond, then, otherwise)")

@@ -229,8 +229,12 @@ def test_progress_is_called_inside_a_long_loop(monkeypatch, threads, teams):
     # the progress callback (with 0 replays completed, so not from the replay loop)
     import time
     eagle.set_num_threads(threads)
-    seen = []
-    monkeypatch.setattr(_progress.Progress, "__call__", lambda self, done: seen.append(done))
+    seen, iterations = [], []
+
+    def call(self, done, its=None):
+        seen.append(done)
+        iterations.append(its)
+    monkeypatch.setattr(_progress.Progress, "__call__", call)
     left = np.zeros(1, np.int64)
     body = Graph()
 
@@ -251,6 +255,9 @@ def test_progress_is_called_inside_a_long_loop(monkeypatch, threads, teams):
     g.launch(1, progress=True)
     assert left[0] == 0
     assert seen.count(0) >= 2, seen
+    # ... with the iterations run so far: a launch that is one long loop moves by them
+    its = [k for k in iterations if k is not None]
+    assert len(its) >= 2 and its == sorted(its) and 0 < its[-1] <= 50, iterations
 
 
 RACE = r"""

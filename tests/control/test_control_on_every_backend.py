@@ -96,6 +96,30 @@ def test_iteration_limit(backend, k0, limit, raises):
     np.testing.assert_array_equal(b.asnumpy(x), np.full(3, float(min(k0, limit))))
 
 
+@pytest.mark.parametrize("k0, limit", [(3, 5), (9, 4), (0, 2)])
+def test_on_max_stop_and_the_iterations_run(backend, k0, limit):
+    # on_max="stop": the loop ends at max_iterations, the launch goes on (its next replays
+    # too), and g.iterations says what the last run ran
+    b = backend
+    x = b.zeros(3)
+    k, k_c = condition(b, 3, np.int64)
+    body = eagle.Graph()
+    body.add_node(b.add(x, 1.0), name="inc")
+    body.add_node(b.dec(k), name="dec")
+    g = eagle.Graph()
+    g.add_node(while_loop({"k?": k_c}, body, max_iterations=limit, on_max="stop"), name="bounded")
+    g.build()
+    b.put(k, 0, k0)
+    g.launch(1)
+    ran = min(k0, limit)
+    np.testing.assert_array_equal(b.asnumpy(x), np.full(3, float(ran)))
+    assert g.iterations("bounded") == ran
+    b.put(k, 0, 1)
+    g.launch(2)   # 1 iteration, then none (k is 0)
+    assert g.iterations("bounded") == 0
+    np.testing.assert_array_equal(b.asnumpy(x), np.full(3, float(ran + 1)))
+
+
 @pytest.mark.parametrize("otherwise", [True, False])
 def test_branch_chosen_per_replay(backend, otherwise):
     b = backend

@@ -109,5 +109,37 @@ int main(void)
     check(r.stage.team == 2 && waited >= 0.9e9 && waited <= 1.5e9, "the threshold is timed again after a second");
     check(eagle_parallel_threshold_ns(&r.env, 2) == 20e3, "... at its floor now");
 
+    /* beside a busy neighbour: a team replay 100x a serial one (a loop's barriers each
+     * waiting a time slice). The verdict is one thread; the re-checks, each running
+     * four team replays again, are bounded by what they measured on the team: over a
+     * minute of the fake clock they take at most a few percent of the time */
+    rig_init(&r, 100);
+    double t_recheck = 0, t_total = 0;
+    const double start = r.f.now_ns;
+    while (r.f.now_ns - start < 60e9) {
+        const int kind = launch(&r, 1 * MS, 100 * MS);
+        r.f.now_ns -= 5 * MS;   /* the clock moves by what the launch took */
+        const double dt = (kind == EAGLE_SEGMENT_VERIFY || (kind == EAGLE_SEGMENT_RUN && r.stage.team > 1))
+                              ? 100 * MS : 1 * MS;
+        r.f.now_ns += dt;
+        t_total += dt;
+        if (kind == EAGLE_SEGMENT_VERIFY && eagle_choice_checks(&r.ch) > 0)
+            t_recheck += dt;
+    }
+    check(r.stage.team == 1 && eagle_choice_checks(&r.ch) >= 1, "a team 100x slower is dropped, and re-checked");
+    check(t_recheck <= 0.05 * t_total, "re-checks of a slow team cost at most 5% of the time");
+
+    /* a control node whose body chooses its own teams (its iterations are timed): its
+     * auto stage stays on one thread, never timed on the team as a whole */
+    rig_init(&r, 100);
+    r.node.sized = 0;
+    r.node.iterates = 1;
+    int verified = 0;
+    for (int k = 0; k < 20; ++k) {
+        const int kind = launch(&r, 50 * MS, 1 * MS);
+        verified |= kind == EAGLE_SEGMENT_VERIFY || kind == EAGLE_SEGMENT_PAIRED;
+    }
+    check(!verified && r.stage.team == 1, "a stage holding an iterating control node stays on one thread");
+
     return failures ? 1 : 0;
 }

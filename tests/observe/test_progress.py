@@ -447,3 +447,39 @@ def test_a_plain_launch_line_still_counts_replays(monkeypatch):
     bar.close(400)
     assert out.lines() == ["eagle launch: 100/400 replays (25%), 1.0 s, ~3 s left",
                            "eagle launch: 400/400 replays (100%), 4.0 s"]
+
+
+def test_a_launch_that_is_one_long_loop_shows_its_iterations(monkeypatch):
+    # "0/1 replays" for the whole of a loop until converged said nothing of how far it was
+    monkeypatch.setattr(_progress, "_tqdm", lambda: None)
+    clock, out = Clock(), Lines()
+    bar = _progress.Progress(1, "launch", delay=1.0, file=out, clock=clock)
+    clock.t = 2.0
+    bar(0, 1_234)
+    clock.t = 4.0
+    bar(0, 2_500)
+    clock.t = 5.0
+    bar.close(1)
+    assert out.lines() == [
+        "eagle launch: 0/1 replays, 1,234 loop iterations (0%), 2.0 s",
+        "eagle launch: 0/1 replays, 2,500 loop iterations (0%), 4.0 s",
+        "eagle launch: 1/1 replays, 2,500 loop iterations (100%), 5.0 s",
+    ]
+
+
+def test_the_executor_gives_a_long_loop_s_iterations_to_the_bar(fake_tqdm):
+    from eagle.graph import while_loop
+    left = np.zeros(1, np.int64)
+    body = eagle.Graph()
+
+    def step():
+        time.sleep(0.002)
+        left[0] -= 1
+    body.add_node(opaque(step, writes={"left": left}), name="step")
+    g = eagle.Graph()
+    g.add_node(opaque(lambda: left.__setitem__(0, 150), writes={"left": left}), name="arm")
+    g.add_node(while_loop({"left": left}, body), name="loop")
+    g.build().launch(1, progress=True)
+    (bar,) = fake_tqdm
+    assert bar.total == 1 and bar.postfix.endswith("loop iterations")
+    assert 0 < int(bar.postfix.split()[0].replace(",", "")) <= 150

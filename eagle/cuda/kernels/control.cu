@@ -15,9 +15,11 @@
  *   of `otherwise`: one read decides both branches), state[0] = 0; with the stop flag
  *   set a loop runs no iteration.
  * mode 1 (a WHILE body's last node): state[0] += 1; handle = cond, except when the
- *   loop ran `limit` iterations (limit > 0) with cond still true: handle = 0 and
- *   state[1] = 1 (the launch then raises, naming the node), or when the stop flag is
- *   set: handle = 0 (the loop ends here; the launch raises KeyboardInterrupt).
+ *   loop ran |limit| iterations (limit != 0) with cond still true: handle = 0 and,
+ *   limit > 0, state[1] = 1 (the launch then raises, naming the node; limit < 0:
+ *   on_max="stop", the loop just ends), or when the stop flag is set: handle = 0 (the
+ *   loop ends here; the launch raises KeyboardInterrupt). state[0] is left at the
+ *   iterations of the last visit (g.iterations reads it after a launch).
  */
 typedef long long i64;
 
@@ -53,8 +55,9 @@ extern "C" __global__ void eagle_control_condition(unsigned long long handle,
         return;
     }
     i64 ran = state ? ++state[0] : 0;
-    if (v && limit > 0 && ran >= limit) {
-        state[1] = 1;
+    if (v && limit != 0 && ran >= (limit < 0 ? -limit : limit)) {
+        if (limit > 0)
+            state[1] = 1;
         v = 0;
     }
     cudaGraphSetConditional(handle, v ? 1u : 0u);
