@@ -26,7 +26,10 @@
 # /tmp, kept between runs so a rerun rebuilds only what changed),
 # EAGLE_SANITIZE_NO_PRELOAD (tools the tests run that crash with the ASan runtime
 # preloaded, run without it through a wrapper put first on PATH; default: nvcc, whose
-# cicc and ptxas segfault under it).
+# cicc and ptxas segfault under it, and Graphviz's dot, partly C++: the preloaded
+# runtime fails its check at a C++ program's first exception, "CHECK failed:
+# asan_interceptors.cpp ... real___cxa_throw"). Programs the tests build and run
+# themselves drop the preload too (tests/helpers/programs.py).
 # Leak checking is off (detect_leaks=0): CPython keeps its own allocations to the end,
 # and the CUDA stand-in keeps destroyed handles as shells on purpose. Under ASan
 # everything runs some times slower: a timing-sensitive test may flake.
@@ -87,7 +90,7 @@ echo "$EAGLE_SANITIZE" > "$SCRATCH/.sanitize-flags"
 #    reports to files
 rm -rf "$REPORTS" "$SCRATCH/bin"
 mkdir -p "$REPORTS" "$SCRATCH/bin"
-for tool in ${EAGLE_SANITIZE_NO_PRELOAD-nvcc}; do
+for tool in ${EAGLE_SANITIZE_NO_PRELOAD-nvcc dot}; do
     real="$(command -v "$tool" || true)"
     [[ -n "$real" ]] || continue
     printf '#!/bin/sh\nunset LD_PRELOAD\nexec %q "$@"\n' "$real" > "$SCRATCH/bin/$tool"
