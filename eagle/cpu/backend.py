@@ -59,6 +59,7 @@ class CpuBackend(Backend):
         # keys are reported after a launch), ufunc loops (an error one reports is raised
         # when the launch ends), process groups, and the partition of each node
         self._partitions = []
+        self._partition_nodes = []   # their nodes (Graph.restart)
         self._loops = []
         self._groups = []
         self._partition_of = {}
@@ -203,6 +204,11 @@ class CpuBackend(Backend):
     def set_logical_size(self, n: int) -> None:
         self._plan.logical_size = n
 
+    def restart(self, n: int) -> None:
+        for node in self._partition_nodes:
+            node.restart()
+        self.set_logical_size(n)
+
     def stage_notes(self):
         notes = []
         for run in self._runs:
@@ -289,6 +295,7 @@ class LoweringContext:
             return spec
         if spec.partition is not None:
             b._partitions.append(spec.partition)
+            b._partition_nodes.append(self.rec.nodes[i])
             b._partition_of[id(self.rec.nodes[i])] = spec.partition
         if spec.loop is not None:
             if self.outer is None:
