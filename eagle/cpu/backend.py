@@ -224,8 +224,10 @@ class CpuBackend(Backend):
         rec = self.recording
         n_threads = get_num_threads()
         size = self.logical_size   # read once: a compaction node changes it during a launch
+        # every sample finished: the teams and costs where the last launch started, not at 0
+        costs_at = self._plan.launch_size if size == 0 and self.resizes else 0
         stages = []
-        for run, (policy, team, cost, check) in zip(self._runs, self._plan.teams(n_threads, size)):
+        for run, (policy, team, cost, check) in zip(self._runs, self._plan.teams(n_threads, costs_at or size)):
             # a fused run is one stage to the executor: its team and cost are the run's,
             # given on its first stage
             for s in run.stages:
@@ -240,6 +242,7 @@ class CpuBackend(Backend):
                 stages.append(sp)
         plan = Plan("cpu", n_threads, size, rec.capacity,
                     parallel_threshold_ns(n_threads) if n_threads > 1 else 0.0, stages)
+        plan.costs_at = costs_at or None
         lines = body_lines(rec, "  ", self._body_stage_note)
         if lines:
             # executor.h: a control node's stage is the calling thread's, and so are its bodies'
