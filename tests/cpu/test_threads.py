@@ -484,8 +484,9 @@ def interrupt(tmp_path, kind, n_threads, teams):
     assert res.returncode == 0, f"child failed ({res.returncode}): {res.out!r} {res.err!r}"
     out = json.loads(res.lines[-1])
     assert out["interrupted"], "launch(10**9) finished instead of being interrupted"
-    # a correctness bound, generous on a loaded machine: the executor checks signals every few ms
-    assert res.waited < 20, f"SIGINT took {res.waited:.1f} s to stop the launch"
+    # a correctness bound, stretched by the load: the executor checks signals every few ms
+    bound = ctrl_c.scaled(20)
+    assert res.waited < bound, f"SIGINT took {res.waited:.1f} s to stop the launch (bound {bound:.0f} s)"
     return out["notes"]
 
 
