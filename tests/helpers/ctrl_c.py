@@ -41,8 +41,9 @@ def _probe():
 
 def slowness():
     """How many times slower than an idle core this machine runs a fixed piece of Python
-    now (the median of 3 probes, at least 1): measured at each call, as the load changes."""
-    return max(1.0, sorted(_probe() for _ in range(3))[1] / _IDLE_PROBE_S)
+    now (the median of 3 probes, from 1 to 10: a real hang still ends): measured at each
+    call, as the load changes."""
+    return min(10.0, max(1.0, sorted(_probe() for _ in range(3))[1] / _IDLE_PROBE_S))
 
 
 def scaled(seconds):
@@ -69,10 +70,19 @@ def child_env(**extra):
     return env
 
 
+def default_sigint():
+    """For ``preexec_fn``: SIGINT back to its default action in the child. A suite run as
+    a background job (``pytest &``, ``nohup``) has SIGINT ignored, an ignored signal stays
+    ignored across exec, and Python then installs no KeyboardInterrupt handler: every
+    Ctrl-C test would wait for its deadline."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @contextmanager
 def child(args, env=None, **popen):
-    """``python *args`` with text pipes (env: child_env() unless given); killed and
-    reaped on the way out if it still runs."""
+    """``python *args`` with text pipes (env: child_env() unless given), SIGINT at its
+    default (``default_sigint``); killed and reaped on the way out if it still runs."""
+    popen.setdefault("preexec_fn", default_sigint)
     p = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env=child_env() if env is None else env, **popen)
     try:
