@@ -3,9 +3,8 @@ eagle's headers, the CUDA example, a ThreadSanitizer harness).
 
 ``tests/sanitize.sh`` preloads the ASan runtime (LD_PRELOAD) into every process the
 suite starts, for eagle's extensions inside the interpreter. A program built without
-ASan must not get it: in a C++ program the preloaded runtime's `__cxa_throw` interceptor
-fails its own check ("CHECK failed: asan_interceptors.cpp ... real___cxa_throw") at the
-first exception, and a TSan program cannot share a process with it. Such a program
+ASan must not get it: a TSan program cannot share a process with it, and a program that
+was not built for it is no part of what the run checks. Such a program
 either runs without the preload (``program_env``), or is built with
 ``fake_cuda_build.DOUBLES_CFLAGS`` (the sanitizer flags under sanitize.sh, nothing
 otherwise) so it carries its runtime itself: a program that loads a test double built
