@@ -53,7 +53,7 @@ extensions = [
     "sphinx.ext.napoleon",
 ]
 
-exclude_patterns = ["_build", "jupyter_execute", "Thumbs.db", ".DS_Store", "**.ipynb_checkpoints"]
+exclude_patterns = ["_build", "upstream", "jupyter_execute", "Thumbs.db", ".DS_Store", "**.ipynb_checkpoints"]
 
 # ---- MyST / MyST-NB -----------------------------------------------------------
 myst_enable_extensions = ["colon_fence", "deflist"]

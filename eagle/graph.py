@@ -710,6 +710,71 @@ class Graph(GraphCore):
             self._check_logical_size(n)   # again: another thread may have recorded meanwhile
             self._retune(n)
 
+    def restart(self, logical_size: int | None = None) -> None:
+        """Make the next launch run the graph from its start again: ``g.replays = 0``
+        (random nodes draw the first replay's numbers again), the logical size back to
+        ``logical_size`` (default: the capacity), and every compaction and reorder node
+        as it was made: its id map the identity (position ``i`` holds sample ``i``) and its
+        ``every=`` count at 0.
+
+        The state arrays are yours: put the new run's initial state in them (in original
+        sample order, every sample alive) before the next launch. Bodies' compaction and
+        reorder nodes are restarted too. Waits for a launch in flight on another thread.
+
+        Parameters
+        ----------
+        logical_size : int, optional
+            The logical size of the first replay, ``0 <= logical_size <= g.capacity``.
+
+        Returns
+        -------
+        None
+
+        Raises
+        ------
+        NotBuiltError
+            The graph is not built.
+        TypeError, ValueError
+            A bad ``logical_size`` (as ``set_logical_size``).
+        RuntimeError
+            Called by a node of this graph while it runs.
+
+        Examples
+        --------
+        >>> import numpy as np, eagle
+        >>> from eagle.graph import compact, opaque
+        >>> alive = np.ones(4, dtype=bool)
+        >>> node = compact(alive, {})
+        >>> def finish_one():
+        ...     alive[np.flatnonzero(alive)[:1]] = False
+        >>> g = eagle.Graph()
+        >>> g.add_node(opaque(finish_one, writes={"alive": alive}), name="step")
+        >>> g.add_node(node, name="compact")
+        >>> g.build().launch_until_done(10), g.logical_size
+        (4, 0)
+        >>> alive[:] = True
+        >>> g.restart()
+        >>> g.replays, g.logical_size, node.ids
+        (0, 4, array([0, 1, 2, 3]))
+        """
+        if self._backend is None:
+            raise NotBuiltError("restart() needs a built graph: call g.build() first")
+        n = self.capacity if logical_size is None else logical_size
+        if type(n) is not int:
+            if isinstance(n, bool):
+                raise TypeError("restart() needs an integer logical size, got a bool")
+            try:
+                n = operator.index(n)
+            except TypeError:
+                raise TypeError(f"restart() needs an integer logical size, got {type(n).__name__}") from None
+        self._check_logical_size(n)
+        with self._exclusive("restart"):
+            self._check_logical_size(n)
+            self._backend.restart(n)
+            self._logical_size = logical_size if logical_size is None else n
+            self._backend.replays = 0
+            self._replays = 0
+
     def _check_logical_size(self, n):
         cap = self.capacity
         if not 0 <= n <= cap:

@@ -26,7 +26,8 @@
 # /tmp, kept between runs so a rerun rebuilds only what changed),
 # EAGLE_SANITIZE_NO_PRELOAD (tools the tests run that crash with the ASan runtime
 # preloaded, run without it through a wrapper put first on PATH; default: nvcc, whose
-# cicc and ptxas segfault under it).
+# cicc and ptxas segfault under it, and Graphviz's dot). Programs the tests build and
+# run themselves drop the preload too (tests/helpers/programs.py).
 # Leak checking is off (detect_leaks=0): CPython keeps its own allocations to the end,
 # and the CUDA stand-in keeps destroyed handles as shells on purpose. Under ASan
 # everything runs some times slower: a timing-sensitive test may flake.
@@ -49,6 +50,12 @@ if [[ "$ASAN_RT" != /* || ! -e "$ASAN_RT" ]]; then
     echo "sanitize.sh: $CC has no ASan runtime (libasan.so); set CC to a compiler with one" >&2
     exit 2
 fi
+# the C++ runtime preloaded beside it: ASan looks up __cxa_throw when it starts, and in a
+# process that loads C++ later (the interpreter, then a C++ extension: matplotlib's
+# ft2font in the docs' cells) it found none, and the first exception thrown there ended
+# the process ("CHECK failed: asan_interceptors.cpp ... real___cxa_throw")
+CXX_RT="$("$CXX" -print-file-name=libstdc++.so.6)"
+[[ "$CXX_RT" == /* && -e "$CXX_RT" ]] && ASAN_RT="$ASAN_RT:$CXX_RT"
 
 # 1. the tree into the scratch copy: changed files copied (mtimes kept, so the build
 #    below redoes only what changed), files gone from the tree removed from the copy
@@ -87,7 +94,7 @@ echo "$EAGLE_SANITIZE" > "$SCRATCH/.sanitize-flags"
 #    reports to files
 rm -rf "$REPORTS" "$SCRATCH/bin"
 mkdir -p "$REPORTS" "$SCRATCH/bin"
-for tool in ${EAGLE_SANITIZE_NO_PRELOAD-nvcc}; do
+for tool in ${EAGLE_SANITIZE_NO_PRELOAD-nvcc dot}; do
     real="$(command -v "$tool" || true)"
     [[ -n "$real" ]] || continue
     printf '#!/bin/sh\nunset LD_PRELOAD\nexec %q "$@"\n' "$real" > "$SCRATCH/bin/$tool"

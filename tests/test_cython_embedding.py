@@ -202,3 +202,50 @@ def test_pxd_is_where_include_path_points():
     pxd = os.path.join(EAGLE_ROOT, "eagle", "native.pxd")
     text = open(pxd).read()
     assert "ctypedef void (*kernel_t)" in text and "wrap_kernel" in text
+
+
+# ---- a package of one's own, as docs/cython.md packages it ----------------------------------
+
+def _package_from_the_docs():
+    """({path: text} of the package's files, the usage example) from docs/cython.md's
+    "Your own package": each file a fenced block whose first line names it (``# setup.py``)."""
+    import re
+
+    page = open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "docs", "cython.md")).read()
+    section = page.split("## Your own package", 1)[1].split("\n## ", 1)[0]
+    files, example = {}, None
+    for lang, body in re.findall(r"```(\w+)\n(.*?)```", section, re.S):
+        first = body.splitlines()[0]
+        if lang in ("toml", "python", "cython") and re.fullmatch(r"# [\w/]+\.(toml|py|pyx)", first):
+            files[first[2:]] = body
+        elif lang == "python":
+            example = body
+    return files, example
+
+
+def test_the_docs_package_builds_without_build_isolation_and_runs(tmp_path):
+    """docs/cython.md's package (a mixed-dtype kernel with updates=) installs with
+    ``pip install --no-build-isolation`` against the eagle under test, which is not on the
+    package index, and its example prints what the page says."""
+    pytest.importorskip("Cython")
+    pytest.importorskip("setuptools")
+    if not (shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")):
+        pytest.skip("no C compiler")
+    files, example = _package_from_the_docs()
+    assert set(files) == {"pyproject.toml", "setup.py", "eagle_age/_age.pyx", "eagle_age/__init__.py"}
+    pkg, site = tmp_path / "eagle-age", tmp_path / "site"
+    for path, text in files.items():
+        (pkg / path).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / path).write_text(text)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([EAGLE_ROOT, *filter(None, [os.environ.get("PYTHONPATH")])]),
+               PIP_DISABLE_PIP_VERSION_CHECK="1")
+    # --no-index: nothing is fetched (eagle is on no index); --target: the environment is left as it is
+    p = subprocess.run([sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--no-index",
+                        "--target", str(site), str(pkg)], capture_output=True, text=True, env=env, timeout=900)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    env["PYTHONPATH"] = os.pathsep.join([str(site), env["PYTHONPATH"]])
+    r = subprocess.run([sys.executable, "-c", example], capture_output=True, text=True, env=env, cwd=tmp_path,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    said = example.split("print(age, weight)   # ", 1)[1].splitlines()[0]
+    assert r.stdout.split() == said.split(), (r.stdout, said)

@@ -49,6 +49,8 @@ static int execute_replays(eagle_plan *plan, int64_t n_replays, eagle_thread_sta
         || (plan->until_done && (plan->n_groups > 0 ? !plan->live_anywhere : plan->logical_size == 0)))
         return 0;
     eagle_choice *ch = &plan->choice;
+    if (plan->logical_size > 0)
+        eagle_store_i64(&plan->launch_size, plan->logical_size);
     eagle_seed_size_source(plan);
     eagle_choice_launch_begin(ch, plan->num_threads);
 

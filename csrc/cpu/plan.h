@@ -101,6 +101,9 @@ typedef struct eagle_plan {
     eagle_stage *stages;
     int32_t n_stages;
     int64_t logical_size;
+    /* the logical size the last launch that had samples started at (plan() shows the
+     * costs there once the live count is 0); relaxed: plan() may read it meanwhile */
+    int64_t launch_size;
     int32_t num_threads;            /* team size for parallel stages */
     int32_t has_opaque;
     /* Where a node (compaction) writes the next replay's logical size, or NULL.

@@ -42,11 +42,14 @@ static int32_t team_usable_cpus = 0;
 static int32_t team_omp_env_set = 0;
 static int32_t team_max_threads = 0;
 static int32_t team_explicit = 0;
+/* OpenMP's setting when eagle was configured (its default, unless something set it) */
+static int32_t team_omp_default = 0;
 
 void eagle_configure_team_size(int usable_cpus, int omp_env_set)
 {
     eagle_store_i32(&team_usable_cpus, usable_cpus > 0 ? usable_cpus : 0);
     eagle_store_i32(&team_omp_env_set, omp_env_set != 0);
+    eagle_store_i32(&team_omp_default, eagle_omp_max_threads());
     eagle_store_i32(&team_max_threads, eagle_max_threads());
 }
 
@@ -66,7 +69,13 @@ int eagle_team_size(void)
         return 1;
     int n = eagle_omp_max_threads();
     int usable = eagle_load_i32(&team_usable_cpus);
-    if (usable > 0 && n > usable && !eagle_load_i32(&team_explicit) && !eagle_load_i32(&team_omp_env_set))
+    /* one rule: OpenMP's default (all the machine's CPUs, which it counts without the
+     * cgroup quota) is capped to the usable CPUs; a count someone gave is not
+     * (OMP_NUM_THREADS, set_num_threads, or a value other than the default set behind
+     * eagle's back: a threadpoolctl limit, another library's omp_set_num_threads) */
+    int given = eagle_load_i32(&team_explicit) || eagle_load_i32(&team_omp_env_set)
+                || n != eagle_load_i32(&team_omp_default);
+    if (usable > 0 && n > usable && !given)
         n = usable;
     int max = eagle_load_i32(&team_max_threads);
     if (max < 1)

@@ -42,8 +42,9 @@ int eagle_max_threads(void);
 
 /* How many threads a team has, the count every launch reads: OpenMP's setting of
  * the calling thread (omp_get_max_threads) when it was given explicitly
- * (eagle_set_team_size) or OMP_NUM_THREADS was set, else that setting capped to
- * the usable CPUs (which OpenMP alone does not see: affinity, cgroup quota); never
+ * (eagle_set_team_size), OMP_NUM_THREADS was set, or it differs from OpenMP's setting
+ * when eagle was configured (a threadpoolctl limit: the same rule from the start of
+ * the process), else that setting capped to the usable CPUs (which OpenMP alone does not see: affinity, cgroup quota); never
  * more than eagle_max_threads() (a larger OMP_NUM_THREADS or threadpoolctl value is
  * capped to it); 1 without OpenMP or in a child forked after a parallel region.
  * Thread-safety: any thread (the inputs are read relaxed, each whole). */
@@ -52,7 +53,7 @@ int eagle_team_size(void);
 /* The team size's inputs, read once by whoever loads the executor (eagle.cpu.threads,
  * at import): the CPUs this process may use (< 1: none known, no cap) and whether
  * OMP_NUM_THREADS was set (libgomp reads it once, at load). Also reads
- * eagle_max_threads() once. Until it is called eagle_team_size caps by
+ * eagle_max_threads() and the calling thread's OpenMP setting (its default) once. Until it is called eagle_team_size caps by
  * eagle_max_threads() only. Thread-safety: any thread, before the launches that
  * should see it. */
 void eagle_configure_team_size(int usable_cpus, int omp_env_set);

@@ -280,7 +280,9 @@ int eagle_replay_team(eagle_plan *plan, int64_t r0, int64_t r1, int timing,
     if (ts.exc_type != NULL) {
         failure->node = ts.failed_node;
         failure->replay = ts.failed_replay;
-        plan->replays_done = ts.failed_replay;
+        /* an interrupt (or the progress callback's error; node -1) is seen after its
+         * replay ran whole: it counts, as in a serial run */
+        plan->replays_done = ts.failed_replay + (ts.failed_node < 0);
         PyErr_Restore(ts.exc_type, ts.exc_value, ts.exc_tb);
         return -1;
     }

@@ -465,6 +465,11 @@ cdef class CpuPlan(CompiledLaunch):
         eagle_store_i64(&self.plan.logical_size, n)
 
     @property
+    def launch_size(self):
+        """The logical size the last launch with samples started at (0: none yet)."""
+        return eagle_load_i64(&self.plan.launch_size)
+
+    @property
     def num_threads(self):
         return self.plan.num_threads
 

@@ -146,6 +146,7 @@ cdef extern from "plan.h" nogil:
         eagle_stage *stages
         int32_t n_stages
         int64_t logical_size
+        int64_t launch_size
         int32_t num_threads
         int32_t has_opaque
         int32_t has_control

@@ -236,6 +236,12 @@ cdef class Partition:
     def replays_seen(self):
         return self.st.replay
 
+    def restart(self):
+        """As made: no replay seen (``every`` counts from 0), no invalid key met."""
+        self.st.replay = 0
+        self.st.due = False
+        self.st.invalid_keys = False
+
     def take_invalid_keys(self):
         """Whether a reorder met a key outside [0, n_keys) since the last call."""
         bad = self.st.invalid_keys

@@ -131,13 +131,19 @@ cdef extern from "numpy/arrayobject.h":
     npy_intp *iter_strides "NpyIter_GetInnerStrideArray"(NpyIter *it) noexcept nogil
     npy_intp *iter_size_ptr "NpyIter_GetInnerLoopSizePtr"(NpyIter *it) noexcept nogil
     void *iter_next_fn "(void *)NpyIter_GetIterNext"(NpyIter *it, char **errmsg)
-    NpyIter *iter_copy "NpyIter_Copy"(NpyIter *it)
     int iter_free "NpyIter_Deallocate"(NpyIter *it)
     NpyIter *iter_new "NpyIter_AdvancedNew"(npy_intp nop, cnp.PyArrayObject **op, cnp.npy_uint32 flags,
                                             cnp.NPY_ORDER order, cnp.NPY_CASTING casting,
                                             cnp.npy_uint32 *op_flags, cnp.PyArray_Descr **op_dtypes,
                                             int oa_ndim, int **op_axes, npy_intp *itershape,
                                             npy_intp buffersize) except NULL
+    # the same, for a thread's own iterator (made in _take_iter, which reports a failure itself)
+    NpyIter *iter_new_for_thread "NpyIter_AdvancedNew"(npy_intp nop, cnp.PyArrayObject **op,
+                                                       cnp.npy_uint32 flags, cnp.NPY_ORDER order,
+                                                       cnp.NPY_CASTING casting, cnp.npy_uint32 *op_flags,
+                                                       cnp.PyArray_Descr **op_dtypes, int oa_ndim,
+                                                       int **op_axes, npy_intp *itershape,
+                                                       npy_intp buffersize)
 
 ctypedef int (*iternext_t)(NpyIter *it) noexcept nogil
 
@@ -211,13 +217,20 @@ cdef struct layout:
     # the first error the loop reported since it was last taken (owned), or NULL
     PyObject *error
     # a node that casts or takes where=: it runs through NumPy's iterator (see iter_slot),
-    # one made per thread from `iter_template`; where_slot is the mask's data[] slot (-1 for
+    # one made per thread from the arguments `iter_template` was made with (never a copy:
+    # NpyIter_Copy of a masked iterator leaves garbage for its free, see
+    # docs/upstream/numpy_masked_transfer_clone.md); where_slot is the mask's data[] slot (-1 for
     # a mask that is always true), where_never a mask that is always false (nothing runs)
     int use_iter
     int where_op
     int where_slot
     int where_never
     NpyIter *iter_template
+    int iter_nop
+    cnp.npy_uint32 iter_flags
+    cnp.PyArrayObject *iter_ops[MAX_ARGS + 1]
+    cnp.PyArray_Descr *iter_descrs[MAX_ARGS + 1]
+    cnp.npy_uint32 iter_op_flags[MAX_ARGS + 1]
     iter_slot *iters
     int n_iters
     # room in iters: one per thread of the largest team eagle makes (eagle.max_threads())
@@ -275,8 +288,8 @@ cdef void _report_message(layout *L, const char *msg) noexcept nogil:
 
 
 cdef iter_slot *_take_iter(layout *L) noexcept nogil:
-    """An idle iterator of this node for this call: a free one, else a copy of the
-    template made (with the GIL) the first time this many threads run the node at once."""
+    """An idle iterator of this node for this call: a free one, else a new one made as the
+    template was (with the GIL) the first time this many threads run the node at once."""
     cdef int k, n = eagle_load_count(&L.n_iters)
     cdef iter_slot *S
     cdef cnp.PyArrayObject **ops
@@ -293,7 +306,9 @@ cdef iter_slot *_take_iter(layout *L) noexcept nogil:
             _keep_error(L, RuntimeError(f"a ufunc node runs in at most {L.max_iters} threads at once"))
             return NULL
         S = &L.iters[n]
-        S.it = iter_copy(L.iter_template)
+        S.it = iter_new_for_thread(L.iter_nop, L.iter_ops, L.iter_flags, cnp.NPY_CORDER,
+                                   cnp.NPY_UNSAFE_CASTING, L.iter_op_flags, L.iter_descrs,
+                                   -1, NULL, NULL, CAST_BUFFER)
         if S.it == NULL:
             _report_failure(L)
             return NULL
@@ -541,8 +556,8 @@ cdef class UfuncLoop:
             self.L.where_slot = where_slot
         # C order: iterator index i * row_len + j is element j of sample i; no copies of
         # operands (eagle resets the iterator to the arrays' memory on every call)
-        # DELAY_BUFALLOC: a reset writes back the buffers an iterator holds; a copy's first
-        # reset (its first call) then has none to write
+        # DELAY_BUFALLOC: a reset writes back the buffers an iterator holds; a thread's
+        # iterator's first reset (its first call) then has none to write
         flags = (cnp.NPY_ITER_EXTERNAL_LOOP | cnp.NPY_ITER_BUFFERED | cnp.NPY_ITER_GROWINNER
                  | cnp.NPY_ITER_RANGED | cnp.NPY_ITER_ZEROSIZE_OK | cnp.NPY_ITER_DELAY_BUFALLOC)
         # unsafe casting here, as in NumPy's own ufunc call: resolve_loop already checked the
@@ -551,6 +566,13 @@ cdef class UfuncLoop:
         it = iter_new(nop, ops, flags, cnp.NPY_CORDER, cnp.NPY_UNSAFE_CASTING, op_flags, descrs,
                       -1, NULL, NULL, CAST_BUFFER)
         self.L.iter_template = it
+        # the arguments, for each thread's own iterator (kept alive by iter_operands)
+        self.L.iter_nop = nop
+        self.L.iter_flags = flags
+        for k in range(nop):
+            self.L.iter_ops[k] = ops[k]
+            self.L.iter_descrs[k] = descrs[k]
+            self.L.iter_op_flags[k] = op_flags[k]
         if iter_next_fn(it, &errmsg) == NULL:
             raise RuntimeError(f"NumPy's iterator: {errmsg}")
         from eagle.cpu.threads import max_threads

@@ -62,6 +62,7 @@ class CpuBackend(Backend):
         # keys are reported after a launch), ufunc loops (an error one reports is raised
         # when the launch ends), process groups, and the partition of each node
         self._partitions = []
+        self._partition_nodes = []   # their nodes (Graph.restart)
         self._loops = []
         self._groups = []
         self._partition_of = {}
@@ -216,6 +217,11 @@ class CpuBackend(Backend):
     def set_logical_size(self, n: int) -> None:
         self._plan.logical_size = n
 
+    def restart(self, n: int) -> None:
+        for node in self._partition_nodes:
+            node.restart()
+        self.set_logical_size(n)
+
     def stage_notes(self):
         notes = []
         for run in self._runs:
@@ -231,8 +237,10 @@ class CpuBackend(Backend):
         rec = self.recording
         n_threads = get_num_threads()
         size = self.logical_size   # read once: a compaction node changes it during a launch
+        # every sample finished: the teams and costs where the last launch started, not at 0
+        costs_at = self._plan.launch_size if size == 0 and self.resizes else 0
         stages = []
-        for run, (policy, team, cost, check) in zip(self._runs, self._plan.teams(n_threads, size)):
+        for run, (policy, team, cost, check) in zip(self._runs, self._plan.teams(n_threads, costs_at or size)):
             # a fused run is one stage to the executor: its team and cost are the run's,
             # given on its first stage
             for s in run.stages:
@@ -247,6 +255,7 @@ class CpuBackend(Backend):
                 stages.append(sp)
         plan = Plan("cpu", n_threads, size, rec.capacity,
                     parallel_threshold_ns(n_threads) if n_threads > 1 else 0.0, stages)
+        plan.costs_at = costs_at or None
         lines = body_lines(rec, "  ", self._body_stage_note)
         if lines:
             # executor.h: a control node's stage is the calling thread's, and so are its bodies'
@@ -312,6 +321,7 @@ class LoweringContext:
             return spec
         if spec.partition is not None:
             b._partitions.append(spec.partition)
+            b._partition_nodes.append(self.rec.nodes[i])
             b._partition_of[id(self.rec.nodes[i])] = spec.partition
         if spec.loop is not None:
             if self.outer is None:

@@ -71,6 +71,7 @@ class PartitionNode(FinishedSamplesNode):
         check_names(mode, key_name, ids_name, count_name)
         self.writes = {**writes, ids_name: ids, count_name: count}
         self.count_name = count_name
+        self.key_name, self.ids_name, self.state_names = key_name, ids_name, tuple(state)
         self.read_too([key_name, *state, ids_name])   # it moves their samples: data flows in
         refuse_object_arrays(self, f"{mode}()")
         _refuse_shared_memory(mode, self.writes)
@@ -83,6 +84,11 @@ class PartitionNode(FinishedSamplesNode):
                                    float(min_dead_fraction), count if mode == "compact" else None, chunks)
         self.kernel = self.partition.kernel
         self.arrays_in_order = permuted + [count]
+
+    def restart(self):
+        """``Graph.restart``: the id map back to the identity, the ``every`` count to 0."""
+        self.ids[:] = np.arange(self.ids.shape[0], dtype=np.int64)
+        self.partition.restart()
 
     def scatter_back(self, compacted, out=None):
         """Put per-sample values held in compacted order back in original sample order."""

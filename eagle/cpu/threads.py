@@ -47,7 +47,9 @@ def get_num_threads():
     OpenMP's own setting (``OMP_NUM_THREADS``, ``set_num_threads``, a
     threadpoolctl limit) when one was given; otherwise the CPUs the process may
     use (affinity and cgroup quota, read at import), which OpenMP alone does
-    not see. Never more than ``max_threads()`` (a larger ``OMP_NUM_THREADS``
+    not see. One rule from the start of the process: a setting made behind
+    eagle's back (threadpoolctl, another library's ``omp_set_num_threads``)
+    counts as given when it differs from OpenMP's setting at eagle's import. Never more than ``max_threads()`` (a larger ``OMP_NUM_THREADS``
     or threadpoolctl value is capped to it). Always 1 when eagle was built
     without OpenMP or runs in a child forked after a parallel region (libgomp
     is not fork-safe).

@@ -1253,6 +1253,22 @@ def kernel_node_params(uintptr_t node):
 
 # ---- device memory ------------------------------------------------------------------
 
+def copy_to_device(uintptr_t dst, data, stream=None):
+    """Copy the bytes of the host buffer ``data`` to device address ``dst`` (memory eagle
+    does not own: a node's array), with cuMemcpyAsync on ``stream``, then synchronize it."""
+    cdef const unsigned char[::1] view = memoryview(data).cast("B")
+    cdef size_t n = view.shape[0]
+    cdef eagle_cudaStream_t s = _stream_handle(stream)
+    cdef int st
+    if n == 0:
+        return
+    with nogil:
+        st = eagle_cuda_memcpy_async(<void *>dst, &view[0], n, s)
+        if st == 0:
+            st = eagle_cuda_stream_synchronize(s)
+    check(st, "cuMemcpyAsync (host to device)")
+
+
 cdef class DeviceBuffer:
     """``nbytes`` of device memory (cuMemAlloc), owned; freed by ``close()`` or on
     collection. ``ptr`` is the device address. ``write(data, stream, offset)`` copies

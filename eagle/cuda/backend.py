@@ -367,6 +367,7 @@ class CudaBackend(Backend):
         size = recording.logical_size
         self._buffers = []
         self._gblock = None
+        self._made_lowerings = []   # this build's lowerings (restart)
         self._host_g = None
         self._kernels = None
         from eagle.cuda import finished as fc
@@ -403,6 +404,7 @@ class CudaBackend(Backend):
             root = capture.context()
             for node in distinct:   # before the capture: no copy may run while it captures
                 capture.lowering(type(node)).allocate(node, root)
+            self._made_lowerings = capture.made()
             self._control.prepare(nodes, recording.names, root)
             if self._control.loops or self.resizes:
                 self._stop = _cuda.HostFlag()
@@ -1048,6 +1050,14 @@ class CudaBackend(Backend):
             add_note(interrupted, f"eagle: Ctrl-C while eagle drained the device after a failure{loops}; "
                                   "the graph can be launched again")
             raise interrupted
+
+    def restart(self, n: int) -> None:
+        """``Graph.restart``: the lowerings' device state as built (a compaction's run
+        counter, its id map), then logical size ``n``."""
+        with self._on_device():
+            for lowering in self._made_lowerings:
+                lowering.restart(self.stream)
+            self._set_logical_size(n)
 
     def set_logical_size(self, n: int) -> None:
         """Patch grid and size argument of every ``cuda_kernel`` node in the instantiated graph."""

@@ -85,6 +85,10 @@ class Lowering:
         kernel nodes a retune patches with ``ctx.add_sized_kernel``."""
         raise NotImplementedError(f"{type(self).__name__}.capture")
 
+    def restart(self, stream) -> None:
+        """``Graph.restart``: put the device state ``allocate`` made back as it was made
+        (on ``stream``, the device's context current)."""
+
 
 _LOWERINGS: dict[type, type] = {}
 
@@ -144,6 +148,10 @@ class Capture:
         #: the MPI communicators of collectives over several ranks, each once
         self.communicators: list = []
         self._lowerings: dict[type, Lowering] = {}
+
+    def made(self) -> list:
+        """The lowerings this build made, in the order it first met their kinds."""
+        return list(self._lowerings.values())
 
     def lowering(self, kind: type) -> Lowering:
         """This build's lowering for node class ``kind`` (TypeError: it has none)."""

@@ -266,6 +266,7 @@ class CudaPartitionNode(FinishedSamplesNode):
             writes[count_name] = count
         super().__init__(None, writes)
         self.count_name = count_name
+        self.key_name, self.ids_name, self.state_names = key_name, ids_name, tuple(state)
         self.read_too([key_name, *state, ids_name])   # it moves their samples: data flows in
         if self.family != "cuda":
             raise TypeError(f"{mode}(): every array must be a CUDA array, like {key_label(mode, key_name)}")
@@ -318,6 +319,7 @@ class CudaPartitionCapture(Lowering):
     def __init__(self):
         #: {id(node): (counts, array table, state)} of this build, made by ``allocate``
         self._buffers = {}
+        self._nodes = []
 
     def needs(self, node):
         return frozenset({Need.READ_BACK})
@@ -339,6 +341,21 @@ class CudaPartitionCapture(Lowering):
         st = ctx.register_buffer(_cuda.DeviceBuffer(16))
         st.write(np.zeros(2, dtype=np.int64), stream)
         self._buffers[id(node)] = (counts, tbuf, st)
+        self._nodes.append(node)
+
+    def restart(self, stream):
+        """Each node's run counter (``every``) back to 0 and its id map to the identity."""
+        from eagle.cuda import _shim as _cuda
+
+        for node in self._nodes:
+            self._buffers[id(node)][2].write(np.zeros(2, dtype=np.int64), stream)
+            ptr, stride = node._layouts[-1][0], node._layouts[-1][1]
+            ids = np.arange(node.capacity, dtype=np.int64)
+            if stride == ids.itemsize:
+                _cuda.copy_to_device(ptr, ids, stream)
+            else:
+                for i in range(node.capacity):
+                    _cuda.copy_to_device(ptr + i * stride, ids[i:i + 1], stream)
 
     def capture(self, node, ctx):
         """Launch the four kernels on ``ctx.stream``; the ones whose grid follows the

@@ -76,6 +76,7 @@ class Progress:
         self.done = 0
         self._bar = None        # the tqdm bar, once shown
         self._line = False      # the plain line, once shown
+        self._width = 0         # the characters of the plain line last written
         self.dropped = False    # showing it failed: nothing more is shown
 
     def __call__(self, done, iterations=None):
@@ -141,7 +142,10 @@ class Progress:
             what = f"{count:,}/{total:,} samples finished, {done:,} replays"
         if self.iterations is not None:
             what += f", {self.iterations:,} loop iterations"
-        out.write(f"\reagle {self.what}: {what} ({100 * frac:.0f}%), {elapsed:.1f} s{left}   {end}")
+        text = f"eagle {self.what}: {what} ({100 * frac:.0f}%), {elapsed:.1f} s{left}"
+        # blanks over what a longer line before it left on the terminal ("… 6.5 s    s left")
+        out.write(f"\r{text}{' ' * max(0, self._width - len(text))}{end}")
+        self._width = len(text)
         out.flush()
 
     def close(self, done=None):

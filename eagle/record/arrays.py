@@ -58,8 +58,9 @@ def named_array(arg: Any, what: str, default: str, *, write: bool = False,
     what the argument may be, for the message when it is neither (default: an array)."""
     if isinstance(arg, Mapping):
         if len(arg) != 1:
-            raise TypeError(f"{what} is an array or a one-entry dict {{name: array}}, got a dict of "
-                            f"{len(arg)} entries")
+            got = (f"a dict of {len(arg)} entries ({', '.join(map(repr, arg))}): it takes one array"
+                   if arg else "an empty dict: no array to take")
+            raise TypeError(f"{what} is an array or a one-entry dict {{name: array}}, got {got}")
         (name, a), = arg.items()
         _check_name(name, what)
         return name, _array(a, f"{what} {name!r}", write)

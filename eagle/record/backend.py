@@ -114,6 +114,11 @@ class Backend(metaclass=_BackendType):
         """Process samples [0, n) from the next replay on (n is checked by the graph)."""
         raise NotImplementedError
 
+    def restart(self, n: int) -> None:
+        """``Graph.restart``: every compaction and reorder node as it was made (its id map
+        the identity, its ``every`` count at 0), then logical size ``n``."""
+        raise NotImplementedError
+
     # ---- looking ----
 
     def control_iterations(self, steps, node) -> int:

@@ -141,8 +141,10 @@ class ControlNode(Node):
                     key = put(writes if is_write else reads, name, a)
                     (per_sample_keys if name in per_sample else not_per_sample).add(key)
         not_per_sample -= per_sample_keys
-        # what the bodies both read and write is an update of the control node
-        both = {k for k in reads if k in writes and same_view(reads[k], writes[k])}
+        # what the bodies both read and write is an update of the control node (in the
+        # bodies' order, never a set's: the order reaches the cross-rank check, the
+        # picture, the plan and DOT, and a set's follows the process's string hashing)
+        both = [k for k in reads if k in writes and same_view(reads[k], writes[k])]
         updates = {k: writes.pop(k) for k in both}
         for k in both:
             del reads[k]

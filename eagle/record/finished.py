@@ -18,6 +18,36 @@ class FinishedSamplesNode(Node):
     mode = "compact"
     #: the name of the live count (``count=``): a one-element array, not per-sample
     count_name = "count"
+    #: the names of the key (``alive`` or ``by``), of the id map, and of the state arrays
+    key_name = "alive"
+    ids_name = "ids"
+    state_names: tuple = ()
+
+    @property
+    def key(self):
+        """The key array: a compaction's ``alive``, a reorder's ``by``."""
+        return self.writes[self.key_name]
+
+    @property
+    def alive(self):
+        """A compaction's alive flags (the array given as ``alive``)."""
+        if self.mode != "compact":
+            raise AttributeError(f"a {self.mode} node has no alive flags; its sort key is .by "
+                                 f"({self.key_name!r})")
+        return self.key
+
+    @property
+    def by(self):
+        """A reorder's sort key (the array given as ``by``)."""
+        if self.mode != "reorder":
+            raise AttributeError(f"a {self.mode} node has no sort key; its alive flags are .alive "
+                                 f"({self.key_name!r})")
+        return self.key
+
+    @property
+    def state(self) -> dict:
+        """The state arrays it moves with the key, by name (as given)."""
+        return {name: self.writes[name] for name in self.state_names}
 
     @property
     def resizes(self) -> bool:

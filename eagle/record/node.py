@@ -97,7 +97,7 @@ class Node:
                  per_sample=True, updates: Mapping[str, Any] | None = None):
         self.reads = named_arrays(reads, "reads", "in")
         self.writes = named_arrays(writes, "writes", "out", write=True)
-        for name in set(self.reads) & set(self.writes):
+        for name in [n for n in self.reads if n in self.writes]:   # the first clash in order
             if not same_view(self.reads[name], self.writes[name]):
                 raise ValueError(
                     f"the name {name!r} is bound to two different arrays in reads and writes; a "

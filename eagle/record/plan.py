@@ -44,6 +44,9 @@ class Plan:
     split_refused = ()
     #: text lines of the control nodes' bodies: their stages, run on the calling thread
     bodies = ()
+    #: the logical size the teams and costs are shown at when the live count is 0 (every
+    #: sample finished): where the last launch started; None: at ``logical_size``
+    costs_at = None
 
     def _header(self):
         return (f"eagle plan · backend: {self.backend} · {plural(self.num_threads, 'thread')} · "
@@ -61,6 +64,9 @@ class Plan:
         lines = [f"eagle plan · backend: {self.backend} · {plural(self.num_threads, 'thread')} · "
                  f"logical size {self.logical_size} of {self.capacity} · "
                  f"stages under {duration(self.threshold_ns)} run on one thread"]
+        if self.costs_at is not None:
+            lines.append(f"the live count is 0 (every sample finished): teams and costs as at logical "
+                         f"size {self.costs_at}, where the last launch started")
         for sp in self.stages:
             if sp.fused is not None and sp.stage != sp.fused[0]:
                 cost = f"fused with stage {sp.fused[0]}"   # the run's cost is on its first stage

@@ -385,6 +385,9 @@ def test_ctrl_c_stops_a_long_fused_launch():
         except KeyboardInterrupt:
             print("interrupted", round(time.monotonic() - t, 1))
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    from ctrl_c import default_sigint, scaled
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=scaled(120),
+                         preexec_fn=default_sigint)
     assert out.returncode == 0, out.stderr
     assert "interrupted" in out.stdout

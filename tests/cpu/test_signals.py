@@ -198,7 +198,9 @@ g = eagle.Graph()
 kernel = en.CTYPES_KERNEL(ctypes.cast(lib.slowing, ctypes.c_void_p).value)
 g.add_node(native(kernel, reads={"state": state}, writes={"y": y}), name="slowing")
 g.build()
-busy = threading.Thread(target=g.launch, args=(400,))   # holds the lock for ~0.8 s
+# holds the lock until told (every call 2 ms until state[0] lets them be cheap): however
+# late the SIGINT comes on a loaded machine, it finds this launch still running
+busy = threading.Thread(target=g.launch, args=(10**6,))
 busy.start()
 while state[1] == 0:
     time.sleep(0.001)
@@ -208,7 +210,8 @@ try:
     out = {"interrupted": False}
 except KeyboardInterrupt:
     out = {"interrupted": True, "busy_still": busy.is_alive()}
-busy.join(60)
+state[0] = 2**62                 # the rest of the busy launch is cheap calls
+busy.join()
 before = y[0]                    # replays (each adds 1 to every sample), not kernel calls: the
 g.launch(2)                      # new thread runs with OpenMP's default team, which may split
 t = threading.Thread(target=g.launch, args=(2,)); t.start(); t.join(20)

@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 import pytest
+from programs import program_env
 
 import eagle
 import eagle.kernels as ek
@@ -286,8 +287,7 @@ def test_the_report_reads_a_launch_in_flight_without_a_data_race(tmp_path):
     exe, libdir = _tsan_harness(tmp_path)
     if exe is None:
         pytest.skip(libdir)
-    env = dict(os.environ, LD_LIBRARY_PATH=libdir, TSAN_OPTIONS="halt_on_error=1 exitcode=66")
-    env.pop("LD_PRELOAD", None)   # tests/sanitize.sh preloads ASan, which a TSan binary cannot run beside
+    env = program_env(LD_LIBRARY_PATH=libdir, TSAN_OPTIONS="halt_on_error=1 exitcode=66")
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=300, env=env)
     if "FATAL: ThreadSanitizer" in run.stderr:   # the runtime could not start here (memory layout)
         pytest.skip(run.stderr.strip().splitlines()[0])
@@ -317,7 +317,7 @@ def test_the_team_choice_runs_from_c_with_a_fake_clock_and_barrier(tmp_path):
     if build.returncode and "omp.h" in build.stderr:
         pytest.skip("the compiler has no OpenMP")
     assert build.returncode == 0, build.stderr
-    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60, env=program_env())
     assert run.returncode == 0 and "FAILED" not in run.stdout, run.stdout + run.stderr
     assert sum(line.startswith("ok ") for line in run.stdout.splitlines()) == 12, run.stdout
 

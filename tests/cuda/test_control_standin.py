@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from backends import StandinBackend
-from ctrl_c import child_env, interrupt
+from ctrl_c import child_env, interrupt, scaled
 
 import eagle
 from eagle.record.control import if_else, subgraph, while_loop
@@ -453,7 +453,7 @@ def test_ctrl_c_stops_a_long_launch(standin, mode):
             assert spin in note, note
             it = int(note.split(spin)[1].split()[0])
             assert int(ran) == it > 0, (ran, note)   # the iteration the note names is the one it stopped at
-    assert took < 20, took   # a hang bound, not a timing measurement
+    assert took < scaled(20), took   # a hang bound (stretched by the load), not a timing measurement
 
 
 @pytest.mark.parametrize("where", ["while", "nested", "then", "subgraph", "in place", "in place, nested"])

@@ -24,6 +24,7 @@ import pytest
 
 from fake_cuda import DeviceArray, kernel, library_kernel
 from fake_cuda_build import DOUBLES_CFLAGS, build_fake_libcuda
+from programs import program_env
 
 ROOT = Path(__file__).resolve().parents[2]
 INCLUDE = ROOT / "csrc" / "include"
@@ -278,9 +279,8 @@ def test_the_first_load_publishes_the_table_to_other_threads(tmp_path, fake_libc
     assert build.returncode == 0, build.stderr
     if DOUBLES_CFLAGS:   # tests/sanitize.sh built the stand-in with ASan, which a TSan program cannot load
         fake_libcuda_path = str(build_fake_libcuda(tmp_path, extra=("-fno-sanitize=all",)))
-    env = dict(os.environ, EAGLE_LIBCUDA=fake_libcuda_path, FAKE_CUDA_ARENA_ANYWHERE="1",
-               TSAN_OPTIONS="halt_on_error=1 exitcode=66 report_signal_unsafe=0")
-    env.pop("LD_PRELOAD", None)   # tests/sanitize.sh preloads ASan, which a TSan binary cannot run beside
+    env = program_env(EAGLE_LIBCUDA=fake_libcuda_path, FAKE_CUDA_ARENA_ANYWHERE="1",
+                      TSAN_OPTIONS="halt_on_error=1 exitcode=66 report_signal_unsafe=0")
     for _ in range(3):
         run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120, env=env)
         if "FATAL: ThreadSanitizer" in run.stderr:   # the runtime could not start here
@@ -304,8 +304,7 @@ def test_the_emulator_pool_grows_without_a_race(tmp_path):
     if build.returncode and "sanitize" in build.stderr:
         pytest.skip("the compiler has no ThreadSanitizer")
     assert build.returncode == 0, build.stderr
-    env = dict(os.environ, TSAN_OPTIONS="halt_on_error=1 exitcode=66 report_signal_unsafe=0")
-    env.pop("LD_PRELOAD", None)   # tests/sanitize.sh preloads ASan, which TSan cannot share a process with
+    env = program_env(TSAN_OPTIONS="halt_on_error=1 exitcode=66 report_signal_unsafe=0")
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120, env=env)
     if "FATAL: ThreadSanitizer" in run.stderr:   # the runtime could not start here
         pytest.skip(run.stderr.strip().splitlines()[0])
@@ -771,7 +770,7 @@ def test_shim_declarations_match_the_driver_header(tmp_path, lang):
     exe = tmp_path / "abi"
     subprocess.run([cc, "-Wall", "-I", str(INCLUDE), "-I", str(CUDA_HOME / "include"),
                     str(src), "-o", str(exe)], check=True)
-    r = subprocess.run([str(exe)], capture_output=True, text=True)
+    r = subprocess.run([str(exe)], capture_output=True, text=True, env=program_env())
     assert r.returncode == 0 and "ABI OK" in r.stdout, r.stdout
 
 
@@ -895,9 +894,11 @@ def test_cpp_face_against_standin(tmp_path, fake_libcuda_path, cuda_mod):
     src = tmp_path / "face.cpp"
     src.write_text(CPP_FACE)
     exe = tmp_path / "face"
-    subprocess.run([cxx, "-std=c++17", "-Wall", "-Wextra", "-I", str(INCLUDE), str(src), "-o", str(exe),
-                    "-ldl", "-lpthread"], check=True)
-    env = dict(os.environ, EAGLE_LIBCUDA=fake_libcuda_path)
+    # with the doubles' flags: under tests/sanitize.sh it loads an ASan stand-in, so it
+    # links the ASan runtime itself (tests/helpers/programs.py)
+    subprocess.run([cxx, "-std=c++17", "-Wall", "-Wextra", *DOUBLES_CFLAGS, "-I", str(INCLUDE), str(src),
+                    "-o", str(exe), "-ldl", "-lpthread"], check=True)
+    env = program_env(EAGLE_LIBCUDA=fake_libcuda_path)
     r = subprocess.run([str(exe), fake_libcuda_path], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     lines = r.stdout.splitlines()
@@ -931,7 +932,8 @@ def test_seed_example_compiles_with_nvcc(seed_example_binary):
 def test_seed_example_runs_on_gpu(seed_example_binary):
     if shutil.which("nvidia-smi") is None or subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode:
         pytest.skip("no NVIDIA GPU")
-    env = {k: v for k, v in os.environ.items() if k != "EAGLE_LIBCUDA"}
+    env = program_env()
+    env.pop("EAGLE_LIBCUDA", None)
     r = subprocess.run([str(seed_example_binary)], capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.startswith("ok:")

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 import eagle
 import eagle.native as en
-from eagle.graph import compact, native, opaque, reorder
+from eagle.graph import compact, native, opaque, reorder, ufunc
 
 STEP_C = r"""
 #include <stdint.h>
@@ -731,3 +731,29 @@ def test_disjoint_views_of_one_buffer_are_fine():
     buf = np.zeros((N, 2))
     node = compact(_alive(), {"a": buf[:, 0], "b": buf[:, 1]})
     assert set(node.writes) >= {"a", "b"}
+
+
+def test_the_plan_after_every_sample_finished_shows_the_last_launchs_costs():
+    """plan() after launch_until_done: logical size 0 (the live count, said so), and the
+    teams and costs where the launch started, not "0 ns" for every stage."""
+    n = 20_000
+    alive = np.ones(n, dtype=bool)
+    life = np.random.default_rng(0).integers(1, 30, n)
+    x = np.zeros(n)
+    g = eagle.Graph()
+    g.add_node(ufunc(np.subtract, {"life": life}, 1, out={"life": life}, where={"alive": alive}), name="age")
+    g.add_node(ufunc(np.greater, {"life": life}, 0, out={"alive": alive}, where={"alive": alive}), name="test")
+    g.add_node(ufunc(np.add, {"x": x}, 1.0, out={"x": x}, where={"alive": alive}), name="work")
+    g.add_node(compact(alive, {"life": life, "x": x}), name="compact")
+    g.build(cpu=eagle.CpuOptions(fuse=False))
+    assert g.plan().costs_at is None
+    assert g.launch_until_done(1000) > 1 and g.logical_size == 0
+    plan = g.plan()
+    assert plan.logical_size == 0 and plan.costs_at == n
+    assert all(sp.cost_ns is not None and sp.cost_ns > 0 for sp in plan.stages), plan
+    text = str(plan)
+    assert "logical size 0 of 20000" in text
+    assert ("the live count is 0 (every sample finished): teams and costs as at logical size 20000, "
+            "where the last launch started") in text
+    g.set_logical_size(n)
+    assert g.plan().costs_at is None

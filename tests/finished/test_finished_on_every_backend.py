@@ -209,6 +209,37 @@ def test_set_logical_size_sets_the_size_the_next_replays_run_at(backend):
         assert backend.fake.fake_cuda_counter(b"cuStreamBeginCapture") == 1
 
 
+@pytest.mark.parametrize("every", [1, 3])
+def test_restart_runs_the_graph_from_its_start_again(backend, every):
+    """g.restart(): the id map back to the identity, the logical size to the capacity,
+    g.replays and the compaction's every= count to 0; with the initial state put back,
+    the second run equals the first (and the model's) replay for replay."""
+    n = 37
+    host = initial_state(n, 11)
+    run = Compaction(backend, *host, every=every)
+    model = Model(*host, every=every)
+    run.g.launch(4)                   # not a multiple of every=: its count is not 0 now
+    model.launch(4)
+    run.assert_as(model)
+    assert run.g.replays == 4 and run.g.logical_size < n
+    for name, a in zip(("alive", "life", "x"), host):   # the initial state again, in original order
+        backend.put(getattr(run, name), slice(None), a)
+    run.g.restart()
+    assert (run.g.replays, run.g.logical_size) == (0, n)
+    np.testing.assert_array_equal(backend.asnumpy(run.ids), np.arange(n))
+    model = Model(*host, every=every)
+    for k in (1, 1, 1, 1000):         # the first replays one by one: the every= count restarted
+        if k == 1000:
+            assert run.g.launch_until_done(k) == model.launch_until_done(k)
+        else:
+            run.g.launch(k)
+            model.launch(k)
+        run.assert_as(model)
+    assert run.g.replays == model.runs and run.g.logical_size == 0
+    run.g.restart(5)
+    assert (run.g.replays, run.g.logical_size) == (0, 5)
+
+
 # ---- running until done -------------------------------------------------------------------
 
 @pytest.mark.parametrize("max_replays", [3, 50, 1000])
@@ -304,3 +335,27 @@ def test_reorder_with_an_invalid_key_raises_and_moves_nothing(backend):
     r.g.launch(1)   # the graph stays usable; the flag was cleared
     r.model(30)
     r.assert_same()
+
+
+def _address(a):
+    face = getattr(a, "__cuda_array_interface__", None) or a.__array_interface__
+    return face["data"][0], tuple(face["shape"])
+
+
+def test_a_compaction_and_a_reorder_node_say_what_they_hold(backend):
+    """Their arrays and names read back: the key (.alive or .by), the id map, the state."""
+    n = 8
+    alive, life = backend.asarray(np.ones(n, bool)), backend.zeros(n, np.int64)
+    ids, count = backend.asarray(np.arange(n, dtype=np.int64)), backend.zeros(1, np.int64)
+    node = compact({"on": alive}, {"life": life}, ids={"where": ids}, count=count)
+    assert _address(node.alive) == _address(node.key) == _address(alive)
+    assert _address(node.ids) == _address(ids)
+    assert (node.key_name, node.ids_name, node.state_names) == ("on", "where", ("life",))
+    assert {k: _address(a) for k, a in node.state.items()} == {"life": _address(life)}
+    with pytest.raises(AttributeError, match=r"a compact node has no sort key; its alive flags are \.alive \('on'\)"):
+        node.by
+    key = backend.zeros(n, np.int64)
+    node = reorder({"cell": key}, {"life": life}, n_keys=3, ids=ids)
+    assert _address(node.by) == _address(key) and node.key_name == "cell"
+    with pytest.raises(AttributeError, match=r"a reorder node has no alive flags; its sort key is \.by \('cell'\)"):
+        node.alive

@@ -5,7 +5,10 @@ and the child is killed and reaped on the way out whatever happens.
     res = interrupt(["-c", SCRIPT, arg])            # "ready", 0.5 s, SIGINT, wait
     assert res.returncode == 0, res.err
 
-Time limits here are deadlock guards, not speed requirements.
+Time limits here are deadlock guards, not speed requirements, and they stretch with the
+machine's load: ``scaled(s)`` is ``s`` times how much slower than an idle core this
+machine runs a fixed piece of Python right now (``slowness()``), so a test that waits
+for a child, or bounds how long SIGINT took, does not fail on a loaded machine.
 """
 from __future__ import annotations
 
@@ -22,6 +25,30 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parents[1]
+
+# the probe's time on an idle x86-64 core (CPython 3.11): a slower or busier machine
+# only stretches the deadlines
+_IDLE_PROBE_S = 0.01
+
+
+def _probe():
+    t0 = time.perf_counter()
+    s = 0
+    for i in range(200_000):
+        s += i
+    return time.perf_counter() - t0
+
+
+def slowness():
+    """How many times slower than an idle core this machine runs a fixed piece of Python
+    now (the median of 3 probes, from 1 to 10: a real hang still ends): measured at each
+    call, as the load changes."""
+    return min(10.0, max(1.0, sorted(_probe() for _ in range(3))[1] / _IDLE_PROBE_S))
+
+
+def scaled(seconds):
+    """A deadline of ``seconds`` on an idle machine, stretched by ``slowness()``."""
+    return seconds * slowness()
 
 
 def eagle_root():
@@ -43,10 +70,19 @@ def child_env(**extra):
     return env
 
 
+def default_sigint():
+    """For ``preexec_fn``: SIGINT back to its default action in the child. A suite run as
+    a background job (``pytest &``, ``nohup``) has SIGINT ignored, an ignored signal stays
+    ignored across exec, and Python then installs no KeyboardInterrupt handler: every
+    Ctrl-C test would wait for its deadline."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @contextmanager
 def child(args, env=None, **popen):
-    """``python *args`` with text pipes (env: child_env() unless given); killed and
-    reaped on the way out if it still runs."""
+    """``python *args`` with text pipes (env: child_env() unless given), SIGINT at its
+    default (``default_sigint``); killed and reaped on the way out if it still runs."""
+    popen.setdefault("preexec_fn", default_sigint)
     p = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env=child_env() if env is None else env, **popen)
     try:
@@ -58,7 +94,9 @@ def child(args, env=None, **popen):
 
 
 def read_line(p, deadline_s):
-    """The child's next stdout line, or fail (killing it) after deadline_s of silence."""
+    """The child's next stdout line, or fail (killing it) after deadline_s of silence
+    (stretched by the load: ``scaled``)."""
+    deadline_s = scaled(deadline_s)
     ready, _, _ = select.select([p.stdout], [], [], deadline_s)
     if not ready:
         p.kill()
@@ -91,7 +129,7 @@ class Interrupted:
 
 def interrupt(args, *, env=None, ready="ready", after_s=0.5, signals=1, gap_s=0.01, timeout_s=60, **popen):
     """Run ``python *args``; once it printed `ready`, wait after_s, send SIGINT `signals`
-    times (gap_s apart), and wait at most timeout_s for it to exit."""
+    times (gap_s apart), and wait at most timeout_s (stretched by the load) for it to exit."""
     with child(args, env, **popen) as p:
         wait_for(p, ready)
         time.sleep(after_s)
@@ -100,8 +138,9 @@ def interrupt(args, *, env=None, ready="ready", after_s=0.5, signals=1, gap_s=0.
         for _ in range(signals - 1):
             time.sleep(gap_s)
             p.send_signal(signal.SIGINT)
+        timeout_s = scaled(timeout_s)
         try:
             out, err = p.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"the child did not exit within {timeout_s} s of SIGINT")
+            pytest.fail(f"the child did not exit within {timeout_s:.0f} s of SIGINT")
         return Interrupted(p.returncode, out, err, sent, time.monotonic() - sent)

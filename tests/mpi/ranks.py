@@ -5,8 +5,16 @@ output against what NumPy computes from all ranks' inputs (each rank knows
 them: they follow from the rank number) and prints ``OK rank R``. The other
 modes set up a mismatch or a failure for the test to watch.
 """
+import os
 import sys
 import time
+
+if sys.argv[1:2] == ["hash_seeds"] and "EAGLE_TEST_HASH_SEEDED" not in os.environ:
+    # each rank its own string hashing (set before the interpreter starts: run again)
+    _rank = next((os.environ[k] for k in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "MPI_LOCALRANKID")
+                  if k in os.environ), "0")
+    os.execve(sys.executable, [sys.executable, *sys.argv],
+              dict(os.environ, PYTHONHASHSEED=str(101 + int(_rank)), EAGLE_TEST_HASH_SEEDED="1"))
 
 import numpy as np
 from mpi4py import MPI
@@ -111,6 +119,31 @@ def mismatch(kind):
         report(f"MISMATCH rank {rank}: {e}")
         return
     report(f"BUILT rank {rank}")
+
+
+def hash_seeds():
+    """Ranks with different PYTHONHASHSEED record the same while_loop updating several
+    arrays: the cross-rank check compares the control node's arrays in the bodies' order,
+    never in a set's (which follows string hashing)."""
+    from eagle.graph import ufunc, while_loop
+
+    names = ["temperature", "pressure", "alpha", "zeta", "b", "velocity_x", "q"]
+    arrs = {k: np.zeros(8) for k in names}
+    more, y = np.ones(1, bool), np.zeros(8)
+    body = eagle.Graph()
+    for k in names:
+        body.add_node(ufunc(np.add, {k: arrs[k]}, 1.0, out={k: arrs[k]}), name="inc_" + k)
+    body.add_node(ufunc(np.less, {"t0": arrs["temperature"][:1]}, 3.0, out={"more": more}), name="test")
+    g = eagle.Graph()
+    g.add_node(while_loop(more, body, max_iterations=10), name="loop")
+    g.add_node(allreduce({"temperature": arrs["temperature"]}, y), name="combine")
+    try:
+        g.build()
+    except GraphMismatchError as e:
+        report(f"MISMATCH rank {rank} seed {os.environ.get('PYTHONHASHSEED')}: {e}")
+        return
+    g.launch(1)
+    report(f"BUILT rank {rank} seed {os.environ.get('PYTHONHASHSEED')} y {y[0]:g}")
 
 
 def failure():

@@ -47,6 +47,17 @@ def test_a_different_graph_on_one_rank_raises_on_every_rank(mpirun, kind, n, nod
         assert "op=max" in lines[0][1] and "op=sum" in lines[0][1]
 
 
+def test_ranks_of_different_hash_seeds_build_the_same_control_flow_graph(mpirun):
+    """A while_loop updating several arrays, on ranks whose PYTHONHASHSEED differ: the
+    cross-rank check passes (the control node's arrays once followed string hashing)."""
+    proc = mpirun(2, "hash_seeds")
+    assert proc.returncode == 0, proc.stderr
+    built = re.findall(r"^BUILT rank (\d+) seed (\d+) y (\S+)$", proc.stdout, re.M)
+    assert sorted(int(r) for r, _, _ in built) == [0, 1], proc.stdout + proc.stderr
+    assert len({seed for _, seed, _ in built}) == 2                # the seeds differed
+    assert {y for _, _, y in built} == {"6"}                       # 3 iterations on each, summed
+
+
 def test_a_node_that_raises_on_one_rank_ends_the_job_without_a_hang(mpirun):
     proc = mpirun(4, "failure", timeout=120)
     assert proc.returncode != 0

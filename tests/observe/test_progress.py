@@ -483,3 +483,26 @@ def test_the_executor_gives_a_long_loop_s_iterations_to_the_bar(fake_tqdm):
     (bar,) = fake_tqdm
     assert bar.total == 1 and bar.postfix.endswith("loop iterations")
     assert 0 < int(bar.postfix.split()[0].replace(",", "")) <= 150
+
+
+def _screen(text):
+    """What a terminal shows of ``text``'s last line: each carriage return goes back to
+    column 0 and the next characters overwrite the ones there."""
+    shown = []
+    for part in text.rstrip("\n").split("\n")[-1].split("\r"):
+        shown[:len(part)] = part
+    return "".join(shown).rstrip()
+
+
+def test_a_shorter_line_leaves_no_characters_of_the_longer_one_before_it(monkeypatch):
+    """The user's line ended as "… 6.5 s    s left": the last line, without the time
+    left, was written over a longer one and left its tail on the terminal."""
+    monkeypatch.setattr(_progress, "_tqdm", lambda: None)
+    clock, out = Clock(), Lines()
+    bar = _progress.Progress(100_000, "launch", delay=0.0, file=out, clock=clock)
+    clock.t = 0.1
+    bar(1)                                   # a long time left: a long line
+    clock.t = 6.5
+    bar.close(100_000)
+    assert "s left" in out.lines()[0]
+    assert _screen(out.text) == "eagle launch: 100,000/100,000 replays (100%), 6.5 s"

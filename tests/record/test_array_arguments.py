@@ -94,6 +94,11 @@ def test_a_dict_of_two_entries_is_refused_with_one_message(what):
     with pytest.raises(TypeError, match=re.escape("is an array or a one-entry dict {name: array}, "
                                                   "got a dict of 2 entries")):
         make({"a": array(), "b": array()})
+    with pytest.raises(TypeError, match=re.escape("got a dict of 2 entries ('a', 'b'): it takes one array")):
+        make({"a": array(), "b": array()})
+    with pytest.raises(TypeError, match=re.escape("is an array or a one-entry dict {name: array}, "
+                                                  "got an empty dict: no array to take")):
+        make({})
 
 
 @pytest.mark.parametrize("what", list(ONE_ARRAY))

@@ -251,8 +251,9 @@ def test_a_cast_node_runs_on_a_team_of_more_than_256_threads(tmp_path):
     lib = tmp_path / "many_cpus.so"
     src = Path(__file__).parents[1] / "doubles" / "many_cpus.c"
     subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", str(lib), str(src), "-ldl"], check=True)
-    env = dict(os.environ, LD_PRELOAD=str(lib), EAGLE_FAKE_CPUS="64",
-               PYTHONPATH=os.pathsep.join(sys.path))
+    # after what is preloaded already (tests/sanitize.sh: the ASan runtime, which comes first)
+    preload = f"{os.environ['LD_PRELOAD']}:{lib}" if os.environ.get("LD_PRELOAD") else str(lib)
+    env = dict(os.environ, LD_PRELOAD=preload, EAGLE_FAKE_CPUS="64", PYTHONPATH=os.pathsep.join(sys.path))
     env.pop("OMP_THREAD_LIMIT", None)
     r = subprocess.run([sys.executable, "-c", _MANY_THREADS], env=env, capture_output=True,
                        text=True, timeout=240)
