@@ -90,7 +90,7 @@ static int run_body(eagle_plan *body, int32_t base, int gil_held, eagle_profile_
         while (s + 1 < body->n_stages && body->stages[s + 1].first <= i)
             ++s;
         if (body->stages[s].tile > 0 && body->stages[s].first == i) {
-            eagle_run_tiles(body, &body->stages[s], 0, body->logical_size, lane, NULL, base);
+            eagle_run_tiles(body, &body->stages[s], 0, body->logical_size, 1, lane, NULL, base);
             i += body->stages[s].count - 1;
             continue;
         }

@@ -80,7 +80,8 @@ int eagle_run_stage_share(eagle_team_run *team, eagle_plan *plan, int32_t span_b
 {
     if (st->tile > 0) {
         const int64_t n = plan->logical_size;
-        eagle_run_tiles(plan, st, eagle_split_bound(n, tid, nt), eagle_split_bound(n, tid + 1, nt), lane,
+        eagle_run_tiles(plan, st, eagle_split_bound_aligned(n, tid, nt, st->align),
+                        eagle_split_bound_aligned(n, tid + 1, nt, st->align), nt, lane,
                         NULL, span_base);
         return 0;
     }
@@ -115,7 +116,7 @@ static int run_stage_alone(eagle_team_run *ts, const eagle_stage *st, int32_t ph
 {
     eagle_plan *plan = ts->plan;
     if (st->tile > 0) {
-        eagle_run_tiles(plan, st, 0, plan->logical_size, lane, NULL, 0);
+        eagle_run_tiles(plan, st, 0, plan->logical_size, 1, lane, NULL, 0);
         return 0;
     }
     const eagle_site site = {.plan = plan, .lane = lane, .where = EAGLE_SITE_ALONE, .tid = 0, .nt = 1,

@@ -158,6 +158,26 @@ class Node:
         mine = {id(a) for a in self.sample_arrays()}
         return [(name, a) for name, a, _ in self.arrays() if id(a) in mine]
 
+    def extent(self):
+        """The node's own sample extent: the shortest axis 0 among its per-sample arrays
+        (None: it has none). A sized node runs over samples [0, min(logical size, extent)):
+        the graph's capacity is the longest extent, so no node's work is cut short and
+        none runs past its arrays (docs/graph.md, "Extents")."""
+        by = self.extent_by()
+        return None if by is None else by[1]
+
+    def extent_by(self):
+        """(array name, length) of the first of the shortest per-sample arrays, which sets
+        ``extent()``; None when the node has no per-sample array."""
+        from eagle.record.memory import leading_length
+
+        best = None
+        for name, a in self.named_sample_arrays():
+            m = leading_length(a)
+            if m is not None and (best is None or m < best[1]):
+                best = (name, m)
+        return best
+
     def prepare(self, name: str) -> None:
         """Called at ``build()``, in recording order on every rank, before a backend is made
         (an NCCL node creates its communicator here); nothing for most kinds."""
@@ -242,16 +262,21 @@ class OpaqueNode(Node):
 
 
 class SizedOpaqueNode(OpaqueNode):
-    """An opaque node handed its samples: ``fn(start, stop)`` with [0, logical size), whole,
+    """An opaque node handed its samples: ``fn(start, stop)`` with [0, min(logical size,
+    its extent)), whole,
     under the GIL (not split across threads: the GIL would serialize the pieces)."""
 
     sized = True
 
     def callable_for(self, logical_size):
         fn = self.fn
-
-        def call():
-            fn(0, logical_size())
+        extent = self.extent()
+        if extent is None:
+            def call():
+                fn(0, logical_size())
+        else:
+            def call():
+                fn(0, min(logical_size(), extent))
 
         return call
 
