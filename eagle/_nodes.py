@@ -16,6 +16,7 @@ import numpy as np
 from eagle._public import keywords_after, renamed_keyword
 from eagle.cpu.finished import PartitionNode, compact_cpu, reorder_cpu
 from eagle.cpu.native_node import NativeNode, native
+from eagle.cpu.reduce_node import ReduceNode, TallyNode, cpu_at, cpu_reduce
 from eagle.cpu.ufunc_node import UfuncNode, cpu_ufunc
 from eagle.cuda.kernel_nodes import SIZE, SIZE_PTR, CudaKernelNode, cuda_kernel
 from eagle.mpi._nodes import allgather, allreduce, bcast, sendrecv  # collective nodes (mpi4py on first use)
@@ -26,7 +27,7 @@ from eagle.record.node import Node, OpaqueNode, opaque
 from eagle.record.random import BITS, NORMAL, UNIFORM, random_spec
 from eagle.record.ufunc_operands import parse_operands, parse_where, real_ufunc, updated_names
 
-__all__ = ["Node", "OpaqueNode", "NativeNode", "UfuncNode", "PartitionNode", "CudaKernelNode",
+__all__ = ["Node", "OpaqueNode", "NativeNode", "UfuncNode", "ReduceNode", "TallyNode", "PartitionNode", "CudaKernelNode",
            "ControlNode", "opaque", "native", "ufunc", "cuda_kernel", "SIZE", "SIZE_PTR", "compact", "reorder",
            "random_bits", "uniform", "normal", "allreduce", "allgather", "bcast", "sendrecv",
            "while_loop", "if_else", "subgraph"]
@@ -36,7 +37,7 @@ def _on_cuda(a) -> bool:
     return array_kind(a) == "cuda"
 
 
-def ufunc(uf, *operands, out=None, where=None):
+def ufunc(uf, *operands, out=None, where=None, initial=None):
     """A node that runs ufunc ``uf``'s own compiled inner loop on ``operands`` into ``out``.
 
     ``ufunc(np.multiply, {"x": x}, 2.0, out={"a": left})`` computes
@@ -97,6 +98,11 @@ def ufunc(uf, *operands, out=None, where=None):
     >>> y
     array([0., 2., 4., 6.])
     """
+    method = _ufunc_method(uf)
+    if method is not None:
+        return _reduce_or_at(method, uf.__self__, operands, out, where, initial)
+    if initial is not None:
+        raise TypeError("initial= is for a reduction (ufunc(np.add.reduce, x, out=s, initial=...))")
     uf, dufunc = real_ufunc(uf)
     ins, outs = parse_operands(uf, operands, out)
     mask = parse_where(uf, where)
@@ -114,6 +120,47 @@ def ufunc(uf, *operands, out=None, where=None):
     # too, so the edge into it carries the array (the operands carry their declared names now)
     node.read_too(updated_names(ins, outs, mask))
     return node
+
+
+def _ufunc_method(f):
+    """'reduce' or 'at' for ``np.add.reduce`` / ``np.add.at`` (a ufunc's bound method); None
+    for anything else; TypeError for a ufunc method a node does not run."""
+    owner = getattr(f, "__self__", None)
+    if not isinstance(owner, np.ufunc) or isinstance(f, np.ufunc):
+        return None
+    name = getattr(f, "__name__", "")
+    if name not in ("reduce", "at"):
+        raise TypeError(f"ufunc() takes a ufunc, its .reduce (over the sample axis) or its .at (a "
+                        f"tally); {owner.__name__}.{name} is not a node: use an opaque node")
+    return name
+
+
+def _reduce_or_at(method, uf, operands, out, where, initial):
+    """``ufunc(uf.reduce, x, out=s)`` and ``ufunc(uf.at, tally, index, weights)``."""
+    from eagle.record.ufunc_operands import Operand, reduce_operands
+
+    if method == "reduce":
+        x, s, mask = reduce_operands(uf, operands, out, where)
+        arrays = [op.array for op in (x, s, mask) if isinstance(op, Operand) and op.is_array]
+        if any(_on_cuda(a) for a in arrays):
+            if not all(_on_cuda(a) for a in arrays):
+                raise TypeError("a node mixes NumPy arrays and CUDA arrays")
+            from eagle.cuda.reduce_node import cuda_reduce
+            return cuda_reduce(uf, x, s, mask, initial)
+        return cpu_reduce(uf, x, s, mask, initial)
+    if out is not None or where is not None or initial is not None:
+        raise TypeError(f"ufunc({uf.__name__}.at, tally, index, weights) updates the tally in place, as "
+                        "NumPy's; it takes no out=, where= or initial=")
+    from eagle.record.ufunc_operands import at_operands
+
+    tally, index, weights = at_operands(uf, operands)
+    arrays = [op.array for op in (tally, index, weights) if op.is_array]
+    if any(_on_cuda(a) for a in arrays):
+        if not all(_on_cuda(a) for a in arrays):
+            raise TypeError("a node mixes NumPy arrays and CUDA arrays")
+        from eagle.cuda.reduce_node import cuda_at
+        return cuda_at(uf, tally, index, weights)
+    return cpu_at(uf, tally, index, weights)
 
 
 @keywords_after(2, 'compact({"alive": alive}, {"x": x}, ids=ids)')

@@ -89,6 +89,13 @@ class Node:
     #: declares it): the cpu backend may run it in a fused run of sample tiles
     sample_local = False
 
+    #: whether the node writes its arrays that are not per-sample only once all its shares of
+    #: a run are done (a reduction's output, a tally): it may join a fused run all the same
+    combines = False
+    #: a split node's shares (and a fused run's tiles) start at multiples of this many
+    #: samples (a reduction's fixed blocks: its results do not depend on the split)
+    align = 1
+
     #: names in ``writes`` that the node also reads without declaring them in ``reads``
     #: (``updates=``, a ufunc's output that is also its input): staging gives each a read too
     updated = frozenset()
