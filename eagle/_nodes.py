@@ -37,7 +37,7 @@ def _on_cuda(a) -> bool:
     return array_kind(a) == "cuda"
 
 
-def ufunc(uf, *operands, out=None, where=None, initial=None):
+def ufunc(uf, *operands, out=None, where=None, initial=None, per_sample=True):
     """A node that runs ufunc ``uf``'s own compiled inner loop on ``operands`` into ``out``.
 
     ``ufunc(np.multiply, {"x": x}, 2.0, out={"a": left})`` computes
@@ -100,9 +100,14 @@ def ufunc(uf, *operands, out=None, where=None, initial=None):
     """
     method = _ufunc_method(uf)
     if method is not None:
+        if per_sample is not True:
+            raise TypeError("per_sample= is for elementwise ufunc nodes; a reduction reads its operand "
+                            "per sample and writes an output that is not per-sample")
         return _reduce_or_at(method, uf.__self__, operands, out, where, initial)
     if initial is not None:
         raise TypeError("initial= is for a reduction (ufunc(np.add.reduce, x, out=s, initial=...))")
+    if method is None and per_sample is not True and not isinstance(per_sample, bool):
+        raise TypeError(f"ufunc(): per_sample= is True or False, got {per_sample!r}")
     uf, dufunc = real_ufunc(uf)
     ins, outs = parse_operands(uf, operands, out)
     mask = parse_where(uf, where)
@@ -113,9 +118,12 @@ def ufunc(uf, *operands, out=None, where=None, initial=None):
                         "device: use NumPy arrays for the cpu backend or CuPy arrays for cuda")
     if kinds == {"cuda"}:
         from eagle.cuda.ufunc_node import cuda_ufunc
+        if per_sample is not True:
+            raise TypeError("per_sample=False is a cpu ufunc node's (CUDA ufunc nodes run over the "
+                            "logical size)")
         node = cuda_ufunc(uf, ins, outs, where=mask)
     else:
-        node = cpu_ufunc(uf, dufunc, ins, outs, where=mask)
+        node = cpu_ufunc(uf, dufunc, ins, outs, where=mask, per_sample=per_sample)
     # an output that is also an input is declared once, under writes: the node reads it
     # too, so the edge into it carries the array (the operands carry their declared names now)
     node.read_too(updated_names(ins, outs, mask))

@@ -334,5 +334,5 @@ void eagle_whole_finish(int64_t start, int64_t n, char **data, const int64_t *st
 {
     (void)start, (void)n;
     const eagle_whole_params *p = (const eagle_whole_params *)user_data;
-    p->kernel(0, 1, data, strides, p->user_data);
+    p->kernel(0, p->n, data, strides, p->user_data);
 }

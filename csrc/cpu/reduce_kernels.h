@@ -82,6 +82,7 @@ void eagle_at_finish(int64_t start, int64_t n, char **data, const int64_t *strid
 typedef struct eagle_whole_params {
     void (*kernel)(int64_t, int64_t, char **, const int64_t *, void *);
     void *user_data;
+    int64_t n;                /* the kernel runs over [0, n): its arrays' whole axis 0 */
 } eagle_whole_params;
 
 void eagle_nothing_kernel(int64_t start, int64_t stop, char **data, const int64_t *strides,

@@ -28,6 +28,7 @@ cdef extern from "reduce_kernels.h" nogil:
     ctypedef struct eagle_whole_params:
         kernel_t kernel
         void *user_data
+        int64_t n
     int eagle_reduce_supported(int32_t acc, int32_t op)
     void eagle_reduce_kernel(int64_t, int64_t, char **, const int64_t *, void *)
     void eagle_reduce_finish(int64_t, int64_t, char **, const int64_t *, void *)
@@ -164,14 +165,16 @@ cdef class Tally:
 
 
 cdef class Whole:
-    """The finish of a node on arrays that are not per-sample: ``kernel`` once, over its
-    one element, after the stage's shares; the node's own kernel does nothing."""
+    """The finish of a node on arrays that are not per-sample: ``kernel`` once over
+    [0, n) (its arrays' whole axis 0; 1 for 0-d arrays) after the stage's shares; the
+    node's own kernel does nothing."""
     cdef eagle_whole_params p
     cdef object keep
 
-    def __init__(self, Kernel kernel):
+    def __init__(self, Kernel kernel, int64_t n):
         self.p.kernel = kernel.fn
         self.p.user_data = kernel.user_data
+        self.p.n = n
         self.keep = kernel
 
     @property
