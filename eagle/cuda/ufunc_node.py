@@ -185,7 +185,11 @@ def cuda_ufunc(uf, ins, outs, where=True):
             raise ValueError(f"{uf.__name__}: the mask {mask.name!r} has shape {mshape}; a ufunc node "
                              f"takes a per-sample mask of the operands' shape {shapes[0] if shapes else ()}"
                              " (or a 0-d mask or a scalar)")
-    one_d = all(len(op.array.__cuda_array_interface__["shape"]) == 1 for op in ins + outs if op.is_array)
+    whole = all(len(op.array.__cuda_array_interface__["shape"]) == 0 for op in ins + outs if op.is_array)
+    if whole and mask is not None and _cuda_shape(mask.array):
+        raise ValueError(f"{uf.__name__}: the operands are 0-d, so the mask {mask.name!r} is too")
+    one_d = whole or all(len(op.array.__cuda_array_interface__["shape"]) == 1
+                         for op in ins + outs if op.is_array)
     if mask is not None:
         one_d = one_d and len(_cuda_shape(mask.array)) <= 1
     made = None
@@ -209,7 +213,13 @@ def cuda_ufunc(uf, ins, outs, where=True):
             stride = _cuda_strides(mask.array) if _cuda_shape(mask.array) else 0
             args += [mask.array, np.int64(stride)]
         args += [outs[0].array, np.int64(_cuda_strides(outs[0].array)), SIZE]
-        return cuda_kernel(kernel, args, reads=reads, writes=writes)
+        node = cuda_kernel(kernel, args, reads=reads, writes=writes)
+        if whole:
+            # 0-d operands: not per-sample; one element on every replay (eagle.cuda.whole_node)
+            from eagle.cuda.whole_node import CudaWholeNode
+
+            return CudaWholeNode(uf.__name__, node)
+        return node
     # any other ufunc: CuPy's own, called while the graph is captured (keeps its captured size)
     import cupy
 
