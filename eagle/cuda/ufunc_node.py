@@ -36,6 +36,10 @@ CUDA_EXPRESSIONS = {
     "sqrt": "sqrt(a)", "exp": "exp(a)", "log": "log(a)", "sin": "sin(a)", "cos": "cos(a)",
     "tanh": "tanh(a)", "absolute": "fabs(a)", "fabs": "fabs(a)", "reciprocal": "1 / a",
 }
+#: comparisons: two operands of one type, a bool result
+_COMPARISONS = {"greater": "a > b", "greater_equal": "a >= b", "less": "a < b", "less_equal": "a <= b",
+                "equal": "a == b", "not_equal": "a != b"}
+CUDA_EXPRESSIONS.update(_COMPARISONS)
 _FLOAT_ONLY = {"sqrt", "exp", "log", "sin", "cos", "tanh", "fabs"}
 _C_TYPES = {"float64": "double", "float32": "float", "int64": "long long", "int32": "int",
             "uint64": "unsigned long long", "uint32": "unsigned int", "int16": "short",
@@ -66,7 +70,10 @@ def cuda_source(name, loop_dtypes, scalar_args, array_dtypes=None, where=True):
     array_ct = [None if d is None else _ARRAY_C_TYPES.get(np.dtype(d).name) for d in array_dtypes]
     if any(c is None for c, d in zip(array_ct, array_dtypes) if d is not None):
         return None
-    ctypes_ = [_C_TYPES.get(np.dtype(d).name) for d in loop_dtypes]
+    compare = name in _COMPARISONS
+    if compare and np.dtype(loop_dtypes[-1]) != np.bool_:
+        return None
+    ctypes_ = [_C_TYPES.get(np.dtype(d).name) for d in (loop_dtypes[:-1] if compare else loop_dtypes)]
     if None in ctypes_ or len(set(ctypes_)) != 1:
         return None
     t = ctypes_[0]
