@@ -30,7 +30,7 @@ from eagle.cpu.lowering import cpu_lowering
 from eagle.cpu.native_node import NativeNode
 from eagle.cpu.spec import NativeSpec
 from eagle.record.memory import overlap
-from eagle.record.ufunc_operands import Operand
+from eagle.record.ufunc_operands import Operand, reduce_identity
 
 __all__ = ["ReduceNode", "TallyNode", "cpu_reduce", "cpu_at", "REDUCE_UFUNCS", "AT_UFUNCS"]
 
@@ -63,23 +63,6 @@ def _row_step(a, name, what):
                              "dimension)")
         expect = s * n
     return step
-
-
-def _identity(op, dtype):
-    dtype = np.dtype(dtype)
-    if op in ("add", "logical_or", "bitwise_or", "bitwise_xor"):
-        return 0
-    if op in ("multiply", "logical_and"):
-        return 1
-    if op == "bitwise_and":
-        return True if dtype == bool else (-1 if dtype.kind == "i" else np.iinfo(dtype).max)
-    # maximum / minimum: the type's extreme stands for "no sample yet"
-    if dtype == bool:
-        return op == "minimum"
-    if dtype.kind == "f":
-        return -np.inf if op == "maximum" else np.inf
-    info = np.iinfo(dtype)
-    return info.min if op == "maximum" else info.max
 
 
 def _plain(a, name, what):
@@ -227,7 +210,7 @@ def cpu_reduce(uf, x, out, where=True, initial=None) -> ReduceNode:
         except TypeError as e:
             raise TypeError(f"{what}: initial={initial!r} does not cast to {s.dtype}: {e}") from None
     state_args = (f"{name}.reduce", r.OPS[name], acc, src_bool, mask is not None, row, x_step, w_step,
-                  out_step, a.shape[0], s.dtype, _identity(name, s.dtype), init)
+                  out_step, a.shape[0], s.dtype, reduce_identity(name, s.dtype), init)
     return ReduceNode(uf, x, out, where, init, state_args)
 
 

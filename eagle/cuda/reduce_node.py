@@ -20,7 +20,7 @@ import numpy as np
 
 from eagle.cuda.capture import Lowering, register
 from eagle.record.node import Node, RunsAs
-from eagle.record.ufunc_operands import Operand
+from eagle.record.ufunc_operands import Operand, reduce_identity
 
 __all__ = ["CudaReduceNode", "cuda_reduce", "cuda_at", "reduce_sources"]
 
@@ -230,14 +230,12 @@ def cuda_reduce(uf, x, out, where=True, initial=None) -> CudaReduceNode:
         if name in ("maximum", "minimum") and initial is None:
             raise ValueError(f"{what}: reduction operation '{name}' does not have an identity, so to use "
                              "a where mask one has to specify 'initial' (NumPy's rule)")
-    from eagle.cpu.reduce_node import _identity
-
     init = None
     if initial is not None:
         init = np.asarray(initial).astype(dt, casting="same_kind")[()]
         if dt == bool:
             init = np.uint8(init)
-    srcs = reduce_sources(name, dt, src_bool, mask is not None, init is not None, _identity(name, dt))
+    srcs = reduce_sources(name, dt, src_bool, mask is not None, init is not None, reduce_identity(name, dt))
     import cupy
 
     kernels = tuple(cupy.RawKernel(src, kname) for src, kname in srcs)

@@ -18,7 +18,7 @@ from eagle.record.arrays import named_array
 from eagle.record.memory import array_kind
 
 __all__ = ["Operand", "real_ufunc", "parse_operands", "parse_where", "declare", "updated_names",
-           "reduce_operands", "at_operands",
+           "reduce_operands", "at_operands", "reduce_identity",
            "weak_dtype",
            "parse_signature"]
 
@@ -232,3 +232,22 @@ def parse_signature(sig):
         return [tuple(d.rstrip("?") for d in grp.split(",") if d) for grp in re.findall(r"\(([^)]*)\)", s)]
 
     return side(lhs), side(rhs)
+
+
+def reduce_identity(op, dtype):
+    """The value a reduction's partial starts from: the op's identity (maximum / minimum:
+    the type's extreme, which stands for "no sample yet"), for both backends."""
+    dtype = np.dtype(dtype)
+    if op in ("add", "logical_or", "bitwise_or", "bitwise_xor"):
+        return 0
+    if op in ("multiply", "logical_and"):
+        return 1
+    if op == "bitwise_and":
+        return True if dtype == bool else (-1 if dtype.kind == "i" else np.iinfo(dtype).max)
+    # maximum / minimum: the type's extreme stands for "no sample yet"
+    if dtype == bool:
+        return op == "minimum"
+    if dtype.kind == "f":
+        return -np.inf if op == "maximum" else np.inf
+    info = np.iinfo(dtype)
+    return info.min if op == "maximum" else info.max
