@@ -69,6 +69,23 @@ def ufunc(uf, *operands, out=None, where=None, initial=None, per_sample=True):
         with its sample axis (``(n,)`` for 1-d operands, ``(n, 1)`` for rows), a 0-d bool
         array (read on every replay), or a scalar. Where it is False the outputs keep
         their values.
+    initial : scalar, optional
+        A reduction's ``initial=``, as NumPy's reduce takes it (required with ``where=``
+        for ``maximum`` and ``minimum``, which have no identity).
+    per_sample : bool, default True
+        ``False``: the operands are not per-sample (a parameter vector): the node runs once
+        per replay over their whole axis 0, whatever the logical size, and does not bound
+        the capacity. Operands that are all 0-d are never per-sample.
+
+    Reductions and tallies: ``ufunc(np.add.reduce, x, out=s)`` (and the ``.reduce`` of
+    ``multiply``, ``maximum``, ``minimum``, ``logical_or``, ``logical_and`` and the bitwise
+    ufuncs) is ``np.add.reduce(x[:n], axis=0, out=s)`` over the logical size's samples, into
+    ``s`` of shape ``x.shape[1:]``, with ``where=`` and ``initial=``;
+    ``ufunc(np.add.at, tally, index, weights)`` (also ``multiply``, ``maximum``,
+    ``minimum``) is ``np.add.at(tally, index[:n], weights[:n])``. Both are split and fused
+    like any sized node and deterministic: the same bits for every thread count, tile,
+    fusion setting and launch grouping (``eagle.cpu.reduce_node``; on CUDA arrays,
+    ``eagle.cuda.reduce_node``).
 
     Returns
     -------
@@ -78,7 +95,8 @@ def ufunc(uf, *operands, out=None, where=None, initial=None, per_sample=True):
     Raises
     ------
     TypeError
-        What NumPy refuses (no loop, a cast 'same_kind' forbids, a non-bool mask), object
+        What NumPy refuses (no loop, a cast 'same_kind' forbids, a non-bool mask), a ufunc
+        method other than ``.reduce`` / ``.at`` or a ufunc whose reduction is not a node, object
         loops and ``np.frompyfunc`` (they need the GIL), a cast for a generalized ufunc,
         a ufunc numba built with ``target="parallel"`` (its loop runs numba's own threads),
         the wrong number of operands or outputs, an operand that is no array nor scalar.
@@ -94,9 +112,13 @@ def ufunc(uf, *operands, out=None, where=None, initial=None, per_sample=True):
     >>> x, y = np.arange(4.0), np.zeros(4)
     >>> g = eagle.Graph()
     >>> g.add_node(ufunc(np.multiply, {"x": x}, 2.0, out={"y": y}), name="double")
+    >>> total = np.zeros(())
+    >>> g.add_node(ufunc(np.add.reduce, {"y": y}, out={"total": total}), name="sum")
     >>> g.build().launch(1)
     >>> y
     array([0., 2., 4., 6.])
+    >>> total
+    array(12.)
     """
     method = _ufunc_method(uf)
     if method is not None:
