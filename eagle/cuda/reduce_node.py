@@ -52,30 +52,24 @@ def _combine(op, ct, dtype):
             "bitwise_and": "a & v", "bitwise_xor": "a ^ v"}[op]
 
 
-def reduce_sources(op, dtype, src_bool, masked, has_initial, identity):
-    """((partials source, name), (finish source, name)) of a reduction's two kernels."""
+def reduce_sources(op, dtype, src_bool, masked, has_initial):
+    """((partials source, name), (finish source, name)) of a reduction's two kernels; both
+    take the identity as a parameter ``ident`` (an infinity has no portable literal)."""
     dtype = np.dtype(dtype)
     ct = _C[dtype.name]
     comb = _combine(op, ct, dtype)
-    ident = repr(float(identity)) if dtype.kind == "f" else str(int(identity))
-    if dtype.kind == "f" and not np.isfinite(identity):
-        ident = ("-" if identity < 0 else "") + "__builtin_huge_val()"
-    if dtype.kind == "u" and int(identity) > 2**63 - 1:
-        ident += "ull"
-    elif dtype.kind == "i" and int(identity) == -2**63:
-        ident = "(-9223372036854775807LL - 1)"
     tag = f"{op}_{dtype.name}{'_b' if src_bool else ''}{'_w' if masked else ''}{'_i' if has_initial else ''}"
     pname, fname = f"eagle_reduce_part_{tag}", f"eagle_reduce_fin_{tag}"
     load = f"({ct})(*(const unsigned char *)(x + i * sx) != 0)" if src_bool else f"*(const {ct} *)(x + i * sx)"
     mask_param = ", const unsigned char *w, long long sw" if masked else ""
     if masked or src_bool:
-        body = (f"    {ct} r = ({ct})({ident});\n"
+        body = (f"    {ct} r = ident;\n"
                 f"    for (long long i = b0; i < b1; ++i) {{\n"
                 + ("        if (!w[i * sw]) continue;\n" if masked else "")
                 + f"        {ct} a = r, v = {load};\n        r = ({ct})({comb});\n    }}\n")
     else:
         body = (f"    {ct} lane[8];\n"
-                f"    for (int l = 0; l < 8; ++l) lane[l] = ({ct})({ident});\n"
+                f"    for (int l = 0; l < 8; ++l) lane[l] = ident;\n"
                 f"    long long i = b0;\n"
                 f"    for (; i + 8 <= b1; i += 8)\n"
                 f"        for (int l = 0; l < 8; ++l) {{ {ct} a = lane[l], v = *(const {ct} *)(x + (i + l) * sx);"
@@ -86,8 +80,8 @@ def reduce_sources(op, dtype, src_bool, masked, has_initial, identity):
                 f"        for (int l = 0; l < 8; l += 2 * h) {{ {ct} a = lane[l], v = lane[l + h];"
                 f" lane[l] = ({ct})({comb}); }}\n"
                 f"    {ct} r = lane[0];\n")
-    part = (f'extern "C" __global__ void {pname}(const char *x, long long sx{mask_param}, long long part_ptr, '
-            f"long long n) {{\n"
+    part = (f'extern "C" __global__ void {pname}(const char *x, long long sx{mask_param}, {ct} ident, '
+            f"long long part_ptr, long long n) {{\n"
             f"    long long b = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
             f"    long long b0 = b * {BLOCK};\n"
             f"    if (b0 >= n) return;\n"
@@ -102,9 +96,10 @@ def reduce_sources(op, dtype, src_bool, masked, has_initial, identity):
         empty = "return;   /* no identity: out is left as it was */"
         last = ""
     else:
-        empty = f"*({ct} *)out = ({ct})({ident});"
+        empty = f"*({ct} *)out = ident;"
         last = ""
-    fin = (f'extern "C" __global__ void {fname}(long long part_ptr, char *out{init_param}, long long n) {{\n'
+    fin = (f'extern "C" __global__ void {fname}(long long part_ptr, char *out, {ct} ident{init_param}, '
+           f'long long n) {{\n'
            f"    if (blockIdx.x != 0) return;\n"
            f"    {ct} *part = ({ct} *)part_ptr;\n"
            f"    long long nb = n / {BLOCK} + (n % {BLOCK} != 0);\n"
@@ -149,7 +144,7 @@ class CudaReduceNode(Node):
     sized = True
     combines = True
 
-    def __init__(self, uf, x, out, mask, init, kernels, dtype):
+    def __init__(self, uf, x, out, mask, init, kernels, dtype, ident):
         self.ufunc = uf
         reads = {x.name: x.array}
         if mask is not None:
@@ -158,6 +153,8 @@ class CudaReduceNode(Node):
         self.x, self.out, self.mask, self.init = x.array, out.array, None if mask is None else mask.array, init
         self.kernels = kernels
         self.dtype = dtype
+        #: the identity as the kernels' parameter (a NumPy scalar of the C type)
+        self.ident = ident
 
     def default_name(self) -> str:
         return f"{self.ufunc.__name__}.reduce"
@@ -187,8 +184,9 @@ class CudaReduceCapture(Lowering):
         args = [node.x, np.int64(_stride(node.x))]
         if node.mask is not None:
             args += [node.mask, np.int64(_stride(node.mask))]
-        kernels = [cuda_kernel(pk, args + [np.int64(part), SIZE], reads=dict(node.reads), block=THREADS)]
-        fargs = [np.int64(part), node.out] + ([node.init] if node.init is not None else []) + [SIZE]
+        kernels = [cuda_kernel(pk, args + [node.ident, np.int64(part), SIZE], reads=dict(node.reads),
+                               block=THREADS)]
+        fargs = [np.int64(part), node.out, node.ident] + ([node.init] if node.init is not None else []) + [SIZE]
         kernels.append(cuda_kernel(fk, fargs, writes=dict(node.writes), block=THREADS))
         for k in kernels:
             k.launch(ctx.stream, ctx.size)
@@ -235,11 +233,12 @@ def cuda_reduce(uf, x, out, where=True, initial=None) -> CudaReduceNode:
         init = np.asarray(initial).astype(dt, casting="same_kind")[()]
         if dt == bool:
             init = np.uint8(init)
-    srcs = reduce_sources(name, dt, src_bool, mask is not None, init is not None, reduce_identity(name, dt))
+    srcs = reduce_sources(name, dt, src_bool, mask is not None, init is not None)
+    ident = np.asarray(reduce_identity(name, dt)).astype(np.uint8 if dt == bool else dt)[()]
     import cupy
 
     kernels = tuple(cupy.RawKernel(src, kname) for src, kname in srcs)
-    return CudaReduceNode(uf, x, out, mask, init, kernels, dt)
+    return CudaReduceNode(uf, x, out, mask, init, kernels, dt, ident)
 
 
 def cuda_at(uf, tally, index, weights):
