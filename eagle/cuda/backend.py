@@ -1093,12 +1093,14 @@ def _refuse_short_extents(recording, nodes):
     ``SIZE_PTR`` kernel) hands every kernel that size: a sized node whose extent is
     shorter than the capacity would run past its arrays there, so it is refused."""
     cap = recording.capacity
+    names = {id(n): name for n, name in zip(recording.nodes, recording.names)}
     for node in nodes:
         extent = node.extent() if node.sized and not node.bodies else None
         if extent is not None and extent < cap:
             array, _ = node.extent_by()
+            who = f"node {names[id(node)]!r}" if id(node) in names else f"{node!r} (in a body)"
             raise ValueError(
-                f"{node!r}: its array {array!r} holds {extent} samples, fewer than the graph's "
+                f"{who}: its array {array!r} holds {extent} samples, fewer than the graph's "
                 f"capacity {cap}; on CUDA a graph that keeps its logical size on the device "
                 "(compaction, reorder, SIZE_PTR kernels) runs every sized node over that size: "
                 "give every per-sample array the capacity's length, or mark the short one "

@@ -111,5 +111,6 @@ def test_on_cuda_a_device_size_graph_refuses_short_extents(cuda_backend):
     g.add_node(b.ufunc(np.add, short, 1.0, out=short), name="short")
     g.add_node(compact({"alive": alive}, {"x": x}, ids=b.asarray(np.arange(8)),
                        count=b.asarray(np.zeros(1, np.int64))), name="c")
-    with pytest.raises(ValueError, match="fewer than the graph's capacity 8"):
+    with pytest.raises(ValueError, match="node 'short': its array .* holds 3 samples, fewer than the "
+                                         "graph's capacity 8.*per_sample="):
         g.build()
