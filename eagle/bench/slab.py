@@ -103,4 +103,4 @@ def rows_slab(rounds, n=PARTICLES):
         if sum(mine) != n or not agree(mine, ref, n):
             raise AssertionError(f"slab tallies disagree: eagle {mine}, NumPy {ref}")
     what = f"slab transport, {n:,} particles until done, tallies as reduction nodes"
-    return [(what, best["eagle"], "the NumPy loop removing finished", best["numpy"])]
+    return [(what, best["eagle"], "NumPy loop, finished removed", best["numpy"])]
