@@ -54,11 +54,21 @@ def ufunc(uf, *operands, out=None, where=None, initial=None, per_sample=True):
     Floating-point errors are not reported (as under ``np.errstate(all="ignore")``).
     With CuPy arrays it returns a GPU node (see ``eagle.cuda.ufunc_node``).
 
+    Reductions and tallies: ``ufunc(np.add.reduce, x, out=s)`` (and the ``.reduce`` of
+    ``multiply``, ``maximum``, ``minimum``, ``logical_or``, ``logical_and`` and the bitwise
+    ufuncs) is ``np.add.reduce(x[:n], axis=0, out=s)`` over the logical size's samples, into
+    ``s`` of shape ``x.shape[1:]``, with ``where=`` and ``initial=``;
+    ``ufunc(np.add.at, tally, index, weights)`` (also ``multiply``, ``maximum``,
+    ``minimum``) is ``np.add.at(tally, index[:n], weights[:n])``. Both are split and fused
+    like any sized node and deterministic: the same bits for every thread count, tile,
+    fusion setting and launch grouping (``eagle.cpu.reduce_node``; on CUDA arrays,
+    ``eagle.cuda.reduce_node``).
+
     Parameters
     ----------
-    uf : numpy.ufunc
+    uf : numpy.ufunc, or its reduce or at method
         Any real ufunc: NumPy's, scipy.special's, a numba ``@vectorize`` or
-        ``@guvectorize`` function.
+        ``@guvectorize`` function; or ``np.add.reduce``, ``np.add.at`` (above).
     *operands : array, scalar or {name: array}
         One per input of ``uf``: an array (named ``in0``, ``in1``... in the picture), a
         scalar (copied at record time, broadcast), or a one-entry dict naming the array.
@@ -76,16 +86,6 @@ def ufunc(uf, *operands, out=None, where=None, initial=None, per_sample=True):
         ``False``: the operands are not per-sample (a parameter vector): the node runs once
         per replay over their whole axis 0, whatever the logical size, and does not bound
         the capacity. Operands that are all 0-d are never per-sample.
-
-    Reductions and tallies: ``ufunc(np.add.reduce, x, out=s)`` (and the ``.reduce`` of
-    ``multiply``, ``maximum``, ``minimum``, ``logical_or``, ``logical_and`` and the bitwise
-    ufuncs) is ``np.add.reduce(x[:n], axis=0, out=s)`` over the logical size's samples, into
-    ``s`` of shape ``x.shape[1:]``, with ``where=`` and ``initial=``;
-    ``ufunc(np.add.at, tally, index, weights)`` (also ``multiply``, ``maximum``,
-    ``minimum``) is ``np.add.at(tally, index[:n], weights[:n])``. Both are split and fused
-    like any sized node and deterministic: the same bits for every thread count, tile,
-    fusion setting and launch grouping (``eagle.cpu.reduce_node``; on CUDA arrays,
-    ``eagle.cuda.reduce_node``).
 
     Returns
     -------
