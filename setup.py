@@ -112,6 +112,9 @@ EXTENSIONS = [
                               "csrc/cpu/distribution_kernels.c", "csrc/cpu/philox_block.c"],
         extra_compile_args=["-O3", "-fopenmp-simd", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math"]
         if sys.platform != "win32" else []),
+    # reductions and tallies over fixed sample blocks (deterministic whatever the split)
+    ext("eagle.cpu._reduce", ["eagle/cpu/_reduce.pyx", "csrc/cpu/reduce_kernels.c"],
+        extra_compile_args=["-O3", "-ffp-contract=off"] if sys.platform != "win32" else []),
     # MPI collectives: the MPI entry points are looked up at run time, no mpi.h needed
     ext("eagle.mpi._collectives", ["eagle/mpi/_collectives.pyx"], libraries=["dl"]),
 ]

@@ -16,6 +16,7 @@ import numpy as np
 from eagle._public import keywords_after, renamed_keyword
 from eagle.cpu.finished import PartitionNode, compact_cpu, reorder_cpu
 from eagle.cpu.native_node import NativeNode, native
+from eagle.cpu.reduce_node import ReduceNode, TallyNode, cpu_at, cpu_reduce
 from eagle.cpu.ufunc_node import UfuncNode, cpu_ufunc
 from eagle.cuda.kernel_nodes import SIZE, SIZE_PTR, CudaKernelNode, cuda_kernel
 from eagle.mpi._nodes import allgather, allreduce, bcast, sendrecv  # collective nodes (mpi4py on first use)
@@ -27,7 +28,7 @@ from eagle.record.distributions import BINOMIAL, EXPONENTIAL, INTEGERS, POISSON,
 from eagle.record.random import BITS, NORMAL, UNIFORM, random_spec
 from eagle.record.ufunc_operands import parse_operands, parse_where, real_ufunc, updated_names
 
-__all__ = ["Node", "OpaqueNode", "NativeNode", "UfuncNode", "PartitionNode", "CudaKernelNode",
+__all__ = ["Node", "OpaqueNode", "NativeNode", "UfuncNode", "ReduceNode", "TallyNode", "PartitionNode", "CudaKernelNode",
            "ControlNode", "opaque", "native", "ufunc", "cuda_kernel", "SIZE", "SIZE_PTR", "compact", "reorder",
            "random_bits", "uniform", "normal", "exponential", "poisson", "binomial", "integers", "allreduce", "allgather", "bcast", "sendrecv",
            "while_loop", "if_else", "subgraph"]
@@ -37,7 +38,7 @@ def _on_cuda(a) -> bool:
     return array_kind(a) == "cuda"
 
 
-def ufunc(uf, *operands, out=None, where=None):
+def ufunc(uf, *operands, out=None, where=None, initial=None, per_sample=True):
     """A node that runs ufunc ``uf``'s own compiled inner loop on ``operands`` into ``out``.
 
     ``ufunc(np.multiply, {"x": x}, 2.0, out={"a": left})`` computes
@@ -54,11 +55,21 @@ def ufunc(uf, *operands, out=None, where=None):
     Floating-point errors are not reported (as under ``np.errstate(all="ignore")``).
     With CuPy arrays it returns a GPU node (see ``eagle.cuda.ufunc_node``).
 
+    Reductions and tallies: ``ufunc(np.add.reduce, x, out=s)`` (and the ``.reduce`` of
+    ``multiply``, ``maximum``, ``minimum``, ``logical_or``, ``logical_and`` and the bitwise
+    ufuncs) is ``np.add.reduce(x[:n], axis=0, out=s)`` over the logical size's samples, into
+    ``s`` of shape ``x.shape[1:]``, with ``where=`` and ``initial=``;
+    ``ufunc(np.add.at, tally, index, weights)`` (also ``multiply``, ``maximum``,
+    ``minimum``) is ``np.add.at(tally, index[:n], weights[:n])``. Both are split and fused
+    like any sized node and deterministic: the same bits for every thread count, tile,
+    fusion setting and launch grouping (``eagle.cpu.reduce_node``; on CUDA arrays,
+    ``eagle.cuda.reduce_node``).
+
     Parameters
     ----------
-    uf : numpy.ufunc
+    uf : numpy.ufunc, or its reduce or at method
         Any real ufunc: NumPy's, scipy.special's, a numba ``@vectorize`` or
-        ``@guvectorize`` function.
+        ``@guvectorize`` function; or ``np.add.reduce``, ``np.add.at`` (above).
     *operands : array, scalar or {name: array}
         One per input of ``uf``: an array (named ``in0``, ``in1``... in the picture), a
         scalar (copied at record time, broadcast), or a one-entry dict naming the array.
@@ -69,6 +80,13 @@ def ufunc(uf, *operands, out=None, where=None):
         with its sample axis (``(n,)`` for 1-d operands, ``(n, 1)`` for rows), a 0-d bool
         array (read on every replay), or a scalar. Where it is False the outputs keep
         their values.
+    initial : scalar, optional
+        A reduction's ``initial=``, as NumPy's reduce takes it (required with ``where=``
+        for ``maximum`` and ``minimum``, which have no identity).
+    per_sample : bool, default True
+        ``False``: the operands are not per-sample (a parameter vector): the node runs once
+        per replay over their whole axis 0, whatever the logical size, and does not bound
+        the capacity. Operands that are all 0-d are never per-sample.
 
     Returns
     -------
@@ -78,7 +96,8 @@ def ufunc(uf, *operands, out=None, where=None):
     Raises
     ------
     TypeError
-        What NumPy refuses (no loop, a cast 'same_kind' forbids, a non-bool mask), object
+        What NumPy refuses (no loop, a cast 'same_kind' forbids, a non-bool mask), a ufunc
+        method other than ``.reduce`` / ``.at`` or a ufunc whose reduction is not a node, object
         loops and ``np.frompyfunc`` (they need the GIL), a cast for a generalized ufunc,
         a ufunc numba built with ``target="parallel"`` (its loop runs numba's own threads),
         the wrong number of operands or outputs, an operand that is no array nor scalar.
@@ -94,10 +113,24 @@ def ufunc(uf, *operands, out=None, where=None):
     >>> x, y = np.arange(4.0), np.zeros(4)
     >>> g = eagle.Graph()
     >>> g.add_node(ufunc(np.multiply, {"x": x}, 2.0, out={"y": y}), name="double")
+    >>> total = np.zeros(())
+    >>> g.add_node(ufunc(np.add.reduce, {"y": y}, out={"total": total}), name="sum")
     >>> g.build().launch(1)
     >>> y
     array([0., 2., 4., 6.])
+    >>> total
+    array(12.)
     """
+    method = _ufunc_method(uf)
+    if method is not None:
+        if per_sample is not True:
+            raise TypeError("per_sample= is for elementwise ufunc nodes; a reduction reads its operand "
+                            "per sample and writes an output that is not per-sample")
+        return _reduce_or_at(method, uf.__self__, operands, out, where, initial)
+    if initial is not None:
+        raise TypeError("initial= is for a reduction (ufunc(np.add.reduce, x, out=s, initial=...))")
+    if method is None and per_sample is not True and not isinstance(per_sample, bool):
+        raise TypeError(f"ufunc(): per_sample= is True or False, got {per_sample!r}")
     uf, dufunc = real_ufunc(uf)
     ins, outs = parse_operands(uf, operands, out)
     mask = parse_where(uf, where)
@@ -108,13 +141,57 @@ def ufunc(uf, *operands, out=None, where=None):
                         "device: use NumPy arrays for the cpu backend or CuPy arrays for cuda")
     if kinds == {"cuda"}:
         from eagle.cuda.ufunc_node import cuda_ufunc
+        if per_sample is not True:
+            raise TypeError("per_sample=False is a cpu ufunc node's (CUDA ufunc nodes run over the "
+                            "logical size)")
         node = cuda_ufunc(uf, ins, outs, where=mask)
     else:
-        node = cpu_ufunc(uf, dufunc, ins, outs, where=mask)
+        node = cpu_ufunc(uf, dufunc, ins, outs, where=mask, per_sample=per_sample)
     # an output that is also an input is declared once, under writes: the node reads it
     # too, so the edge into it carries the array (the operands carry their declared names now)
     node.read_too(updated_names(ins, outs, mask))
     return node
+
+
+def _ufunc_method(f):
+    """'reduce' or 'at' for ``np.add.reduce`` / ``np.add.at`` (a ufunc's bound method); None
+    for anything else; TypeError for a ufunc method a node does not run."""
+    owner = getattr(f, "__self__", None)
+    if not isinstance(owner, np.ufunc) or isinstance(f, np.ufunc):
+        return None
+    name = getattr(f, "__name__", "")
+    if name not in ("reduce", "at"):
+        raise TypeError(f"ufunc() takes a ufunc, its .reduce (over the sample axis) or its .at (a "
+                        f"tally); {owner.__name__}.{name} is not a node: use an opaque node")
+    return name
+
+
+def _reduce_or_at(method, uf, operands, out, where, initial):
+    """``ufunc(uf.reduce, x, out=s)`` and ``ufunc(uf.at, tally, index, weights)``."""
+    from eagle.record.ufunc_operands import Operand, reduce_operands
+
+    if method == "reduce":
+        x, s, mask = reduce_operands(uf, operands, out, where)
+        arrays = [op.array for op in (x, s, mask) if isinstance(op, Operand) and op.is_array]
+        if any(_on_cuda(a) for a in arrays):
+            if not all(_on_cuda(a) for a in arrays):
+                raise TypeError("a node mixes NumPy arrays and CUDA arrays")
+            from eagle.cuda.reduce_node import cuda_reduce
+            return cuda_reduce(uf, x, s, mask, initial)
+        return cpu_reduce(uf, x, s, mask, initial)
+    if out is not None or where is not None or initial is not None:
+        raise TypeError(f"ufunc({uf.__name__}.at, tally, index, weights) updates the tally in place, as "
+                        "NumPy's; it takes no out=, where= or initial=")
+    from eagle.record.ufunc_operands import at_operands
+
+    tally, index, weights = at_operands(uf, operands)
+    arrays = [op.array for op in (tally, index, weights) if op.is_array]
+    if any(_on_cuda(a) for a in arrays):
+        if not all(_on_cuda(a) for a in arrays):
+            raise TypeError("a node mixes NumPy arrays and CUDA arrays")
+        from eagle.cuda.reduce_node import cuda_at
+        return cuda_at(uf, tally, index, weights)
+    return cpu_at(uf, tally, index, weights)
 
 
 @keywords_after(2, 'compact({"alive": alive}, {"x": x}, ids=ids)')

@@ -47,7 +47,6 @@ from eagle.cpu.backend import CpuBackend
 from eagle.look import dot
 from eagle.look import bodies
 from eagle.record import hooks
-from eagle.record.memory import leading_length
 from eagle.record.options import CpuOptions, CudaOptions
 from eagle.record.plan import Plan, StagePlan
 from eagle.record.random import as_uint64
@@ -172,7 +171,7 @@ class Graph(GraphCore):
         self._replays = 0           # g.replays while no backend holds the count
         self._logical_size = None   # None: follow the capacity
         self._ever_built = False
-        # shortest axis 0 among the arrays of sized nodes / of all nodes (None: no such array)
+        # the longest node extent (Node.extent) among sized nodes / all nodes (None: no such array)
         self._cap_sized: int | None = None
         self._cap_all: int | None = None
         # (node name, array name, length) of the array that set each of them
@@ -304,13 +303,13 @@ class Graph(GraphCore):
             self._n_groups += group
             self._next_suffix.update(suffixes)
             for node, name in zip(nodes, final):
-                for array_name, a in node.named_sample_arrays():
-                    m = leading_length(a)
-                    if m is not None:
-                        if self._cap_all is None or m < self._cap_all:
-                            self._cap_all, self._cap_all_by = m, (name, array_name, m)
-                        if node.sized and (self._cap_sized is None or m < self._cap_sized):
-                            self._cap_sized, self._cap_sized_by = m, (name, array_name, m)
+                by = node.extent_by()
+                if by is not None:
+                    array_name, m = by
+                    if self._cap_all is None or m > self._cap_all:
+                        self._cap_all, self._cap_all_by = m, (name, array_name, m)
+                    if node.sized and (self._cap_sized is None or m > self._cap_sized):
+                        self._cap_sized, self._cap_sized_by = m, (name, array_name, m)
                 self._has_sized |= node.sized
                 self._has_resizer |= node.resizes
                 if node.compaction is not None:
@@ -514,15 +513,19 @@ class Graph(GraphCore):
 
     @property
     def capacity(self) -> int:
-        """The largest logical size the arrays can hold: the shortest axis 0 among
-        the arrays of sized (native) nodes, or of all arrays if there are none."""
+        """The largest logical size: the longest extent among the sized nodes (or among
+        all nodes if none is sized). A node's extent is the shortest axis 0 of its
+        per-sample arrays; each sized node runs over [0, min(logical size, its extent)),
+        so a node on a shorter view processes all of it and no more (docs/graph.md,
+        "Extents")."""
         return (self._cap_sized if self._has_sized else self._cap_all) or 0
 
     @property
     def capacity_bound_by(self) -> tuple[str, str, int] | None:
-        """(node name, array name, length) of the array that bounds ``capacity``: the
-        first recorded of the shortest per-sample arrays; None when no array bounds it.
-        Arrays a node marks as not per-sample (``per_sample=``) never do."""
+        """(node name, array name, length) of the array that sets ``capacity``: the
+        extent of the first recorded node of the longest extent (its shortest per-sample
+        array); None when no array sets it. Arrays a node marks as not per-sample
+        (``per_sample=``) never do."""
         return self._cap_sized_by if self._has_sized else self._cap_all_by
 
     @property

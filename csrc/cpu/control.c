@@ -117,7 +117,7 @@ static int run_body(eagle_plan *body, int32_t base, int gil_held, eagle_profile_
         const eagle_stage *st = &body->stages[s];
         if (st->tile > 0) {
             double sums[EAGLE_FUSED_MAX_NODES];
-            eagle_run_tiles(body, st, 0, size, lane, measure ? sums : NULL, base);
+            eagle_run_tiles(body, st, 0, size, 1, lane, measure ? sums : NULL, base);
             if (measure)
                 for (int32_t k = 0; k < st->count; ++k)
                     eagle_choice_node_timed(ch, st->first + k, size, sums[k], fresh);

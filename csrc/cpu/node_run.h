@@ -69,6 +69,12 @@ static inline void eagle_call_native(const eagle_node *node, int64_t start, int6
         node->kernel(start, stop, node->data, node->strides, node->user_data);
 }
 
+/* The samples node runs at logical size n: [0, min(n, its extent)). */
+static inline int64_t eagle_node_extent(const eagle_node *node, int64_t n)
+{
+    return node->bounded && node->extent < n ? node->extent : n;
+}
+
 /* floor(n * tid / nt) without forming n * tid, which overflows for a logical size
  * above 2**63 / nt (a zero-stride array can be that long): with n = q * nt + r,
  * it is q * tid + floor(r * tid / nt), and r * tid < nt * nt. */
@@ -76,6 +82,32 @@ static inline int64_t eagle_split_bound(int64_t n, int tid, int nt)
 {
     const int64_t q = n / nt, r = n % nt;
     return q * tid + r * tid / nt;
+}
+
+/* eagle_split_bound over whole blocks of `align` samples (the last one may be short):
+ * every share but the last starts and ends at a multiple of align. */
+static inline int64_t eagle_split_bound_aligned(int64_t n, int tid, int nt, int64_t align)
+{
+    if (align <= 1)
+        return eagle_split_bound(n, tid, nt);
+    const int64_t blocks = n / align + (n % align != 0);
+    const int64_t b = eagle_split_bound(blocks, tid, nt);
+    return b == blocks ? n : b * align;
+}
+
+/* One of the `expected` shares of a node's run is done: the last one to arrive runs
+ * the node's finish (plan.h). The atomic orders every share's writes before it. */
+static inline void eagle_node_arrive(const eagle_node *node, int expected, int64_t n)
+{
+    if (node->finish == NULL)
+        return;
+    eagle_node *m = (eagle_node *)node;
+    if (expected > 1) {
+        if (__atomic_add_fetch(&m->arrivals, 1, __ATOMIC_ACQ_REL) != expected)
+            return;
+        __atomic_store_n(&m->arrivals, 0, __ATOMIC_RELAXED);
+    }
+    node->finish(0, n, node->data, node->strides, node->finish_data);
 }
 
 /* Whether every thread of a team stage enters the node (a split native node's
@@ -116,15 +148,21 @@ static EAGLE_ALWAYS_INLINE int eagle_node_call(const eagle_site *s, const eagle_
 {
     const int64_t size = s->plan->logical_size;
     switch (node->kind) {
-    case EAGLE_NODE_NATIVE:
-        if (node->split && s->nt > 1)
-            eagle_call_native(node, eagle_split_bound(size, s->tid, s->nt),
-                              eagle_split_bound(size, s->tid + 1, s->nt));
-        else
-            eagle_call_native(node, 0, size);
+    case EAGLE_NODE_NATIVE: {
+        const int64_t n = eagle_node_extent(node, size);
+        if (node->split && s->nt > 1) {
+            eagle_call_native(node, eagle_split_bound_aligned(n, s->tid, s->nt, node->align),
+                              eagle_split_bound_aligned(n, s->tid + 1, s->nt, node->align));
+            eagle_node_arrive(node, s->nt, n);
+        } else {
+            eagle_call_native(node, 0, n);
+            eagle_node_arrive(node, 1, n);
+        }
         return 0;
+    }
     case EAGLE_NODE_TEAM:
-        node->team_kernel(phase, s->tid, s->nt, size, node->data, node->strides, node->user_data);
+        node->team_kernel(phase, s->tid, s->nt, eagle_node_extent(node, size), node->data, node->strides,
+                          node->user_data);
         return 0;
     case EAGLE_NODE_OPAQUE:
         return s->where == EAGLE_SITE_SERIAL ? eagle_call_opaque(node)

@@ -32,6 +32,20 @@ typedef struct eagle_node {
     char **data;
     const int64_t *strides;
     void *user_data;        /* control: its eagle_control */
+    /* native, team with `bounded` set: the node's own sample extent (the shortest axis 0
+     * of its per-sample arrays): it runs over [0, min(logical_size, extent)); bounded 0
+     * (a node zeroed whole): over [0, logical_size) */
+    int64_t extent;
+    int32_t bounded;
+    /* split native: each thread's share starts at a multiple of align samples (>= 1) */
+    int64_t align;
+    /* native: NULL, or run once per run of the node, after all its shares are done, by
+     * the thread that finishes last, as finish(0, n, data, strides, finish_data) with
+     * n = min(logical_size, extent) (a reduction combines its partials; a node on arrays
+     * that are not per-sample runs whole); `arrivals` counts the shares done */
+    eagle_kernel finish;
+    void *finish_data;
+    int32_t arrivals;
 } eagle_node;
 
 typedef struct eagle_stage {
@@ -42,6 +56,9 @@ typedef struct eagle_stage {
      * every node before the next; the team choice sees it as the one stage it is.
      * 0: node after node over the thread's whole share. */
     int64_t tile;
+    /* a fused run: each thread's share starts at a multiple of align samples (>= 1;
+     * tile is a multiple of it), the largest align of its nodes */
+    int64_t align;
 } eagle_stage;
 
 #define EAGLE_FUSED_MAX_NODES 64

@@ -25,7 +25,7 @@ static EAGLE_ALWAYS_INLINE int run_replay_staged(eagle_plan *plan, int measure, 
         const eagle_stage *st = &plan->stages[s];
         if (st->tile > 0) {
             double sums[EAGLE_FUSED_MAX_NODES];
-            eagle_run_tiles(plan, st, 0, plan->logical_size, lane, measure ? sums : NULL, 0);
+            eagle_run_tiles(plan, st, 0, plan->logical_size, 1, lane, measure ? sums : NULL, 0);
             if (measure)
                 for (int32_t k = 0; k < st->count; ++k)
                     eagle_choice_node_timed(ch, st->first + k, plan->logical_size, sums[k], fresh);

@@ -80,7 +80,8 @@ int eagle_run_stage_share(eagle_team_run *team, eagle_plan *plan, int32_t span_b
 {
     if (st->tile > 0) {
         const int64_t n = plan->logical_size;
-        eagle_run_tiles(plan, st, eagle_split_bound(n, tid, nt), eagle_split_bound(n, tid + 1, nt), lane,
+        eagle_run_tiles(plan, st, eagle_split_bound_aligned(n, tid, nt, st->align),
+                        eagle_split_bound_aligned(n, tid + 1, nt, st->align), nt, lane,
                         NULL, span_base);
         return 0;
     }
@@ -109,7 +110,7 @@ int eagle_run_stage_alone(eagle_plan *plan, int32_t span_base, const eagle_stage
                           eagle_gil_slot *gil, eagle_profile_lane *lane, int32_t *failed_node)
 {
     if (st->tile > 0) {
-        eagle_run_tiles(plan, st, 0, plan->logical_size, lane, NULL, span_base);
+        eagle_run_tiles(plan, st, 0, plan->logical_size, 1, lane, NULL, span_base);
         return 0;
     }
     const eagle_site site = {.plan = plan, .lane = lane, .span_base = span_base, .where = EAGLE_SITE_ALONE,

@@ -4,7 +4,25 @@
 #include "node_run.h"
 #include "observe.h"
 
-void eagle_run_tiles(const eagle_plan *plan, const eagle_stage *st, int64_t lo, int64_t hi,
+/* A node of the run over samples [a, b) of the run's tile: the part inside its extent. */
+static inline void call_clamped(const eagle_node *node, int64_t a, int64_t b)
+{
+    if (!node->bounded) {
+        eagle_call_native(node, a, b);
+        return;
+    }
+    const int64_t e = node->extent;
+    eagle_call_native(node, a < e ? a : e, b < e ? b : e);
+}
+
+/* This thread's share of the run is done: the nodes with a finish arrive (node_run.h). */
+static inline void arrive_all(const eagle_plan *plan, const eagle_node *nodes, int32_t count, int nt)
+{
+    for (int32_t k = 0; k < count; ++k)
+        eagle_node_arrive(&nodes[k], nt, eagle_node_extent(&nodes[k], plan->logical_size));
+}
+
+void eagle_run_tiles(const eagle_plan *plan, const eagle_stage *st, int64_t lo, int64_t hi, int nt,
                      eagle_profile_lane *lane, double *sum_ns, int32_t span_base)
 {
     const eagle_node *nodes = plan->nodes + st->first;
@@ -15,9 +33,10 @@ void eagle_run_tiles(const eagle_plan *plan, const eagle_stage *st, int64_t lo, 
         do {
             const int64_t b = hi - a > tile ? a + tile : hi;
             for (int32_t k = 0; k < count; ++k)
-                eagle_call_native(&nodes[k], a, b);
+                call_clamped(&nodes[k], a, b);
             a = b;
         } while (a < hi);
+        arrive_all(plan, nodes, count, nt);
         return;
     }
     int64_t sums[EAGLE_FUSED_MAX_NODES] = {0};
@@ -26,13 +45,14 @@ void eagle_run_tiles(const eagle_plan *plan, const eagle_stage *st, int64_t lo, 
     do {
         const int64_t b = hi - a > tile ? a + tile : hi;
         for (int32_t k = 0; k < count; ++k) {
-            eagle_call_native(&nodes[k], a, b);
+            call_clamped(&nodes[k], a, b);
             const int64_t t1 = eagle_span_clock_ns();
             sums[k] += t1 - t;
             t = t1;
         }
         a = b;
     } while (a < hi);
+    arrive_all(plan, nodes, count, nt);
     int64_t t0 = t_start;
     for (int32_t k = 0; k < count; ++k) {
         if (lane != NULL)

@@ -18,8 +18,10 @@ extern "C" {
  * range too, as a stage that is not fused calls it). Untimed unless a profile lane
  * or sum_ns (the measuring replays' per-node times, st->count of them) is given:
  * then each node's calls are summed, and the lane gets one span per node, the sums
- * laid end to end from the run's start (span indexes from span_base). */
-void eagle_run_tiles(const eagle_plan *plan, const eagle_stage *st, int64_t lo, int64_t hi,
+ * laid end to end from the run's start (span indexes from span_base). nt: the
+ * threads that share the run (each node's finish runs once all of them are done);
+ * every node is clamped to its extent. */
+void eagle_run_tiles(const eagle_plan *plan, const eagle_stage *st, int64_t lo, int64_t hi, int nt,
                      eagle_profile_lane *lane, double *sum_ns, int32_t span_base);
 
 #ifdef __cplusplus

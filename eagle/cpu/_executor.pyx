@@ -179,6 +179,7 @@ cdef class CpuPlan(CompiledLaunch):
             cstages[s].count = len(specs)
             cstages[s].policy = _POLICIES[policies[s]]
             self.plan.stages[s].n_phases = 1
+            self.plan.stages[s].align = 1
             if tiles is not None and tiles[s] > 0:
                 if len(specs) > EAGLE_FUSED_MAX_NODES or any(
                         type(spec) is not NativeSpec or not spec.split or (<Kernel>spec.kernel).phases
@@ -216,6 +217,15 @@ cdef class CpuPlan(CompiledLaunch):
                     # the team choice's view: a split native or team node costs per sample
                     cnodes[i].sized = cnodes[i].splits = kern.phases > 0 or node.split
                     node.user_data = kern.user_data
+                    if spec.extent is not None:
+                        node.extent = spec.extent
+                        node.bounded = 1
+                    node.align = spec.align
+                    if spec.align > self.plan.stages[s].align:
+                        self.plan.stages[s].align = spec.align
+                    if spec.finish is not None:
+                        node.finish = <kernel_t><uintptr_t>spec.finish.finish_address
+                        node.finish_data = <void *><uintptr_t>spec.finish.finish_data_address
                     node.data = <char **>calloc(max(len(arrays), 1), sizeof(char *))
                     node.strides = <int64_t *>calloc(max(len(arrays), 1), sizeof(int64_t))
                     if node.data == NULL or node.strides == NULL:

@@ -110,11 +110,18 @@ cdef extern from "plan.h" nogil:
         char **data
         const int64_t *strides
         void *user_data
+        int64_t extent
+        int32_t bounded
+        int64_t align
+        kernel_t finish
+        void *finish_data
+        int32_t arrivals
 
     ctypedef struct eagle_stage:
         int32_t first, count
         int32_t n_phases
         int64_t tile
+        int64_t align
 
     ctypedef struct eagle_span:
         int32_t node

@@ -30,7 +30,13 @@ alone. A run holds at most ``MAX_NODES`` nodes.
 The tile: ``TILE_BUDGET_FRACTION`` of the per-core L2 cache (``os.sysconf``,
 else /sys, else 1 MiB) divided by the bytes per sample the run touches (each
 distinct per-sample view once: its axis-0 stride, at most its row rounded up to a
-cache line), rounded down to a multiple of 64 samples, at least 256.
+cache line), rounded down to a multiple of 64 samples, at least 256; then (a tile given
+as ``fuse=`` too) rounded up to a multiple of the run's nodes' ``align`` (a reduction's
+block), so that every tile starts on a block.
+
+A reduction or tally (``Node.combines``) joins a run: it writes its output, which is
+not per-sample, once every share of the run is done; a node reading that output meets
+it at no sample alike, so it starts the next run.
 """
 from __future__ import annotations
 
@@ -103,7 +109,9 @@ def _fusable(node) -> bool:
             and node.kernel.phases == 0 and not node.resizes
             and not node.permutes_samples and node.collective is None):
         return False
-    return all(_sample_slot(node, name, a) is not None for name, a, w in node.arrays() if w)
+    # a reduction writes its output once the run is over (csrc/cpu/plan.h, finish)
+    return all(_sample_slot(node, name, a) is not None for name, a, w in node.arrays()
+               if w and not (node.combines and name in node.not_per_sample))
 
 
 def _meets_alike(src, dst) -> bool:
@@ -152,7 +160,9 @@ def fused_runs(recording, policies, fuse=True) -> list:
     def close():
         if len(current) >= 2:
             members = [nodes[i] for s in current for i in rows[s]]
-            runs.append(FusedRun(current, fuse if fuse is not True else _tile(members, budget)))
+            tile = fuse if fuse is not True else _tile(members, budget)
+            align = max(n.align for n in members)
+            runs.append(FusedRun(current, -(-tile // align) * align))
         else:
             runs.extend(FusedRun([s], 0) for s in current)
 

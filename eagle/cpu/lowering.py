@@ -10,6 +10,8 @@ logical size (for sized opaque nodes) and the compilation of a control node's bo
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from eagle._errors import add_note
 from eagle._text import with_article
 from eagle.cpu.kernel_arrays import check_kernel_arrays
@@ -82,6 +84,8 @@ def lower(node, index: int, ctx):
                         f"({type(spec.call).__name__})")
     if isinstance(spec, NativeSpec):
         _check_native(node, spec, where)
+        if spec.extent is None and node.sized:
+            spec = replace(spec, extent=node.extent())
     return spec
 
 

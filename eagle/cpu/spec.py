@@ -34,6 +34,13 @@ class NativeSpec:
     partition: Any = None   # a compaction or reorder's compiled partition (eagle.cpu._partition)
     loop: Any = None        # a ufunc node's compiled loop (its error is raised after the launch)
     group: Any = None       # an MPI collective's process group (csrc/cpu/plan.h, eagle_group)
+    # the node's own sample extent (None: no per-sample array): it runs over
+    # [0, min(logical size, extent)) (eagle.cpu.lowering sets it from the node)
+    extent: Any = None
+    align: int = 1          # split: each thread's share starts at a multiple of this many samples
+    # None, or what runs once per run of the node after all its shares (csrc/cpu/plan.h):
+    # an object with ``finish_address`` and ``finish_data_address`` (a reduction's combine)
+    finish: Any = None
 
 
 @dataclass(frozen=True, slots=True)

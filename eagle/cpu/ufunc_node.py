@@ -107,9 +107,15 @@ class UfuncNode(NativeNode):
     kind = "ufunc"
     box = ("(", ")")
 
-    def __init__(self, uf, ins, outs, reads, writes, loop_dtypes, loop, where=True):
+    def __init__(self, uf, ins, outs, reads, writes, loop_dtypes, loop, where=True, whole=None):
         # a ufunc's loop touches row i of every operand (and of the mask) for sample i only
-        super().__init__(loop.kernel(), reads, writes, split=True, sample_local=True)
+        super().__init__(loop.kernel(), reads, writes, split=whole is None, sample_local=whole is None,
+                         per_sample=whole is None)
+        #: None; or, for a node on arrays that are not per-sample (0-d ones, ``per_sample=False``),
+        #: the samples its loop runs once per replay: their whole axis 0 (1 for 0-d arrays)
+        self.whole = whole
+        if whole is not None:
+            self.sized = False
         self.ufunc = uf
         self.loop_dtypes = tuple(loop_dtypes)
         self.loop = loop
@@ -132,13 +138,47 @@ class UfuncNode(NativeNode):
 @cpu_lowering(UfuncNode)
 def _lower_ufunc(node, index, ctx):
     # the loop rides on the spec: the backend raises its error after the launch
+    if node.whole is not None:
+        # once per replay over the whole arrays, whatever the logical size (0 included):
+        # the node's finish (csrc/cpu/plan.h), its kernel nothing
+        from eagle.cpu._reduce import Whole, nothing_kernel
+
+        return NativeSpec(index, nothing_kernel(node.kernel.name), tuple(node.arrays_in_order), False,
+                          loop=node.loop, finish=Whole(node.kernel, node.whole))
     return NativeSpec(index, node.kernel, tuple(node.arrays_in_order), node.split, loop=node.loop)
 
 
-def cpu_ufunc(uf, dufunc, ins, outs, where=True) -> UfuncNode:
+def cpu_ufunc(uf, dufunc, ins, outs, where=True, per_sample=True) -> UfuncNode:
     """``eagle.graph.ufunc`` on NumPy arrays (it dispatches here): ``ins`` and ``outs`` are the
     parsed operands (``eagle.record.ufunc_operands``); ``dufunc`` the numba DUFunc or None;
-    ``where`` True, False or the mask's ``Operand`` (``parse_where``)."""
+    ``where`` True, False or the mask's ``Operand`` (``parse_where``). ``per_sample=False``,
+    or operands that are all 0-d: the node's arrays are not per-sample, and its loop runs
+    once per replay over their whole axis 0 (their one element), whatever the logical size."""
+    if not isinstance(per_sample, bool):
+        raise TypeError(f"ufunc(): per_sample= is True or False (a ufunc's operands share one "
+                        f"shape: all are per-sample or none), got {per_sample!r}")
+    arrays = [op for op in ins + outs if op.is_array]
+    if arrays and all(op.array.ndim == 0 for op in arrays):
+        if isinstance(where, Operand) and where.array.ndim:
+            raise ValueError(f"{uf.__name__}: the mask {where.name!r} has shape {where.array.shape}; the "
+                             "operands are 0-d, so the mask is too")
+        # 0-d operands: the loop runs over their one element, through (1,)-views of them
+        # (the same memory: staging orders the node as it would the 0-d arrays)
+        views = [Operand(op.name, op.array.reshape(1), None, op.given_name) if op.is_array else op
+                 for op in ins + outs]
+        mask = where
+        if isinstance(where, Operand):
+            mask = Operand(where.name, where.array.reshape(1), None, where.given_name)
+        return _cpu_ufunc(uf, dufunc, views[:len(ins)], views[len(ins):], mask, whole=1)
+    if not per_sample:
+        if uf.signature is not None:
+            raise ValueError(f"{uf.__name__}{uf.signature}: per_sample=False is for elementwise ufuncs")
+        n = next(op.array.shape[0] for op in arrays if op.array.ndim)
+        return _cpu_ufunc(uf, dufunc, ins, outs, where, whole=n)
+    return _cpu_ufunc(uf, dufunc, ins, outs, where)
+
+
+def _cpu_ufunc(uf, dufunc, ins, outs, where=True, whole=None) -> UfuncNode:
     mask = where if isinstance(where, Operand) else None
     for op in ins + outs + ([mask] if mask is not None else []):
         if not op.is_array:
@@ -216,7 +256,7 @@ def cpu_ufunc(uf, dufunc, ins, outs, where=True) -> UfuncNode:
         loop.run_through_iterator(views, list(loop_dtypes), uf.nin,
                                   mask_view if mask is not None else where,
                                   slots[nargs] if mask is not None else -1)
-    return UfuncNode(uf, ins, outs, reads, writes, loop_dtypes, loop, where)
+    return UfuncNode(uf, ins, outs, reads, writes, loop_dtypes, loop, where, whole=whole)
 
 
 def _mask_view(uf, mask, shape):

@@ -201,6 +201,7 @@ ctypedef struct eagle_sized_kernel:
     int value_i32
     unsigned int value_u32
     bint in_body             # a node of a conditional body / child graph: patched in the graph
+    long long limit          # its node's extent: it gets min(n, limit) samples (< 0: no limit)
 
 
 cdef class GraphExec:

@@ -1009,7 +1009,7 @@ cdef class GraphExec:
 
     def add_sized_kernel(self, uintptr_t node, unsigned int nargs, unsigned int size_index,
                          str size_type="int64", unsigned long long per_block=0,
-                         grid_yz=(1, 1), arg_sizes=None, bint in_body=False):
+                         grid_yz=(1, 1), arg_sizes=None, bint in_body=False, long long limit=-1):
         """Register kernel node ``node`` (a handle from ``Stream.last_node()``,
         of the graph this exec was instantiated from) as sized:
         ``set_logical_size(n)`` sets its argument ``size_index`` (of ``nargs``,
@@ -1022,7 +1022,8 @@ cdef class GraphExec:
         ``nargs`` or size-parameter width with TypeError). ``in_body``: the node sits
         in a conditional body or a child graph of that graph; a retune patches it in
         the graph and carries it into the exec with one cuGraphExecUpdate (per-node
-        exec updates name top-level nodes only)."""
+        exec updates name top-level nodes only). ``limit`` >= 0: the node's extent, the
+        most samples it gets (a retune to n patches it for min(n, limit))."""
         if size_type not in _SIZE_KINDS:
             raise ValueError(f"size_type must be one of {sorted(_SIZE_KINDS)}, got {size_type!r}")
         cdef int kind
@@ -1076,6 +1077,7 @@ cdef class GraphExec:
             k.per_block = per_block
             k.block_grid = _dim3((1,) + tuple(grid_yz))
             k.in_body = in_body
+            k.limit = limit
             self.n_sized += 1
 
     @property
@@ -1092,6 +1094,7 @@ cdef class GraphExec:
         cdef eagle_dim3 grid
         cdef const void *value
         cdef unsigned long long blocks
+        cdef long long m
         cdef bint bodies = False
         cdef eagle_CUgraphExecUpdateResultInfo info
         if n < 0:
@@ -1101,7 +1104,8 @@ cdef class GraphExec:
             with nogil:
                 for i in range(self.n_sized):
                     k = &self.sized[i]
-                    blocks = (<unsigned long long>n + k.per_block - 1) // k.per_block
+                    m = n if k.limit < 0 or n < k.limit else k.limit
+                    blocks = (<unsigned long long>m + k.per_block - 1) // k.per_block
                     if blocks == 0:
                         blocks = 1
                     if blocks > 0x7fffffff:
@@ -1110,18 +1114,18 @@ cdef class GraphExec:
                     grid = k.block_grid
                     grid.x = <unsigned int>blocks
                     if k.size_kind == 0:
-                        k.value_i32 = <int32_t>n
+                        k.value_i32 = <int32_t>m
                         value = &k.value_i32
                     elif k.size_kind == 1:
-                        k.value_i64 = n
+                        k.value_i64 = m
                         value = &k.value_i64
                     elif k.size_kind == 2:
-                        k.value_u32 = <uint32_t>n
+                        k.value_u32 = <uint32_t>m
                         value = &k.value_u32
                     elif k.size_kind == 4:
                         value = NULL
                     else:
-                        k.value_u64 = <uint64_t>n
+                        k.value_u64 = <uint64_t>m
                         value = &k.value_u64
                     if k.in_body:
                         bodies = True

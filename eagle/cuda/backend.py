@@ -384,6 +384,8 @@ class CudaBackend(Backend):
         self._has_partitions = Need.READ_BACK in needs
         # the device logical size: for compaction / reorder nodes and SIZE_PTR kernels
         self._device_size = bool(needs & {Need.DEVICE_SIZE, Need.READ_BACK})
+        if self._device_size:
+            _refuse_short_extents(recording, flat)
         #: the control-flow nodes' lowering: their capture and loop states (eagle/cuda/control.py)
         self._control = capture.lowering(ControlNode)
         #: the stop flag the loops' condition kernels read (Ctrl-C sets it), when there are
@@ -454,7 +456,8 @@ class CudaBackend(Backend):
                 try:
                     self.exec.add_sized_kernel(k.handle, k.nargs, k.size_index, k.size_type,
                                                per_block=k.per_block, arg_sizes=k.arg_sizes,
-                                               in_body=k.in_body)
+                                               in_body=k.in_body,
+                                               limit=-1 if k.extent is None else k.extent)
                 except (TypeError, CudaError) as e:
                     add_note(e, f"eagle: registering kernel node {k.name!r} as sized")
                     raise
@@ -1157,3 +1160,23 @@ _UNNAMED_KERNEL = "<a kernel: this driver (CUDA < 12.3) has no cuFuncGetName to 
 #: (nvjet: cuBLAS 12.8+'s GEMMs on Hopper and Blackwell, named nvjet_* with no "gemm")
 _LIBRARY_KERNEL = re.compile(r"gemm|gemv|cublas|cutlass|xmma|nvjet|fft|cusolver|cusparse|cudnn|trsm|syrk",
                              re.IGNORECASE)
+
+
+def _refuse_short_extents(recording, nodes):
+    """A graph that keeps its logical size on the device (a compaction, a reorder, a
+    ``SIZE_PTR`` kernel) hands every kernel that size: a sized node whose extent is
+    shorter than the capacity would run past its arrays there, so it is refused."""
+    cap = recording.capacity
+    names = {id(n): name for n, name in zip(recording.nodes, recording.names)}
+    for node in nodes:
+        extent = node.extent() if node.sized and not node.bodies else None
+        if extent is not None and extent < cap:
+            array, _ = node.extent_by()
+            who = f"node {names[id(node)]!r}" if id(node) in names else f"{node!r} (in a body)"
+            raise ValueError(
+                f"{who}: its array {array!r} holds {extent} samples, fewer than the graph's "
+                f"capacity {cap}; on CUDA a graph that keeps its logical size on the device "
+                "(compaction, reorder, SIZE_PTR kernels) runs every sized node over that size: "
+                "give every per-sample array the capacity's length, or mark the short one "
+                "not per-sample (per_sample=)")
+

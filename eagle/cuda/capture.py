@@ -64,6 +64,8 @@ class SizedKernel(NamedTuple):
     #: whether it sits in a control-flow body (patched in the body graph, then one
     #: whole-graph exec update)
     in_body: bool = False
+    #: its node's extent: a retune gives it min(size, extent) samples (None: no limit)
+    extent: int | None = None
 
 
 class Lowering:
@@ -171,9 +173,9 @@ class Capture:
 class CaptureContext:
     """What a lowering is handed for one node (see the module doc)."""
 
-    __slots__ = ("_capture", "stream", "index", "name", "in_body")
+    __slots__ = ("_capture", "stream", "index", "name", "in_body", "extent")
 
-    def __init__(self, capture: Capture, stream, index: int, name: str, in_body: bool):
+    def __init__(self, capture: Capture, stream, index: int, name: str, in_body: bool, extent=None):
         self._capture = capture
         #: the stream the node is captured on (eagle's, a branch's or a body's)
         self.stream = stream
@@ -182,11 +184,16 @@ class CaptureContext:
         self.name = name
         #: whether the graph being captured into is a control-flow body's
         self.in_body = in_body
+        #: the node's own sample extent (``Node.extent``, a sized node's), or None: its
+        #: kernels run over [0, min(logical size, extent)), ``size`` and every retune included
+        self.extent = extent
 
     @property
     def size(self) -> int:
-        """The logical size at capture (the grids' size until a retune)."""
-        return self._capture.size
+        """The samples the node runs at capture: min(logical size, its extent) (the grids'
+        size until a retune, which clamps to the extent too)."""
+        size = self._capture.size
+        return size if self.extent is None else min(size, self.extent)
 
     @property
     def size_ptr(self) -> int:
@@ -224,7 +231,7 @@ class CaptureContext:
         """Register kernel node ``handle`` (on ``stream``: ``stream.last_node()``) as one
         ``set_logical_size`` patches, for this node (see ``SizedKernel``)."""
         k = SizedKernel(self.index, self.name, handle, nargs, size_index, size_type, per_block,
-                        None if arg_sizes is None else tuple(arg_sizes), self.in_body)
+                        None if arg_sizes is None else tuple(arg_sizes), self.in_body, self.extent)
         self._capture.sized.append(k)
         return k
 
@@ -245,7 +252,8 @@ class CaptureContext:
         control-flow lowering its bodies' (``in_body``: the graph ``stream`` captures into is
         a body's; None: the same graph as this node's)."""
         c = self._capture
-        ctx = CaptureContext(c, stream, index, name, self.in_body if in_body is None else in_body)
+        ctx = CaptureContext(c, stream, index, name, self.in_body if in_body is None else in_body,
+                             node.extent() if node.sized else None)
         lowering = c.lowering(type(node))
         with c._on_stream(stream):
             lowering.capture(node, ctx)

@@ -36,6 +36,10 @@ CUDA_EXPRESSIONS = {
     "sqrt": "sqrt(a)", "exp": "exp(a)", "log": "log(a)", "sin": "sin(a)", "cos": "cos(a)",
     "tanh": "tanh(a)", "absolute": "fabs(a)", "fabs": "fabs(a)", "reciprocal": "1 / a",
 }
+#: comparisons: two operands of one type, a bool result
+_COMPARISONS = {"greater": "a > b", "greater_equal": "a >= b", "less": "a < b", "less_equal": "a <= b",
+                "equal": "a == b", "not_equal": "a != b"}
+CUDA_EXPRESSIONS.update(_COMPARISONS)
 _FLOAT_ONLY = {"sqrt", "exp", "log", "sin", "cos", "tanh", "fabs"}
 _C_TYPES = {"float64": "double", "float32": "float", "int64": "long long", "int32": "int",
             "uint64": "unsigned long long", "uint32": "unsigned int", "int16": "short",
@@ -66,7 +70,10 @@ def cuda_source(name, loop_dtypes, scalar_args, array_dtypes=None, where=True):
     array_ct = [None if d is None else _ARRAY_C_TYPES.get(np.dtype(d).name) for d in array_dtypes]
     if any(c is None for c, d in zip(array_ct, array_dtypes) if d is not None):
         return None
-    ctypes_ = [_C_TYPES.get(np.dtype(d).name) for d in loop_dtypes]
+    compare = name in _COMPARISONS
+    if compare and np.dtype(loop_dtypes[-1]) != np.bool_:
+        return None
+    ctypes_ = [_C_TYPES.get(np.dtype(d).name) for d in (loop_dtypes[:-1] if compare else loop_dtypes)]
     if None in ctypes_ or len(set(ctypes_)) != 1:
         return None
     t = ctypes_[0]
@@ -185,7 +192,11 @@ def cuda_ufunc(uf, ins, outs, where=True):
             raise ValueError(f"{uf.__name__}: the mask {mask.name!r} has shape {mshape}; a ufunc node "
                              f"takes a per-sample mask of the operands' shape {shapes[0] if shapes else ()}"
                              " (or a 0-d mask or a scalar)")
-    one_d = all(len(op.array.__cuda_array_interface__["shape"]) == 1 for op in ins + outs if op.is_array)
+    whole = all(len(op.array.__cuda_array_interface__["shape"]) == 0 for op in ins + outs if op.is_array)
+    if whole and mask is not None and _cuda_shape(mask.array):
+        raise ValueError(f"{uf.__name__}: the operands are 0-d, so the mask {mask.name!r} is too")
+    one_d = whole or all(len(op.array.__cuda_array_interface__["shape"]) == 1
+                         for op in ins + outs if op.is_array)
     if mask is not None:
         one_d = one_d and len(_cuda_shape(mask.array)) <= 1
     made = None
@@ -209,7 +220,13 @@ def cuda_ufunc(uf, ins, outs, where=True):
             stride = _cuda_strides(mask.array) if _cuda_shape(mask.array) else 0
             args += [mask.array, np.int64(stride)]
         args += [outs[0].array, np.int64(_cuda_strides(outs[0].array)), SIZE]
-        return cuda_kernel(kernel, args, reads=reads, writes=writes)
+        node = cuda_kernel(kernel, args, reads=reads, writes=writes)
+        if whole:
+            # 0-d operands: not per-sample; one element on every replay (eagle.cuda.whole_node)
+            from eagle.cuda.whole_node import CudaWholeNode
+
+            return CudaWholeNode(uf.__name__, node)
+        return node
     # any other ufunc: CuPy's own, called while the graph is captured (keeps its captured size)
     import cupy
 

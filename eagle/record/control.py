@@ -154,6 +154,19 @@ class ControlNode(Node):
         self.sized = any(node.sized for rec in self.bodies for node in rec.nodes)
         self._take_partitions()
 
+    def extent_by(self):
+        """The longest extent among the bodies' nodes (sized ones, when any is): each body
+        node runs over its own, the control node's share of the capacity is the longest."""
+        any_sized = any(node.sized for rec in self.bodies for node in rec.nodes)
+        best = None
+        for rec in self.bodies:
+            for node in rec.nodes:
+                if node.sized or not any_sized:
+                    by = node.extent_by()
+                    if by is not None and (best is None or by[1] > best[1]):
+                        best = by
+        return best
+
     def _take_partitions(self):
         """What the bodies' compaction and reorder nodes make of this node: it holds
         their compaction (a graph has one, bodies included: its one source of the next

@@ -89,6 +89,13 @@ class Node:
     #: declares it): the cpu backend may run it in a fused run of sample tiles
     sample_local = False
 
+    #: whether the node writes its arrays that are not per-sample only once all its shares of
+    #: a run are done (a reduction's output, a tally): it may join a fused run all the same
+    combines = False
+    #: a split node's shares (and a fused run's tiles) start at multiples of this many
+    #: samples (a reduction's fixed blocks: its results do not depend on the split)
+    align = 1
+
     #: names in ``writes`` that the node also reads without declaring them in ``reads``
     #: (``updates=``, a ufunc's output that is also its input): staging gives each a read too
     updated = frozenset()
@@ -157,6 +164,26 @@ class Node:
             return [(name, a) for name, a, _ in self.arrays() if name not in skip]
         mine = {id(a) for a in self.sample_arrays()}
         return [(name, a) for name, a, _ in self.arrays() if id(a) in mine]
+
+    def extent(self):
+        """The node's own sample extent: the shortest axis 0 among its per-sample arrays
+        (None: it has none). A sized node runs over samples [0, min(logical size, extent)):
+        the graph's capacity is the longest extent, so no node's work is cut short and
+        none runs past its arrays (docs/graph.md, "Extents")."""
+        by = self.extent_by()
+        return None if by is None else by[1]
+
+    def extent_by(self):
+        """(array name, length) of the first of the shortest per-sample arrays, which sets
+        ``extent()``; None when the node has no per-sample array."""
+        from eagle.record.memory import leading_length
+
+        best = None
+        for name, a in self.named_sample_arrays():
+            m = leading_length(a)
+            if m is not None and (best is None or m < best[1]):
+                best = (name, m)
+        return best
 
     def prepare(self, name: str) -> None:
         """Called at ``build()``, in recording order on every rank, before a backend is made
@@ -242,16 +269,21 @@ class OpaqueNode(Node):
 
 
 class SizedOpaqueNode(OpaqueNode):
-    """An opaque node handed its samples: ``fn(start, stop)`` with [0, logical size), whole,
+    """An opaque node handed its samples: ``fn(start, stop)`` with [0, min(logical size,
+    its extent)), whole,
     under the GIL (not split across threads: the GIL would serialize the pieces)."""
 
     sized = True
 
     def callable_for(self, logical_size):
         fn = self.fn
-
-        def call():
-            fn(0, logical_size())
+        extent = self.extent()
+        if extent is None:
+            def call():
+                fn(0, logical_size())
+        else:
+            def call():
+                fn(0, min(logical_size(), extent))
 
         return call
 

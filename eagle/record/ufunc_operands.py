@@ -18,6 +18,7 @@ from eagle.record.arrays import named_array
 from eagle.record.memory import array_kind
 
 __all__ = ["Operand", "real_ufunc", "parse_operands", "parse_where", "declare", "updated_names",
+           "reduce_operands", "at_operands", "reduce_identity",
            "weak_dtype",
            "parse_signature"]
 
@@ -93,6 +94,61 @@ def parse_where(uf, where):
                         "to bool under casting='safe', which refuses it: pass a bool array "
                         f"({op.name} != 0)")
     return op
+
+
+def reduce_operands(uf, operands, out, where):
+    """(x, out, mask) of ``ufunc(uf.reduce, x, out=s, where=...)``: ``Operand`` s (the
+    mask True, False or an ``Operand``, as ``parse_where``), names distinct."""
+    what = f"ufunc({uf.__name__}.reduce)"
+    if len(operands) != 1:
+        raise TypeError(f"{what} takes one operand (the array to reduce over its sample axis), "
+                        f"got {len(operands)}")
+    if out is None or isinstance(out, (tuple, list)):
+        raise TypeError(f"{what} needs out=: one array of the operand's shape past the sample axis "
+                        "(0-d for a 1-d operand)")
+    x = _operand(operands[0], "in0", f"operand of {what}")
+    s = _operand(out, "out0", f"out= of {what}", write=True)
+    if not s.is_array:
+        raise TypeError(f"out= of {what} must be an array, got a scalar")
+    mask = True if where is None else (bool(where) if isinstance(where, (bool, int, float, complex, np.generic))
+                                       else _mask_operand(uf, where, what))
+    _distinct_names([x, s] + ([mask] if isinstance(mask, Operand) else []), what)
+    return x, s, mask
+
+
+def _mask_operand(uf, where, what):
+    op = _operand(where, "where", f"where= of {what}")
+    dt = np.dtype(op.array.__cuda_array_interface__["typestr"]) if array_kind(op.array) == "cuda" \
+        else getattr(op.array, "dtype", None)
+    if dt != np.dtype(bool):
+        raise TypeError(f"where= of {what}: the mask {op.name!r} is {dt}; pass a bool array ({op.name} != 0)")
+    return op
+
+
+def at_operands(uf, operands):
+    """(tally, index, weights) of ``ufunc(uf.at, tally, index, weights)``: ``Operand`` s
+    (weights may be a scalar)."""
+    what = f"ufunc({uf.__name__}.at)"
+    if len(operands) != 3:
+        raise TypeError(f"{what} takes (tally, index, weights) as NumPy's {uf.__name__}.at(a, indices, b), "
+                        f"got {len(operands)} operand(s)")
+    tally = _operand(operands[0], "tally", f"the tally of {what}", write=True)
+    index = _operand(operands[1], "index", f"the indices of {what}")
+    weights = _operand(operands[2], "weights", f"the weights of {what}")
+    _distinct_names([op for op in (tally, index, weights) if op.is_array], what)
+    return tally, index, weights
+
+
+def _distinct_names(ops, what):
+    seen = {}
+    for op in ops:
+        if op.is_array:
+            other = seen.setdefault(op.name, op)
+            if other is not op:
+                if other.array is op.array:
+                    raise ValueError(f"{what}: one array {op.name!r} is given twice")
+                raise ValueError(f"{what}: two different arrays are both named {op.name!r}; give one "
+                                 "another name")
 
 
 def declare(ins, outs, where=None, who="ufunc()"):
@@ -176,3 +232,22 @@ def parse_signature(sig):
         return [tuple(d.rstrip("?") for d in grp.split(",") if d) for grp in re.findall(r"\(([^)]*)\)", s)]
 
     return side(lhs), side(rhs)
+
+
+def reduce_identity(op, dtype):
+    """The value a reduction's partial starts from: the op's identity (maximum / minimum:
+    the type's extreme, which stands for "no sample yet"), for both backends."""
+    dtype = np.dtype(dtype)
+    if op in ("add", "logical_or", "bitwise_or", "bitwise_xor"):
+        return 0
+    if op in ("multiply", "logical_and"):
+        return 1
+    if op == "bitwise_and":
+        return True if dtype == bool else (-1 if dtype.kind == "i" else np.iinfo(dtype).max)
+    # maximum / minimum: the type's extreme stands for "no sample yet"
+    if dtype == bool:
+        return op == "minimum"
+    if dtype.kind == "f":
+        return -np.inf if op == "maximum" else np.inf
+    info = np.iinfo(dtype)
+    return info.min if op == "maximum" else info.max

@@ -92,9 +92,10 @@ def test_a_kind_defined_here_captures_itself_and_is_retuned(fake, capture_mod):
     # the record, field by field, as GraphExec.add_sized_kernel is given it
     assert isinstance(record, capture_mod.SizedKernel)
     assert record._fields == ("index", "name", "handle", "nargs", "size_index", "size_type",
-                              "per_block", "arg_sizes", "in_body")
+                              "per_block", "arg_sizes", "in_body", "extent")
     assert record.handle != 0
-    assert record[:2] == (0, "mine") and record[3:] == (2, 1, "int64", 4, None, False)
+    assert record[:2] == (0, "mine") and record[3:9] == (2, 1, "int64", 4, None, False)
+    assert record.extent == 10      # the node's own samples: a retune gives it min(n, 10)
     assert g._backend.sized_kernels == 1
     # a retune patches what the record says: grid ceil(n / per_block), argument size_index = n
     g.set_logical_size(6)

@@ -1,6 +1,8 @@
-"""The capacity: the shortest axis 0 among sized nodes' per-sample arrays, and which
-array it is. ``g.capacity_bound_by``, the picture's header and ``g.plan()`` name it;
-``per_sample=`` leaves tables and parameters out of it."""
+"""The capacity: the longest extent among sized nodes, a node's extent being the shortest
+axis 0 of its per-sample arrays, and which array sets it. ``g.capacity_bound_by``, the
+picture's header and ``g.plan()`` name it; ``per_sample=`` leaves tables and parameters
+out of it. Each sized node runs over [0, min(logical size, its extent)) (docs/graph.md,
+"Extents"); tests/record/test_extents.py runs the rule."""
 import numpy as np
 import pytest
 
@@ -13,19 +15,26 @@ def nop():
     pass
 
 
-def test_the_shortest_array_bounds_the_capacity_and_is_named():
-    x, y, long = np.zeros(8), np.zeros(4), np.zeros(6)
+def test_the_longest_extent_sets_the_capacity_and_is_named():
+    x, y, long = np.ones(8), np.zeros(4), np.zeros(6)
     g = eagle.Graph()
     g.add_node(native(ek.scale(2.0), reads={"x": x}, writes={"out": long}), name="a")
     assert g.capacity == 6 and g.capacity_bound_by == ("a", "out", 6)
-    g.add_node(native(ek.scale(2.0), reads={"x": x}, writes={"y": y}), name="k")
-    assert g.capacity == 4 and g.capacity_bound_by == ("k", "y", 4)
+    g.add_node(native(ek.scale(3.0), reads={"x": x}, writes={"y": y}), name="k")
+    # 'k' runs over its own 4 samples; the capacity stays 'a''s 6
+    assert g.capacity == 6 and g.capacity_bound_by == ("a", "out", 6)
     header = str(g).splitlines()[0]
-    assert header.endswith("logical size 4 of 4 (bounded by 'y' of 'k')")
-    g.build()
-    assert "capacity 4: bounded by 'y' of 'k'" in str(g.plan())
+    assert header.endswith("logical size 6 of 6 (bounded by 'out' of 'a')")
+    g.build().launch(1)
+    np.testing.assert_array_equal(long, [2.0] * 6)
+    np.testing.assert_array_equal(y, [3.0] * 4)
+    assert "capacity 6: bounded by 'out' of 'a'" in str(g.plan())
     g.set_logical_size(2)
-    assert str(g).splitlines()[0].endswith("logical size 2 of 4 (bounded by 'y' of 'k')")
+    assert str(g).splitlines()[0].endswith("logical size 2 of 6 (bounded by 'out' of 'a')")
+    long[:], y[:] = 0, 0
+    g.launch(1)
+    np.testing.assert_array_equal(long, [2, 2, 0, 0, 0, 0])
+    np.testing.assert_array_equal(y, [3, 3, 0, 0])
 
 
 def test_the_first_recorded_of_equal_lengths_bounds_it():

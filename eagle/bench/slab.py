@@ -1,0 +1,106 @@
+"""The slab-transport row of ``python -m eagle.bench``: particles enter a slab (total cross
+section 1, absorption 0.3, thickness 2) along its normal, fly exponential distances, are
+absorbed, scatter isotropically, or leave through a face, until none is left. As the
+vectorised NumPy loop that removes finished particles, and as one graph (uniform nodes,
+ufunc nodes, the tallies of reflected / transmitted / absorbed particles as ``add.reduce``
+nodes accumulated by 0-d nodes, a compaction) run by ``launch_until_done``. The tallies
+agree within Monte Carlo error (different random streams). Shared with asv
+(asv_bench/benchmarks/bench_slab.py)."""
+from __future__ import annotations
+
+import numpy as np
+
+import eagle
+from eagle.graph import compact, ufunc, uniform
+
+SIGMA_T, SIGMA_A, THICKNESS = 1.0, 0.3, 2.0
+PARTICLES = 1_000_000
+
+
+def numpy_slab(n, seed=0):
+    """(reflected, transmitted, absorbed): the NumPy loop."""
+    rng = np.random.default_rng(seed)
+    x, mu = np.zeros(n), np.ones(n)
+    tallies = np.zeros(3, np.int64)
+    while x.size:
+        x = x + mu * (-np.log1p(-rng.random(x.size)) / SIGMA_T)
+        refl, trans = x < 0.0, x > THICKNESS
+        leak = refl | trans
+        absorbed = (rng.random(x.size) < SIGMA_A / SIGMA_T) & ~leak
+        tallies += (np.count_nonzero(refl), np.count_nonzero(trans), np.count_nonzero(absorbed))
+        keep = ~(leak | absorbed)
+        x = x[keep]
+        mu = 2.0 * rng.random(x.size) - 1.0
+    return tuple(int(t) for t in tallies)
+
+
+class SlabGraph:
+    """The same transport as a graph; ``run()`` starts the particles again and returns the
+    tallies (reflected, transmitted, absorbed)."""
+
+    def __init__(self, n, key=7):
+        self.n = n
+        self.x, self.mu = np.zeros(n), np.ones(n)
+        self.ids = np.arange(n, dtype=np.int64)
+        u, d = np.zeros(n), np.zeros(n)
+        refl, trans, leak, absorbed = (np.zeros(n, bool) for _ in range(4))
+        self.alive = np.ones(n, bool)
+        step = [np.zeros((), np.int64) for _ in range(3)]
+        self.totals = [np.zeros((), np.int64) for _ in range(3)]
+        x, mu, ids = {"x": self.x}, {"mu": self.mu}, {"id": self.ids}
+        g = eagle.Graph()
+        g.add_node(uniform({"u": u}, key=key, ids=ids), name="u_flight")
+        g.add_node(ufunc(np.negative, u, out=d), name="neg")
+        g.add_node(ufunc(np.log1p, d, out=d), name="log1p")
+        g.add_node(ufunc(np.multiply, d, -1.0 / SIGMA_T, out=d), name="flight")
+        g.add_node(ufunc(np.multiply, mu, d, out=d), name="dx")
+        g.add_node(ufunc(np.add, x, d, out=x), name="move")
+        g.add_node(ufunc(np.less, x, 0.0, out={"refl": refl}), name="reflected")
+        g.add_node(ufunc(np.greater, x, THICKNESS, out={"trans": trans}), name="transmitted")
+        g.add_node(ufunc(np.logical_or, refl, trans, out={"leak": leak}), name="leaked")
+        g.add_node(uniform({"u": u}, key=key + 1, ids=ids), name="u_absorb")
+        g.add_node(ufunc(np.less, u, SIGMA_A / SIGMA_T, out={"absorbed": absorbed}), name="absorb")
+        g.add_node(ufunc(np.greater, absorbed, leak, out={"absorbed": absorbed}), name="inside")
+        for name, flags, s, total in zip(("n_refl", "n_trans", "n_abs"), (refl, trans, absorbed), step,
+                                         self.totals):
+            g.add_node(ufunc(np.add.reduce, flags, out=s), name=name)
+            g.add_node(ufunc(np.add, total, s, out=total), name="sum_" + name[2:])
+        g.add_node(ufunc(np.logical_or, leak, absorbed, out={"alive": self.alive}), name="done")
+        g.add_node(ufunc(np.logical_not, self.alive, out={"alive": self.alive}), name="alive")
+        g.add_node(uniform({"mu": self.mu}, key=key + 2, low=-1.0, high=1.0, ids=ids), name="scatter")
+        g.add_node(compact({"alive": self.alive}, {"x": self.x, "mu": self.mu}, ids=ids), name="compact")
+        self.g = g.build()
+
+    def run(self, max_replays=10_000):
+        self.x[:], self.mu[:], self.alive[:] = 0.0, 1.0, True
+        self.ids[:] = np.arange(self.n)
+        for t in self.totals:
+            t[...] = 0
+        self.g.set_logical_size(self.n)
+        self.g.replays = 0
+        self.g.launch_until_done(max_replays)
+        return tuple(int(t) for t in self.totals)
+
+
+def agree(a, b, n):
+    """Whether two tallies agree within Monte Carlo error (6 standard deviations)."""
+    return all(abs(x - y) <= 6 * np.sqrt(2 * n * (x / n) * (1 - x / n)) + 1 for x, y in zip(a, b))
+
+
+def rows_slab(rounds, n=PARTICLES):
+    """[(what, eagle s, reference name, reference s)], interleaved, best of ``rounds``."""
+    import time
+
+    graph = SlabGraph(n)
+    best = {"eagle": float("inf"), "numpy": float("inf")}
+    for _ in range(rounds):
+        t = time.perf_counter()
+        mine = graph.run()
+        best["eagle"] = min(best["eagle"], time.perf_counter() - t)
+        t = time.perf_counter()
+        ref = numpy_slab(n)
+        best["numpy"] = min(best["numpy"], time.perf_counter() - t)
+        if sum(mine) != n or not agree(mine, ref, n):
+            raise AssertionError(f"slab tallies disagree: eagle {mine}, NumPy {ref}")
+    what = f"slab transport, {n:,} particles until done, tallies as reduction nodes"
+    return [(what, best["eagle"], "NumPy loop, finished removed", best["numpy"])]
