@@ -124,3 +124,38 @@ def test_random_kernel_has_no_flush_to_zero_instruction(nvrtc, arch, kernel):
     assert not flushing, flushing               # ... and none flushes
     contracted = [ln.strip() for ln in body.splitlines() if ln.strip().startswith("fma.") and ".f32" in ln]
     assert not contracted, contracted
+
+
+def generated_reduction_kernels():
+    """{kernel name: source} of the two kernels eagle.cuda.reduce_node generates for each
+    reduction it accepts: each op, each dtype with a loop of its own, a bool operand counted
+    into an integer, with and without a mask and initial=."""
+    import numpy as np
+
+    from eagle.cuda.reduce_node import _C, _OPS, reduce_sources
+
+    made = {}
+    for op in _OPS:
+        uf = getattr(np, op)
+        for name in _C:
+            dt = np.dtype(name)
+            if f"{dt.char}{dt.char}->{dt.char}" not in uf.types:
+                continue
+            for src_bool in ((False, True) if dt != bool else (False,)):
+                for masked in (False, True):
+                    for has_initial in (False, True):
+                        for src, kname in reduce_sources(op, dt, src_bool, masked, has_initial):
+                            made[kname] = src
+    return made
+
+
+def test_every_generated_reduction_kernel_compiles(nvrtc):
+    # sm_90 only (the H200's): 1,096 kernels of unrolled lanes take NVRTC a minute per
+    # architecture on these cores, and the older one is covered by the tests above
+    arch = "sm_90"
+    kernels = generated_reduction_kernels()
+    assert len(kernels) > 100
+    # cuda_reduce compiles each with cupy.RawKernel(source, name): no options of eagle's
+    ptx, _ = nvrtc.compile("".join(kernels.values()), cupy_appends(arch), "reductions.cu")
+    for k in kernels:
+        real_nvrtc.ptx_function(ptx, k)
