@@ -431,7 +431,7 @@ class CudaBackend(Backend):
                 self.library_serial_stages = shared
                 owners = _cuda.NodeOwners(self.stream)
                 capture.sized.clear()
-                self._control.restart()
+                self._control.forget_capture()
                 self._library_kernels = {}
                 captured = self._capture(root, stages, owners)
         except BaseException:

@@ -183,7 +183,7 @@ class ControlCapture(Lowering):
         #: subgraph nodes whose body was captured in place (it holds conditional nodes)
         self.in_place = 0
 
-    def restart(self):
+    def forget_capture(self):
         """Forget what a capture recorded (body node owners, node counts), for a second
         capture of the same build; the loops' device state stays (made by ``prepare``)."""
         self.body_owners = {}

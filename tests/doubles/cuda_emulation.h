@@ -42,6 +42,9 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <time.h>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 
 #include <cstddef>
 #include <cstdint>
@@ -156,6 +159,7 @@ struct Launch {
 // more than the kernels the tests run.)
 struct Pool {
     std::vector<sem_t *> go;
+    std::vector<char> alive;   // pool thread t is running (under module_lock)
     sem_t done;
     Launch job{};
     Pool() { sem_init(&done, 0, 0); }
@@ -164,8 +168,13 @@ struct Pool {
 // static, not inline: an inline function's static is a GNU unique symbol, one for the
 // whole process, and each block slot's copy of the module needs a pool and lock of its own
 static Pool &pool() {
-    static Pool p;
+    static Pool &p = *new Pool;   // never destroyed: a pool thread may still time out at exit
     return p;
+}
+
+static pthread_mutex_t &module_lock() {
+    static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+    return m;
 }
 
 // What a pool thread is started with: its index and its semaphore, handed over whole.
@@ -183,7 +192,18 @@ inline void *pool_thread(void *arg) {
     sem_t *go = slot.go;
     Pool &p = pool();
     for (;;) {
-        while (sem_wait(go) != 0) {
+        // A thread idle for a second leaves (a module's kernels are seldom launched again
+        // once its test ended, and thousands of idle threads stalled whole-suite runs);
+        // run_block starts it again when needed. It leaves only while no launch holds
+        // the lock, so no post to `go` can be pending then.
+        timespec deadline;
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        deadline.tv_sec += 1;
+        if (sem_timedwait(go, &deadline) != 0) {
+            if (errno != ETIMEDOUT || pthread_mutex_trylock(&module_lock()) != 0) continue;
+            p.alive[me] = 0;
+            pthread_mutex_unlock(&module_lock());
+            return nullptr;
         }
         const Launch &l = p.job;
         const eagle_emu_dim3 b = l.block;
@@ -198,11 +218,6 @@ inline void *pool_thread(void *arg) {
     return nullptr;
 }
 
-static pthread_mutex_t &module_lock() {
-    static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
-    return m;
-}
-
 // One block (block_idx) of a launch: its threads at once, on this copy's pool. The
 // stand-in calls it from one host thread per concurrent block slot; a copy runs one
 // block at a time, so its __shared__ statics belong to that block.
@@ -215,14 +230,22 @@ inline void run_block(void (*call)(void **), void **args, eagle_emu_dim3 grid, e
         sem_t *s = new sem_t;
         sem_init(s, 0, 0);
         p.go.push_back(s);
+        p.alive.push_back(0);
+    }
+    for (unsigned i = 0; i < nthreads; ++i) {
+        if (p.alive[i]) continue;
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setstacksize(&attr, 256 * 1024);
         pthread_t t;
-        pthread_create(&t, &attr, pool_thread,
-                       new PoolSlot{static_cast<unsigned>(p.go.size() - 1), s});
+        const int rc = pthread_create(&t, &attr, pool_thread, new PoolSlot{i, p.go[i]});
         pthread_attr_destroy(&attr);
+        if (rc != 0) {   // the block would wait forever for a thread that never started
+            fprintf(stderr, "cuda_emulation: cannot start a pool thread (%s)\n", strerror(rc));
+            abort();
+        }
         pthread_detach(t);
+        p.alive[i] = 1;
     }
     pthread_barrier_t barrier;
     pthread_barrier_init(&barrier, nullptr, nthreads);
