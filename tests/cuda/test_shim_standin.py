@@ -312,6 +312,23 @@ def test_the_emulator_pool_grows_without_a_race(tmp_path):
     assert run.stdout == "ok\n"
 
 
+def test_the_emulator_pool_empties_when_idle_and_survives_a_fork(tmp_path):
+    """The emulator's pool threads stay for the next block, leave after a second idle
+    (a whole-suite run once held ~24,000 idle ones), and a child forked while they are
+    alive runs blocks of its own (it waited forever on the parent's threads, which a
+    child does not have). The program counts /proc/self/task; Linux only."""
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None or not Path("/proc/self/task").is_dir():
+        pytest.skip("needs a C++ compiler and Linux's /proc")
+    exe = tmp_path / "emulator_pool_lifecycle"
+    build = subprocess.run([cxx, "-std=c++17", "-O1", "-g", "-I", str(ROOT / "tests" / "doubles"),
+                            "-I", str(INCLUDE), str(Path(__file__).with_name("emulator_pool_lifecycle.cpp")),
+                            "-o", str(exe), "-lpthread"], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120, env=program_env())
+    assert run.returncode == 0 and run.stdout == "ok\n", run.stdout + run.stderr[-3000:]
+
+
 def test_driver_older_than_12_is_refused_by_version(fake_libcuda_path, cuda_mod):
     r = run_python("from eagle.cuda import _shim as c\ntry:\n    c.load()\nexcept c.CudaError as e:\n"
                    "    print('ERR', e.status, e)\n",

@@ -165,16 +165,34 @@ struct Pool {
     Pool() { sem_init(&done, 0, 0); }
 };
 
-// static, not inline: an inline function's static is a GNU unique symbol, one for the
-// whole process, and each block slot's copy of the module needs a pool and lock of its own
-static Pool &pool() {
-    static Pool &p = *new Pool;   // never destroyed: a pool thread may still time out at exit
-    return p;
-}
-
 static pthread_mutex_t &module_lock() {
     static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
     return m;
+}
+
+static Pool &pool();
+
+// A forked child has none of the parent's pool threads: it starts with an empty pool
+// (else its first block posts to threads that do not exist and waits forever). The
+// lock is taken around fork, so no launch is half done in the child.
+static void pool_before_fork() { pthread_mutex_lock(&module_lock()); }
+static void pool_after_fork_parent() { pthread_mutex_unlock(&module_lock()); }
+static void pool_after_fork_child() {
+    Pool &p = pool();
+    for (char &a : p.alive) a = 0;
+    for (sem_t *s : p.go) sem_init(s, 0, 0);
+    sem_init(&p.done, 0, 0);
+    pthread_mutex_init(&module_lock(), nullptr);
+}
+
+// static, not inline: an inline function's static is a GNU unique symbol, one for the
+// whole process, and each block slot's copy of the module needs a pool and lock of its own
+static Pool &pool() {
+    static Pool &p = *[] {
+        pthread_atfork(pool_before_fork, pool_after_fork_parent, pool_after_fork_child);
+        return new Pool;   // never destroyed: a pool thread may still time out at exit
+    }();
+    return p;
 }
 
 // What a pool thread is started with: its index and its semaphore, handed over whole.
