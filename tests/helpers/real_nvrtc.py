@@ -35,6 +35,13 @@ def _wheel_library():
 class Nvrtc:
     def __init__(self, path):
         self.path = path
+        # NVRTC dlopens its builtins library by name, found through its own RUNPATH
+        # ($ORIGIN). Under AddressSanitizer (tests/sanitize.sh preloads it) dlopen is
+        # intercepted, the lookup loses libnvrtc's RUNPATH and every compile failed
+        # ("failed to open libnvrtc-builtins.so.13.5"); loaded here first by its full
+        # path, the library is already in the process when NVRTC asks for it.
+        for builtins in sorted(glob.glob(os.path.join(os.path.dirname(path), "libnvrtc-builtins.so*"))):
+            ctypes.CDLL(builtins, mode=ctypes.RTLD_GLOBAL)
         lib = self._lib = ctypes.CDLL(path)
         lib.nvrtcGetErrorString.restype = ctypes.c_char_p
         major, minor = ctypes.c_int(), ctypes.c_int()
