@@ -103,7 +103,9 @@ EXTENSIONS = [
     # vectoriser; no FMA contraction keeps their results bitwise NumPy's
     ext("eagle.kernels", ["eagle/kernels.pyx"],
         extra_compile_args=["-O3", "-fopenmp-simd", "-ffp-contract=off"] if sys.platform != "win32" else []),
-    ext("eagle.cpu._partition", ["eagle/cpu/_partition.pyx"]),
+    # -O3: the compaction's counts vectorised
+    ext("eagle.cpu._partition", ["eagle/cpu/_partition.pyx"],
+        extra_compile_args=["-O3"] if sys.platform != "win32" else []),
     # -O3: the masked loop's mask counts and selects are vectorised
     ext("eagle.cpu._ufunc", ["eagle/cpu/_ufunc.pyx"],
         extra_compile_args=["-O3"] if sys.platform != "win32" else []),

@@ -127,7 +127,7 @@ cdef void partition_phase(int32_t phase, int32_t thread, int32_t n_threads, int6
     cdef partition_state *st = <partition_state *>user_data
     cdef int64_t C = st.n_chunks, K = st.n_keys, KB = st.n_keys + 1
     cdef int64_t c0 = C * thread // n_threads, c1 = C * (thread + 1) // n_threads
-    cdef int64_t c, k, i, a, lo, hi, pos, v, base, before, total, run
+    cdef int64_t c, k, i, a, lo, hi, pos, v, base, before, total, run, live_at, dead_at
     cdef int64_t *cnt
     if phase == 0:
         if thread == 0:
@@ -175,6 +175,16 @@ cdef void partition_phase(int32_t phase, int32_t thread, int32_t n_threads, int6
         for c in range(c0, c1):
             cnt = st.cursor + c * KB
             lo, hi = size * c // C, size * (c + 1) // C
+            if st.mode == COMPACT and strides[0] == 1:
+                # without a branch: a random alive flag would mispredict every other one
+                flags = <uint8_t *>data[0]
+                live_at, dead_at = cnt[0], cnt[1]
+                for i in range(lo, hi):
+                    v = flags[i] != 0
+                    st.dest[i] = dead_at + v * (live_at - dead_at)
+                    live_at += v
+                    dead_at += 1 - v
+                continue
             for i in range(lo, hi):
                 k = key_of(st, data[0], strides[0], i)
                 st.dest[i] = cnt[k]
