@@ -105,10 +105,16 @@ int main(void)
         const double again = shrinking_serial_share(&s, 0.55, &paired, &on_team);
         printf("   ... run again: %.1f%% of the work on one thread\n", 100 * again);
         check(again < 0.01 && paired == 0, "... and again from the full size, wholly on the team");
+        /* a run segment on the team answers down to half its size: the run loop ends it
+         * there (a compaction shrank the population) and the teams are chosen again */
+        launch_at(&s, 1000000, 50, 0.55);
+        check(s.stage.team == 2 && eagle_choice_size_floor(&s.ch, 1000000) == 500000,
+              "a segment on the team is chosen again at half its size");
         /* a team slower than one thread: timed on a few replays, then one thread for the rest */
         rig_init(&s, 100);
         shrinking_serial_share(&s, 2.5, &paired, &on_team);
         check(on_team == 0 && paired == 0 && s.stage.team == 1, "a slower team is dropped for the rest of the population");
+        check(eagle_choice_size_floor(&s.ch, 1000000) == 0, "... and a segment off the team is not cut");
     }
 
     rig r;
