@@ -24,6 +24,15 @@
  *    of short replays demoted under load is back on the team about a second after
  *    the load leaves.
  *
+ * A shrinking population (a compaction's: its first replays are its costliest):
+ * one measured replay once the size has fallen by a quarter, a verification's
+ * team replays first (against the serial costs measured), verdicts that hold
+ * across sizes as far as their times say the same (a team verdict at any larger
+ * size and down to the size its times predict the team no longer faster, a
+ * one-thread verdict at any smaller size), and a run segment on the team ended
+ * once the population has halved (eagle_choice_size_floor), so the teams are
+ * chosen again for what is left.
+ *
  * The unit a verdict is about is a stage: a run loop that runs several stages as
  * one unit (a fused run of stages, no barrier between them) must time it as one,
  * i.e. hand the choice the run as one stage.
