@@ -438,8 +438,9 @@ int eagle_choice_next_segment(eagle_choice *ch, int nt, int64_t size, int64_t r,
         /* Opaque and fresh native nodes have unknown costs until they run:
          * run the first replays on this thread, timing each node, then choose. */
         kind = EAGLE_SEGMENT_MEASURE;
-        if (*stop - r > MEASURED_REPLAYS - c->measured_replays)
-            *stop = r + MEASURED_REPLAYS - c->measured_replays;
+        /* one replay a segment: a compaction may shrink the population after it (and
+         * end the measuring, measure_cut) */
+        *stop = r + 1;
     } else {
         int any_candidate;
         if (choose_teams(ch, nt, size, &any_candidate)) {
