@@ -103,8 +103,12 @@ EXTENSIONS = [
     # vectoriser; no FMA contraction keeps their results bitwise NumPy's
     ext("eagle.kernels", ["eagle/kernels.pyx"],
         extra_compile_args=["-O3", "-fopenmp-simd", "-ffp-contract=off"] if sys.platform != "win32" else []),
-    ext("eagle.cpu._partition", ["eagle/cpu/_partition.pyx"]),
-    ext("eagle.cpu._ufunc", ["eagle/cpu/_ufunc.pyx"]),
+    # -O3: the compaction's counts vectorised
+    ext("eagle.cpu._partition", ["eagle/cpu/_partition.pyx"],
+        extra_compile_args=["-O3"] if sys.platform != "win32" else []),
+    # -O3: the masked loop's mask counts and selects are vectorised
+    ext("eagle.cpu._ufunc", ["eagle/cpu/_ufunc.pyx"],
+        extra_compile_args=["-O3"] if sys.platform != "win32" else []),
     # random nodes: Philox vectorised over samples (target_clones picks AVX-512 / AVX2 / baseline
     # at load time); no FP contraction, so the bits match csrc/include/eagle/philox.h on the GPU;
     # no trapping math, so the samplers' selects (a ? x : y on compares) vectorise (values unchanged)

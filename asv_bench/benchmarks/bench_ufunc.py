@@ -163,3 +163,36 @@ class UfuncCast:
 
     def time_numpy(self, threads):
         np.add(self.age, self.alive, out=self.out)
+
+
+class MaskedUfunc:
+    """A ufunc node under where= (a random half, 1%, long runs) beside the same node
+    unmasked, one thread (eagle.bench.masked; goal: a random 50% mask <= 1.3x)."""
+
+    params = [["add", "exp"], ["random 50%", "random 1%", "runs of 300"]]
+    param_names = ["ufunc", "mask"]
+
+    def setup(self, name, mask):
+        from eagle.bench.masked import masked_pair
+
+        self.previous_threads = use_threads("1")
+        self.uf = getattr(np, name)
+        self.masked, self.plain = masked_pair(self.uf, scaled(1_000_000, 1000), mask)
+
+    def teardown(self, name, mask):
+        eagle.set_num_threads(self.previous_threads)
+
+    def time_masked(self, name, mask):
+        self.masked.launch(1)
+
+    def time_unmasked(self, name, mask):
+        self.plain.launch(1)
+
+    def track_masked_over_unmasked(self, name, mask):
+        """The masked node's time / the unmasked one's (goal for a random half: <= 1.3)."""
+        from eagle.bench.masked import masked_ratio
+
+        t_masked, t_plain = masked_ratio(self.uf, scaled(1_000_000, 1000), mask, rounds=3)
+        return t_masked / t_plain
+
+    track_masked_over_unmasked.unit = "ratio"

@@ -45,6 +45,8 @@ static int execute_replays(eagle_plan *plan, int64_t n_replays, eagle_thread_sta
 {
     plan->paused = 0;
     plan->emptied = 0;
+    plan->resized = 0;
+    plan->segment_floor = 0;
     if (n_replays <= 0 || plan->n_stages == 0
         || (plan->until_done && (plan->n_groups > 0 ? !plan->live_anywhere : plan->logical_size == 0)))
         return 0;
@@ -68,6 +70,11 @@ static int execute_replays(eagle_plan *plan, int64_t n_replays, eagle_thread_sta
             eagle_ticker_enter();
             ticking = 1;
         }
+        /* a run segment with a stage on the team ends once the population has halved:
+         * the teams are chosen again for what is left (eagle_choice_size_floor) */
+        plan->resized = 0;
+        plan->segment_floor = kind == EAGLE_SEGMENT_RUN && plan->size_source != NULL
+                                  ? eagle_choice_size_floor(ch, plan->logical_size) : 0;
         const double replay_ns = eagle_choice_replay_ns(ch);
         if (kind == EAGLE_SEGMENT_RUN && stop - r == 1 && !plan->has_opaque && replay_ns >= 0
             && replay_ns < SHORT_LAUNCH_NS && !any_team_in(plan)) {
@@ -79,9 +86,10 @@ static int execute_replays(eagle_plan *plan, int64_t n_replays, eagle_thread_sta
         }
         int64_t done = plan->replays_done;
         eagle_choice_segment_done(ch, plan->num_threads, plan->logical_size, kind, r, stop, done, rc);
+        plan->segment_floor = 0;
         if (rc < 0 || plan->emptied)
             break;
-        if (done < stop && !plan->paused)
+        if (done < stop && !plan->paused && !plan->resized)
             break;
         if (plan->paused)
             eagle_choice_recheck(ch);

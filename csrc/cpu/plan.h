@@ -136,6 +136,11 @@ typedef struct eagle_plan {
      * each stage's team for the segment under way (eagle_choice_team) */
     eagle_choice choice;
     int32_t paused;                 /* out: a segment stopped early for a re-check */
+    /* a run segment whose teams hold down to this logical size (0: any): a compaction
+     * that shrinks the size below it ends the segment after that replay (resized), so
+     * the teams are chosen again for the smaller population */
+    int64_t segment_floor;
+    int32_t resized;                /* out: a segment stopped early for a smaller size */
     /* observing (NULL: off, the default; set by the caller for one launch) */
     eagle_profile *profile;         /* time every node call into per-thread lanes */
     PyObject *progress;             /* called as progress(replays_done) by the calling thread,

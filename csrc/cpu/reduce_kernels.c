@@ -60,6 +60,19 @@ static void reduce_##SUF##_##OPN(const eagle_reduce_params *p, int64_t start, in
             acc[0] = lane[0];                                                                   \
             continue;                                                                           \
         }                                                                                       \
+        if (row == 1 && p->src_bool && p->op == EAGLE_RED_ADD && sx == 1 && (w == NULL || sw == 1)) { \
+            /* a count of set flags (where set): exact, vectorised on bytes */                  \
+            const unsigned char *xb = (const unsigned char *)x, *wb = (const unsigned char *)w;  \
+            uint32_t c = 0;                                                                     \
+            if (wb == NULL)                                                                     \
+                for (int64_t i = b0; i < b1; ++i)                                               \
+                    c += xb[i] != 0;                                                            \
+            else                                                                                \
+                for (int64_t i = b0; i < b1; ++i)                                               \
+                    c += (xb[i] != 0) & (wb[i] != 0);                                           \
+            acc[0] = (T)(COMB(ident, (T)c));                                                    \
+            continue;                                                                           \
+        }                                                                                       \
         for (int64_t j = 0; j < row; ++j)                                                       \
             acc[j] = ident;                                                                     \
         for (int64_t i = b0; i < b1; ++i) {                                                     \

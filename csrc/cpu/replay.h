@@ -55,9 +55,11 @@ static inline int eagle_end_of_replay(eagle_plan *plan, int64_t replay)
         /* plan() may read the size on another thread meanwhile (relaxed.h) */
         eagle_store_i64(&plan->logical_size, n < 0 ? 0 : (n > plan->capacity ? plan->capacity : n));
         eagle_seed_size_source(plan);
+        if (plan->logical_size > 0 && plan->logical_size < plan->segment_floor)
+            plan->resized = 1;
     }
     if (!plan->until_done)
-        return 0;
+        return plan->resized;
     int64_t live = plan->logical_size > 0;
     if (plan->n_groups > 0) {
         /* ranks replaying together stop together: a rank out of samples replays at
@@ -66,7 +68,7 @@ static inline int eagle_end_of_replay(eagle_plan *plan, int64_t replay)
         eagle_groups_max(plan, &live, 1, 0);
     }
     plan->emptied = live == 0;
-    return plan->emptied;
+    return plan->emptied || plan->resized;
 }
 
 #ifdef __cplusplus

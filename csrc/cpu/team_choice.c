@@ -164,16 +164,60 @@ static double stage_cost(const eagle_choice *ch, const eagle_choice_stage *st, i
     return cost;
 }
 
+/* The smallest size a team verdict reached at vsize answers for: read as the team's
+ * share of the work scaling perfectly (serial_ns / nt) and the rest of its time fixed
+ * (barriers, hand-offs), the measured times predict the team faster down to
+ * vsize * (team - serial/nt) / (serial - serial/nt); never above vsize / 2. */
+static int64_t team_verdict_floor(const eagle_stage_choice *v, int nt)
+{
+    const int64_t vsize = eagle_load_i64(&v->verdict_size);
+    const double serial = eagle_load_f64(&v->serial_ns), team = eagle_load_f64(&v->team_ns);
+    double f = 0.5;
+    if (serial > 0 && team >= 0 && nt > 1) {
+        const double work = serial / nt;
+        f = (team - work) / (serial - work);
+        if (f < 0)
+            f = 0;
+        if (f > 0.5)
+            f = 0.5;
+    }
+    return (int64_t)(f * (double)vsize);
+}
+
 /* Whether a stage's verdict answers for a launch with nt threads at this size:
- * reached since the last re-check began, with this team, within 2x the size. */
+ * reached since the last re-check began, with this team, and at a size its times
+ * say the same for (what the team saves grows with the size, what it costs does
+ * not): a team verdict at any larger size and down to team_verdict_floor, a
+ * one-thread verdict at any smaller size and up to 2x the size it measured. A
+ * shrinking population keeps the verdicts its replays reached instead of timing
+ * the team again at every halving, and one started again from its full size keeps
+ * the team its smaller replays earned. */
 static inline int verdict_current(const eagle_choice *ch, const eagle_choice_stage *st, int nt,
                                   int64_t size)
 {
     const eagle_stage_choice *v = &st->state;
     const int64_t vsize = eagle_load_i64(&v->verdict_size);
-    return eagle_load_i32(&v->verdict) != EAGLE_VERDICT_NONE
-           && eagle_load_i32(&v->verdict_epoch) == eagle_load_i32(&ch->state.check_epoch)
-           && eagle_load_i32(&v->verdict_team) == nt && size <= 2 * vsize && 2 * size >= vsize;
+    const int32_t verdict = eagle_load_i32(&v->verdict);
+    if (verdict == EAGLE_VERDICT_NONE
+        || eagle_load_i32(&v->verdict_epoch) != eagle_load_i32(&ch->state.check_epoch)
+        || eagle_load_i32(&v->verdict_team) != nt)
+        return 0;
+    if (verdict == EAGLE_VERDICT_SERIAL)
+        return size <= 2 * vsize;
+    return size >= team_verdict_floor(v, nt);
+}
+
+/* Whether the population shrank by a quarter or more since the last segment (a
+ * compaction's): its first replays are its costliest. */
+static inline int shrinking(const eagle_plan_choice *c, int64_t size)
+{
+    return c->last_size > 0 && 4 * size < 3 * c->last_size;
+}
+
+/* Enough measured replays: MEASURED_REPLAYS, or one on a shrinking population. */
+static inline int measured_enough(const eagle_plan_choice *c)
+{
+    return eagle_load_i32(&c->measured_replays) >= MEASURED_REPLAYS || c->measure_cut;
 }
 
 /* One stage's team; *candidate: auto and the cost rule wants the team;
@@ -199,8 +243,7 @@ static int stage_team(const eagle_choice *ch, const eagle_choice_stage *st, int 
         if (ch->nodes[i].iterates)
             return 1;
     /* auto: only a measured stage whose cost pays for a barrier and a hand-off */
-    if (!((eagle_load_i32(&ch->state.measured_replays) >= MEASURED_REPLAYS
-           || eagle_load_i32(&ch->state.checks) > 0)
+    if (!((measured_enough(&ch->state) || eagle_load_i32(&ch->state.checks) > 0)
           && (st->count > 1 || splittable) && cost >= PARALLEL_MIN_NS))
         return 1;
     if (cost < parallel_threshold(ch->env, nt, may_refresh)) {
@@ -357,7 +400,7 @@ void eagle_choice_recheck(eagle_choice *ch)
 
 static int needs_measuring(const eagle_choice *ch, int64_t size)
 {
-    if (ch->state.measured_replays >= MEASURED_REPLAYS)
+    if (measured_enough(&ch->state))
         return 0;
     /* a sized node timed at logical size 0 only: measure once the size is > 0 */
     if (ch->state.sized_cost_unknown && size == 0)
@@ -386,12 +429,18 @@ int eagle_choice_next_segment(eagle_choice *ch, int nt, int64_t size, int64_t r,
     eagle_plan_choice *c = &ch->state;
     int kind;
     *stop = n_replays;
+    /* the cheapest of several replays guards a cheap stage against one cold replay; a
+     * shrinking population's later replays are cheaper anyway, and its first are its
+     * costliest: one measured replay, then the team is timed (verifying re-times it) */
+    if (c->measured_replays > 0 && !c->measure_cut && shrinking(c, size))
+        c->measure_cut = 1;
     if (needs_measuring(ch, size)) {
         /* Opaque and fresh native nodes have unknown costs until they run:
          * run the first replays on this thread, timing each node, then choose. */
         kind = EAGLE_SEGMENT_MEASURE;
-        if (*stop - r > MEASURED_REPLAYS - c->measured_replays)
-            *stop = r + MEASURED_REPLAYS - c->measured_replays;
+        /* one replay a segment: a compaction may shrink the population after it (and
+         * end the measuring, measure_cut) */
+        *stop = r + 1;
     } else {
         int any_candidate;
         if (choose_teams(ch, nt, size, &any_candidate)) {
@@ -399,7 +448,9 @@ int eagle_choice_next_segment(eagle_choice *ch, int nt, int64_t size, int64_t r,
              * each team replay after one on this thread, so both times are
              * taken under the same load (a neighbour comes and goes). */
             *stop = r + 1;
-            if (c->verify_serial <= c->verify_replays) {
+            /* a shrinking population: its team replays first, against the serial costs
+             * measured so far (pairs would time its costliest replays on one thread) */
+            if (c->verify_serial <= c->verify_replays && !shrinking(c, size)) {
                 kind = EAGLE_SEGMENT_PAIRED;
                 if (c->verify_serial == 0)
                     c->fresh_measure = 1;   /* this verification's own serial times */
@@ -433,6 +484,7 @@ int eagle_choice_next_segment(eagle_choice *ch, int nt, int64_t size, int64_t r,
             }
         }
     }
+    c->last_size = size;
     return kind;
 }
 
@@ -458,6 +510,14 @@ void eagle_choice_segment_done(eagle_choice *ch, int nt, int64_t size, int kind,
         if (c->verify_replays >= VERIFY_REPLAYS || done < stop)
             finish_verification(ch, nt, size);
     }
+}
+
+int64_t eagle_choice_size_floor(const eagle_choice *ch, int64_t size)
+{
+    for (int32_t s = 0; s < ch->n_stages; ++s)
+        if (ch->stages[s].policy == EAGLE_TEAM_AUTO && ch->stages[s].team > 1)
+            return size / 2;
+    return 0;
 }
 
 void eagle_choice_node_timed(eagle_choice *ch, int32_t i, int64_t logical_size, double dt, int fresh)

@@ -24,6 +24,15 @@
  *    of short replays demoted under load is back on the team about a second after
  *    the load leaves.
  *
+ * A shrinking population (a compaction's: its first replays are its costliest):
+ * one measured replay once the size has fallen by a quarter, a verification's
+ * team replays first (against the serial costs measured), verdicts that hold
+ * across sizes as far as their times say the same (a team verdict at any larger
+ * size and down to the size its times predict the team no longer faster, a
+ * one-thread verdict at any smaller size), and a run segment on the team ended
+ * once the population has halved (eagle_choice_size_floor), so the teams are
+ * chosen again for what is left.
+ *
  * The unit a verdict is about is a stage: a run loop that runs several stages as
  * one unit (a fused run of stages, no barrier between them) must time it as one,
  * i.e. hand the choice the run as one stage.
@@ -115,6 +124,10 @@ typedef struct eagle_plan_choice {
     int64_t teams_size;
     int32_t teams_verifying, teams_candidates;
     double replay_ns;               /* one replay on one thread, from the nodes' costs; < 0: unknown */
+    /* a shrinking population (a compaction's): the logical size the last segment began
+     * at, and whether measuring ended early because the population shrank */
+    int64_t last_size;
+    int32_t measure_cut;
 } eagle_plan_choice;
 
 /* ---- the choice's inputs and outputs ---------------------------------------- */
@@ -273,6 +286,13 @@ int eagle_choice_next_segment(eagle_choice *ch, int num_threads, int64_t logical
  * has enough of them (the stages' verdicts). */
 void eagle_choice_segment_done(eagle_choice *ch, int num_threads, int64_t logical_size, int kind,
                                int64_t r, int64_t stop, int64_t done, int rc);
+
+/* The smallest logical size the teams of a run segment at `size` answer for: half
+ * of it when an auto stage is on the team (the run loop ends the segment once a
+ * compaction shrinks the population below it, and the teams are chosen again for
+ * what is left: the first replays of a shrinking population do not decide for the
+ * rest), else 0 (a stage off the team stays off as the size falls). */
+int64_t eagle_choice_size_floor(const eagle_choice *ch, int64_t size);
 
 /* A re-check is due (eagle_choice_check_due) and the launch paused for it:
  * measure the nodes again on one thread (their costs replaced, not kept as the

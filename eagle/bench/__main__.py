@@ -63,6 +63,7 @@ from . import monte_carlo
 from .cases import BIG, RECORDING_SHAPES, RECORDING_SIZES, bench_cases, measure_recording
 from .chelpers import compile_c_loop, compile_extra, compile_plain_loops
 from .heat import rows_heat
+from .masked import rows_masked
 from .slab import rows_slab
 from .tiles import SAMPLES as TILE_SAMPLES, rows_fused_tiles
 from .timing import WARMUP, best_per_call, fmt_time, measure, runners_for
@@ -332,6 +333,7 @@ def print_extra_rows(rounds, out=None, quick=False, tile_samples=TILE_SAMPLES):
         rows.append(busy)
     rows += rows_fused_tiles(rounds, tile_samples)
     rows += rows_heat(min(rounds, 3), side=128 if quick else 512)
+    rows += rows_masked(min(rounds, 5), n=100_000 if quick else 1_000_000)
     rows += rows_slab(min(rounds, 3), n=100_000 if quick else 1_000_000)
     print(f"{'case':<42}{'eagle':>9}  {'reference':<28} {'time':>9}  ratio", file=out)
     for what, t, ref_name, ref in rows:

@@ -1,9 +1,10 @@
 """The slab-transport row of ``python -m eagle.bench``: particles enter a slab (total cross
 section 1, absorption 0.3, thickness 2) along its normal, fly exponential distances, are
 absorbed, scatter isotropically, or leave through a face, until none is left. As the
-vectorised NumPy loop that removes finished particles, and as one graph (uniform nodes,
-ufunc nodes, the tallies of reflected / transmitted / absorbed particles as ``add.reduce``
-nodes accumulated by 0-d nodes, a compaction) run by ``launch_until_done``. The tallies
+vectorised NumPy loop that removes finished particles, and as one graph (an exponential
+node for the flights, uniform nodes, ufunc nodes, the tallies of reflected / transmitted /
+absorbed particles as ``add.reduce`` nodes accumulated by 0-d nodes, a compaction) run by
+``launch_until_done``; or, without the compaction, with the step masked by ``where=alive``. The tallies
 agree within Monte Carlo error (different random streams). Shared with asv
 (asv_bench/benchmarks/bench_slab.py)."""
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 import eagle
-from eagle.graph import compact, ufunc, uniform
+from eagle.graph import compact, exponential, ufunc, uniform
 
 SIGMA_T, SIGMA_A, THICKNESS = 1.0, 0.3, 2.0
 PARTICLES = 1_000_000
@@ -36,24 +37,26 @@ def numpy_slab(n, seed=0):
 
 class SlabGraph:
     """The same transport as a graph; ``run()`` starts the particles again and returns the
-    tallies (reflected, transmitted, absorbed)."""
+    tallies (reflected, transmitted, absorbed). ``compaction=False``: no compaction node;
+    finished particles stay in place and keep being moved, and ``where=alive`` keeps them
+    out of the tallies and dead (replays until none is alive, counted by a reduction)."""
 
-    def __init__(self, n, key=7):
-        self.n = n
+    def __init__(self, n, key=7, compaction=True):
+        self.n, self.compaction = n, compaction
         self.x, self.mu = np.zeros(n), np.ones(n)
         self.ids = np.arange(n, dtype=np.int64)
-        u, d = np.zeros(n), np.zeros(n)
+        d, u = np.zeros(n), np.zeros(n)
         refl, trans, leak, absorbed = (np.zeros(n, bool) for _ in range(4))
         self.alive = np.ones(n, bool)
+        self.live = np.zeros((), np.int64)
         step = [np.zeros((), np.int64) for _ in range(3)]
         self.totals = [np.zeros((), np.int64) for _ in range(3)]
         x, mu, ids = {"x": self.x}, {"mu": self.mu}, {"id": self.ids}
+        # without a compaction, the tallies and the alive update see live particles only
+        masked = {} if compaction else {"where": {"alive": self.alive}}
         g = eagle.Graph()
-        g.add_node(uniform({"u": u}, key=key, ids=ids), name="u_flight")
-        g.add_node(ufunc(np.negative, u, out=d), name="neg")
-        g.add_node(ufunc(np.log1p, d, out=d), name="log1p")
-        g.add_node(ufunc(np.multiply, d, -1.0 / SIGMA_T, out=d), name="flight")
-        g.add_node(ufunc(np.multiply, mu, d, out=d), name="dx")
+        g.add_node(exponential({"d": d}, key=key, scale=1.0 / SIGMA_T, ids=ids), name="flight")
+        g.add_node(ufunc(np.multiply, mu, d, out={"d": d}), name="dx")
         g.add_node(ufunc(np.add, x, d, out=x), name="move")
         g.add_node(ufunc(np.less, x, 0.0, out={"refl": refl}), name="reflected")
         g.add_node(ufunc(np.greater, x, THICKNESS, out={"trans": trans}), name="transmitted")
@@ -63,12 +66,15 @@ class SlabGraph:
         g.add_node(ufunc(np.greater, absorbed, leak, out={"absorbed": absorbed}), name="inside")
         for name, flags, s, total in zip(("n_refl", "n_trans", "n_abs"), (refl, trans, absorbed), step,
                                          self.totals):
-            g.add_node(ufunc(np.add.reduce, flags, out=s), name=name)
+            g.add_node(ufunc(np.add.reduce, flags, out=s, **masked), name=name)
             g.add_node(ufunc(np.add, total, s, out=total), name="sum_" + name[2:])
-        g.add_node(ufunc(np.logical_or, leak, absorbed, out={"alive": self.alive}), name="done")
-        g.add_node(ufunc(np.logical_not, self.alive, out={"alive": self.alive}), name="alive")
+        # alive: neither leaked nor absorbed (the two exclude each other)
+        g.add_node(ufunc(np.equal, leak, absorbed, out={"alive": self.alive}, **masked), name="alive")
         g.add_node(uniform({"mu": self.mu}, key=key + 2, low=-1.0, high=1.0, ids=ids), name="scatter")
-        g.add_node(compact({"alive": self.alive}, {"x": self.x, "mu": self.mu}, ids=ids), name="compact")
+        if compaction:
+            g.add_node(compact({"alive": self.alive}, {"x": self.x, "mu": self.mu}, ids=ids), name="compact")
+        else:
+            g.add_node(ufunc(np.add.reduce, {"alive": self.alive}, out={"live": self.live}), name="live")
         self.g = g.build()
 
     def run(self, max_replays=10_000):
@@ -76,9 +82,13 @@ class SlabGraph:
         self.ids[:] = np.arange(self.n)
         for t in self.totals:
             t[...] = 0
-        self.g.set_logical_size(self.n)
-        self.g.replays = 0
-        self.g.launch_until_done(max_replays)
+        self.g.restart(self.n)
+        if self.compaction:
+            self.g.launch_until_done(max_replays)
+        else:
+            self.live[...] = self.n
+            while self.live and self.g.replays < max_replays:
+                self.g.launch(1)
         return tuple(int(t) for t in self.totals)
 
 

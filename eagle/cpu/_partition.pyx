@@ -7,15 +7,21 @@ among them) is permuted the same way, through a scratch copy.
 
 The range is cut into a fixed number of chunks (independent of the team
 size, so results never depend on the thread count); each thread owns a
-contiguous run of chunks. Four phases, with the team's barriers between them:
+contiguous run of chunks. Its phases, with the team's barriers between them:
 
 0. thread 0 takes the policy decision (compact on this replay or not);
 1. each thread counts its chunks' keys per bucket;
 2. each thread computes where its chunks' samples go (an exclusive prefix sum
-   over buckets, then chunks), then copies them into the scratch arrays, one
-   array at a time;
-3. each thread copies its slice of the scratch back; thread 0 writes the live
-   count and the next logical size.
+   over buckets, then chunks);
+3, 4. for each permuted array in turn: each thread copies its chunks' samples
+   to their places in the scratch, then (after a barrier) its slice of the
+   scratch back into the array;
+last: thread 0 writes the live count and the next logical size.
+
+One scratch serves every array in turn (as wide as the widest sample), and it
+and the destinations are allocated, not touched, when the node is made: the
+node's memory is that of one array and its build costs no pass over it (the
+first compaction touches the pages, spread over the team).
 """
 from libc.stdint cimport int32_t, int64_t, uint8_t, uintptr_t
 from libc.string cimport memcpy
@@ -35,7 +41,7 @@ cdef struct partition_state:
     int64_t n_chunks
     int64_t n_arrays          # arrays permuted: data[0] (the key) .. data[n_arrays - 1]
     int64_t *row_bytes        # bytes of one sample of each permuted array
-    char **scratch            # a capacity-long copy of each permuted array
+    char *scratch             # capacity samples of the widest permuted array, one array at a time
     int64_t *counts           # per chunk and bucket (n_keys + 1 of them): samples counted in phase 1
     int64_t *cursor           # per chunk and bucket: where the next sample goes (phase 2)
     int64_t *dest             # per sample: its position after the partition (phase 2)
@@ -121,7 +127,7 @@ cdef void partition_phase(int32_t phase, int32_t thread, int32_t n_threads, int6
     cdef partition_state *st = <partition_state *>user_data
     cdef int64_t C = st.n_chunks, K = st.n_keys, KB = st.n_keys + 1
     cdef int64_t c0 = C * thread // n_threads, c1 = C * (thread + 1) // n_threads
-    cdef int64_t c, k, i, a, lo, hi, pos, v, base, before, total, run
+    cdef int64_t c, k, i, a, lo, hi, pos, v, base, before, total, run, live_at, dead_at
     cdef int64_t *cnt
     if phase == 0:
         if thread == 0:
@@ -169,26 +175,41 @@ cdef void partition_phase(int32_t phase, int32_t thread, int32_t n_threads, int6
         for c in range(c0, c1):
             cnt = st.cursor + c * KB
             lo, hi = size * c // C, size * (c + 1) // C
+            if st.mode == COMPACT and strides[0] == 1:
+                # without a branch: a random alive flag would mispredict every other one
+                flags = <uint8_t *>data[0]
+                live_at, dead_at = cnt[0], cnt[1]
+                for i in range(lo, hi):
+                    v = flags[i] != 0
+                    st.dest[i] = dead_at + v * (live_at - dead_at)
+                    live_at += v
+                    dead_at += 1 - v
+                continue
             for i in range(lo, hi):
                 k = key_of(st, data[0], strides[0], i)
                 st.dest[i] = cnt[k]
                 cnt[k] += 1
-        # one array at a time, so each loop streams through one source
-        lo, hi = size * c0 // C, size * c1 // C
-        for a in range(st.n_arrays):
-            scatter(st.scratch[a], data[a], strides[a], st.row_bytes[a], st.dest, lo, hi)
         return
-    # phase 3
-    cdef bint moved = acts(st, size)
-    if moved:
+    cdef bint moved
+    if phase < 3 + 2 * st.n_arrays:
+        if not acts(st, size):
+            return
+        a = (phase - 3) // 2
+        if (phase - 3) % 2 == 0:
+            # array a into the scratch: this thread's chunks, one source streamed
+            lo, hi = size * c0 // C, size * c1 // C
+            scatter(st.scratch, data[a], strides[a], st.row_bytes[a], st.dest, lo, hi)
+            return
         lo, hi = size * thread // n_threads, size * (thread + 1) // n_threads
-        for a in range(st.n_arrays):
-            if strides[a] == st.row_bytes[a]:
-                memcpy(data[a] + lo * strides[a], st.scratch[a] + lo * st.row_bytes[a],
-                       (hi - lo) * st.row_bytes[a])
-            else:
-                for i in range(lo, hi):
-                    copy_row(data[a] + i * strides[a], st.scratch[a] + i * st.row_bytes[a], st.row_bytes[a])
+        if strides[a] == st.row_bytes[a]:
+            memcpy(data[a] + lo * strides[a], st.scratch + lo * st.row_bytes[a],
+                   (hi - lo) * st.row_bytes[a])
+        else:
+            for i in range(lo, hi):
+                copy_row(data[a] + i * strides[a], st.scratch + i * st.row_bytes[a], st.row_bytes[a])
+        return
+    # the last phase
+    moved = acts(st, size)
     if thread == 0 and st.mode == COMPACT:
         c = live_count(st) if size > 0 else 0
         st.count_out[0] = c
@@ -212,25 +233,30 @@ cdef class Partition:
         self.st.min_dead_fraction = min_dead_fraction
         self.st.next_size = capacity
         row_bytes = np.array([a.dtype.itemsize * int(np.prod(a.shape[1:])) for a in arrays], dtype=np.int64)
-        # touched now, so the first compaction does not pay the page faults
-        scratch = [np.ones(capacity * int(rb), dtype=np.uint8) for rb in row_bytes]
-        pointers = np.array([s.ctypes.data for s in scratch], dtype=np.uintp)
+        # allocated, not touched (np.empty): the first compaction touches the pages
+        scratch = np.empty(max(capacity * int(row_bytes.max(initial=0)), 1), dtype=np.uint8)
         counts = np.zeros(n_chunks * (n_keys + 1), dtype=np.int64)
         cursor = np.zeros(n_chunks * (n_keys + 1), dtype=np.int64)
-        dest = np.zeros(max(capacity, 1), dtype=np.int64)
-        self.buffers = (row_bytes, scratch, pointers, counts, cursor, dest, count_out)
+        dest = np.empty(max(capacity, 1), dtype=np.int64)
+        self.buffers = (row_bytes, scratch, counts, cursor, dest, count_out)
         self.st.dest = <int64_t *><uintptr_t>dest.ctypes.data
         self.st.row_bytes = <int64_t *><uintptr_t>row_bytes.ctypes.data
-        self.st.scratch = <char **><uintptr_t>pointers.ctypes.data
+        self.st.scratch = <char *><uintptr_t>scratch.ctypes.data
         self.st.counts = <int64_t *><uintptr_t>counts.ctypes.data
         self.st.cursor = <int64_t *><uintptr_t>cursor.ctypes.data
         self.st.count_out = <int64_t *><uintptr_t>count_out.ctypes.data if count_out is not None else NULL
-        self.kernel = wrap_team_kernel(partition_phase, 4, mode, &self.st, self)
+        self.kernel = wrap_team_kernel(partition_phase, 4 + 2 * len(arrays), mode, &self.st, self)
 
     @property
     def size_source_address(self):
         """Address of the next logical size this kernel computes (compaction)."""
         return <uintptr_t>&self.st.next_size
+
+    @property
+    def scratch_bytes(self):
+        """Bytes the node allocates beside the arrays it moves: one scratch as wide as the
+        widest sample, the destinations (8 bytes a sample), and the per-chunk counts."""
+        return sum(b.nbytes for b in self.buffers[1:5])
 
     @property
     def replays_seen(self):

@@ -19,7 +19,8 @@ division by zero, an overflow); eagle does not read them and does not consult
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from cpython.exc cimport PyErr_Occurred
 from cpython.ref cimport PyObject, Py_INCREF
-from libc.stdint cimport int64_t
+from libc.stdint cimport int32_t, int64_t
+from libc.string cimport memcpy
 from libc.stdlib cimport calloc, free
 
 cimport numpy as cnp
@@ -44,6 +45,7 @@ cdef extern from "Python.h":
     void PyErr_NormalizeException(PyObject **t, PyObject **v, PyObject **tb)
     int PyException_SetTraceback(PyObject *ex, PyObject *tb)
     void Py_XDECREF(PyObject *o)
+    void PyErr_Clear()
 
 cdef extern from *:
     """
@@ -117,6 +119,18 @@ cdef enum:
     MAX_CORE = 32
     # elements per buffer of a cast operand (NumPy's own default buffer size)
     CAST_BUFFER = 8192
+    # bytes of a masked loop's scratch (see _masked_run), on the stack: the outputs of
+    # one block of at most MASK_BLOCK elements
+    MASK_SCRATCH = 16384
+    MASK_SCRATCH_LD = 1024   # MASK_SCRATCH in long doubles (16-byte aligned for any loop)
+    MASK_BLOCK = 2048
+    # bytes of the widest element a loop writes (clongdouble)
+    MAX_ITEM = 32
+    # a block calls the loop once per run of set elements where the elements it skips
+    # (and half the block: the copy-out's cost) outweigh RUNS_CALL elements a run (a
+    # loop call costs about that many elements of a cheap loop); otherwise the loop
+    # runs over the whole block into the scratch and the set elements are copied out
+    RUNS_CALL = 128
 
 # NumPy's iterator, for the nodes that cast or take where=: the calls a kernel makes
 # without the GIL (they take errmsg, so they set no Python error; NumPy's own ufunc
@@ -157,11 +171,15 @@ cdef extern from *:
     static inline void eagle_slot_give(int *busy) { __atomic_store_n(busy, 0, __ATOMIC_RELEASE); }
     static inline int eagle_load_count(int *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
     static inline void eagle_store_count(int *p, int v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+    static inline void eagle_add_long(long *p, long v) { __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+    static inline long eagle_load_long(long *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
     """
     int eagle_slot_take(int *busy) nogil
     void eagle_slot_give(int *busy) nogil
     int eagle_load_count(int *p) nogil
     void eagle_store_count(int *p, int v) nogil
+    void eagle_add_long(long *p, long v) nogil
+    long eagle_load_long(long *p) nogil
 
 # NumPy's PyArrayMethod_StridedLoop
 ctypedef int (*strided_loop_t)(void *context, char *const *data, const npy_intp *dimensions,
@@ -222,6 +240,7 @@ cdef struct layout:
     # docs/upstream/numpy_masked_transfer_clone.md); where_slot is the mask's data[] slot (-1 for
     # a mask that is always true), where_never a mask that is always false (nothing runs)
     int use_iter
+    int nin
     int where_op
     int where_slot
     int where_never
@@ -231,6 +250,19 @@ cdef struct layout:
     cnp.PyArrayObject *iter_ops[MAX_ARGS + 1]
     cnp.PyArray_Descr *iter_descrs[MAX_ARGS + 1]
     cnp.npy_uint32 iter_op_flags[MAX_ARGS + 1]
+    # bytes of each output element in the loop's dtype (masked nodes), and the elements
+    # of a block of the masked loop (its outputs fit MASK_SCRATCH)
+    npy_intp out_item[MAX_ARGS]
+    npy_intp mask_block
+    # a masked node whose operands need no cast: it runs on the arrays without NumPy's
+    # iterator, the mask read from data[where_slot] + start * mask_sample_stride, element
+    # after element mask_step apart
+    int mask_direct
+    npy_intp mask_sample_stride
+    npy_intp mask_step
+    # blocks of the masked loop run whole and blended, and run by runs of set elements
+    long blocks_blended
+    long blocks_by_runs
     iter_slot *iters
     int n_iters
     # room in iters: one per thread of the largest team eagle makes (eagle.max_threads())
@@ -329,17 +361,170 @@ cdef iter_slot *_take_iter(layout *L) noexcept nogil:
         return S
 
 
-cdef int _iter_run(layout *L, int64_t start, int64_t stop, char **data) noexcept nogil:
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #include <string.h>
+    /* A block's contiguous mask: *count its set bytes, *runs its runs of set bytes
+     * (set bytes after an unset one or at the start). Branch-free, in 16-bit
+     * counters over stretches they cannot overflow: vectorised on bytes. */
+    static inline void eagle_mask_counts(const unsigned char *m, intptr_t n, intptr_t *count,
+                                         intptr_t *runs)
+    {
+        intptr_t c = 0, r = n > 0 && m[0] != 0;
+        for (intptr_t j0 = 0; j0 < n; j0 += 4080) {
+            const intptr_t e = j0 + 4080 < n ? j0 + 4080 : n;
+            uint16_t cc = 0, rr = 0;
+            for (intptr_t j = j0; j < e; ++j)
+                cc += m[j] != 0;
+            for (intptr_t j = j0 ? j0 : 1; j < e; ++j)
+                rr += (m[j] != 0) & (m[j - 1] == 0);
+            c += cc;
+            r += rr;
+        }
+        *count = c;
+        *runs = r;
+    }
+    /* d[j] = m[j] ? s[j] : d[j], j < n, contiguous: an unset element is written back
+     * as it was (a select, vectorised; a random mask would mispredict every other branch) */
+    #define EAGLE_SELECT(name, T) \
+    static inline void name(T *d, const T *s, const unsigned char *m, intptr_t n) \
+    { for (intptr_t j = 0; j < n; ++j) { \
+          const T keep = (T)0 - (T)(m[j] != 0), a = s[j], b = d[j]; \
+          d[j] = (a & keep) | (b & ~keep); } }
+    EAGLE_SELECT(eagle_select_8, uint64_t)
+    EAGLE_SELECT(eagle_select_4, uint32_t)
+    EAGLE_SELECT(eagle_select_2, uint16_t)
+    EAGLE_SELECT(eagle_select_1, uint8_t)
+    """
+    void eagle_mask_counts(const unsigned char *m, Py_ssize_t n, Py_ssize_t *count, Py_ssize_t *runs) nogil
+    void eagle_select_8(void *d, const void *s, const unsigned char *m, Py_ssize_t n) nogil
+    void eagle_select_4(void *d, const void *s, const unsigned char *m, Py_ssize_t n) nogil
+    void eagle_select_2(void *d, const void *s, const unsigned char *m, Py_ssize_t n) nogil
+    void eagle_select_1(void *d, const void *s, const unsigned char *m, Py_ssize_t n) nogil
+
+
+cdef inline void _copy_set(char *dst, npy_intp dstride, const char *src, npy_intp item,
+                           const char *mask, npy_intp mstride, npy_intp m) noexcept nogil:
+    """dst[j] = src[j] where mask[j] is set, j in [0, m): src packed, dst strided. The
+    common widths select without a branch (an element the mask leaves out is written
+    back as it was: a random mask mispredicts half of the branches)."""
+    cdef npy_intp j
+    cdef const unsigned char *um = <const unsigned char *>mask
+    if mstride == 1 and dstride == item and item == 8:
+        eagle_select_8(dst, src, um, m)
+    elif mstride == 1 and dstride == item and item == 4:
+        eagle_select_4(dst, src, um, m)
+    elif mstride == 1 and dstride == item and item == 2:
+        eagle_select_2(dst, src, um, m)
+    elif mstride == 1 and dstride == item and item == 1:
+        eagle_select_1(dst, src, um, m)
+    else:
+        for j in range(m):
+            if mask[j * mstride]:
+                memcpy(dst + j * dstride, src + j * item, item)
+
+
+cdef int _runs_loop(layout *L, char **ptrs, const npy_intp *strides, const char *mask, npy_intp mstride,
+                    npy_intp n) noexcept nogil:
+    """NumPy's masked loop: the loop over each run of set mask elements of [0, n)."""
+    cdef char *args[MAX_ARGS]
+    cdef npy_intp i = 0, j, n_run
+    cdef int k, rc = 0
+    while i < n and rc >= 0:
+        while i < n and mask[i * mstride] == 0:
+            i += 1
+        j = i
+        while j < n and mask[j * mstride] != 0:
+            j += 1
+        if j > i:
+            for k in range(L.nargs):
+                args[k] = ptrs[k] + i * strides[k]
+            n_run = j - i
+            rc = L.loop(L.context, args, &n_run, <npy_intp *>strides, L.auxdata)
+        i = j
+    return rc
+
+
+cdef int _masked_run(layout *L, char **ptrs, const npy_intp *strides, const char *mask,
+                     npy_intp mstride, npy_intp n, PyThreadState *ts) noexcept nogil:
+    """The loop over elements [0, n) of the operands (``ptrs``, ``strides``) where the mask
+    is set, block by block: a block all set runs the loop on the operands; a sparse block
+    (few runs of set elements, RUNS_CALL) runs it once per run, as NumPy does; a denser or
+    more fragmented one runs it
+    over the whole block into a scratch, then copies the set elements to the outputs
+    (every input is read before an output is written: exact in-place stays exact).
+    Elements where the mask is not set keep their values. A loop that reports an error
+    on a whole block (it may on an element the mask leaves out: an integer power's
+    negative exponent) runs that block again by runs, so only set elements' errors count."""
+    cdef long double scratch[MASK_SCRATCH_LD]
+    cdef char *args[MAX_ARGS]
+    cdef npy_intp bstrides[MAX_ARGS]
+    cdef npy_intp b = 0, m, j, count, runs, off
+    cdef int k, rc = 0
+    cdef long blended = 0, by_runs = 0
+    cdef const unsigned char *bm
+    while b < n and rc >= 0:
+        m = min(L.mask_block, n - b)
+        bm = <const unsigned char *>mask + b * mstride
+        count = 0
+        runs = 0
+        if mstride == 0:
+            count = m if bm[0] else 0
+            runs = 1 if count else 0
+        elif mstride == 1:
+            eagle_mask_counts(bm, m, &count, &runs)
+        else:
+            runs = bm[0] != 0
+            for j in range(m):
+                count += bm[j * mstride] != 0
+            for j in range(1, m):
+                runs += (bm[j * mstride] != 0) & (bm[(j - 1) * mstride] == 0)
+        if count:
+            for k in range(L.nargs):
+                args[k] = ptrs[k] + b * strides[k]
+            if count == m:
+                rc = L.loop(L.context, args, &m, <npy_intp *>strides, L.auxdata)
+            elif runs * RUNS_CALL < (m - count) + m // 2 or eagle_error_pending(ts):
+                by_runs += 1
+                rc = _runs_loop(L, args, strides, <const char *>bm, mstride, m)
+            else:
+                blended += 1
+                off = 0
+                for k in range(L.nargs):
+                    bstrides[k] = strides[k]
+                for k in range(L.nin, L.nargs):
+                    args[k] = <char *>scratch + off
+                    bstrides[k] = L.out_item[k]
+                    off += m * L.out_item[k]
+                rc = L.loop(L.context, args, &m, bstrides, L.auxdata)
+                if rc < 0 or eagle_error_pending(ts):
+                    with gil:
+                        PyErr_Clear()
+                    for k in range(L.nin, L.nargs):
+                        args[k] = ptrs[k] + b * strides[k]
+                    rc = _runs_loop(L, args, strides, <const char *>bm, mstride, m)
+                else:
+                    for k in range(L.nin, L.nargs):
+                        _copy_set(ptrs[k] + b * strides[k], strides[k], args[k], L.out_item[k],
+                                  <const char *>bm, mstride, m)
+        b += m
+    if blended:
+        eagle_add_long(&L.blocks_blended, blended)
+    if by_runs:
+        eagle_add_long(&L.blocks_by_runs, by_runs)
+    return rc
+
+
+cdef int _iter_run(layout *L, int64_t start, int64_t stop, char **data, PyThreadState *ts) noexcept nogil:
     """Samples [start, stop) through NumPy's iterator: it fills its buffers with the inputs
-    cast to the loop's dtypes, the loop runs over them (over the runs of set mask elements
-    only, where the node has a mask), and it casts the outputs back (where the mask is set).
+    cast to the loop's dtypes, the loop runs over them (under the mask, _masked_run, where
+    the node has one), and it casts the outputs back (where the mask is set).
     Returns the loop's status, or -2 after reporting an iterator failure itself."""
     cdef iter_slot *S = _take_iter(L)
     cdef char *base[MAX_ARGS + 1]
-    cdef char *args[MAX_ARGS]
     cdef char *errmsg = NULL
-    cdef char *mask
-    cdef npy_intp n, i, j, mstride, n_run
+    cdef npy_intp n
     cdef int k, nop = L.nargs + (1 if L.where_slot >= 0 else 0), rc = 0
     if S == NULL:
         return -2
@@ -362,22 +547,7 @@ cdef int _iter_run(layout *L, int64_t start, int64_t stop, char **data) noexcept
         if L.where_slot < 0:
             rc = L.loop(L.context, S.ptrs, &n, S.strides, L.auxdata)
         else:
-            # NumPy's masked loop: the loop over each run of set mask elements
-            mask = S.ptrs[L.nargs]
-            mstride = S.strides[L.nargs]
-            i = 0
-            while i < n and rc >= 0:
-                while i < n and mask[i * mstride] == 0:
-                    i += 1
-                j = i
-                while j < n and mask[j * mstride] != 0:
-                    j += 1
-                if j > i:
-                    for k in range(L.nargs):
-                        args[k] = S.ptrs[k] + i * S.strides[k]
-                    n_run = j - i
-                    rc = L.loop(L.context, args, &n_run, S.strides, L.auxdata)
-                i = j
+            rc = _masked_run(L, S.ptrs, S.strides, S.ptrs[L.nargs], S.strides[L.nargs], n, ts)
         if rc < 0:
             # run the iterator to its end: a reset would first write back the buffers
             # it holds now, into the range of this call (ranges of later calls differ)
@@ -402,8 +572,16 @@ cdef void _ufunc_kernel(int64_t start, int64_t stop, char **data, const int64_t 
     if stop <= start or L.where_never:
         return
     ts = _thread_state()
+    if L.mask_direct:
+        for k in range(L.nargs):
+            args[k] = data[L.slot[k]] + start * L.sample_stride[k] if L.slot[k] >= 0 else L.fixed[k]
+        rc = _masked_run(L, args, L.step, data[L.where_slot] + start * L.mask_sample_stride, L.mask_step,
+                         (stop - start) * L.row_len, ts)
+        if rc < 0 or eagle_error_pending(ts):
+            _report_failure(L)
+        return
     if L.use_iter:
-        rc = _iter_run(L, start, stop, data)
+        rc = _iter_run(L, start, stop, data, ts)
         if rc != -2 and (rc < 0 or eagle_error_pending(ts)):
             _report_failure(L)
         return
@@ -531,6 +709,7 @@ cdef class UfuncLoop:
         if len(arrays) > MAX_ARGS:
             raise ValueError(f"a ufunc node takes at most {MAX_ARGS} operands")
         self.L.use_iter = 1
+        self._set_outputs(nin, [np.dtype(d).itemsize for d in dtypes[nin:len(arrays)]])
         if where is False:
             self.L.where_never = 1
             return
@@ -584,6 +763,35 @@ cdef class UfuncLoop:
         if self.L.iters == NULL:
             raise MemoryError()
         self.iter_operands = keep
+
+    @property
+    def masked_blocks(self):
+        """(blocks of the masked loop run whole into a scratch and blended, blocks run by
+        runs of set elements) so far: which way the mask's density chose, block by block."""
+        return eagle_load_long(&self.L.blocks_blended), eagle_load_long(&self.L.blocks_by_runs)
+
+    def run_masked_direct(self, int nin, list out_items, int where_slot, npy_intp mask_sample_stride,
+                          npy_intp mask_step):
+        """Run the loop under a mask on the arrays themselves (no operand needs a cast, the
+        layout runs flat, see _masked_run): ``out_items`` the outputs' element bytes, the
+        mask read from data[where_slot], ``mask_sample_stride`` bytes a sample, ``mask_step``
+        bytes an element (0 for a 0-d mask)."""
+        self._set_outputs(nin, out_items)
+        self.L.mask_direct = 1
+        self.L.where_slot = where_slot
+        self.L.mask_sample_stride = mask_sample_stride
+        self.L.mask_step = mask_step
+
+    def _set_outputs(self, int nin, list out_items):
+        cdef int k
+        cdef npy_intp total = 0
+        self.L.nin = nin
+        for k in range(nin, self.L.nargs):
+            self.L.out_item[k] = out_items[k - nin]
+            if self.L.out_item[k] > MAX_ITEM:
+                raise ValueError(f"a ufunc node's masked outputs take elements of at most {MAX_ITEM} bytes")
+            total += self.L.out_item[k]
+        self.L.mask_block = max(1, min(<npy_intp>MASK_BLOCK, MASK_SCRATCH // max(total, 1)))
 
     @property
     def through_iterator(self):

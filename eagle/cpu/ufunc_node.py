@@ -26,9 +26,16 @@ output whose own elements share memory (a zero stride, overlapping rows):
 NumPy would buffer these.
 
 Casting and ``where=``: operands of other dtypes than the loop's are cast as NumPy
-casts them, and a mask is applied as NumPy applies it, by NumPy's own buffered
-iterator (``UfuncLoop.run_through_iterator``: one iterator per thread, reset to
-each call's [start, stop), buffers of 8192 elements, no GIL).
+casts them, by NumPy's own buffered iterator (``UfuncLoop.run_through_iterator``:
+one iterator per thread, reset to each call's [start, stop), buffers of 8192
+elements, no GIL). A mask leaves the outputs untouched where it is not set, as
+NumPy's does, but runs block by block (``_masked_run``): where set elements come in
+long runs, the loop runs once per run, as NumPy's masked loop does; where they are
+dense and fragmented (a random half), the loop runs over the whole block into a
+scratch and the set elements are copied out, which costs about the unmasked loop
+(NumPy's per-run calls cost several times that). Without a cast the masked loop
+runs on the arrays themselves (``run_masked_direct``), with one through the
+iterator.
 
 Floating-point errors are not reported: eagle does not consult
 ``np.errstate``; results are NumPy's under ``np.errstate(all="ignore")``.
@@ -248,7 +255,12 @@ def _cpu_ufunc(uf, dufunc, ins, outs, where=True, whole=None) -> UfuncNode:
 
     loop = UfuncLoop(uf.__name__, capsule, slots[:nargs], constants, layout["sample_strides"], steps,
                      layout["per_sample"], layout["row_len"], layout["core_dims"], layout["core_steps"])
-    if through_iterator:
+    direct = None if casts or mask is None or layout["per_sample"] else \
+        _flat_mask_steps(mask_view, layout["row_len"])
+    if direct is not None:
+        # the mask alone: the loop runs on the arrays under it, no iterator
+        loop.run_masked_direct(uf.nin, [d.itemsize for d in loop_dtypes[uf.nin:]], slots[nargs], *direct)
+    elif through_iterator:
         # a 0-d operand as a broadcast view: NumPy's iterator casts a 0-d array once, into a
         # copy of its own, where this node reads it on every call
         views = [c if not op.is_array else np.broadcast_to(op.array, layout["shape"])
@@ -257,6 +269,23 @@ def _cpu_ufunc(uf, dufunc, ins, outs, where=True, whole=None) -> UfuncNode:
                                   mask_view if mask is not None else where,
                                   slots[nargs] if mask is not None else -1)
     return UfuncNode(uf, ins, outs, reads, writes, loop_dtypes, loop, where, whole=whole)
+
+
+def _flat_mask_steps(view, row_len):
+    """(bytes a sample, bytes an element) of the mask broadcast to the operands (``view``)
+    when its elements lie a fixed step apart in the order the loop runs them (flat, sample
+    after sample), else None (a per-sample flag over longer rows: NumPy's iterator)."""
+    if view.ndim == 0:
+        return None
+    step = view.strides[-1] if view.ndim > 1 else view.strides[0]
+    expected = step
+    for n, s in zip(reversed(view.shape[1:]), reversed(view.strides[1:])):
+        if n != 1 and s != expected:
+            return None
+        expected *= n
+    if view.shape[0] > 1 and view.strides[0] != step * row_len:
+        return None
+    return step * row_len, step
 
 
 def _mask_view(uf, mask, shape):

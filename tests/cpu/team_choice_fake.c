@@ -62,8 +62,61 @@ static int launch(rig *r, double serial_ns, double team_ns)
     return eagle_choice_simulate_launch(&r->ch, 2, 1000000, &serial_ns, &team_ns);
 }
 
+static int launch_at(rig *r, int64_t size, double serial_per_sample_ns, double team_ratio)
+{
+    r->f.now_ns += 5 * MS;
+    double serial_ns = serial_per_sample_ns * (double)size, team_ns = team_ratio * serial_ns;
+    return eagle_choice_simulate_launch(&r->ch, 2, size, &serial_ns, &team_ns);
+}
+
+/* A shrinking population (a compaction's, 1M samples, 40% finishing each replay): the
+ * share of its work (samples x replays) run on one thread; *paired: replays timed on
+ * one thread by a verification; *on_team: replays run (not verifying) on the team. */
+static double shrinking_serial_share(rig *r, double team_ratio, int *paired, int *on_team)
+{
+    double total = 0, serial = 0;
+    *paired = *on_team = 0;
+    int64_t size = 1000000;
+    for (int k = 0; k < 21; ++k, size = size * 6 / 10) {
+        const int kind = launch_at(r, size, 50, team_ratio);
+        total += (double)size;
+        if (kind == EAGLE_SEGMENT_MEASURE || kind == EAGLE_SEGMENT_PAIRED
+            || (kind == EAGLE_SEGMENT_RUN && r->stage.team == 1))
+            serial += (double)size;
+        *paired += kind == EAGLE_SEGMENT_PAIRED;
+        *on_team += kind == EAGLE_SEGMENT_RUN && r->stage.team > 1;
+    }
+    return serial / total;
+}
+
 int main(void)
 {
+    /* a shrinking population whose team is faster: its first replays, the costliest,
+     * do not all run on one thread to measure and verify (three measured replays and
+     * four pairs put 90% of the work on one thread); one measured replay, then the team */
+    {
+        rig s;
+        int paired, on_team;
+        rig_init(&s, 100);
+        const double share = shrinking_serial_share(&s, 0.55, &paired, &on_team);
+        printf("   shrinking, faster team: %.0f%% of the work on one thread\n", 100 * share);
+        check(share <= 0.45 && paired == 0, "a shrinking population runs on the team after one measured replay");
+        /* run again from the full size: the verdicts answer for it, from its first replay */
+        const double again = shrinking_serial_share(&s, 0.55, &paired, &on_team);
+        printf("   ... run again: %.1f%% of the work on one thread\n", 100 * again);
+        check(again < 0.01 && paired == 0, "... and again from the full size, wholly on the team");
+        /* a run segment on the team answers down to half its size: the run loop ends it
+         * there (a compaction shrank the population) and the teams are chosen again */
+        launch_at(&s, 1000000, 50, 0.55);
+        check(s.stage.team == 2 && eagle_choice_size_floor(&s.ch, 1000000) == 500000,
+              "a segment on the team is chosen again at half its size");
+        /* a team slower than one thread: timed on a few replays, then one thread for the rest */
+        rig_init(&s, 100);
+        shrinking_serial_share(&s, 2.5, &paired, &on_team);
+        check(on_team == 0 && paired == 0 && s.stage.team == 1, "a slower team is dropped for the rest of the population");
+        check(eagle_choice_size_floor(&s.ch, 1000000) == 0, "... and a segment off the team is not cut");
+    }
+
     rig r;
 
     /* measure, then each team replay after one on one thread, then the verdict */

@@ -319,7 +319,7 @@ def test_the_team_choice_runs_from_c_with_a_fake_clock_and_barrier(tmp_path):
     assert build.returncode == 0, build.stderr
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60, env=program_env())
     assert run.returncode == 0 and "FAILED" not in run.stdout, run.stdout + run.stderr
-    assert sum(line.startswith("ok ") for line in run.stdout.splitlines()) == 12, run.stdout
+    assert sum(line.startswith("ok ") for line in run.stdout.splitlines()) == 17, run.stdout
 
 
 MS = 1e6
