@@ -45,8 +45,9 @@ def ufunc(uf, *operands, out=None, where=None, initial=None, per_sample=True):
     ``np.multiply(x, 2.0, out=left)`` over samples [0, logical_size) on every
     replay, without the GIL, split across the team like a native kernel; it
     is drawn ``(multiply)``. Axis 0 is the sample axis: array operands share one
-    shape ``(n, *row)`` with C-contiguous rows (a gufunc takes ``(n, *core)``); a
-    0-d array broadcasts and is read on every replay.
+    shape ``(n, *row)``, rows of any strides on the CPU (an interior view
+    ``a[1:-1, 1:-1, 1:-1]`` as it is; a gufunc takes ``(n, *core)``); a 0-d array
+    broadcasts and is read on every replay.
 
     The loop is the one NumPy picks for these dtypes under its default
     ``casting="same_kind"``; operands of other dtypes are cast as NumPy casts

@@ -147,6 +147,9 @@ def test_comparison_command_prints_its_table(capsys):
     assert not wide, wide
     assert ("not vectorised" in out) or ("plain C loops skipped" in out)
     assert re.search(r"\(\d+\.\d s, \d+\.\d s of CPU\)", out)
+    # the stencils of npbench, each beside its NumPy function (and numba, JAX where installed)
+    for name in ("jacobi_1d", "jacobi_2d", "heat_3d", "fdtd_2d"):
+        assert re.search(rf"^{name} .* steps\n.* NumPy ", out, re.M), name
     # the user's step at real size (here tiny): every way, each with its price
     assert "Monte Carlo call (GBM), 4,096 paths × 2 steps" in out
     for way in ("numpy loop", "numexpr", "numba prange", "eagle, opaque draw", "eagle, normal node",

@@ -117,6 +117,8 @@ eagle_worker_state_init()
 cdef enum:
     MAX_ARGS = 32
     MAX_CORE = 32
+    # outer dimensions of a per-sample row (its innermost one is the loop's)
+    MAX_OUTER = 32
     # elements per buffer of a cast operand (NumPy's own default buffer size)
     CAST_BUFFER = 8192
     # bytes of a masked loop's scratch (see _masked_run), on the stack: the outputs of
@@ -231,6 +233,13 @@ cdef struct layout:
     npy_intp core_dims[MAX_CORE]
     int n_core_steps
     npy_intp core_steps[MAX_ARGS * MAX_CORE]
+    # per_sample rows of any strides: the loop runs over the row's innermost dimension
+    # (inner_len elements, step[k] apart), once for each index of its n_outer outer
+    # dimensions (outer_dims[d] long, outer_strides[k * MAX_OUTER + d] bytes apart)
+    npy_intp inner_len
+    int n_outer
+    npy_intp outer_dims[MAX_OUTER]
+    npy_intp outer_strides[MAX_ARGS * MAX_OUTER]
     long failures
     # the first error the loop reported since it was last taken (owned), or NULL
     PyObject *error
@@ -560,6 +569,43 @@ cdef int _iter_run(layout *L, int64_t start, int64_t stop, char **data, PyThread
     return rc
 
 
+cdef int _strided_rows(layout *L, char **args, int64_t n, npy_intp *steps) noexcept nogil:
+    """``n`` samples from ``args`` whose rows have outer dimensions: the loop once per
+    innermost run of each row, the outer indexes counted like an odometer."""
+    cdef char *row[MAX_ARGS]
+    cdef npy_intp idx[MAX_OUTER]
+    cdef npy_intp dims[1]
+    cdef int k, d, rc = 0
+    cdef int64_t i
+    dims[0] = L.inner_len
+    for i in range(n):
+        for k in range(L.nargs):
+            row[k] = args[k]
+        for d in range(L.n_outer):
+            idx[d] = 0
+        while True:
+            rc = L.loop(L.context, row, dims, steps, L.auxdata)
+            if rc < 0:
+                return rc
+            d = L.n_outer - 1
+            while d >= 0:
+                idx[d] += 1
+                if idx[d] < L.outer_dims[d]:
+                    for k in range(L.nargs):
+                        row[k] += L.outer_strides[k * MAX_OUTER + d]
+                    break
+                idx[d] = 0
+                for k in range(L.nargs):
+                    row[k] -= L.outer_strides[k * MAX_OUTER + d] * (L.outer_dims[d] - 1)
+                d -= 1
+            if d < 0:
+                break
+        for k in range(L.nargs):
+            if L.slot[k] >= 0:
+                args[k] += L.sample_stride[k]
+    return rc
+
+
 cdef void _ufunc_kernel(int64_t start, int64_t stop, char **data, const int64_t *strides,
                         void *user_data) noexcept nogil:
     cdef layout *L = <layout *>user_data
@@ -598,8 +644,8 @@ cdef void _ufunc_kernel(int64_t start, int64_t stop, char **data, const int64_t 
     if not L.per_sample:
         dims[0] = (stop - start) * L.row_len
         rc = L.loop(L.context, args, dims, steps, L.auxdata)
-    else:
-        dims[0] = L.row_len
+    elif L.n_outer == 0:
+        dims[0] = L.inner_len
         for i in range(stop - start):
             rc = L.loop(L.context, args, dims, steps, L.auxdata)
             if rc < 0:
@@ -607,6 +653,8 @@ cdef void _ufunc_kernel(int64_t start, int64_t stop, char **data, const int64_t 
             for k in range(L.nargs):
                 if L.slot[k] >= 0:
                     args[k] += L.sample_stride[k]
+    else:
+        rc = _strided_rows(L, args, stop - start, steps)
     if rc < 0 or eagle_error_pending(ts):
         _report_failure(L)
 
@@ -659,7 +707,10 @@ cdef class UfuncLoop:
         free(self.L)
 
     def __init__(self, str name, capsule, list slots, list constants, list sample_strides,
-                 list steps, bint per_sample, npy_intp row_len, list core_dims, list core_steps):
+                 list steps, bint per_sample, npy_intp row_len, list core_dims, list core_steps,
+                 inner_len=None, list outer_dims=None, list outer_strides=None):
+        """``per_sample`` rows run ``inner_len`` elements a call (``row_len`` if None), for
+        each index of ``outer_dims`` (``outer_strides``: each operand's strides of them)."""
         cdef call_info *info = <call_info *>PyCapsule_GetPointer(capsule, CALL_INFO_NAME)
         cdef int nargs = len(slots)
         cdef int k
@@ -681,6 +732,16 @@ cdef class UfuncLoop:
             self.L.step[k] = steps[k]
             if slots[k] < 0:
                 self.L.fixed[k] = <char *><size_t>data_pointer(constants[k])
+        outer_dims = outer_dims or []
+        if len(outer_dims) > MAX_OUTER:
+            raise ValueError(f"a ufunc node's rows have at most {MAX_OUTER + 1} dimensions that do "
+                             f"not merge, got {len(outer_dims) + 1}")
+        self.L.inner_len = row_len if inner_len is None else inner_len
+        self.L.n_outer = len(outer_dims)
+        for d in range(len(outer_dims)):
+            self.L.outer_dims[d] = outer_dims[d]
+            for k in range(nargs):
+                self.L.outer_strides[k * MAX_OUTER + d] = outer_strides[k][d]
         self.L.n_core = len(core_dims)
         for k in range(len(core_dims)):
             self.L.core_dims[k] = core_dims[k]

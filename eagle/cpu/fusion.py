@@ -8,7 +8,7 @@ The arrays the run passes from node to node then stay in cache between one
 node and the next instead of going through memory once per node.
 
 That is the sequential oracle's result, bit for bit, when the work a node of
-the run does at sample i depends only on what earlier nodes of the run did at
+the run does at sample i meets what another node of the run writes only at
 sample i. So a stage joins the run only if
 
 - every node of it is *fusable*: a split native node (ufunc, native kernel; not a
@@ -17,22 +17,32 @@ sample i. So a stage joins the run only if
   whose samples do not share bytes (no 0-d or zero-stride output, no array marked
   not per-sample); and the same team policy as the run;
 - every pair of its accesses and the run's earlier accesses that meet in memory
-  (a dependency of staging, ``Recording.edges``) maps samples to memory the same
-  way: the same data pointer and the same axis-0 stride, each sample's bytes
-  inside its own stride (``x`` and ``x[:]`` fuse, ``x[1:]`` and ``x[:-1]`` or
-  ``x`` and ``x[::-1]`` do not: they meet at other samples). Staging's dependencies
-  are all the overlapping pairs up to a write that covers a view whole, and
-  "maps samples alike" is transitive, so checking the edges into the stage suffices.
+  with a write among them (a dependency of staging, ``Recording.edges``) maps
+  samples to memory alike: the same axis-0 stride ``s``, and sample 0 of both inside
+  one window of ``|s|`` bytes, so that sample i of both lies in the i-th such window and
+  no other sample of either does (``x`` and ``x[:]`` fuse, and so do ``e[:, 1:]`` and
+  ``e[:, :-1]``, the same row of each sample; ``x[1:]`` and ``x[:-1]`` or ``x`` and
+  ``x[::-1]`` do not: they meet at other samples). Reads never conflict: a run may
+  read an array at neighbouring samples (``a[2:]``, ``a[:-2]``, ``a[1:-1, 2:]``)
+  as long as no node of the run writes it. Staging's dependencies are all the
+  overlapping pairs up to a write that covers a view whole, and what such a write
+  covers maps samples as the write does, so checking the edges into the stage suffices.
 
 Anything else ends the run: the stage starts the next candidate run, or runs
-alone. A run holds at most ``MAX_NODES`` nodes.
+alone. A Jacobi sweep, ``b[1:-1] = f(a[:-2], a[1:-1], a[2:])`` then
+``a[1:-1] = f(b[:-2], b[1:-1], b[2:])``, is two runs: the read of ``b[:-2]``
+meets the write of ``b[1:-1]`` at other samples. A run holds at most ``MAX_NODES`` nodes.
 
-The tile: ``TILE_BUDGET_FRACTION`` of the per-core L2 cache (``os.sysconf``,
-else /sys, else 1 MiB) divided by the bytes per sample the run touches (each
-distinct per-sample view once: its axis-0 stride, at most its row rounded up to a
-cache line), rounded down to a multiple of 64 samples, at least 256; then (a tile given
-as ``fuse=`` too) rounded up to a multiple of the run's nodes' ``align`` (a reduction's
-block), so that every tile starts on a block.
+The tile is sized by bytes: ``TILE_BUDGET_FRACTION`` of the per-core L2 cache
+(``os.sysconf``, else /sys, else 1 MiB), less the halo the run reads beyond its
+samples, divided by the bytes one sample of the run touches. Views that meet in
+memory with one axis-0 stride (``a[:-2]``, ``a[1:-1]``, ``a[2:]``) count once: one
+sample's bytes of the group (its stride, at most the span of its rows rounded up to
+cache lines), plus, as halo, what the group's rows span beyond one stride. The
+quotient is rounded down to a multiple of 64 samples when it is 64 or more, else
+kept (rows of a few KiB get tiles of a few rows; at least 1); then (a tile given as
+``fuse=`` too) rounded up to a multiple of the run's nodes' ``align`` (a
+reduction's block), so that every tile starts on a block.
 
 A reduction or tally (``Node.combines``) joins a run: it writes its output, which is
 not per-sample, once every share of the run is done; a node reading that output meets
@@ -42,7 +52,7 @@ from __future__ import annotations
 
 import os
 
-from eagle.record.memory import data_pointer, overlap, sample_extent
+from eagle.record.memory import data_pointer, extent_of, overlap, sample_extent
 from eagle.record.node import RunsAs
 
 __all__ = ["FusedRun", "fused_runs", "l2_cache_bytes"]
@@ -52,7 +62,6 @@ MAX_NODES = 64
 #: share of the per-core L2 cache a tile's working set may fill
 TILE_BUDGET_FRACTION = 0.5
 _CACHE_LINE = 64
-_MIN_TILE = 256
 
 
 class FusedRun:
@@ -89,19 +98,26 @@ def l2_cache_bytes() -> int:
         return 1 << 20
 
 
-def _sample_slot(node, name, a):
-    """(data pointer, axis-0 stride) when sample i of ``a`` lies inside
-    [ptr + i * stride, ptr + i * stride + |stride|) for every i (so different samples
-    never share a byte), or None (0-d, zero stride, not per-sample, overlapping rows)."""
+def _sample_window(node, name, a):
+    """(axis-0 stride s, lo, hi): sample 0 of ``a`` is the bytes [lo, hi) and sample i
+    lies inside [lo + i * s, lo + i * s + |s|) for every i (so different samples never
+    share a byte); or None (0-d, zero stride, not per-sample, rows wider than the stride)."""
     if name in node.not_per_sample or a.ndim == 0:
         return None
     s0 = a.strides[0]
     if s0 == 0:
         return None
     lo, hi = sample_extent(a)
-    if lo < 0 or hi > abs(s0):
+    if hi - lo > abs(s0):
         return None
-    return data_pointer(a), s0
+    p = data_pointer(a)
+    return s0, p + lo, p + hi
+
+
+def _alike(x, y) -> bool:
+    """Whether two sample windows map every sample to one window of |stride| bytes."""
+    return (x is not None and y is not None and x[0] == y[0]
+            and max(x[2], y[2]) - min(x[1], y[1]) <= abs(x[0]))
 
 
 def _fusable(node) -> bool:
@@ -110,36 +126,51 @@ def _fusable(node) -> bool:
             and not node.permutes_samples and node.collective is None):
         return False
     # a reduction writes its output once the run is over (csrc/cpu/plan.h, finish)
-    return all(_sample_slot(node, name, a) is not None for name, a, w in node.arrays()
+    return all(_sample_window(node, name, a) is not None for name, a, w in node.arrays()
                if w and not (node.combines and name in node.not_per_sample))
 
 
 def _meets_alike(src, dst) -> bool:
     """Whether every pair of accesses of nodes ``src`` and ``dst`` that meets in memory
-    (one of them a write) maps each sample to the same bytes."""
+    (one of them a write) maps each sample to the same window of bytes."""
     for na, a, wa in src.arrays():
         for nb, b, wb in dst.arrays():
             if not (wa or wb) or not overlap(a, b):
                 continue
-            sa = _sample_slot(src, na, a)
-            if sa is None or sa != _sample_slot(dst, nb, b):
+            if not _alike(_sample_window(src, na, a), _sample_window(dst, nb, b)):
                 return False
     return True
 
 
+def _round_lines(n: int) -> int:
+    return -(-max(n, 1) // _CACHE_LINE) * _CACHE_LINE
+
+
 def _tile(nodes, budget) -> int:
-    per_sample = {}
+    """Samples per tile: see the module's docstring."""
+    groups = []   # [stride, lo, hi, first lo, first hi]: views meeting in memory, one stride
     for node in nodes:
         for name, a, _ in node.arrays():
-            slot = _sample_slot(node, name, a)
-            if slot is None:
+            win = _sample_window(node, name, a)
+            if win is None:
                 continue   # a 0-d or broadcast operand: read, a few bytes for every tile
-            _, hi = sample_extent(a)
-            row = -(-max(hi, 1) // _CACHE_LINE) * _CACHE_LINE
-            per_sample[slot] = max(per_sample.get(slot, 0), min(abs(slot[1]), row))
-    bytes_per_sample = max(sum(per_sample.values()), 1)
-    tile = int(budget // bytes_per_sample) // 64 * 64
-    return max(tile, _MIN_TILE)
+            s0, lo, hi = win
+            ext = extent_of(a)
+            for g in groups:
+                if g[0] == s0 and ext.lo < g[2] and g[1] < ext.hi:
+                    g[1], g[2] = min(g[1], ext.lo), max(g[2], ext.hi)
+                    g[3], g[4] = min(g[3], lo), max(g[4], hi)
+                    break
+            else:
+                groups.append([s0, ext.lo, ext.hi, lo, hi])
+    per_sample = halo = 0
+    for s0, _, _, lo, hi in groups:
+        span = hi - lo
+        per_sample += min(abs(s0), _round_lines(span))
+        if span > abs(s0):
+            halo += _round_lines(span - abs(s0))
+    tile = int(max(budget - halo, budget / 4) // max(per_sample, 1))
+    return tile // 64 * 64 if tile >= 64 else max(tile, 1)
 
 
 def fused_runs(recording, policies, fuse=True) -> list:

@@ -10,9 +10,11 @@ in its docstring; the GPU face is ``eagle.cuda.ufunc_node``.
 Operands: an array, a scalar (copied at record time and broadcast to every
 sample), or a one-entry dict ``{"name": array}`` that names the array for the
 picture (bare arrays are named ``in0``, ``in1``, ..., ``out0``...). Axis 0 is
-the sample axis: array operands share one shape ``(n, *row)``; rows must be
-C-contiguous (the loop then runs over ``(stop - start) * row`` elements, or
-row by row where the samples are not packed); a 0-d array broadcasts and is
+the sample axis: array operands share one shape ``(n, *row)``; rows may have
+any strides (the loop runs over ``(stop - start) * row`` elements where the
+samples are packed, else row by row, and along a row's innermost dimension
+where its elements are not contiguous: an interior view ``a[1:-1, 1:-1, 1:-1]``
+is taken as it is); a 0-d array broadcasts and is
 read on every replay. A generalized ufunc (``np.matmul``, numba
 ``@guvectorize``) takes per-sample core dimensions: operands ``(n, *core)``.
 
@@ -254,7 +256,8 @@ def _cpu_ufunc(uf, dufunc, ins, outs, where=True, whole=None) -> UfuncNode:
     from eagle.cpu._ufunc import UfuncLoop
 
     loop = UfuncLoop(uf.__name__, capsule, slots[:nargs], constants, layout["sample_strides"], steps,
-                     layout["per_sample"], layout["row_len"], layout["core_dims"], layout["core_steps"])
+                     layout["per_sample"], layout["row_len"], layout["core_dims"], layout["core_steps"],
+                     layout.get("inner_len"), layout.get("outer_dims"), layout.get("outer_strides"))
     direct = None if casts or mask is None or layout["per_sample"] else \
         _flat_mask_steps(mask_view, layout["row_len"])
     if direct is not None:
@@ -381,22 +384,41 @@ def _elementwise_layout(uf, ins, outs):
     row = shape[1:]
     row_len = math.prod(row)
     n = shape[0]
-    for op in shaped:
-        a = op.array
-        if a.size and not _row_contiguous(row, a.strides[1:], a.itemsize):   # empty: no row runs
-            raise ValueError(f"{uf.__name__}: the per-sample rows of {op.name!r} are not contiguous "
-                             f"(strides {a.strides}); a ufunc node runs rows as flat runs of elements: "
-                             "pass a C-contiguous row layout (np.ascontiguousarray)")
     sample_strides = [op.array.strides[0] if op.is_array and op.array.ndim else 0 for op in ops]
     if not row:
-        steps = list(sample_strides)
-        per_sample = False
-    else:
+        return dict(sample_strides=sample_strides, steps=list(sample_strides), per_sample=False,
+                    row_len=1, core_dims=[], core_steps=[], shape=shape)
+    contiguous = all(_row_contiguous(row, op.array.strides[1:], op.array.itemsize) for op in shaped)
+    packed = contiguous and (n <= 1 or all(op.array.strides[0] == row_len * op.array.itemsize
+                                           for op in shaped))
+    if contiguous or row_len == 0:
         steps = [op.array.itemsize if op.is_array and op.array.ndim else 0 for op in ops]
-        packed = n <= 1 or all(op.array.strides[0] == row_len * op.array.itemsize for op in shaped)
-        per_sample = not packed
-    return dict(sample_strides=sample_strides, steps=steps, per_sample=per_sample,
-                row_len=1 if not row else row_len, core_dims=[], core_steps=[], shape=shape)
+        return dict(sample_strides=sample_strides, steps=steps, per_sample=not packed and row_len > 0,
+                    row_len=row_len, core_dims=[], core_steps=[], shape=shape)
+    # rows of other strides (an interior view a[1:-1, 1:-1, 1:-1]): the loop runs along the
+    # row's innermost dimension, once per index of the outer ones, sample by sample
+    dims, strides = _merged_row(row, [op.array.strides[1:] if op.is_array and op.array.ndim
+                                      else (0,) * len(row) for op in ops])
+    return dict(sample_strides=sample_strides, steps=[s[-1] for s in strides], per_sample=True,
+                row_len=row_len, core_dims=[], core_steps=[], shape=shape,
+                inner_len=dims[-1], outer_dims=dims[:-1], outer_strides=[list(s[:-1]) for s in strides])
+
+
+def _merged_row(row, strides):
+    """(dims, each operand's strides of them): the row's dimensions with those of length 1
+    left out and each one merged into the next where every operand steps over both as one."""
+    keep = [d for d, m in enumerate(row) if m != 1] or [len(row) - 1]
+    dims = [row[d] for d in keep]
+    per_op = [[s[d] for d in keep] for s in strides]
+    d = len(dims) - 2
+    while d >= 0:
+        if all(s[d] == s[d + 1] * dims[d + 1] for s in per_op):
+            dims[d + 1] *= dims[d]
+            del dims[d]
+            for s in per_op:
+                del s[d]
+        d -= 1
+    return dims, per_op
 
 
 def _gufunc_layout(uf, ins, outs):

@@ -192,7 +192,28 @@ def test_the_tile_comes_from_the_cache_and_the_bytes_per_sample():
     g, _, _ = chain()
     (_, tile), = g.plan().fused_runs
     # x, y, z, w: 4 doubles per sample
-    assert tile == max(256, int(fusion.l2_cache_bytes() * fusion.TILE_BUDGET_FRACTION) // 32 // 64 * 64)
+    assert tile == int(fusion.l2_cache_bytes() * fusion.TILE_BUDGET_FRACTION) // 32 // 64 * 64
+
+
+def test_wide_rows_get_tiles_of_a_few_rows_by_bytes():
+    from eagle.cpu import fusion
+    budget = int(fusion.l2_cache_bytes() * fusion.TILE_BUDGET_FRACTION)
+    side = 1024
+    a, b, t = np.zeros((side, side)), np.zeros((side, side)), np.zeros((side - 2, side - 2))
+    g = eagle.Graph()
+    g.add_node(ufunc(np.add, a[2:, 1:-1], a[:-2, 1:-1], out=t), name="ns")
+    g.add_node(ufunc(np.add, t, a[1:-1, 2:], out=t), name="e")
+    g.add_node(ufunc(np.multiply, t, 0.25, out=b[1:-1, 1:-1]), name="b")
+    g.build()
+    (_, tile), = g.plan().fused_runs
+    # a sample: a row of a (its three views are one group), of t and of b; the halo: what
+    # the group's sample 0 spans (rows 0 to 2, less a column each side) beyond one row
+    row = side * 8
+    halo = -(-(row + (side - 2) * 8) // 64) * 64
+    per_sample = 2 * row + (side - 2) * 8
+    want = (budget - halo) // per_sample
+    assert tile == (want // 64 * 64 if want >= 64 else max(want, 1))
+    assert 1 <= tile < 64
 
 
 def fused_stages(g):

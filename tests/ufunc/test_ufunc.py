@@ -299,10 +299,13 @@ def test_nd_rows_packed_and_unpacked(threads):
     assert (out2[3:] == 0).all()
 
 
-def test_nd_rows_not_contiguous_refused():
-    a = np.zeros((10, 6))
-    with pytest.raises(ValueError, match="rows of 'in0' are not contiguous"):
-        ufunc(np.add, a[:, ::2], 1.0, out=np.zeros((10, 3)))
+def test_nd_rows_not_contiguous_run_as_numpy():
+    # rows of any strides run along their innermost dimension (they were refused before)
+    a = np.arange(60.0).reshape(10, 6)
+    out = np.zeros((10, 3))
+    g = run(ufunc(np.add, a[:, ::2], 1.0, out=out), teams="parallel")
+    assert g._nodes[0].loop.per_sample
+    np.testing.assert_array_equal(out, a[:, ::2] + 1)
 
 
 def test_shape_mismatch_refused():
