@@ -11,6 +11,9 @@ given.
 """
 from __future__ import annotations
 
+import functools
+import threading
+
 import numpy as np
 
 from eagle._public import keywords_after, renamed_keyword
@@ -20,6 +23,7 @@ from eagle.cpu.reduce_node import ReduceNode, TallyNode, cpu_at, cpu_reduce
 from eagle.cpu.ufunc_node import UfuncNode, cpu_ufunc
 from eagle.cuda.kernel_nodes import SIZE, SIZE_PTR, CudaKernelNode, cuda_kernel
 from eagle.mpi._nodes import allgather, allreduce, bcast, sendrecv  # collective nodes (mpi4py on first use)
+from eagle.record import hooks
 from eagle.record.arrays import named_array
 from eagle.record.control import ControlNode, if_else, subgraph, while_loop
 from eagle.record.memory import array_kind
@@ -704,3 +708,29 @@ def integers(out, *, key, low, high, ids=None) -> Node:
 for _f in (exponential, poisson, binomial, integers):
     _f.__doc__ = _f.__doc__.format(counters=_COUNTERS)
 del _f
+
+
+def _announced(make):
+    """``make`` that tells ``eagle.record.hooks`` of the node it returns (a captured step
+    records the nodes its function makes: ``eagle.stepcapture``); a constructor called by
+    another one is not announced twice."""
+    @functools.wraps(make)
+    def constructor(*args, **kwargs):
+        _depth.n = getattr(_depth, "n", 0) + 1
+        try:
+            node = make(*args, **kwargs)
+        finally:
+            _depth.n -= 1
+        if _depth.n == 0:
+            hooks.made(node)
+        return node
+
+    return constructor
+
+
+_depth = threading.local()
+for _name in ("opaque", "native", "ufunc", "cuda_kernel", "compact", "reorder", "random_bits", "uniform", "normal",
+              "exponential", "poisson", "binomial", "integers", "allreduce", "allgather", "bcast", "sendrecv",
+              "while_loop", "if_else", "subgraph"):
+    globals()[_name] = _announced(globals()[_name])
+del _name
