@@ -164,7 +164,9 @@ def cpu_ufunc(uf, dufunc, ins, outs, where=True, per_sample=True) -> UfuncNode:
                              "operands are 0-d, so the mask is too")
         # 0-d operands: the loop runs over their one element, through (1,)-views of them
         # (the same memory: staging orders the node as it would the 0-d arrays)
-        views = [Operand(op.name, op.array.reshape(1), None, op.given_name) if op.is_array else op
+        # one view per array: an array given twice (np.divide(s, 3, out=s)) stays one array
+        ones = {id(op.array): op.array.reshape(1) for op in ins + outs if op.is_array}
+        views = [Operand(op.name, ones[id(op.array)], None, op.given_name) if op.is_array else op
                  for op in ins + outs]
         mask = where
         if isinstance(where, Operand):

@@ -38,6 +38,10 @@ class CapturedGraph(Graph):
         self.result = None
         self._pool = None
 
+    def own(self, pool, kept, result) -> None:
+        """Hold the capture's temporaries (``pool``, the stand-ins ``kept``) and its result."""
+        self._pool, self._kept, self.result = pool, kept, result
+
     @property
     def temporaries(self) -> list:
         return list(self._pool.temporaries) if self._pool is not None else []
@@ -130,8 +134,8 @@ def _refuse_escapes(fn, session):
                    for k, c in zip(code.co_freevars, fn.__closure__ or ()) if _full(c)]
     for where, v in places:
         for x in (v if isinstance(v, (list, tuple)) else (v.values() if isinstance(v, dict) else (v,))):
-            if isinstance(x, StandIn) and x._session is session:
-                raise CaptureError(f"capture: {fn.__name__}: " + ESCAPE.format(what=x._label, where=where))
+            if isinstance(x, StandIn) and x.capture_session is session:
+                raise CaptureError(f"capture: {fn.__name__}: " + ESCAPE.format(what=x.label, where=where))
 
 
 def _result(value, what):
@@ -217,9 +221,7 @@ def capture(fn, *args, **kwargs) -> CapturedGraph:
     session.pool.keep()
     _refuse_escapes(fn, session)
     g = CapturedGraph()
-    g.result = _result(returned, name)
-    g._pool = session.pool
-    g._keep = session._keep
+    g.own(session.pool, session.kept, _result(returned, name))
     for op in session.ops:
         g.add_node(op.node, name=op.name)
     return g

@@ -56,7 +56,7 @@ def _count_nonzero(session, a, axis=None, *, keepdims=False):
 
 
 def _copyto(session, dst, src, casting="same_kind", where=True):
-    session.assign(dst, Ellipsis, src, False) if where is True else session._fill(dst, src, where)
+    session.assign(dst, Ellipsis, src, False) if where is True else session.fill(dst, src, where)
 
 
 def _copy(session, a, order="K", subok=False):
@@ -71,7 +71,7 @@ def _like(fill):
         t = session.temporary(prototype.shape if shape is None else shape,
                               prototype.dtype if dtype is None else dtype)
         if value is not None:
-            session._fill(t, value, None)
+            session.fill(t, value, None)
         return t
     return make
 

@@ -45,9 +45,10 @@ class TemporaryPool:
         self._closed = False
         self.temporaries: list[Temporary] = []
 
-    def take(self, shape, dtype, site, owner_cb):
+    def take(self, shape, dtype, site, owner_cb, order=None):
         """A new temporary of ``shape`` and ``dtype``: (plain ndarray over pool memory, Temporary).
-        ``owner_cb(plain)`` makes the stand-in whose death frees the buffer."""
+        ``owner_cb(plain)`` makes the stand-in whose death frees the buffer; ``order``: its
+        axes from the slowest to the fastest in memory (C order when None)."""
         dtype = np.dtype(dtype)
         shape = tuple(int(n) for n in shape)
         nbytes = max(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, 1)
@@ -60,7 +61,9 @@ class TemporaryPool:
             self.buffers.append(np.empty(nbytes + _ALIGN, dtype=np.uint8))
         raw = self.buffers[k]
         start = (-raw.ctypes.data) % _ALIGN
-        plain = raw[start:start + nbytes].view(dtype)[:int(np.prod(shape, dtype=np.int64))].reshape(shape)
+        order = tuple(range(len(shape))) if order is None else tuple(order)
+        flat = raw[start:start + nbytes].view(dtype)[:int(np.prod(shape, dtype=np.int64))]
+        plain = flat.reshape(tuple(shape[k] for k in order)).transpose(np.argsort(order))
         temp = Temporary(f"t{len(self.temporaries) + 1}", shape, dtype, k, site)
         self.temporaries.append(temp)
         standin = owner_cb(plain, temp)

@@ -56,6 +56,23 @@ def _overlaps(a, b) -> bool:
         return True
 
 
+def _rows_first(ins, outs, mask):
+    """The operands of an elementwise op with their axes in the order of the first output's
+    strides, largest first: a transposed output (``m.T[1:] -= ...``) is run over its rows."""
+    o = outs[0][1]
+    if o.ndim < 2:
+        return ins, outs, mask
+    perm = tuple(sorted(range(o.ndim), key=lambda k: -abs(o.strides[k])))
+    if perm == tuple(range(o.ndim)):
+        return ins, outs, mask
+
+    def turn(pair):
+        label, a = pair
+        return (label, a.transpose(perm)) if isinstance(a, np.ndarray) and a.ndim == o.ndim else pair
+
+    return [turn(p) for p in ins], [turn(p) for p in outs], None if mask is None else turn(mask)
+
+
 def copy_ufunc(dtype):
     """The ufunc that copies values of ``dtype`` exactly, and its extra operands."""
     dtype = np.dtype(dtype)
@@ -118,22 +135,26 @@ class Session:
         self._quiet = 0
         # temporaries capture made for itself (an overlap's copy, a reduction's partial): kept, so
         # that no later temporary of the same node takes their memory
-        self._keep: list[StandIn] = []
+        self.kept: list[StandIn] = []
 
     # ---- stand-ins and temporaries ----------------------------------------------
 
     def standin(self, array, label):
         s = array.view(StandIn)
-        s._session, s._label, s._root, s._owns = self, label, None, False
+        s.capture_session, s.label, s.temporary_root, s.owns_memory = self, label, None, False
         return s
 
-    def temporary(self, shape, dtype):
+    def temporary(self, shape, dtype, like=None):
+        """A temporary of the pool; laid out as ``like`` (NumPy's order 'K') when given."""
         def own(plain, temp):
             s = plain.view(StandIn)
-            s._session, s._label, s._root, s._owns = self, temp.name, None, True
+            s.capture_session, s.label, s.temporary_root, s.owns_memory = self, temp.name, None, True
             return s
 
-        standin, _ = self.pool.take(shape, dtype, user_site().label(), own)
+        order = None
+        if isinstance(like, np.ndarray) and like.shape == tuple(shape) and like.ndim >= 2:
+            order = sorted(range(like.ndim), key=lambda k: -abs(like.strides[k]))
+        standin, _ = self.pool.take(shape, dtype, user_site().label(), own, order)
         return standin
 
     def quiet(self):
@@ -162,12 +183,12 @@ class Session:
         return base if k == 1 else f"{base} ({k})"
 
     def _mine(self, x):
-        return isinstance(x, StandIn) and x._session is self
+        return isinstance(x, StandIn) and x.capture_session is self
 
     def _operand(self, x):
         """(label, plain array) of an array operand; scalars pass as they are."""
         if isinstance(x, StandIn):
-            return x._label, x.__eagle_view__()
+            return x.label, x.__eagle_view__()
         if isinstance(x, np.ndarray):
             return "array", x
         return None, x
@@ -175,13 +196,16 @@ class Session:
     def _writable(self, x, what):
         """The plain view an operation writes, refusing arrays nobody passed to the step."""
         if isinstance(x, StandIn):
-            return x._label, x.__eagle_view__()
+            return x.label, x.__eagle_view__()
         if isinstance(x, np.ndarray):
             raise refuse(WRITE_OUTSIDE, what=what)
         raise TypeError(f"{what}: out= must be an array, got {type(x).__name__}")
 
     def _record(self, op):
-        op.make(self)
+        try:
+            op.make(self)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"capture: {user_site().describe()}: {exc}") from exc
         self.ops.append(op)
         return op
 
@@ -220,7 +244,8 @@ class Session:
         result = []
         for k, o in enumerate(outs):
             if o is None:
-                o = self.temporary(shape, resolved[uf.nin + k])
+                like = next((x for x in inputs if isinstance(x, np.ndarray) and x.shape == shape), None)
+                o = self.temporary(shape, resolved[uf.nin + k], like)
             elif uf.signature is None and np.broadcast_shapes(shape, o.shape) != o.shape:
                 raise ValueError(f"{what}: non-broadcastable output operand with shape {o.shape} "
                                  f"doesn't match the broadcast shape {shape}")
@@ -240,6 +265,8 @@ class Session:
             raise TypeError(f"{what}: where= must be a bool array or a scalar")
         elif not where:
             mask = (None, False)
+        if uf.signature is None:
+            ins, out_ops, mask = _rows_first(ins, out_ops, mask)
         self._record(_Op(self._name(_label or what), "ufunc", uf, ins, out_ops, mask))
         return result[0] if len(result) == 1 else tuple(result)
 
@@ -256,13 +283,13 @@ class Session:
         return label, a
 
     def _copy_to_temporary(self, x):
-        t = self.temporary(x.shape, x.dtype)
+        t = self.temporary(x.shape, x.dtype, x)
         uf, extra = copy_ufunc(x.dtype)
         label, a = self._operand(x)
         self._record(_Op(self._name("copy"), "ufunc", uf,
-                         [(label, a)] + [(None, e) for e in extra], [(t._label, t.__eagle_view__())]))
-        self._keep.append(t)
-        return t._label, t.__eagle_view__()
+                         [(label, a)] + [(None, e) for e in extra], [(t.label, t.__eagle_view__())]))
+        self.kept.append(t)
+        return t.label, t.__eagle_view__()
 
     # ---- reductions ---------------------------------------------------------------
 
@@ -326,10 +353,10 @@ class Session:
             else:
                 t = self.temporary(cur.shape[1:], cur.dtype if not (cur.dtype == bool and uf is np.add)
                                    else rdtype)
-                self._keep.append(t)
+                self.kept.append(t)
                 self._record(_Op(self._name(what), "reduce", uf, [(cur_label, cur)],
-                                 [(t._label, t.__eagle_view__())]))
-                cur_label, cur = t._label, t.__eagle_view__()
+                                 [(t.label, t.__eagle_view__())]))
+                cur_label, cur = t.label, t.__eagle_view__()
         return out
 
     def at(self, uf, tally, index, weights=None):
@@ -341,19 +368,19 @@ class Session:
     def assign(self, target, key, value, fresh):
         if isinstance(key, np.ndarray) and key.dtype == bool:
             if key.shape != target.shape:
-                raise refuse(FANCY_INDEX, what=f"{target._label}[mask] with a mask of another shape")
+                raise refuse(FANCY_INDEX, what=f"{target.label}[mask] with a mask of another shape")
             if isinstance(value, np.ndarray) and value.ndim:
-                raise refuse(FANCY_INDEX, what=f"{target._label}[mask] = an array")
-            self._fill(target, value, key)
+                raise refuse(FANCY_INDEX, what=f"{target.label}[mask] = an array")
+            self.fill(target, value, key)
             return
         view = target[key] if key is not Ellipsis else target
         if isinstance(view, np.ndarray) and not isinstance(view, StandIn):
-            raise refuse(FANCY_INDEX, what=f"{target._label}[{index_label(key)}] = ...")
+            raise refuse(FANCY_INDEX, what=f"{target.label}[{index_label(key)}] = ...")
         if isinstance(value, StandIn) and _same_layout(value.__eagle_view__(), view.__eagle_view__()):
             return   # a[k] += b: the in-place operator already wrote a[k]
         if not isinstance(value, np.ndarray):
             if isinstance(value, _SCALARS):
-                self._fill(view, value, None)
+                self.fill(view, value, None)
                 return
             value = np.asarray(value)
             if value.dtype == object:
@@ -361,7 +388,7 @@ class Session:
         if value.shape != view.shape and np.broadcast_shapes(value.shape, view.shape) != view.shape:
             raise ValueError(f"could not broadcast input array from shape {value.shape} into shape {view.shape}")
         if not np.can_cast(value.dtype, view.dtype, "same_kind"):
-            raise refuse(UNSAFE_CAST, what=f"{view._label} = ...", src=value.dtype, dst=view.dtype)
+            raise refuse(UNSAFE_CAST, what=f"{view.label} = ...", src=value.dtype, dst=view.dtype)
         if fresh and self._retarget(value, view):
             return
         uf, extra = copy_ufunc(value.dtype)
@@ -369,7 +396,7 @@ class Session:
 
     def _retarget(self, value, view):
         """Have the last node write ``view`` instead of the temporary ``value`` it just made."""
-        if not (self._mine(value) and value._owns and self.ops and value.shape == view.shape):
+        if not (self._mine(value) and value.owns_memory and self.ops and value.shape == view.shape):
             return False
         op = self.ops[-1]
         vp, tp = value.__eagle_view__(), view.__eagle_view__()
@@ -381,17 +408,17 @@ class Session:
         if any(isinstance(a, np.ndarray) and _overlaps(a, tp) for _, a in op.ins):
             return False
         old = op.outs[hit[0]]
-        op.outs[hit[0]] = (view._label, tp)
+        op.outs[hit[0]] = (view.label, tp)
         try:
             op.make(self)
         except (TypeError, ValueError):
             op.outs[hit[0]] = old
             op.make(self)
             return False
-        self.pool.forget(value._label)
+        self.pool.forget(value.label)
         return True
 
-    def _fill(self, view, value, mask):
+    def fill(self, view, value, mask):
         if isinstance(value, np.ndarray):
             v = value
         else:
@@ -402,7 +429,7 @@ class Session:
         self.call(uf, (v,) + extra, out=(view,), where=True if mask is None else mask, _label="=")
 
     def copy(self, x):
-        t = self.temporary(x.shape, x.dtype)
+        t = self.temporary(x.shape, x.dtype, x)
         uf, extra = copy_ufunc(x.dtype)
         return self.call(uf, (x,) + extra, out=(t,), _label="copy")
 
@@ -413,7 +440,7 @@ class Session:
         if not np.can_cast(x.dtype, dtype, "same_kind"):
             raise refuse(UNSAFE_CAST, what=f"{getattr(x, '_label', 'array')}.astype({dtype})", src=x.dtype,
                          dst=dtype)
-        t = self.temporary(x.shape, dtype)
+        t = self.temporary(x.shape, dtype, x)
         uf, extra = copy_ufunc(x.dtype)
         return self.call(uf, (x,) + extra, out=(t,), _label=f"astype({dtype})")
 
@@ -426,7 +453,7 @@ class Session:
         return np.ndarray.reshape(self.copy(x), shape, **kwargs)
 
     def gather(self, x, key):
-        raise refuse(FANCY_INDEX, what=f"{x._label}[{index_label(key)}]")
+        raise refuse(FANCY_INDEX, what=f"{x.label}[{index_label(key)}]")
 
     def function(self, func, types, args, kwargs):
         return functions.dispatch(self, func, types, args, kwargs)

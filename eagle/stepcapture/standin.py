@@ -114,11 +114,11 @@ class StandIn(np.ndarray):
     def __array_finalize__(self, obj):
         if obj is None:
             return
-        self._session = getattr(obj, "_session", None)
-        self._label = getattr(obj, "_label", None)
+        self.capture_session = getattr(obj, "capture_session", None)
+        self.label = getattr(obj, "label", None)
         # a view of a temporary keeps the temporary's stand-in alive: its buffer is in use
-        self._root = obj if getattr(obj, "_owns", False) else getattr(obj, "_root", None)
-        self._owns = False
+        self.temporary_root = obj if getattr(obj, "owns_memory", False) else getattr(obj, "temporary_root", None)
+        self.owns_memory = False
 
     def __eagle_view__(self):
         """The plain ndarray over this stand-in's memory (what a node schedules)."""
@@ -152,7 +152,7 @@ class StandIn(np.ndarray):
         if not isinstance(view, np.ndarray):
             # a[3] of a 1-d array: a 0-d view (NumPy would read the value now)
             view = np.ndarray.__getitem__(self, (key if isinstance(key, tuple) else (key,)) + (Ellipsis,))
-        view._label = f"{self._label}[{index_label(key)}]"
+        view.label = f"{self.label}[{index_label(key)}]"
         return view
 
     def __setitem__(self, key, value):
@@ -206,7 +206,7 @@ class StandIn(np.ndarray):
 
     def _value(self, what, template=VALUE_READ):
         if recorder() is not None:
-            raise refuse(template, what=what.format(self._label))
+            raise refuse(template, what=what.format(self.label))
 
     def __bool__(self):
         self._value("`if`, `while`, `and`, `or` or bool() on {}", CONTROL_FLOW)
@@ -251,7 +251,7 @@ class StandIn(np.ndarray):
     def __repr__(self):
         if recorder() is None:
             return repr(_plain(self))
-        return f"<stand-in for {self._label}: {self.shape} {self.dtype}, nothing computed while capturing>"
+        return f"<stand-in for {self.label}: {self.shape} {self.dtype}, nothing computed while capturing>"
 
     __str__ = __repr__
 
@@ -259,7 +259,7 @@ class StandIn(np.ndarray):
 def _no_form(name):
     def method(self, *args, **kwargs):
         if recorder() is not None:
-            raise refuse(NO_FORM, what=f"{self._label}.{name}()")
+            raise refuse(NO_FORM, what=f"{self.label}.{name}()")
         return getattr(_plain(self), name)(*_plainly(args), **_plainly(kwargs))
     method.__name__ = name
     return method
