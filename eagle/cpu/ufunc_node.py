@@ -170,8 +170,12 @@ def cpu_ufunc(uf, dufunc, ins, outs, where=True, per_sample=True) -> UfuncNode:
                  for op in ins + outs]
         mask = where
         if isinstance(where, Operand):
-            mask = Operand(where.name, where.array.reshape(1), None, where.given_name)
-        return _cpu_ufunc(uf, dufunc, views[:len(ins)], views[len(ins):], mask, whole=1)
+            mask = Operand(where.name, ones.get(id(where.array), where.array.reshape(1)), None,
+                           where.given_name)
+        node = _cpu_ufunc(uf, dufunc, views[:len(ins)], views[len(ins):], mask, whole=1)
+        for op, view in zip(ins + outs, views):
+            op.name = view.name   # the names the node declared, for updated_names
+        return node
     if not per_sample:
         if uf.signature is not None:
             raise ValueError(f"{uf.__name__}{uf.signature}: per_sample=False is for elementwise ufuncs")
