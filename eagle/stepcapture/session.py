@@ -221,7 +221,7 @@ class Session:
         raise refuse(NO_FORM, what=f"np.{uf.__name__}.{method}")
 
     def call(self, uf, inputs, out=None, where=True, casting="same_kind", subok=True, dtype=None,
-             signature=None, order="K", _label=None, **extra):
+             signature=None, order="K", _label=None, _fresh=(), **extra):
         what = f"np.{uf.__name__}"
         if extra or dtype is not None or signature is not None:
             given = ", ".join(list(extra) + [k for k, v in (("dtype", dtype), ("signature", signature))
@@ -241,6 +241,8 @@ class Session:
         if isinstance(where, np.ndarray):
             shapes.append(where.shape)
         shape = np.broadcast_shapes(*shapes) if shapes else ()
+        if uf.nout == 1 and outs[0] is None and where is True and resolved is not None:
+            outs = (self._elided(inputs, _fresh, shape, resolved[-1]),)
         result = []
         for k, o in enumerate(outs):
             if o is None:
@@ -269,6 +271,16 @@ class Session:
             ins, out_ops, mask = _rows_first(ins, out_ops, mask)
         self._record(_Op(self._name(_label or what), "ufunc", uf, ins, out_ops, mask))
         return result[0] if len(result) == 1 else tuple(result)
+
+    def _elided(self, inputs, fresh, shape, dtype):
+        """An operand the result may overwrite, as NumPy's temporary elision does: a temporary
+        of this capture that no name holds (``(a + b) * c``), of the result's shape and dtype;
+        None when there is none."""
+        for x, f in zip(inputs, fresh):
+            if (f and self._mine(x) and x.owns_memory and x.shape == shape and x.dtype == dtype
+                    and sum(y is x for y in inputs) == 1):
+                return x
+        return None
 
     def _input(self, x, out_ops, shape):
         """An input's (label, plain), copied first when it overlaps an output partly (NumPy's
@@ -327,11 +339,12 @@ class Session:
             raise refuse(NO_FORM, what=f"{what}(..., where={where!r})")
         front = np.moveaxis(xp, axes, tuple(range(len(axes))))
         rest = front.shape[len(axes):]
-        try:
-            merged = np.reshape(front, (-1,) + rest, copy=False)
-            stages = [merged]
-        except ValueError:
-            stages = None
+        stages = None
+        if len(axes) == 1 or mask is not None:
+            try:
+                stages = [np.reshape(front, (-1,) + rest, copy=False)]
+            except ValueError:
+                stages = None
         out_label, outp = self._writable(out, f"{what}(..., out=...)")
         final = outp.reshape(tuple(n for k, n in enumerate(x.shape) if k not in axes)) if keepdims else outp
         if mask is not None:
@@ -415,7 +428,8 @@ class Session:
             op.outs[hit[0]] = old
             op.make(self)
             return False
-        self.pool.forget(value.label)
+        if not any(a is not None and isinstance(a, np.ndarray) and _same_layout(a, vp) for _, a in op.ins):
+            self.pool.forget(value.label)
         return True
 
     def fill(self, view, value, mask):

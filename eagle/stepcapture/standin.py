@@ -94,6 +94,70 @@ def _fresh_refs():
 FRESH_REFS = _fresh_refs()
 
 
+class _UfuncProbe(np.ndarray):
+    def __array_ufunc__(self, uf, method, *inputs, **kwargs):
+        _UfuncProbe.refs = [sys.getrefcount(x) for x in inputs]
+        _UfuncProbe.is_self = [x is self for x in inputs]
+        return None
+
+
+def _new_probe():
+    return np.zeros(1).view(_UfuncProbe)
+
+
+def _probe_unnamed():
+    """(count, is self) of an operand no name holds, through each way a ufunc is reached."""
+    t = _new_probe()
+    seen = []
+    _new_probe() * 2.0
+    seen.append((_UfuncProbe.refs[0], True))
+    2.0 * _new_probe()
+    seen.append((_UfuncProbe.refs[1], True))
+    np.exp(_new_probe())
+    seen.append((_UfuncProbe.refs[0], True))
+    np.add(t, _new_probe())
+    seen.append((_UfuncProbe.refs[1], False))
+    t * _new_probe()
+    seen.append((_UfuncProbe.refs[1], False))
+    return seen
+
+
+def _probe_named():
+    t, u = _new_probe(), _new_probe()
+    seen = []
+    t * 2.0
+    seen.append((_UfuncProbe.refs[0], True))
+    2.0 * t
+    seen.append((_UfuncProbe.refs[1], True))
+    np.exp(t)
+    seen.append((_UfuncProbe.refs[0], True))
+    np.add(t, u)
+    seen.append((_UfuncProbe.refs[1], False))
+    u + t
+    seen.append((_UfuncProbe.refs[1], False))
+    return seen
+
+
+def _fresh_operand_refs():
+    """(for the operand ``__array_ufunc__`` is called on, for the others): the reference count
+    an operand no name holds has at most (``(a + b) * c``, ``np.exp(a + b)``, ``np.add(t, a + b)``);
+    None when this Python does not tell it from a named one."""
+    unnamed, named = _probe_unnamed(), _probe_named()
+    limits = []
+    for own in (True, False):
+        fresh = [n for n, s in unnamed if s is own]
+        held = [n for n, s in named if s is own]
+        if max(fresh) >= min(held):
+            return None
+        limits.append(max(fresh))
+    return tuple(limits)
+
+
+#: what ``sys.getrefcount(x)`` is in ``StandIn.__array_ufunc__`` for an operand no name holds
+#: (its result may take that operand's memory, as NumPy's temporary elision does)
+FRESH_OPERAND_REFS = _fresh_operand_refs()
+
+
 def _plain(x):
     return x.__eagle_view__() if isinstance(x, StandIn) else x
 
@@ -131,9 +195,13 @@ class StandIn(np.ndarray):
     # ---- what computes ----------------------------------------------------------
 
     def __array_ufunc__(self, uf, method, *inputs, **kwargs):
+        refs = [sys.getrefcount(x) for x in inputs]
+        own = [x is self for x in inputs]
         session = recorder()
         if session is None:
             return getattr(uf, method)(*_plainly(inputs), **_plainly(kwargs))
+        if method == "__call__" and FRESH_OPERAND_REFS is not None:
+            kwargs["_fresh"] = tuple(n <= FRESH_OPERAND_REFS[0 if mine else 1] for n, mine in zip(refs, own))
         return session.ufunc(uf, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):

@@ -134,13 +134,27 @@ def test_returned_temporary_is_the_result():
     np.testing.assert_array_equal(twice, x * 2)
 
 
-def test_temporaries_are_reused_once_dead():
+def test_an_expression_chain_computes_in_one_temporary():
+    # NumPy's temporary elision: a temporary no name holds takes the next result
     def step(x, y):
         y[...] = ((x + 1.0) * 2.0 + 3.0) * 4.0 - 1.0
     g, _ = replay_equals_eager(step, *rng_arrays(1000, 1000))
-    buffers = {t.buffer for t in g.temporaries}
-    assert len(buffers) == 2 < len(g.temporaries)
+    assert len(g.temporaries) == 1 and "out=(y)" in repr(g.recording().nodes[-1])
     assert "temporaries:" in str(g)
+
+
+def test_temporaries_are_reused_once_dead():
+    def step(x, y):
+        a = x + 1.0
+        b = a * 2.0
+        del a
+        c = b + 3.0
+        del b
+        d = c * 4.0
+        y[...] = d
+    g, _ = replay_equals_eager(step, *rng_arrays(1000, 1000))
+    buffers = {t.buffer for t in g.temporaries}
+    assert len(buffers) == 2 < len(g.temporaries) == 4
 
 
 def test_random_node_inside_the_step_as_the_issue_writes_it():
