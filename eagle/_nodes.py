@@ -11,9 +11,6 @@ given.
 """
 from __future__ import annotations
 
-import functools
-import threading
-
 import numpy as np
 
 from eagle._public import keywords_after, renamed_keyword
@@ -710,27 +707,9 @@ for _f in (exponential, poisson, binomial, integers):
 del _f
 
 
-def _announced(make):
-    """``make`` that tells ``eagle.record.hooks`` of the node it returns (a captured step
-    records the nodes its function makes: ``eagle.stepcapture``); a constructor called by
-    another one is not announced twice."""
-    @functools.wraps(make)
-    def constructor(*args, **kwargs):
-        _depth.n = getattr(_depth, "n", 0) + 1
-        try:
-            node = make(*args, **kwargs)
-        finally:
-            _depth.n -= 1
-        if _depth.n == 0:
-            hooks.made(node)
-        return node
-
-    return constructor
-
-
-_depth = threading.local()
+# the constructors of eagle.record and eagle.cpu announce the nodes they make (the
+# collectives announce themselves in eagle.mpi._nodes)
 for _name in ("opaque", "native", "ufunc", "cuda_kernel", "compact", "reorder", "random_bits", "uniform", "normal",
-              "exponential", "poisson", "binomial", "integers", "allreduce", "allgather", "bcast", "sendrecv",
-              "while_loop", "if_else", "subgraph"):
-    globals()[_name] = _announced(globals()[_name])
+              "exponential", "poisson", "binomial", "integers", "while_loop", "if_else", "subgraph"):
+    globals()[_name] = hooks.announced(globals()[_name])
 del _name

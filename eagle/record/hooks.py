@@ -9,12 +9,15 @@ a step is captured joins the captured graph.
 """
 from __future__ import annotations
 
+import functools
+import threading
+
 _before_build = []
 _on_failure = []
 _node_made = []
 
 
-__all__ = ["register"]
+__all__ = ["register", "announced"]
 
 
 def register(*, before_build=None, on_failure=None, node_made=None) -> None:
@@ -46,3 +49,24 @@ def failed(recording, exc) -> None:
 def made(node) -> None:
     for hook in _node_made:
         hook(node)
+
+
+_depth = threading.local()
+
+
+def announced(make):
+    """``make``, a public node constructor, telling ``node_made`` hooks of the node it returns
+    (a captured step records the nodes its function makes: ``eagle.stepcapture``); a
+    constructor called by another one is not announced twice."""
+    @functools.wraps(make)
+    def constructor(*args, **kwargs):
+        _depth.n = getattr(_depth, "n", 0) + 1
+        try:
+            node = make(*args, **kwargs)
+        finally:
+            _depth.n -= 1
+        if _depth.n == 0:
+            made(node)
+        return node
+
+    return constructor
