@@ -25,7 +25,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-NOTEBOOK_PAGES = ["graph", "record_replay", "cuda_graphs", "launch_geometry", "cython", "finished_samples", "monte_carlo",
+NOTEBOOK_PAGES = ["capture", "graph", "record_replay", "cuda_graphs", "launch_geometry", "cython", "finished_samples", "monte_carlo",
                   "particle_filter", "scale_out"]
 ALL_PAGES = ["index", *NOTEBOOK_PAGES, "api", "cpp", "running_locally", "architecture"]
 #: every page with code cells, found by reading the pages (whatever they hold when this runs)

@@ -58,7 +58,8 @@ class TemporaryPool:
             self._free.remove(k)
         else:
             k = len(self.buffers)
-            self.buffers.append(np.empty(nbytes + _ALIGN, dtype=np.uint8))
+            # zeros: what a replay reads of a temporary it never wrote (where= left it) is fixed
+            self.buffers.append(np.zeros(nbytes + _ALIGN, dtype=np.uint8))
         raw = self.buffers[k]
         start = (-raw.ctypes.data) % _ALIGN
         order = tuple(range(len(shape))) if order is None else tuple(order)
