@@ -55,7 +55,7 @@ class CapturedGraph(Graph):
         temps = self.temporaries
         if not temps:
             return text
-        lines = [f"temporaries: {len(temps)} in {len(self._pool.buffers)} buffers, "
+        lines = [f"temporaries: {len(temps)} in {self._pool.buffers_in_use} buffers, "
                  f"{self.temporary_bytes:,} bytes owned by the graph (allocated once, reused by every replay)"]
         lines += [f"  {t!r}" for t in temps]
         return text + "\n" + "\n".join(lines)

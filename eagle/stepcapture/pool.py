@@ -80,8 +80,15 @@ class TemporaryPool:
             self._free.append(k)
 
     def keep(self) -> None:
-        """Stop reusing: the capture is over (stand-ins that die later free nothing)."""
+        """Stop reusing: the capture is over (stand-ins that die later free nothing); a buffer
+        no temporary kept (its node came to write the user's array instead) is let go."""
         self._closed = True
+        used = {t.buffer for t in self.temporaries}
+        self.buffers = [b if k in used else b[:0] for k, b in enumerate(self.buffers)]
+
+    @property
+    def buffers_in_use(self) -> int:
+        return sum(1 for b in self.buffers if b.size)
 
     @property
     def nbytes(self) -> int:

@@ -38,13 +38,19 @@ class Site:
         return f"{self.function}, line {self.lineno} of {os.path.basename(self.filename)}{quoted}"
 
 
+def _users(path) -> bool:
+    """eagle's own steps (the tour, the benchmarks, the examples) are users of capture."""
+    return (path.endswith(os.sep + "__main__.py") or os.sep + "examples" + os.sep in path
+            or os.sep + "bench" + os.sep in path)
+
+
 def user_site() -> Site:
     """The innermost caller that is neither NumPy nor eagle (eagle's own tests and examples
     count as users)."""
     frame = sys._getframe(1)
     while frame is not None:
         path = os.path.abspath(frame.f_code.co_filename)
-        if not path.startswith(_SKIP) or os.sep + "examples" + os.sep in path or os.sep + "bench" + os.sep in path:
+        if not path.startswith(_SKIP) or _users(path):
             return Site(frame.f_code.co_name, frame.f_code.co_filename, frame.f_lineno)
         frame = frame.f_back
     return Site("<unknown>", "<unknown>", 0)
