@@ -14,7 +14,8 @@ import types
 
 import numpy as np
 
-from eagle.graph import Graph
+from eagle.graph import Graph, opaque
+from eagle.record.memory import array_kind
 from eagle.record import hooks
 from eagle.stepcapture.refusals import ESCAPE, GENERATOR, NOT_AN_ARRAY_RESULT, CaptureError
 from eagle.stepcapture.session import Session
@@ -150,6 +151,38 @@ def _result(value, what):
     raise CaptureError(f"capture: {what}: " + NOT_AN_ARRAY_RESULT.format(what=type(value).__name__))
 
 
+def _cuda_arrays(arguments) -> dict:
+    """{name: array} of the CUDA arrays (CuPy...) among the step's arguments; TypeError when
+    NumPy arrays come with them (a graph runs on one device)."""
+    flat = {}
+    for key, value in arguments.items():
+        items = enumerate(value) if isinstance(value, (tuple, list)) else [(None, value)]
+        for k, v in items:
+            kind = array_kind(v) if isinstance(v, np.ndarray) or hasattr(v, "__cuda_array_interface__") else None
+            if kind is not None:
+                flat[key if k is None else f"{key}[{k}]"] = (kind, v)
+    kinds = {kind for kind, _ in flat.values()}
+    if "cuda" not in kinds:
+        return {}
+    if len(kinds) > 1:
+        raise TypeError("capture(): the step's arrays mix NumPy and CUDA arrays; a graph runs on one "
+                        "device: give it CuPy arrays for cuda, NumPy arrays for the cpu")
+    return {k: v for k, (_, v) in flat.items()}
+
+
+def _stream_captured(fn, name, args, kwargs, arrays, arguments):
+    """A step on CUDA arrays: one node whose GPU work (CuPy's kernels) the cuda backend
+    captures on eagle's stream at build(), temporaries in the graph's own memory pool;
+    replaying the CUDA graph replays those kernels. Python in the step runs once, at build."""
+    site = Site(name, getattr(getattr(fn, "__code__", None), "co_filename", "<unknown>"),
+                getattr(getattr(fn, "__code__", None), "co_firstlineno", 0))
+    g = CapturedGraph()
+    node = opaque(lambda: fn(*args, **kwargs), updates=arrays)
+    g.add_node(node, name=f"{site.label()} {name} (CUDA stream capture)")
+    g.own(None, [], None)
+    return g
+
+
 def capture(fn, *args, **kwargs) -> CapturedGraph:
     """Record what the plain NumPy function ``fn`` does to its arrays as a graph.
 
@@ -159,6 +192,11 @@ def capture(fn, *args, **kwargs) -> CapturedGraph:
     with ``eagle.graph``'s constructors are recorded, in order, as ufunc, reduction and
     those nodes, each named after its line (``step:3 np.exp``). Results without ``out=``
     are temporaries the graph owns, allocated once and reused by every replay.
+
+    A step given CUDA arrays (CuPy) is one node whose GPU work the cuda backend captures
+    on eagle's stream at ``build()`` (CuPy's kernels, its temporaries in the graph's own
+    memory pool): replaying the CUDA graph replays those kernels, and the step's Python
+    runs once, at build.
 
     Parameters
     ----------
@@ -207,6 +245,10 @@ def capture(fn, *args, **kwargs) -> CapturedGraph:
         else:
             raise TypeError(f"capture({getattr(fn, '__name__', 'fn')}, ...): {exc}") from None
     name = getattr(fn, "__name__", type(fn).__name__)
+    arguments = bound.arguments if bound is not None else {f"arg{k}": v for k, v in enumerate(args)}
+    on_gpu = _cuda_arrays(arguments)
+    if on_gpu:
+        return _stream_captured(fn, name, args, kwargs, on_gpu, arguments)
     session = Session(name)
     if bound is not None:
         _refuse_generators(fn, bound)
