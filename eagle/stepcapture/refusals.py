@@ -8,7 +8,7 @@ from __future__ import annotations
 from eagle.stepcapture.source import user_site
 
 __all__ = ["CaptureError", "refuse", "CONTROL_FLOW", "VALUE_READ", "NO_FORM", "GENERATOR", "ESCAPE",
-           "UNSAFE_CAST", "WRITE_OUTSIDE", "FANCY_INDEX", "NOT_AN_ARRAY_RESULT"]
+           "UNSAFE_CAST", "WRITE_OUTSIDE", "FANCY_INDEX", "NOT_AN_ARRAY_RESULT", "ELEMENT_ORDER"]
 
 
 class CaptureError(TypeError):
@@ -41,6 +41,10 @@ WRITE_OUTSIDE = ("{what} writes an array that is neither an argument of the step
 FANCY_INDEX = ("{what}: indexing with an integer array or a boolean mask gathers elements into a new "
                "array, which no ufunc node does; keep the shape and mask instead "
                "(np.where(mask, x, y), np.add(x, y, out=z, where=mask), x[mask] = value)")
+ELEMENT_ORDER = ("{what}: the source overlaps the target with another step, and NumPy copies such a "
+                 "1-d assignment element by element, in order, without a buffer: its result depends on "
+                 "that order, which a node split across threads does not keep; copy the source first "
+                 "({what_fixed})")
 NOT_AN_ARRAY_RESULT = ("the step returned {what}; a captured step returns nothing, an array, or a tuple "
                        "of arrays (the graph's result, g.result)")
 

@@ -28,8 +28,8 @@ import numpy as np
 from eagle import graph as eg
 from eagle.stepcapture import functions
 from eagle.stepcapture.pool import TemporaryPool
-from eagle.stepcapture.refusals import (FANCY_INDEX, NO_FORM, UNSAFE_CAST, WRITE_OUTSIDE, CaptureError,
-                                        refuse)
+from eagle.stepcapture.refusals import (ELEMENT_ORDER, FANCY_INDEX, NO_FORM, UNSAFE_CAST, WRITE_OUTSIDE,
+                                        CaptureError, refuse)
 from eagle.stepcapture.source import user_site
 from eagle.stepcapture.standin import StandIn, index_label
 
@@ -402,10 +402,25 @@ class Session:
             raise ValueError(f"could not broadcast input array from shape {value.shape} into shape {view.shape}")
         if not np.can_cast(value.dtype, view.dtype, "same_kind"):
             raise refuse(UNSAFE_CAST, what=f"{view.label} = ...", src=value.dtype, dst=view.dtype)
+        self._refuse_ordered_copy(view, value)
         if fresh and self._retarget(value, view):
             return
         uf, extra = copy_ufunc(value.dtype)
         self.call(uf, (value,) + extra, out=(view,), _label="=")
+
+    def _refuse_ordered_copy(self, view, value):
+        """NumPy's assignment (PyArray_AssignArray) buffers an overlapping source unless the
+        target is 1-d and both run the same direction: then it copies in order (memmove-like
+        when the steps are equal, which is what a buffer gives; element by element otherwise)."""
+        vp = value.__eagle_view__() if isinstance(value, StandIn) else value
+        tp = view.__eagle_view__()
+        if tp.ndim != 1 or vp.ndim < 1 or not _overlaps(vp, tp):
+            return
+        src_step, dst_step = vp.strides[-1], tp.strides[0]
+        if src_step * dst_step > 0 and src_step != dst_step:
+            label = getattr(value, "label", "source")
+            raise refuse(ELEMENT_ORDER, what=f"{view.label} = {label}",
+                         what_fixed=f"{view.label} = {label}.copy()")
 
     def _retarget(self, value, view):
         """Have the last node write ``view`` instead of the temporary ``value`` it just made."""
