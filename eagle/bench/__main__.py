@@ -28,7 +28,8 @@ nodes over 16M doubles (4M with --quick) on one thread, fused into sample tiles 
 not, beside the same NumPy calls (``eagle.bench.tiles``); and the heat equation on a 2-D grid
 until converged, its check in the graph, beside the NumPy loop (``eagle.bench.heat``); slab
 transport until every particle is done, its tallies as reduction nodes, beside the NumPy loop
-that removes finished particles (``eagle.bench.slab``).
+that removes finished particles (``eagle.bench.slab``); steps captured with ``eagle.capture``
+beside the hand-built graphs of the same steps (``eagle.bench.capture``).
 
 Every runner is timed best-of-k, interleaved round by round in this one
 process, each timing long enough (tens of ms) for the clock not to matter.
@@ -62,6 +63,7 @@ from eagle.native import CTYPES_KERNEL
 from . import monte_carlo
 from .cases import BIG, RECORDING_SHAPES, RECORDING_SIZES, bench_cases, measure_recording
 from .chelpers import compile_c_loop, compile_extra, compile_plain_loops
+from .capture import rows_capture
 from .heat import rows_heat
 from .slab import rows_slab
 from .tiles import SAMPLES as TILE_SAMPLES, rows_fused_tiles
@@ -333,6 +335,8 @@ def print_extra_rows(rounds, out=None, quick=False, tile_samples=TILE_SAMPLES):
     rows += rows_fused_tiles(rounds, tile_samples)
     rows += rows_heat(min(rounds, 3), side=128 if quick else 512)
     rows += rows_slab(min(rounds, 3), n=100_000 if quick else 1_000_000)
+    rows += [(f"captured: {what}", t, "the hand-built graph", ref)
+             for what, t, ref, _ in rows_capture(min(rounds, 3), replays=5 if quick else 20)]
     print(f"{'case':<42}{'eagle':>9}  {'reference':<28} {'time':>9}  ratio", file=out)
     for what, t, ref_name, ref in rows:
         _wrapped(what, out)
