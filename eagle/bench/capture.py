@@ -6,7 +6,9 @@ arrays; the row is the ratio of their times (goal: captured <= 1.05x hand-built)
 
 Cases: the GBM step (a ``normal`` node, then NumPy), 1-D and 2-D Jacobi and the 2-D FDTD
 step (the stencils of PolyBench), the heat equation until converged (the body captured,
-a ``while_loop`` on what it returns, beside ``eagle.bench.heat.HeatGraph``).
+a ``while_loop`` on what it returns, beside ``eagle.bench.heat.HeatGraph``), slab transport
+until every particle is done (the step captured with its draws and its compaction, beside
+``eagle.bench.slab.SlabGraph``: the same nodes, so the same tallies).
 """
 from __future__ import annotations
 
@@ -15,9 +17,9 @@ import time
 import numpy as np
 
 import eagle
-from eagle.graph import normal, ufunc, while_loop
+from eagle.graph import compact, normal, ufunc, uniform, while_loop
 
-from . import heat
+from . import heat, slab
 
 VOL, DRIFT = 0.02, 0.0001
 
@@ -126,6 +128,42 @@ class HeatCaptured:
         return self.g.iterations("until_converged")
 
 
+def slab_step(x, mu, alive, ids, totals):
+    """One step of ``slab.numpy_slab`` written for capture: the draws are ``uniform`` nodes
+    and finished particles leave through ``compact`` instead of ``x = x[keep]``."""
+    u = np.empty_like(x)
+    uniform(u, key=7, ids=ids)
+    x += mu * (np.log1p(-u) * (-1.0 / slab.SIGMA_T))
+    refl, trans = x < 0.0, x > slab.THICKNESS
+    leak = refl | trans
+    uniform(u, key=8, ids=ids)
+    absorbed = (u < slab.SIGMA_A / slab.SIGMA_T) & ~leak
+    totals[0] += np.count_nonzero(refl)
+    totals[1] += np.count_nonzero(trans)
+    totals[2] += np.count_nonzero(absorbed)
+    alive[...] = ~(leak | absorbed)
+    uniform(mu, key=9, low=-1.0, high=1.0, ids=ids)
+    compact(alive, {"x": x, "mu": mu}, ids=ids)
+
+
+class SlabCaptured:
+    """``slab_step`` captured; ``run()`` as ``slab.SlabGraph.run``."""
+
+    def __init__(self, n):
+        self.n = n
+        self.x, self.mu, self.alive = np.zeros(n), np.ones(n), np.ones(n, bool)
+        self.ids, self.totals = np.arange(n, dtype=np.int64), np.zeros(3, np.int64)
+        self.g = eagle.capture(slab_step, self.x, self.mu, self.alive, self.ids, self.totals).build()
+
+    def run(self, max_replays=10_000):
+        self.x[:], self.mu[:], self.alive[:], self.totals[:] = 0.0, 1.0, True, 0
+        self.ids[:] = np.arange(self.n)
+        self.g.set_logical_size(self.n)
+        self.g.replays = 0
+        self.g.launch_until_done(max_replays)
+        return tuple(int(t) for t in self.totals)
+
+
 def _cases(size):
     r = np.random.default_rng(0)
     n1, n2 = 200_000 * size, 256 * size
@@ -167,6 +205,17 @@ def rows_capture(rounds=5, replays=20, size=1):
             elif not np.allclose(u, ucap, rtol=0, atol=1e-12):
                 raise AssertionError("heat: the captured and the hand-built loop disagree")
     rows.append((f"heat until converged ({iters[0]} iterations)", best[0], best[1], best[0] / best[1]))
+    n = 100_000 * size
+    best, tallies = [float("inf"), float("inf")], {}
+    graphs = (SlabCaptured(n), slab.SlabGraph(n))
+    for _ in range(max(1, rounds // 2)):
+        for k, graph in enumerate(graphs):
+            t = time.perf_counter()
+            tallies[k] = graph.run()
+            best[k] = min(best[k], time.perf_counter() - t)
+    if tallies[0] != tallies[1]:
+        raise AssertionError(f"slab: the captured and the hand-built step disagree: {tallies}")
+    rows.append((f"slab transport, {n:,} particles until done", best[0], best[1], best[0] / best[1]))
     return rows
 
 
