@@ -8,6 +8,7 @@ eagerly gives.
 """
 from __future__ import annotations
 
+import dataclasses
 import dis
 import inspect
 import types
@@ -16,13 +17,24 @@ import numpy as np
 
 from eagle.graph import Graph, opaque
 from eagle.record.memory import array_kind
+from eagle.record.plan import Plan
 from eagle.record import hooks
 from eagle.stepcapture.refusals import ESCAPE, GENERATOR, NOT_AN_ARRAY_RESULT, CaptureError
 from eagle.stepcapture.session import Session
 from eagle.stepcapture.source import Site
 from eagle.stepcapture.standin import StandIn, recorder, recording
 
-__all__ = ["capture", "CapturedGraph"]
+__all__ = ["capture", "CapturedGraph", "CapturedPlan"]
+
+
+@dataclasses.dataclass(repr=False)
+class CapturedPlan(Plan):
+    """A captured graph's plan: the plan, and the temporaries the graph owns."""
+
+    temporaries: tuple = ()
+
+    def __str__(self):
+        return "\n".join([super().__str__(), *self.temporaries])
 
 
 class CapturedGraph(Graph):
@@ -51,15 +63,25 @@ class CapturedGraph(Graph):
     def temporary_bytes(self) -> int:
         return self._pool.nbytes if self._pool is not None else 0
 
-    def __str__(self):
-        text = super().__str__()
+    def _temporary_lines(self):
         temps = self.temporaries
         if not temps:
-            return text
-        lines = [f"temporaries: {len(temps)} in {self._pool.buffers_in_use} buffers, "
-                 f"{self.temporary_bytes:,} bytes owned by the graph (allocated once, reused by every replay)"]
-        lines += [f"  {t!r}" for t in temps]
-        return text + "\n" + "\n".join(lines)
+            return []
+        return [f"temporaries: {len(temps)} in {self._pool.buffers_in_use} buffers, "
+                f"{self.temporary_bytes:,} bytes owned by the graph (allocated once, reused by every replay)"
+                ] + [f"  {t!r}" for t in temps]
+
+    def __str__(self):
+        return "\n".join([super().__str__(), *self._temporary_lines()])
+
+    def plan(self) -> CapturedPlan:
+        """The plan (``Graph.plan``), with the temporaries the graph owns under it."""
+        plan = super().plan()
+        fields = {f.name: getattr(plan, f.name) for f in dataclasses.fields(plan)}
+        captured = CapturedPlan(**fields, temporaries=tuple(self._temporary_lines()))
+        for name in ("capacity_bound_by", "split_refused", "bodies", "costs_at"):
+            setattr(captured, name, getattr(plan, name))
+        return captured
 
 
 def _on_node(node):

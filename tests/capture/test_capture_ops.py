@@ -155,6 +155,8 @@ def test_temporaries_are_reused_once_dead():
     g, _ = replay_equals_eager(step, *rng_arrays(1000, 1000))
     buffers = {t.buffer for t in g.temporaries}
     assert len(buffers) == 2 < len(g.temporaries) == 4
+    plan = str(g.plan())
+    assert "temporaries: 4 in 2 buffers" in plan and "t4 1000 float64 in buffer" in plan
 
 
 def test_random_node_inside_the_step_as_the_issue_writes_it():
