@@ -317,11 +317,18 @@ class StandIn(np.ndarray):
         return _plain(self).tofile(*args, **kwargs)
 
     def __repr__(self):
+        # repr stays informative (a traceback, a debugger): str and format are the step's I/O
         if recorder() is None:
             return repr(_plain(self))
         return f"<stand-in for {self.label}: {self.shape} {self.dtype}, nothing computed while capturing>"
 
-    __str__ = __repr__
+    def __str__(self):
+        self._value("print({}) or str() (I/O)")
+        return str(_plain(self))
+
+    def __format__(self, spec):
+        self._value("formatting {} (I/O)")
+        return format(_plain(self), spec)
 
 
 def _no_form(name):

@@ -108,9 +108,16 @@ def test_unsafe_casts_are_refused():
     assert "np.rint" in msg
 
 
-def test_print_inside_the_step_is_refused():
+def test_io_inside_the_step_is_refused():
     with pytest.raises(CaptureError, match="I/O"):
         eagle.capture(lambda x: np.savetxt("/dev/null", x), np.ones(3))
+
+    def step(x):
+        print(x.max())
+    with pytest.raises(CaptureError, match=r"print\(t1\) or str\(\) \(I/O\)"):
+        eagle.capture(step, np.ones(3))
+    with pytest.raises(CaptureError, match="formatting x"):
+        eagle.capture(lambda x: f"{x:.3}", np.ones(3))
 
 
 def test_after_the_capture_stand_ins_compute_again():
