@@ -258,6 +258,8 @@ class Session:
                     raise refuse(UNSAFE_CAST, what=what, src=resolved[uf.nin + k], dst=o.dtype)
         elif casting not in ("same_kind", "unsafe", None):
             raise refuse(NO_FORM, what=f"{what}(..., casting={casting!r})")
+        if uf.signature is None:
+            shape = result[0].shape      # inputs broadcast to the output's shape, as NumPy's
         out_ops = [self._writable(o, f"{what}(..., out=...)") for o in result]
         ins = [self._input(x, out_ops, shape if uf.signature is None else None) for x in inputs]
         mask = None

@@ -83,6 +83,14 @@ def test_broadcasting_and_casting():
                         np.array(3), np.zeros(6, np.float32), launches=2)
 
 
+def test_an_output_larger_than_the_inputs_takes_them_broadcast():
+    def step(row, m):
+        np.add(row, 1.0, out=m)            # (k,) into (n, k)
+        np.multiply(2.0, 3.0, out=row)     # scalars only
+    r = np.random.default_rng(2)
+    replay_equals_eager(step, r.standard_normal(4), np.zeros((5, 4)))
+
+
 def test_broadcasting_within_a_row_is_refused_at_the_line():
     def step(m, col):
         m += col                        # (n, k) + (n, 1): a row read with a zero step
