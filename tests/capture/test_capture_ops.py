@@ -273,3 +273,31 @@ def test_a_failing_node_in_a_replay_names_its_line():
     with pytest.raises(RuntimeError) as info:
         g.launch(1)
     assert f"step:{line_of(step, 2)} boom" in "".join(getattr(info.value, "__notes__", []))
+
+
+def test_if_else_over_captured_branches_inside_the_step():
+    def halve(x):
+        x *= 0.5
+
+    def grow(x):
+        x += 1.0
+
+    def step(x, big):
+        big[...] = x.max() > 10.0
+        eagle.graph.if_else(big, eagle.capture(halve, x), eagle.capture(grow, x))
+
+    def eager(x, big):
+        big[...] = x.max() > 10.0
+        if big:
+            halve(x)
+        else:
+            grow(x)
+
+    x, big = np.array([3.0, 9.5, 1.0]), np.zeros((), bool)
+    g = eagle.capture(step, x, big).build()
+    y, flag = x.copy(), big.copy()
+    for _ in range(6):
+        g.launch(1)
+        eager(y, flag)
+        np.testing.assert_array_equal(x, y)
+    assert any(name.endswith("if_else") for name in g.nodes)
