@@ -73,6 +73,16 @@ def _rows_first(ins, outs, mask):
     return [turn(p) for p in ins], [turn(p) for p in outs], None if mask is None else turn(mask)
 
 
+#: the most columns an op broadcast within its rows is split into
+_MAX_COLUMNS = 64
+
+
+def _broadcast_in_rows(pairs) -> bool:
+    """Whether an operand reads a row with a zero step (broadcast within the row)."""
+    return any(isinstance(a, np.ndarray) and a.ndim >= 2 and a.size and
+               any(st == 0 and n > 1 for n, st in zip(a.shape[1:], a.strides[1:])) for _, a in pairs)
+
+
 def copy_ufunc(dtype):
     """The ufunc that copies values of ``dtype`` exactly, and its extra operands."""
     dtype = np.dtype(dtype)
@@ -271,8 +281,30 @@ class Session:
             mask = (None, False)
         if uf.signature is None:
             ins, out_ops, mask = _rows_first(ins, out_ops, mask)
-        self._record(_Op(self._name(_label or what), "ufunc", uf, ins, out_ops, mask))
+        if uf.signature is None and _broadcast_in_rows(ins + ([mask] if mask else [])):
+            self._by_column(uf, ins, out_ops, mask, _label or what)
+        else:
+            self._record(_Op(self._name(_label or what), "ufunc", uf, ins, out_ops, mask))
         return result[0] if len(result) == 1 else tuple(result)
+
+    def _by_column(self, uf, ins, outs, mask, what):
+        """An operand broadcast within the output's rows (a column ``(n, 1)`` against ``(n, k)``):
+        a ufunc node reads a row as one run, so the op is recorded column by column."""
+        o = outs[0][1]
+        if o.ndim != 2 or o.shape[1] > _MAX_COLUMNS:
+            raise refuse(NO_FORM, what=f"{what} with an operand broadcast within the rows of a {o.shape} "
+                                       f"output (a ufunc node reads a row as one run; capture splits "
+                                       f"2-d outputs of up to {_MAX_COLUMNS} columns)")
+
+        def column(pair, j):
+            label, a = pair
+            if isinstance(a, np.ndarray) and a.ndim == 2:
+                return f"{label}[:, {j}]", a[:, j]
+            return pair
+
+        for j in range(o.shape[1]):
+            self._record(_Op(self._name(f"{what} [:, {j}]"), "ufunc", uf, [column(p, j) for p in ins],
+                             [column(p, j) for p in outs], None if mask is None else column(mask, j)))
 
     def _elided(self, inputs, fresh, shape, dtype):
         """An operand the result may overwrite, as NumPy's temporary elision does: a temporary

@@ -91,11 +91,20 @@ def test_an_output_larger_than_the_inputs_takes_them_broadcast():
     replay_equals_eager(step, r.standard_normal(4), np.zeros((5, 4)))
 
 
-def test_broadcasting_within_a_row_is_refused_at_the_line():
+def test_a_column_broadcast_within_the_rows_runs_column_by_column():
     def step(m, col):
         m += col                        # (n, k) + (n, 1): a row read with a zero step
-    with pytest.raises(ValueError, match=f"step, line {line_of(step, 1)} of test_capture_ops.py: `m \\+= col"):
-        eagle.capture(step, np.ones((4, 3)), np.ones((4, 1)))
+        m[...] = m / m.sum(axis=1, keepdims=True)
+    r = np.random.default_rng(3)
+    g, _ = replay_equals_eager(step, r.random((6, 3)), r.random((6, 1)), launches=2, exact=False)
+    assert f"step:{line_of(step, 1)} np.add [:, 2]" in g.nodes
+
+
+def test_a_wide_broadcast_within_the_rows_is_refused_at_the_line():
+    def step(m, col):
+        m += col
+    with pytest.raises(eagle.CaptureError, match=f"step, line {line_of(step, 1)} of test_capture_ops.py: `m \\+= col"):
+        eagle.capture(step, np.ones((4, 100)), np.ones((4, 1)))
 
 
 def test_where_clip_comparisons_and_masked_ufuncs():
