@@ -73,14 +73,27 @@ def _rows_first(ins, outs, mask):
     return [turn(p) for p in ins], [turn(p) for p in outs], None if mask is None else turn(mask)
 
 
-#: the most columns an op broadcast within its rows is split into
-_MAX_COLUMNS = 64
+#: the most columns (or rows) an op over differently laid-out operands is split into
+_MAX_LINES = 64
 
 
-def _broadcast_in_rows(pairs) -> bool:
-    """Whether an operand reads a row with a zero step (broadcast within the row)."""
-    return any(isinstance(a, np.ndarray) and a.ndim >= 2 and a.size and
-               any(st == 0 and n > 1 for n, st in zip(a.shape[1:], a.strides[1:])) for _, a in pairs)
+def _row_is_a_run(a) -> bool:
+    """Whether each row of ``a`` (axis 0 the sample) is one C-ordered run, as a ufunc node reads it."""
+    expected = a.itemsize
+    for n, st in zip(reversed(a.shape[1:]), reversed(a.strides[1:])):
+        if n == 0:
+            return True
+        if n != 1 and st != expected:
+            return False
+        expected *= n
+    return True
+
+
+def _rows_not_runs(pairs) -> bool:
+    """Whether an operand's rows are not runs: broadcast within the row (a zero step), or laid
+    out across the output's rows (a transposed view beside a C-ordered output)."""
+    return any(isinstance(a, np.ndarray) and a.ndim >= 2 and a.size and not _row_is_a_run(a)
+               for _, a in pairs)
 
 
 def copy_ufunc(dtype):
@@ -281,30 +294,35 @@ class Session:
             mask = (None, False)
         if uf.signature is None:
             ins, out_ops, mask = _rows_first(ins, out_ops, mask)
-        if uf.signature is None and _broadcast_in_rows(ins + ([mask] if mask else [])):
-            self._by_column(uf, ins, out_ops, mask, _label or what)
+        if uf.signature is None and _rows_not_runs(ins + ([mask] if mask else [])):
+            self._by_line(uf, ins, out_ops, mask, _label or what)
         else:
             self._record(_Op(self._name(_label or what), "ufunc", uf, ins, out_ops, mask))
         return result[0] if len(result) == 1 else tuple(result)
 
-    def _by_column(self, uf, ins, outs, mask, what):
-        """An operand broadcast within the output's rows (a column ``(n, 1)`` against ``(n, k)``):
-        a ufunc node reads a row as one run, so the op is recorded column by column."""
+    def _by_line(self, uf, ins, outs, mask, what):
+        """An operand whose rows are not runs where the output's are (a column ``(n, 1)``
+        broadcast against ``(n, k)``, a transposed view): a ufunc node reads a row as one run,
+        so the op is recorded one node per column, or per row where there are fewer rows
+        (NumPy's iterator would buffer), up to ``_MAX_LINES`` nodes."""
         o = outs[0][1]
-        if o.ndim != 2 or o.shape[1] > _MAX_COLUMNS:
-            raise refuse(NO_FORM, what=f"{what} with an operand broadcast within the rows of a {o.shape} "
-                                       f"output (a ufunc node reads a row as one run; capture splits "
-                                       f"2-d outputs of up to {_MAX_COLUMNS} columns)")
+        if o.ndim != 2 or min(o.shape) > _MAX_LINES:
+            raise refuse(NO_FORM, what=f"{what} over operands laid out differently from its {o.shape} "
+                                       f"output (a column broadcast within rows, a transposed view: "
+                                       f"a ufunc node reads a row as one run; capture splits 2-d "
+                                       f"outputs with up to {_MAX_LINES} columns or rows)")
+        by_row = o.shape[0] < o.shape[1]
 
-        def column(pair, j):
+        def line(pair, j):
             label, a = pair
             if isinstance(a, np.ndarray) and a.ndim == 2:
-                return f"{label}[:, {j}]", a[:, j]
+                return (f"{label}[{j}]", a[j]) if by_row else (f"{label}[:, {j}]", a[:, j])
             return pair
 
-        for j in range(o.shape[1]):
-            self._record(_Op(self._name(f"{what} [:, {j}]"), "ufunc", uf, [column(p, j) for p in ins],
-                             [column(p, j) for p in outs], None if mask is None else column(mask, j)))
+        for j in range(o.shape[0] if by_row else o.shape[1]):
+            where = f"[{j}]" if by_row else f"[:, {j}]"
+            self._record(_Op(self._name(f"{what} {where}"), "ufunc", uf, [line(p, j) for p in ins],
+                             [line(p, j) for p in outs], None if mask is None else line(mask, j)))
 
     def _elided(self, inputs, fresh, shape, dtype):
         """An operand the result may overwrite, as NumPy's temporary elision does: a temporary
@@ -331,9 +349,7 @@ class Session:
     def _copy_to_temporary(self, x):
         t = self.temporary(x.shape, x.dtype, x)
         uf, extra = copy_ufunc(x.dtype)
-        label, a = self._operand(x)
-        self._record(_Op(self._name("copy"), "ufunc", uf,
-                         [(label, a)] + [(None, e) for e in extra], [(t.label, t.__eagle_view__())]))
+        self.call(uf, (x,) + extra, out=(t,), _label="copy")
         self.kept.append(t)
         return t.label, t.__eagle_view__()
 

@@ -231,6 +231,12 @@ class StandIn(np.ndarray):
             return
         session.assign(self, key, value, fresh)
 
+    @property
+    def T(self):
+        view = np.ndarray.T.__get__(self)
+        view.label = f"{self.label}.T"
+        return view
+
     def __iter__(self):
         if recorder() is None:
             return iter(_plain(self))

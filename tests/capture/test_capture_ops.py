@@ -100,11 +100,20 @@ def test_a_column_broadcast_within_the_rows_runs_column_by_column():
     assert f"step:{line_of(step, 1)} np.add [:, 2]" in g.nodes
 
 
+def test_a_transposed_operand_beside_a_c_ordered_output_runs_line_by_line():
+    def step(m, n):
+        m += n.T                        # rows of n.T are columns of n
+        n[:2] = m.T[:2] * 2.0           # two rows: split by row
+    r = np.random.default_rng(4)
+    g, _ = replay_equals_eager(step, r.random((3, 3)), r.random((3, 3)), launches=2)
+    assert any(name.endswith("= [1]") for name in g.nodes)   # the copy into n[:2], row by row
+
+
 def test_a_wide_broadcast_within_the_rows_is_refused_at_the_line():
     def step(m, col):
         m += col
     with pytest.raises(eagle.CaptureError, match=f"step, line {line_of(step, 1)} of test_capture_ops.py: `m \\+= col"):
-        eagle.capture(step, np.ones((4, 100)), np.ones((4, 1)))
+        eagle.capture(step, np.ones((100, 100)), np.ones((100, 1)))
 
 
 def test_where_clip_comparisons_and_masked_ufuncs():
