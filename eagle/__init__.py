@@ -54,9 +54,10 @@ from eagle import kernels, native  # noqa: E402
 from eagle._errors import CudaError, GroupConflictError, NotBuiltError
 from eagle.graph import CpuOptions, CudaOptions, Graph
 from eagle.observe import Profile, profile
+from eagle.stepcapture import CaptureError, CapturedGraph, capture
 
 __version__ = "0.1.0"
-__all__ = ["Graph", "CpuOptions", "CudaOptions", "GroupConflictError", "NotBuiltError", "CudaError", "Profile",
+__all__ = ["Graph", "capture", "CapturedGraph", "CaptureError", "CpuOptions", "CudaOptions", "GroupConflictError", "NotBuiltError", "CudaError", "Profile",
            "profile", "get_num_threads", "set_num_threads", "max_threads", "have_openmp", "show_config",
            "get_include", "__version__"]
 

@@ -20,6 +20,7 @@ from eagle.cpu.reduce_node import ReduceNode, TallyNode, cpu_at, cpu_reduce
 from eagle.cpu.ufunc_node import UfuncNode, cpu_ufunc
 from eagle.cuda.kernel_nodes import SIZE, SIZE_PTR, CudaKernelNode, cuda_kernel
 from eagle.mpi._nodes import allgather, allreduce, bcast, sendrecv  # collective nodes (mpi4py on first use)
+from eagle.record import hooks
 from eagle.record.arrays import named_array
 from eagle.record.control import ControlNode, if_else, subgraph, while_loop
 from eagle.record.memory import array_kind
@@ -705,3 +706,11 @@ def integers(out, *, key, low, high, ids=None) -> Node:
 for _f in (exponential, poisson, binomial, integers):
     _f.__doc__ = _f.__doc__.format(counters=_COUNTERS)
 del _f
+
+
+# the constructors of eagle.record and eagle.cpu announce the nodes they make (the
+# collectives announce themselves in eagle.mpi._nodes)
+for _name in ("opaque", "native", "ufunc", "cuda_kernel", "compact", "reorder", "random_bits", "uniform", "normal",
+              "exponential", "poisson", "binomial", "integers", "while_loop", "if_else", "subgraph"):
+    globals()[_name] = hooks.announced(globals()[_name])
+del _name

@@ -25,8 +25,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-NOTEBOOK_PAGES = ["graph", "record_replay", "cuda_graphs", "launch_geometry", "cython", "finished_samples", "transport",
-                  "monte_carlo", "stencils", "solver_sweep", "particle_filter", "scale_out"]
+NOTEBOOK_PAGES = ["capture", "graph", "record_replay", "cuda_graphs", "launch_geometry", "cython", "finished_samples",
+                  "transport", "monte_carlo", "stencils", "solver_sweep", "particle_filter", "scale_out"]
 ALL_PAGES = ["index", *NOTEBOOK_PAGES, "api", "cpp", "running_locally", "architecture"]
 #: every page with code cells, found by reading the pages (whatever they hold when this runs)
 CELL_PAGES = sorted(p.name for p in DOCS.glob("*.md") if "{code-cell}" in p.read_text())

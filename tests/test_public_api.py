@@ -119,7 +119,7 @@ def test_exceptions_are_named_error_and_the_old_name_warns():
             assert mod.GroupConflict is eagle.GroupConflictError
     exported = [n for n in eagle.__all__ if isinstance(getattr(eagle, n), type)
                 and issubclass(getattr(eagle, n), Exception)]
-    assert sorted(exported) == ["CudaError", "GroupConflictError", "NotBuiltError"]
+    assert sorted(exported) == ["CaptureError", "CudaError", "GroupConflictError", "NotBuiltError"]
     x = np.zeros(2)
     g = eagle.Graph()
     with pytest.raises(eagle.GroupConflictError, match="'a' and 'b'"):

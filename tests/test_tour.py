@@ -125,3 +125,11 @@ def test_cimport_still_finds_the_c_api():
     # hidden from help(), but present: it is how `cimport eagle.native` finds wrap_kernel
     assert "wrap_kernel" in eagle.native.__pyx_capi__
     assert "__pyx_capi__" not in dir(eagle.native) and "Kernel" in dir(eagle.native)
+
+
+def test_the_tour_starts_with_a_captured_numpy_step(capsys):
+    tour.main(["--replays", "20", "--repeats", "1", "--size", "0"])
+    text = capsys.readouterr().out
+    assert text.index("== 0. Capture") < text.index("== 1. Record by hand")
+    assert "_seed_step:" in text and "np.multiply" in text and "temporaries:" in text
+    assert "out = [ 1.  4.  7. 10.] (three replays; calling the step eagerly gives [ 1.  4.  7. 10.] )" in text

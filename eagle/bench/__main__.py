@@ -28,9 +28,10 @@ nodes over 16M doubles (4M with --quick) on one thread, fused into sample tiles 
 not, beside the same NumPy calls (``eagle.bench.tiles``); and the heat equation on a 2-D grid
 until converged, its check in the graph, beside the NumPy loop (``eagle.bench.heat``); slab
 transport until every particle is done, its tallies as reduction nodes, beside the NumPy loop
-that removes finished particles (``eagle.bench.slab``); and four stencil sweeps of npbench
+that removes finished particles (``eagle.bench.slab``); four stencil sweeps of npbench
 (jacobi_1d, jacobi_2d, heat_3d, fdtd_2d) as eagle graphs beside their NumPy functions, numba
-``prange`` and JAX ``jit`` (``eagle.bench.stencils``).
+``prange`` and JAX ``jit`` (``eagle.bench.stencils``); and steps captured with ``eagle.capture``
+beside the hand-built graphs of the same steps (``eagle.bench.capture``).
 
 Every runner is timed best-of-k, interleaved round by round in this one
 process, each timing long enough (tens of ms) for the clock not to matter.
@@ -64,6 +65,7 @@ from eagle.native import CTYPES_KERNEL
 from . import monte_carlo
 from .cases import BIG, RECORDING_SHAPES, RECORDING_SIZES, bench_cases, measure_recording
 from .chelpers import compile_c_loop, compile_extra, compile_plain_loops
+from .capture import rows_capture
 from .heat import rows_heat
 from .masked import rows_masked
 from .slab import rows_slab
@@ -339,6 +341,8 @@ def print_extra_rows(rounds, out=None, quick=False, tile_samples=TILE_SAMPLES):
     rows += rows_masked(min(rounds, 5), n=100_000 if quick else 1_000_000)
     rows += rows_slab(min(rounds, 3), n=100_000 if quick else 1_000_000)
     rows += rows_stencils(min(rounds, 3), quick=quick)
+    rows += [(f"captured: {what}", t, "the hand-built graph", ref)
+             for what, t, ref, _ in rows_capture(min(rounds, 3), replays=5 if quick else 20)]
     print(f"{'case':<42}{'eagle':>9}  {'reference':<28} {'time':>9}  ratio", file=out)
     for what, t, ref_name, ref in rows:
         _wrapped(what, out)

@@ -173,12 +173,18 @@ def cpu_ufunc(uf, dufunc, ins, outs, where=True, per_sample=True) -> UfuncNode:
                              "operands are 0-d, so the mask is too")
         # 0-d operands: the loop runs over their one element, through (1,)-views of them
         # (the same memory: staging orders the node as it would the 0-d arrays)
-        views = [Operand(op.name, op.array.reshape(1), None, op.given_name) if op.is_array else op
+        # one view per array: an array given twice (np.divide(s, 3, out=s)) stays one array
+        ones = {id(op.array): op.array.reshape(1) for op in ins + outs if op.is_array}
+        views = [Operand(op.name, ones[id(op.array)], None, op.given_name) if op.is_array else op
                  for op in ins + outs]
         mask = where
         if isinstance(where, Operand):
-            mask = Operand(where.name, where.array.reshape(1), None, where.given_name)
-        return _cpu_ufunc(uf, dufunc, views[:len(ins)], views[len(ins):], mask, whole=1)
+            mask = Operand(where.name, ones.get(id(where.array), where.array.reshape(1)), None,
+                           where.given_name)
+        node = _cpu_ufunc(uf, dufunc, views[:len(ins)], views[len(ins):], mask, whole=1)
+        for op, view in zip(ins + outs, views):
+            op.name = view.name   # the names the node declared, for updated_names
+        return node
     if not per_sample:
         if uf.signature is not None:
             raise ValueError(f"{uf.__name__}{uf.signature}: per_sample=False is for elementwise ufuncs")

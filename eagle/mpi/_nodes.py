@@ -17,6 +17,7 @@ import numpy as np
 
 from eagle._public import keywords_after
 from eagle.record.arrays import named_array
+from eagle.record.hooks import announced
 from eagle.cpu.lowering import cpu_lowering
 from eagle.cpu.spec import NativeSpec
 from eagle.record.memory import data_pointer, same_view
@@ -133,6 +134,7 @@ def _buffers(what, send, recv):
     return send, recv
 
 
+@announced
 @keywords_after(2, 'allreduce(send, recv, op="sum")')
 def allreduce(send, recv, *, op="sum", comm=None) -> CollectiveNode:
     """A node that combines ``send`` of every rank with ``op`` into ``recv`` on every rank.
@@ -203,6 +205,7 @@ def allreduce(send, recv, *, op="sum", comm=None) -> CollectiveNode:
                           dtype_array=send)
 
 
+@announced
 @keywords_after(2, "allgather(send, recv, comm=comm)")
 def allgather(send, recv, *, comm=None) -> CollectiveNode:
     """A node that gathers ``send`` of every rank, in rank order, into ``recv`` on every rank.
@@ -260,6 +263,7 @@ def allgather(send, recv, *, comm=None) -> CollectiveNode:
                           recv_count=send.size, dtype_array=send)
 
 
+@announced
 @keywords_after(1, "bcast(buf, root=0)")
 def bcast(buf, *, root=0, comm=None) -> CollectiveNode:
     """A node that copies ``buf`` of rank ``root`` into ``buf`` on every rank (``MPI_Bcast``).
@@ -309,6 +313,7 @@ def bcast(buf, *, root=0, comm=None) -> CollectiveNode:
     return CollectiveNode("bcast", {}, {buf_name: buf}, comm, root=root, count=buf.size, dtype_array=buf)
 
 
+@announced
 @keywords_after(2, "sendrecv(send, recv, dest=right, source=left, tag=0)")
 def sendrecv(send, recv, *, dest, source, tag=0, comm=None) -> CollectiveNode:
     """A node that sends ``send`` to rank ``dest`` and receives ``recv`` from rank ``source``.

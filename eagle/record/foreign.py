@@ -161,7 +161,11 @@ def adopt(obj: Any, what: str):
     """``obj`` itself when eagle schedules it as it is (a NumPy array, a
     ``__cuda_array_interface__`` array), else its NumPy or CuPy view; None when
     it is no array at all."""
-    if isinstance(obj, np.ndarray) or hasattr(obj, "__cuda_array_interface__"):
+    if isinstance(obj, np.ndarray):
+        # a captured step's stand-in (eagle.stepcapture) is scheduled as the memory it stands for
+        plain = None if type(obj) is np.ndarray else getattr(obj, "__eagle_view__", None)
+        return obj if plain is None else plain()
+    if hasattr(obj, "__cuda_array_interface__"):
         return obj
     if has_dlpack(obj):
         family = foreign_family(obj)

@@ -1,0 +1,231 @@
+"""Captured steps beside hand-built graphs: ``eagle.capture`` of the plain NumPy step
+against the graph a user builds node by node for the same step (``python -m eagle.bench
+--capture``). Each case is the NumPy function as a user has it; capture adds at most three
+lines. Both run the same number of replays from the same start and must give the same
+arrays; the row is the ratio of their times (goal: captured <= 1.05x hand-built).
+
+Cases: the GBM step (a ``normal`` node, then NumPy), 1-D and 2-D Jacobi and the 2-D FDTD
+step (the stencils of PolyBench), the heat equation until converged (the body captured,
+a ``while_loop`` on what it returns, beside ``eagle.bench.heat.HeatGraph``), slab transport
+until every particle is done (the step captured with its draws and its compaction, beside
+``eagle.bench.slab.SlabGraph``: the same nodes, so the same tallies).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+import eagle
+from eagle.graph import compact, normal, ufunc, uniform, while_loop
+
+from . import heat, slab
+
+VOL, DRIFT = 0.02, 0.0001
+
+
+# ---- the steps, as a NumPy user writes them -------------------------------------------
+
+def gbm_step(S, z, w):
+    normal(z, key=7)                     # the draw (NumPy's Generator cannot be captured)
+    np.exp(VOL * z + DRIFT, out=w)
+    S *= w
+
+
+def jacobi_1d(A, B):
+    B[1:-1] = 0.33333 * (A[:-2] + A[1:-1] + A[2:])
+    A[1:-1] = 0.33333 * (B[:-2] + B[1:-1] + B[2:])
+
+
+def jacobi_2d(A, B):
+    B[1:-1, 1:-1] = 0.2 * (A[1:-1, 1:-1] + A[1:-1, :-2] + A[1:-1, 2:] + A[2:, 1:-1] + A[:-2, 1:-1])
+    A[1:-1, 1:-1] = 0.2 * (B[1:-1, 1:-1] + B[1:-1, :-2] + B[1:-1, 2:] + B[2:, 1:-1] + B[:-2, 1:-1])
+
+
+def fdtd_2d(ex, ey, hz, fict):
+    ey[0, :] = fict
+    ey[1:, :] = ey[1:, :] - 0.5 * (hz[1:, :] - hz[:-1, :])
+    ex[:, 1:] = ex[:, 1:] - 0.5 * (hz[:, 1:] - hz[:, :-1])
+    hz[:-1, :-1] = hz[:-1, :-1] - 0.7 * (ex[:-1, 1:] - ex[:-1, :-1] + ey[1:, :-1] - ey[:-1, :-1])
+
+
+# ---- the same steps, hand-built ----------------------------------------------------------
+
+def gbm_by_hand(S, z, w):
+    g = eagle.Graph()
+    g.add_node(normal(z, key=7), name="draw")
+    g.add_node(ufunc(np.multiply, VOL, z, out=w), name="diffuse")
+    g.add_node(ufunc(np.add, w, DRIFT, out=w), name="drift")
+    g.add_node(ufunc(np.exp, w, out=w), name="grow")
+    g.add_node(ufunc(np.multiply, S, w, out=S), name="step")
+    return g
+
+
+def _sum_into(g, terms, out, scale, name):
+    g.add_node(ufunc(np.add, terms[0], terms[1], out=out), name=f"{name}0")
+    for k, t in enumerate(terms[2:]):
+        g.add_node(ufunc(np.add, out, t, out=out), name=f"{name}{k + 1}")
+    g.add_node(ufunc(np.multiply, scale, out, out=out), name=f"{name}_scale")
+
+
+def jacobi_1d_by_hand(A, B):
+    g = eagle.Graph()
+    _sum_into(g, [A[:-2], A[1:-1], A[2:]], B[1:-1], 0.33333, "b")
+    t = np.empty_like(A[1:-1])    # A[1:-1] is read by its own sum: a separate sum
+    _sum_into(g, [B[:-2], B[1:-1], B[2:]], t, 0.33333, "a")
+    g.add_node(ufunc(np.positive, t, out=A[1:-1]), name="a")
+    return g
+
+
+def jacobi_2d_by_hand(A, B):
+    g = eagle.Graph()
+    _sum_into(g, [A[1:-1, 1:-1], A[1:-1, :-2], A[1:-1, 2:], A[2:, 1:-1], A[:-2, 1:-1]], B[1:-1, 1:-1], 0.2, "b")
+    t = np.empty_like(A[1:-1, 1:-1])
+    _sum_into(g, [B[1:-1, 1:-1], B[1:-1, :-2], B[1:-1, 2:], B[2:, 1:-1], B[:-2, 1:-1]], t, 0.2, "a")
+    g.add_node(ufunc(np.positive, t, out=A[1:-1, 1:-1]), name="a")
+    return g
+
+
+def fdtd_2d_by_hand(ex, ey, hz, fict):
+    g = eagle.Graph()
+    nx, ny = hz.shape
+    dy, dx, d = np.empty((nx - 1, ny)), np.empty((nx, ny - 1)), np.empty((nx - 1, ny - 1))
+    g.add_node(ufunc(np.positive, fict, out=ey[0, :]), name="source")
+    g.add_node(ufunc(np.subtract, hz[1:, :], hz[:-1, :], out=dy), name="dy")
+    g.add_node(ufunc(np.multiply, 0.5, dy, out=dy), name="hy")
+    g.add_node(ufunc(np.subtract, ey[1:, :], dy, out=ey[1:, :]), name="ey")
+    g.add_node(ufunc(np.subtract, hz[:, 1:], hz[:, :-1], out=dx), name="dx")
+    g.add_node(ufunc(np.multiply, 0.5, dx, out=dx), name="hx")
+    g.add_node(ufunc(np.subtract, ex[:, 1:], dx, out=ex[:, 1:]), name="ex")
+    g.add_node(ufunc(np.subtract, ex[:-1, 1:], ex[:-1, :-1], out=d), name="cx")
+    g.add_node(ufunc(np.add, d, ey[1:, :-1], out=d), name="cy")
+    g.add_node(ufunc(np.subtract, d, ey[:-1, :-1], out=d), name="curl")
+    g.add_node(ufunc(np.multiply, 0.7, d, out=d), name="scale")
+    g.add_node(ufunc(np.subtract, hz[:-1, :-1], d, out=hz[:-1, :-1]), name="hz")
+    return g
+
+
+class HeatCaptured:
+    """The heat loop with its body captured: three lines beside ``heat.numpy_until_converged``."""
+
+    def __init__(self, u, tol=heat.TOL):
+        def sweep(u, new):
+            c = u[1:-1, 1:-1]
+            new[1:-1, 1:-1] = c + heat.ALPHA * (u[2:, 1:-1] + u[:-2, 1:-1] + u[1:-1, 2:] + u[1:-1, :-2] - 4.0 * c)
+            change = np.abs(new[1:-1, 1:-1] - c).max()
+            u[1:-1, 1:-1] = new[1:-1, 1:-1]
+            return change > tol
+
+        body = eagle.capture(sweep, u, u.copy())                                 # eagle: 1
+        self.more = body.result
+        self.g = eagle.Graph()
+        self.g.add_node(while_loop(self.more, body, max_iterations=10**7), name="until_converged")  # 2
+        self.g.build()                                                             # 3
+
+    def run(self):
+        self.more[...] = True
+        self.g.launch(1)
+        return self.g.iterations("until_converged")
+
+
+def slab_step(x, mu, alive, ids, totals):
+    """One step of ``slab.numpy_slab`` written for capture: the draws are ``uniform`` nodes
+    and finished particles leave through ``compact`` instead of ``x = x[keep]``."""
+    u = np.empty_like(x)
+    uniform(u, key=7, ids=ids)
+    x += mu * (np.log1p(-u) * (-1.0 / slab.SIGMA_T))
+    refl, trans = x < 0.0, x > slab.THICKNESS
+    leak = refl | trans
+    uniform(u, key=8, ids=ids)
+    absorbed = (u < slab.SIGMA_A / slab.SIGMA_T) & ~leak
+    totals[0] += np.count_nonzero(refl)
+    totals[1] += np.count_nonzero(trans)
+    totals[2] += np.count_nonzero(absorbed)
+    alive[...] = ~(leak | absorbed)
+    uniform(mu, key=9, low=-1.0, high=1.0, ids=ids)
+    compact(alive, {"x": x, "mu": mu}, ids=ids)
+
+
+class SlabCaptured:
+    """``slab_step`` captured; ``run()`` as ``slab.SlabGraph.run``."""
+
+    def __init__(self, n):
+        self.n = n
+        self.x, self.mu, self.alive = np.zeros(n), np.ones(n), np.ones(n, bool)
+        self.ids, self.totals = np.arange(n, dtype=np.int64), np.zeros(3, np.int64)
+        self.g = eagle.capture(slab_step, self.x, self.mu, self.alive, self.ids, self.totals).build()
+
+    def run(self, max_replays=10_000):
+        self.x[:], self.mu[:], self.alive[:], self.totals[:] = 0.0, 1.0, True, 0
+        self.ids[:] = np.arange(self.n)
+        self.g.set_logical_size(self.n)
+        self.g.replays = 0
+        self.g.launch_until_done(max_replays)
+        return tuple(int(t) for t in self.totals)
+
+
+def _cases(size):
+    r = np.random.default_rng(0)
+    n1, n2 = 200_000 * size, 256 * size
+    yield "GBM step", gbm_step, gbm_by_hand, [np.full(n1, 100.0), np.zeros(n1), np.zeros(n1)]
+    yield "Jacobi 1-D", jacobi_1d, jacobi_1d_by_hand, [r.random(n1), r.random(n1)]
+    yield "Jacobi 2-D", jacobi_2d, jacobi_2d_by_hand, [r.random((n2, n2)), r.random((n2, n2))]
+    yield "FDTD 2-D", fdtd_2d, fdtd_2d_by_hand, [r.random((n2, n2)), r.random((n2, n2)), r.random((n2, n2)),
+                                                 np.array(0.5)]
+
+
+def rows_capture(rounds=5, replays=20, size=1):
+    """[(case, captured s, hand-built s, ratio)]: best of ``rounds``, the two interleaved in
+    one process; each pair checked to give the same arrays."""
+    rows = []
+    for name, step, by_hand, arrays in _cases(size):
+        mine, theirs = [a.copy() for a in arrays], [a.copy() for a in arrays]
+        g, h = eagle.capture(step, *mine).build(), by_hand(*theirs).build()
+        best = [float("inf"), float("inf")]
+        for _ in range(rounds):
+            for k, graph in enumerate((g, h)):
+                t = time.perf_counter()
+                graph.launch(replays)
+                best[k] = min(best[k], time.perf_counter() - t)
+        for a, b in zip(mine, theirs):
+            if not np.array_equal(a, b):
+                raise AssertionError(f"{name}: the captured and the hand-built graph disagree")
+        rows.append((f"{name} ({replays} replays)", best[0], best[1], best[0] / best[1]))
+    u0 = heat.start(heat.SIDE * size // 2)
+    best, iters = [float("inf"), float("inf")], {}
+    for _ in range(max(1, rounds // 2)):
+        for k, make in enumerate((HeatCaptured, heat.HeatGraph)):
+            u = u0.copy()
+            graph = make(u)
+            t = time.perf_counter()
+            iters[k] = graph.run() if k == 0 else graph.run()
+            best[k] = min(best[k], time.perf_counter() - t)
+            if k == 0:
+                ucap = u
+            elif not np.allclose(u, ucap, rtol=0, atol=1e-12):
+                raise AssertionError("heat: the captured and the hand-built loop disagree")
+    rows.append((f"heat until converged ({iters[0]} iterations)", best[0], best[1], best[0] / best[1]))
+    n = 100_000 * size
+    best, tallies = [float("inf"), float("inf")], {}
+    graphs = (SlabCaptured(n), slab.SlabGraph(n))
+    for _ in range(max(1, rounds // 2)):
+        for k, graph in enumerate(graphs):
+            t = time.perf_counter()
+            tallies[k] = graph.run()
+            best[k] = min(best[k], time.perf_counter() - t)
+    if tallies[0] != tallies[1]:
+        raise AssertionError(f"slab: the captured and the hand-built step disagree: {tallies}")
+    rows.append((f"slab transport, {n:,} particles until done", best[0], best[1], best[0] / best[1]))
+    return rows
+
+
+def print_rows(rows, out=None):
+    print(f"{'captured step':44s} {'captured':>10s} {'by hand':>10s} {'ratio':>7s}", file=out)
+    for name, a, b, ratio in rows:
+        print(f"{name:44s} {a * 1e3:8.2f}ms {b * 1e3:8.2f}ms {ratio:6.2f}x", file=out)
+
+
+if __name__ == "__main__":
+    import os
+    print(f"load: {os.getloadavg()[0]:.1f}")
+    print_rows(rows_capture())

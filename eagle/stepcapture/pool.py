@@ -1,0 +1,95 @@
+"""The temporaries of a captured step: memory allocated once, owned by the graph.
+
+What NumPy allocates fresh on every call (``a + b`` without ``out=``) a captured graph
+allocates once, at capture, and reuses on every replay: the CPU counterpart of the
+private memory pool a CUDA graph captures with. A buffer whose last stand-in is gone
+(the step dropped every reference to the temporary and its views) returns to the pool
+and a later temporary of the capture may take it: the order of the nodes (hazards from
+bytes) keeps the reuse exact.
+"""
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+__all__ = ["Temporary", "TemporaryPool"]
+
+_ALIGN = 64
+
+
+class Temporary:
+    """One temporary: its name, shape and dtype, and the pool buffer it lives in."""
+
+    __slots__ = ("name", "shape", "dtype", "buffer", "site")
+
+    def __init__(self, name, shape, dtype, buffer, site):
+        self.name, self.shape, self.dtype, self.buffer, self.site = name, shape, dtype, buffer, site
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    def __repr__(self):
+        shape = "x".join(map(str, self.shape)) or "0-d"
+        return f"{self.name} {shape} {self.dtype} in buffer {self.buffer} (from {self.site})"
+
+
+class TemporaryPool:
+    """Buffers of raw bytes, 64-byte aligned; a freed one is reused for a temporary that fits
+    it (best fit, no more than twice the bytes it needs)."""
+
+    def __init__(self):
+        self.buffers: list[np.ndarray] = []
+        self._free: list[int] = []
+        self._closed = False
+        self.temporaries: list[Temporary] = []
+
+    def take(self, shape, dtype, site, owner_cb, order=None):
+        """A new temporary of ``shape`` and ``dtype``: (plain ndarray over pool memory, Temporary).
+        ``owner_cb(plain)`` makes the stand-in whose death frees the buffer; ``order``: its
+        axes from the slowest to the fastest in memory (C order when None)."""
+        dtype = np.dtype(dtype)
+        shape = tuple(int(n) for n in shape)
+        nbytes = max(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, 1)
+        fits = [b for b in self._free if nbytes <= self.buffers[b].nbytes - _ALIGN <= 2 * nbytes + _ALIGN]
+        if fits:
+            k = min(fits, key=lambda b: self.buffers[b].nbytes)
+            self._free.remove(k)
+        else:
+            k = len(self.buffers)
+            # zeros: what a replay reads of a temporary it never wrote (where= left it) is fixed
+            self.buffers.append(np.zeros(nbytes + _ALIGN, dtype=np.uint8))
+        raw = self.buffers[k]
+        start = (-raw.ctypes.data) % _ALIGN
+        order = tuple(range(len(shape))) if order is None else tuple(order)
+        flat = raw[start:start + nbytes].view(dtype)[:int(np.prod(shape, dtype=np.int64))]
+        plain = flat.reshape(tuple(shape[k] for k in order)).transpose(np.argsort(order))
+        temp = Temporary(f"t{len(self.temporaries) + 1}", shape, dtype, k, site)
+        self.temporaries.append(temp)
+        standin = owner_cb(plain, temp)
+        weakref.finalize(standin, self._release, k)
+        return standin, temp
+
+    def forget(self, name) -> None:
+        """The temporary ``name`` was never written (its node writes the user's array instead)."""
+        self.temporaries = [t for t in self.temporaries if t.name != name]
+
+    def _release(self, k):
+        if not self._closed:
+            self._free.append(k)
+
+    def keep(self) -> None:
+        """Stop reusing: the capture is over (stand-ins that die later free nothing); a buffer
+        no temporary kept (its node came to write the user's array instead) is let go."""
+        self._closed = True
+        used = {t.buffer for t in self.temporaries}
+        self.buffers = [b if k in used else b[:0] for k, b in enumerate(self.buffers)]
+
+    @property
+    def buffers_in_use(self) -> int:
+        return sum(1 for b in self.buffers if b.size)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(b.nbytes for b in self.buffers)

@@ -1,0 +1,538 @@
+"""A capture in progress: what the step's stand-ins did, as a list of nodes.
+
+``Session`` receives every operation of the stand-ins (``eagle.stepcapture.standin``) and
+records it as the node ``eagle.graph`` already has for it, in order, computing nothing:
+
+* a ufunc call, with or without ``out=`` (operators and in-place operators are ufunc
+  calls): ``eagle.graph.ufunc``; a result without ``out=`` is a temporary of the pool
+  (``eagle.stepcapture.pool``), of NumPy's result dtype and broadcast shape;
+* ``uf.reduce`` (``x.sum()``, ``np.max``, ``x.any()``...): ``ufunc(uf.reduce, ...)`` over
+  the sample axis, the reduced axes moved first (one node when they merge into one axis,
+  one node per axis otherwise); ``uf.at``: ``ufunc(uf.at, ...)``;
+* assignment ``a[k] = v``: the node that made ``v`` writes ``a[k]`` itself when ``v`` is an
+  expression's temporary nobody else holds, else a copy node (``np.positive``, or
+  ``np.logical_or(v, False)`` for bools);
+* an input that overlaps an output other than element for element (``a[1:] += a[:-1]``) is
+  copied to a temporary first, as NumPy's buffering does;
+* a node an ``eagle.graph`` constructor makes inside the step (``eagle.record.hooks``).
+
+Each node is named after the user's line (``step:3 np.exp``) and made at once, so what
+eagle.graph refuses is refused at that line.
+"""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from eagle import graph as eg
+from eagle.stepcapture import functions
+from eagle.stepcapture.pool import TemporaryPool
+from eagle.stepcapture.refusals import (ELEMENT_ORDER, FANCY_INDEX, NO_FORM, UNSAFE_CAST, WRITE_OUTSIDE,
+                                        CaptureError, refuse)
+from eagle.stepcapture.source import user_site
+from eagle.stepcapture.standin import StandIn, index_label
+
+__all__ = ["Session"]
+
+#: the ufuncs whose .reduce is a node (eagle.cpu.reduce_node.REDUCE_UFUNCS)
+_REDUCIBLE = ("add", "multiply", "maximum", "minimum", "logical_or", "logical_and",
+              "bitwise_or", "bitwise_and", "bitwise_xor")
+_SCALARS = (bool, int, float, complex, np.generic)
+
+
+def _same_layout(a, b) -> bool:
+    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and a.shape == b.shape
+            and a.strides == b.strides and a.dtype == b.dtype)
+
+
+def _overlaps(a, b) -> bool:
+    """Whether ``a`` and ``b`` share a byte other than element for element."""
+    if a is b or a.size == 0 or b.size == 0 or _same_layout(a, b):
+        return False
+    try:
+        return bool(np.shares_memory(a, b, max_work=100_000))
+    except np.exceptions.TooHardError:
+        return True
+
+
+def _rows_first(ins, outs, mask):
+    """The operands of an elementwise op with their axes in the order of the first output's
+    strides, largest first: a transposed output (``m.T[1:] -= ...``) is run over its rows."""
+    o = outs[0][1]
+    if o.ndim < 2:
+        return ins, outs, mask
+    perm = tuple(sorted(range(o.ndim), key=lambda k: -abs(o.strides[k])))
+    if perm == tuple(range(o.ndim)):
+        return ins, outs, mask
+
+    def turn(pair):
+        label, a = pair
+        return (label, a.transpose(perm)) if isinstance(a, np.ndarray) and a.ndim == o.ndim else pair
+
+    return [turn(p) for p in ins], [turn(p) for p in outs], None if mask is None else turn(mask)
+
+
+#: the most columns (or rows) an op over differently laid-out operands is split into
+_MAX_LINES = 64
+
+
+def _row_is_a_run(a) -> bool:
+    """Whether each row of ``a`` (axis 0 the sample) is one C-ordered run, as a ufunc node reads it."""
+    expected = a.itemsize
+    for n, st in zip(reversed(a.shape[1:]), reversed(a.strides[1:])):
+        if n == 0:
+            return True
+        if n != 1 and st != expected:
+            return False
+        expected *= n
+    return True
+
+
+def _rows_not_runs(pairs) -> bool:
+    """Whether an operand's rows are not runs: broadcast within the row (a zero step), or laid
+    out across the output's rows (a transposed view beside a C-ordered output)."""
+    return any(isinstance(a, np.ndarray) and a.ndim >= 2 and a.size and not _row_is_a_run(a)
+               for _, a in pairs)
+
+
+def copy_ufunc(dtype):
+    """The ufunc that copies values of ``dtype`` exactly, and its extra operands."""
+    dtype = np.dtype(dtype)
+    if dtype == bool:
+        return np.logical_or, (False,)
+    if dtype.kind in "iufcm":
+        return np.positive, ()
+    raise CaptureError(f"capture: {user_site().describe()}: copying {dtype} values has no ufunc; "
+                       "use eagle.graph.opaque")
+
+
+class _Op:
+    """A recorded operation: a node, remade when its output is retargeted."""
+
+    __slots__ = ("name", "uf", "ins", "outs", "where", "initial", "node", "kind")
+
+    def __init__(self, name, kind, uf=None, ins=(), outs=(), where=None, initial=None, node=None):
+        self.name, self.kind, self.uf = name, kind, uf
+        self.ins, self.outs, self.where, self.initial = list(ins), list(outs), where, initial
+        self.node = node
+
+    def make(self, session):
+        if self.kind == "node":
+            return self.node
+        names = {}
+
+        def named(label, a):
+            if not isinstance(a, np.ndarray):
+                return a
+            label = label or "array"
+            while label in names and not (names[label] is a or _same_layout(names[label], a)):
+                label += "'"
+            names.setdefault(label, a)
+            return {label: names[label]}
+
+        outs = [named(n, a) for n, a in self.outs]
+        ins = [named(n, a) for n, a in self.ins]
+        where = None if self.where is None else named(*self.where)
+        with session.quiet():
+            if self.kind == "reduce":
+                kw = {} if self.initial is None else {"initial": self.initial}
+                self.node = eg.ufunc(self.uf.reduce, *ins, out=outs[0], where=where, **kw)
+            elif self.kind == "at":
+                self.node = eg.ufunc(self.uf.at, *ins)
+            else:
+                self.node = eg.ufunc(self.uf, *ins, out=tuple(outs) if len(outs) > 1 else outs[0], where=where)
+        return self.node
+
+
+class Session:
+    """The capture of one call of ``fn``: stand-ins, temporaries, the operations in order."""
+
+    copy_ufunc = staticmethod(copy_ufunc)
+
+    def __init__(self, fn_name):
+        self.fn_name = fn_name
+        self.pool = TemporaryPool()
+        self.ops: list[_Op] = []
+        self._names: dict[str, int] = {}
+        self._quiet = 0
+        # temporaries capture made for itself (an overlap's copy, a reduction's partial): kept, so
+        # that no later temporary of the same node takes their memory
+        self.kept: list[StandIn] = []
+
+    # ---- stand-ins and temporaries ----------------------------------------------
+
+    def standin(self, array, label):
+        s = array.view(StandIn)
+        s.capture_session, s.label, s.temporary_root, s.owns_memory = self, label, None, False
+        return s
+
+    def temporary(self, shape, dtype, like=None):
+        """A temporary of the pool; laid out as ``like`` (NumPy's order 'K') when given."""
+        def own(plain, temp):
+            s = plain.view(StandIn)
+            s.capture_session, s.label, s.temporary_root, s.owns_memory = self, temp.name, None, True
+            return s
+
+        order = None
+        if isinstance(like, np.ndarray) and like.shape == tuple(shape) and like.ndim >= 2:
+            order = sorted(range(like.ndim), key=lambda k: -abs(like.strides[k]))
+        standin, _ = self.pool.take(shape, dtype, user_site().label(), own, order)
+        return standin
+
+    def quiet(self):
+        """``with session.quiet():`` the nodes eagle.graph makes now are capture's own."""
+        session = self
+
+        class _Quiet:
+            def __enter__(self):
+                session._quiet += 1
+
+            def __exit__(self, *exc):
+                session._quiet -= 1
+
+        return _Quiet()
+
+    def node_made(self, node):
+        """A node an eagle.graph constructor made inside the step joins it (hooks.node_made)."""
+        if self._quiet:
+            return
+        self.ops.append(_Op(self._name(node.default_name()), "node", node=node))
+
+    def _name(self, what):
+        base = f"{user_site().label()} {what}"
+        k = self._names.get(base, 0) + 1
+        self._names[base] = k
+        return base if k == 1 else f"{base} ({k})"
+
+    def _mine(self, x):
+        return isinstance(x, StandIn) and x.capture_session is self
+
+    def _operand(self, x):
+        """(label, plain array) of an array operand; scalars pass as they are."""
+        if isinstance(x, StandIn):
+            return x.label, x.__eagle_view__()
+        if isinstance(x, np.ndarray):
+            return "array", x
+        return None, x
+
+    def _writable(self, x, what):
+        """The plain view an operation writes, refusing arrays nobody passed to the step."""
+        if isinstance(x, StandIn):
+            return x.label, x.__eagle_view__()
+        if isinstance(x, np.ndarray):
+            raise refuse(WRITE_OUTSIDE, what=what)
+        raise TypeError(f"{what}: out= must be an array, got {type(x).__name__}")
+
+    def _record(self, op):
+        try:
+            op.make(self)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"capture: {user_site().describe()}: {exc}") from exc
+        self.ops.append(op)
+        return op
+
+    # ---- ufunc calls ---------------------------------------------------------------
+
+    def ufunc(self, uf, method, inputs, kwargs):
+        if method == "__call__":
+            return self.call(uf, inputs, **kwargs)
+        if method == "reduce":
+            return self.reduce(uf, *inputs, **kwargs)
+        if method == "at":
+            return self.at(uf, *inputs)
+        raise refuse(NO_FORM, what=f"np.{uf.__name__}.{method}")
+
+    def call(self, uf, inputs, out=None, where=True, casting="same_kind", subok=True, dtype=None,
+             signature=None, order="K", _label=None, _fresh=(), **extra):
+        what = f"np.{uf.__name__}"
+        if extra or dtype is not None or signature is not None:
+            given = ", ".join(list(extra) + [k for k, v in (("dtype", dtype), ("signature", signature))
+                                             if v is not None])
+            raise refuse(NO_FORM, what=f"{what}(..., {given}=...)")
+        outs = out if isinstance(out, tuple) else (out,) * (out is not None) or (None,) * uf.nout
+        if len(outs) != uf.nout:
+            raise TypeError(f"{what} has {uf.nout} output(s), out= gives {len(outs)}")
+        for x in inputs:
+            if not isinstance(x, (np.ndarray,) + _SCALARS):
+                raise refuse(NO_FORM, what=f"{what} of {type(x).__name__}")
+        dtypes = tuple(x.dtype if isinstance(x, (np.ndarray, np.generic)) else type(x) for x in inputs)
+        if uf.signature is not None and any(o is None for o in outs):
+            raise refuse(NO_FORM, what=f"{what}{uf.signature} without out=")
+        resolved = uf.resolve_dtypes(dtypes + (None,) * uf.nout) if uf.signature is None else None
+        shapes = [np.shape(x) for x in inputs if isinstance(x, np.ndarray)]
+        if isinstance(where, np.ndarray):
+            shapes.append(where.shape)
+        shape = np.broadcast_shapes(*shapes) if shapes else ()
+        if uf.nout == 1 and outs[0] is None and where is True and resolved is not None:
+            outs = (self._elided(inputs, _fresh, shape, resolved[-1]),)
+        result = []
+        for k, o in enumerate(outs):
+            if o is None:
+                like = next((x for x in inputs if isinstance(x, np.ndarray) and x.shape == shape), None)
+                o = self.temporary(shape, resolved[uf.nin + k], like)
+            elif uf.signature is None and np.broadcast_shapes(shape, o.shape) != o.shape:
+                raise ValueError(f"{what}: non-broadcastable output operand with shape {o.shape} "
+                                 f"doesn't match the broadcast shape {shape}")
+            result.append(o)
+        if casting == "unsafe" and resolved is not None:
+            for k, o in enumerate(result):
+                if not np.can_cast(resolved[uf.nin + k], o.dtype, "same_kind"):
+                    raise refuse(UNSAFE_CAST, what=what, src=resolved[uf.nin + k], dst=o.dtype)
+        elif casting not in ("same_kind", "unsafe", None):
+            raise refuse(NO_FORM, what=f"{what}(..., casting={casting!r})")
+        if uf.signature is None:
+            shape = result[0].shape      # inputs broadcast to the output's shape, as NumPy's
+        out_ops = [self._writable(o, f"{what}(..., out=...)") for o in result]
+        ins = [self._input(x, out_ops, shape if uf.signature is None else None) for x in inputs]
+        mask = None
+        if isinstance(where, np.ndarray):
+            mask = self._input(where, out_ops, shape)
+        elif not isinstance(where, _SCALARS) and where is not None:
+            raise TypeError(f"{what}: where= must be a bool array or a scalar")
+        elif not where:
+            mask = (None, False)
+        if uf.signature is None:
+            ins, out_ops, mask = _rows_first(ins, out_ops, mask)
+        if uf.signature is None and _rows_not_runs(ins + ([mask] if mask else [])):
+            self._by_line(uf, ins, out_ops, mask, _label or what)
+        else:
+            self._record(_Op(self._name(_label or what), "ufunc", uf, ins, out_ops, mask))
+        return result[0] if len(result) == 1 else tuple(result)
+
+    def _by_line(self, uf, ins, outs, mask, what):
+        """An operand whose rows are not runs where the output's are (a column ``(n, 1)``
+        broadcast against ``(n, k)``, a transposed view): a ufunc node reads a row as one run,
+        so the op is recorded one node per column, or per row where there are fewer rows
+        (NumPy's iterator would buffer), up to ``_MAX_LINES`` nodes."""
+        o = outs[0][1]
+        if o.ndim != 2 or min(o.shape) > _MAX_LINES:
+            raise refuse(NO_FORM, what=f"{what} over operands laid out differently from its {o.shape} "
+                                       f"output (a column broadcast within rows, a transposed view: "
+                                       f"a ufunc node reads a row as one run; capture splits 2-d "
+                                       f"outputs with up to {_MAX_LINES} columns or rows)")
+        by_row = o.shape[0] < o.shape[1]
+
+        def line(pair, j):
+            label, a = pair
+            if isinstance(a, np.ndarray) and a.ndim == 2:
+                return (f"{label}[{j}]", a[j]) if by_row else (f"{label}[:, {j}]", a[:, j])
+            return pair
+
+        for j in range(o.shape[0] if by_row else o.shape[1]):
+            where = f"[{j}]" if by_row else f"[:, {j}]"
+            self._record(_Op(self._name(f"{what} {where}"), "ufunc", uf, [line(p, j) for p in ins],
+                             [line(p, j) for p in outs], None if mask is None else line(mask, j)))
+
+    def _elided(self, inputs, fresh, shape, dtype):
+        """An operand the result may overwrite, as NumPy's temporary elision does: a temporary
+        of this capture that no name holds (``(a + b) * c``), of the result's shape and dtype;
+        None when there is none."""
+        for x, f in zip(inputs, fresh):
+            if (f and self._mine(x) and x.owns_memory and x.shape == shape and x.dtype == dtype
+                    and sum(y is x for y in inputs) == 1):
+                return x
+        return None
+
+    def _input(self, x, out_ops, shape):
+        """An input's (label, plain), copied first when it overlaps an output partly (NumPy's
+        buffering), broadcast to ``shape`` (a 0-d array is read as it is)."""
+        label, a = self._operand(x)
+        if not isinstance(a, np.ndarray):
+            return label, a
+        if any(_overlaps(a, o) for _, o in out_ops):
+            label, a = self._copy_to_temporary(x)
+        if shape is not None and a.ndim and a.shape != shape:
+            a = np.broadcast_to(a, shape)
+        return label, a
+
+    def _copy_to_temporary(self, x):
+        t = self.temporary(x.shape, x.dtype, x)
+        uf, extra = copy_ufunc(x.dtype)
+        self.call(uf, (x,) + extra, out=(t,), _label="copy")
+        self.kept.append(t)
+        return t.label, t.__eagle_view__()
+
+    # ---- reductions ---------------------------------------------------------------
+
+    def reduce(self, uf, x, axis=0, dtype=None, out=None, keepdims=False, initial=np._NoValue,
+               where=True):
+        what = f"np.{uf.__name__}.reduce"
+        if uf.__name__ not in _REDUCIBLE:
+            raise refuse(NO_FORM, what=what)
+        if not isinstance(x, np.ndarray):
+            x = np.asarray(x)
+        if isinstance(out, tuple):
+            (out,) = out
+        axes = tuple(range(x.ndim)) if axis is None else tuple(
+            sorted(operator.index(a) % max(x.ndim, 1) for a in (axis if isinstance(axis, tuple) else (axis,))))
+        kw = {} if initial is np._NoValue else {"initial": initial}
+        with np.errstate(all="ignore"):
+            probe = uf.reduce(np.zeros((1,) * x.ndim, x.dtype), axis=axes, dtype=dtype, keepdims=keepdims, **kw)
+        rdtype = np.asarray(probe).dtype
+        kept = tuple(1 if k in axes else n for k, n in enumerate(x.shape)) if keepdims else \
+            tuple(n for k, n in enumerate(x.shape) if k not in axes)
+        if out is None:
+            out = self.temporary(kept, rdtype if dtype is None else np.dtype(dtype))
+        elif out.shape != kept:
+            raise ValueError(f"{what}: output parameter has shape {out.shape}, expected {kept}")
+        if not axes:
+            return self.call(copy_ufunc(x.dtype)[0], (x,) + copy_ufunc(x.dtype)[1], out=(out,),
+                             casting="unsafe")
+        if x.dtype != rdtype and not (x.dtype == bool and uf is np.add and rdtype.kind in "iu"):
+            if not np.can_cast(x.dtype, rdtype, "same_kind"):
+                raise refuse(UNSAFE_CAST, what=what, src=x.dtype, dst=rdtype)
+            x = self.astype(x, rdtype, True)
+        label, xp = self._operand(x)
+        mask = None if (where is True or where is None) else where
+        if mask is not None and not isinstance(mask, np.ndarray):
+            raise refuse(NO_FORM, what=f"{what}(..., where={where!r})")
+        front = np.moveaxis(xp, axes, tuple(range(len(axes))))
+        rest = front.shape[len(axes):]
+        stages = None
+        if len(axes) == 1 or mask is not None:
+            try:
+                stages = [np.reshape(front, (-1,) + rest, copy=False)]
+            except ValueError:
+                stages = None
+        out_label, outp = self._writable(out, f"{what}(..., out=...)")
+        final = outp.reshape(tuple(n for k, n in enumerate(x.shape) if k not in axes)) if keepdims else outp
+        if mask is not None:
+            if stages is None:
+                raise refuse(NO_FORM, what=f"{what} with where= over axes that do not merge into one")
+            m = np.moveaxis(np.broadcast_to(self._operand(mask)[1], x.shape), axes, tuple(range(len(axes))))
+            mask = (self._operand(mask)[0], np.reshape(m, (-1,) + rest, copy=False) if m.ndim else m)
+        init = None if initial is np._NoValue else initial
+        if stages is not None:
+            self._record(_Op(self._name(what), "reduce", uf, [(label, stages[0])], [(out_label, final)],
+                             mask, init))
+            return out
+        # axes that do not merge: one node per axis, the first ones into temporaries
+        cur_label, cur = label, front
+        for k in range(len(axes)):
+            if k == len(axes) - 1:
+                self._record(_Op(self._name(what), "reduce", uf, [(cur_label, cur)], [(out_label, final)],
+                                 None, init))
+            else:
+                t = self.temporary(cur.shape[1:], cur.dtype if not (cur.dtype == bool and uf is np.add)
+                                   else rdtype)
+                self.kept.append(t)
+                self._record(_Op(self._name(what), "reduce", uf, [(cur_label, cur)],
+                                 [(t.label, t.__eagle_view__())]))
+                cur_label, cur = t.label, t.__eagle_view__()
+        return out
+
+    def at(self, uf, tally, index, weights=None):
+        ops = [self._writable(tally, f"np.{uf.__name__}.at")] + [self._operand(v) for v in (index, weights)]
+        self._record(_Op(self._name(f"np.{uf.__name__}.at"), "at", uf, ops))
+
+    # ---- assignment, copies, views --------------------------------------------------
+
+    def assign(self, target, key, value, fresh):
+        if isinstance(key, np.ndarray) and key.dtype == bool:
+            if key.shape != target.shape:
+                raise refuse(FANCY_INDEX, what=f"{target.label}[mask] with a mask of another shape")
+            if isinstance(value, np.ndarray) and value.ndim:
+                raise refuse(FANCY_INDEX, what=f"{target.label}[mask] = an array")
+            self.fill(target, value, key)
+            return
+        view = target[key] if key is not Ellipsis else target
+        if isinstance(view, np.ndarray) and not isinstance(view, StandIn):
+            raise refuse(FANCY_INDEX, what=f"{target.label}[{index_label(key)}] = ...")
+        if isinstance(value, StandIn) and _same_layout(value.__eagle_view__(), view.__eagle_view__()):
+            return   # a[k] += b: the in-place operator already wrote a[k]
+        if not isinstance(value, np.ndarray):
+            if isinstance(value, _SCALARS):
+                self.fill(view, value, None)
+                return
+            value = np.asarray(value)
+            if value.dtype == object:
+                raise refuse(NO_FORM, what=f"assigning {type(value).__name__}")
+        if value.shape != view.shape and np.broadcast_shapes(value.shape, view.shape) != view.shape:
+            raise ValueError(f"could not broadcast input array from shape {value.shape} into shape {view.shape}")
+        if not np.can_cast(value.dtype, view.dtype, "same_kind"):
+            raise refuse(UNSAFE_CAST, what=f"{view.label} = ...", src=value.dtype, dst=view.dtype)
+        self._refuse_ordered_copy(view, value)
+        if fresh and self._retarget(value, view):
+            return
+        uf, extra = copy_ufunc(value.dtype)
+        self.call(uf, (value,) + extra, out=(view,), _label="=")
+
+    def _refuse_ordered_copy(self, view, value):
+        """NumPy's assignment (PyArray_AssignArray) buffers an overlapping source unless the
+        target is 1-d and both run the same direction: then it copies in order (memmove-like
+        when the steps are equal, which is what a buffer gives; element by element otherwise)."""
+        vp = value.__eagle_view__() if isinstance(value, StandIn) else value
+        tp = view.__eagle_view__()
+        if tp.ndim != 1 or vp.ndim < 1 or not _overlaps(vp, tp):
+            return
+        src_step, dst_step = vp.strides[-1], tp.strides[0]
+        if src_step * dst_step > 0 and src_step != dst_step:
+            label = getattr(value, "label", "source")
+            raise refuse(ELEMENT_ORDER, what=f"{view.label} = {label}",
+                         what_fixed=f"{view.label} = {label}.copy()")
+
+    def _retarget(self, value, view):
+        """Have the last node write ``view`` instead of the temporary ``value`` it just made."""
+        if not (self._mine(value) and value.owns_memory and self.ops and value.shape == view.shape):
+            return False
+        op = self.ops[-1]
+        vp, tp = value.__eagle_view__(), view.__eagle_view__()
+        hit = [k for k, (_, o) in enumerate(op.outs) if _same_layout(o, vp)]
+        if op.kind not in ("ufunc", "reduce") or op.where is not None or len(hit) != 1:
+            return False
+        if op.kind == "reduce" and value.dtype != view.dtype:
+            return False
+        if any(isinstance(a, np.ndarray) and _overlaps(a, tp) for _, a in op.ins):
+            return False
+        old = op.outs[hit[0]]
+        op.outs[hit[0]] = (view.label, tp)
+        try:
+            op.make(self)
+        except (TypeError, ValueError):
+            op.outs[hit[0]] = old
+            op.make(self)
+            return False
+        if not any(a is not None and isinstance(a, np.ndarray) and _same_layout(a, vp) for _, a in op.ins):
+            self.pool.forget(value.label)
+        return True
+
+    def fill(self, view, value, mask):
+        if isinstance(value, np.ndarray):
+            v = value
+        else:
+            v = np.empty((), view.dtype)
+            v[...] = value      # NumPy's own conversion of the scalar, done once
+            v = v[()]
+        uf, extra = copy_ufunc(view.dtype)
+        self.call(uf, (v,) + extra, out=(view,), where=True if mask is None else mask, _label="=")
+
+    def copy(self, x):
+        t = self.temporary(x.shape, x.dtype, x)
+        uf, extra = copy_ufunc(x.dtype)
+        return self.call(uf, (x,) + extra, out=(t,), _label="copy")
+
+    def astype(self, x, dtype, copy):
+        dtype = np.dtype(dtype)
+        if dtype == x.dtype and not copy:
+            return x
+        if not np.can_cast(x.dtype, dtype, "same_kind"):
+            raise refuse(UNSAFE_CAST, what=f"{getattr(x, '_label', 'array')}.astype({dtype})", src=x.dtype,
+                         dst=dtype)
+        t = self.temporary(x.shape, dtype, x)
+        uf, extra = copy_ufunc(x.dtype)
+        return self.call(uf, (x,) + extra, out=(t,), _label=f"astype({dtype})")
+
+    def reshape(self, x, shape, kwargs):
+        try:
+            return np.ndarray.reshape(x, shape, copy=False, **kwargs)
+        except ValueError:
+            pass
+        # NumPy would copy: the copy is a temporary, reshaped as a view
+        return np.ndarray.reshape(self.copy(x), shape, **kwargs)
+
+    def gather(self, x, key):
+        raise refuse(FANCY_INDEX, what=f"{x.label}[{index_label(key)}]")
+
+    def function(self, func, types, args, kwargs):
+        return functions.dispatch(self, func, types, args, kwargs)

@@ -1,0 +1,321 @@
+"""eagle.capture: each mapped NumPy operation, replayed, gives what the eager call gives (bit
+for bit), as the nodes eagle already has, named after the step's line."""
+import numpy as np
+import pytest
+
+import eagle
+from eagle.graph import normal, while_loop
+
+
+def replay_equals_eager(step, *arrays, launches=1, exact=True):
+    """Capture ``step`` on copies, replay, call ``step`` eagerly on other copies: the same."""
+    eager = [a.copy() for a in arrays]
+    mine = [a.copy() for a in arrays]
+    g = eagle.capture(step, *mine)
+    g.build()
+    results = []
+    for _ in range(launches):
+        g.launch(1)
+        results.append(step(*eager))
+    for a, b in zip(mine, eager):
+        if exact:
+            np.testing.assert_array_equal(a, b, strict=True)
+        else:
+            np.testing.assert_allclose(a, b, rtol=1e-13)
+    return g, results[-1]
+
+
+def line_of(fn, k):
+    return fn.__code__.co_firstlineno + k
+
+
+def rng_arrays(*shapes, seed=0):
+    r = np.random.default_rng(seed)
+    return [r.standard_normal(s) for s in shapes]
+
+
+def test_ufuncs_operators_and_in_place():
+    def step(x, y, z):
+        z[...] = np.exp(x) * 2.0 - y / 3
+        y += x ** 2
+        np.sin(x, out=x)
+        z -= abs(y) + (-x)
+    g, _ = replay_equals_eager(step, *rng_arrays(50, 50, 50), launches=3)
+    assert g.nodes[0] == f"step:{line_of(step, 1)} np.exp"
+    assert all(name.startswith("step:") for name in g.nodes)
+
+
+def test_assigning_an_expression_writes_the_view_directly():
+    def step(u, new):
+        c = u[1:-1]
+        new[1:-1] = c + 0.25 * (u[2:] + u[:-2] - 2.0 * c)
+    g, _ = replay_equals_eager(step, *rng_arrays(40, 40), launches=4)
+    # the last add writes new[1:-1] itself: no copy node, its temporary never written
+    assert [n.split(" ")[1] for n in g.nodes] == ["np.add", "np.multiply", "np.subtract", "np.multiply",
+                                                  "np.add"]
+    assert "out=(new[1:-1])" in repr(g.recording().nodes[-1])
+    assert all(t.name != "t5" for t in g.temporaries)
+
+
+def test_an_expression_held_by_a_name_is_copied():
+    def step(x, y):
+        t = x + 1.0
+        y[...] = t
+        x[...] = t * 2.0
+    g, _ = replay_equals_eager(step, *rng_arrays(20, 20), launches=2)
+    assert any(n.endswith(" =") for n in g.nodes)
+
+
+def test_overlapping_in_place_update_buffers_as_numpy():
+    def step(a, b):
+        a[1:] += a[:-1]
+        b[:-1] = b[1:] * 2.0 + b[:-1]
+        b[2:] = b[:-2]
+    replay_equals_eager(step, *rng_arrays(30, 30), launches=3)
+
+
+def test_broadcasting_and_casting():
+    def step(m, v, i, out32):
+        m[...] = m * v + i              # (n, k) * (k,) + int 0-d -> float64
+        out32[...] = m[:, 0] * np.float32(0.5)   # float64 result cast into float32 (same_kind)
+    r = np.random.default_rng(1)
+    replay_equals_eager(step, r.standard_normal((6, 4)), r.standard_normal(4),
+                        np.array(3), np.zeros(6, np.float32), launches=2)
+
+
+def test_an_output_larger_than_the_inputs_takes_them_broadcast():
+    def step(row, m):
+        np.add(row, 1.0, out=m)            # (k,) into (n, k)
+        np.multiply(2.0, 3.0, out=row)     # scalars only
+    r = np.random.default_rng(2)
+    replay_equals_eager(step, r.standard_normal(4), np.zeros((5, 4)))
+
+
+def test_a_column_broadcast_within_the_rows_runs_column_by_column():
+    def step(m, col):
+        m += col                        # (n, k) + (n, 1): a row read with a zero step
+        m[...] = m / m.sum(axis=1, keepdims=True)
+    r = np.random.default_rng(3)
+    g, _ = replay_equals_eager(step, r.random((6, 3)), r.random((6, 1)), launches=2, exact=False)
+    assert f"step:{line_of(step, 1)} np.add [:, 2]" in g.nodes
+
+
+def test_a_transposed_operand_beside_a_c_ordered_output_runs_line_by_line():
+    def step(m, n):
+        m += n.T                        # rows of n.T are columns of n
+        n[:2] = m.T[:2] * 2.0           # two rows: split by row
+    r = np.random.default_rng(4)
+    g, _ = replay_equals_eager(step, r.random((3, 3)), r.random((3, 3)), launches=2)
+    assert any(name.endswith("= [1]") for name in g.nodes)   # the copy into n[:2], row by row
+
+
+def test_a_wide_broadcast_within_the_rows_is_refused_at_the_line():
+    def step(m, col):
+        m += col
+    with pytest.raises(eagle.CaptureError, match=f"step, line {line_of(step, 1)} of test_capture_ops.py: `m \\+= col"):
+        eagle.capture(step, np.ones((100, 100)), np.ones((100, 1)))
+
+
+def test_where_clip_comparisons_and_masked_ufuncs():
+    def step(x, y, flags):
+        flags[...] = (x > 0) & ~(y < -0.5)
+        y[...] = np.where(flags, x, -y)
+        x[...] = np.clip(x, -0.3, 0.3)
+        np.multiply(y, 10.0, out=y, where=flags)
+        y[x == 0.3] = 7.0
+        x[...] = np.where(x > 0.1, 1.0, 0)
+    x, y = rng_arrays(64, 64)
+    replay_equals_eager(step, x, y, np.zeros(64, bool), launches=2)
+
+
+def test_reductions_map_to_reduction_nodes():
+    def step(x, m, out):
+        out[0] = x.max()
+        out[1] = np.min(m)
+        out[2] = np.count_nonzero(x > 0)
+        out[3] = m.max(axis=1)[2]
+        out[4] = np.abs(m[1:, :-1]).max()
+        out[5] = np.any(x > 3) + np.all(m < 10)
+    x, m = rng_arrays(100, (8, 9))
+    g, _ = replay_equals_eager(step, x, m, np.zeros(6), launches=2)
+    assert any("np.maximum.reduce" in n for n in g.nodes)
+    assert any("np.add.reduce" in n for n in g.nodes)
+
+
+def test_float_sums_are_the_reduction_nodes_fixed_order():
+    # a float sum is the reduction node's pairwise sum over fixed blocks: NumPy's by rounding
+    def step(x, s):
+        s[...] = x.sum() + x.mean()
+    replay_equals_eager(step, *rng_arrays(10_000), np.zeros(()), exact=False)
+
+
+def test_returned_temporary_is_the_result():
+    def step(x):
+        return np.sqrt(np.abs(x)).max(), x * 2
+    x = rng_arrays(16)[0]
+    g = eagle.capture(step, x)
+    peak, twice = g.result
+    g.build().launch(1)
+    assert peak.shape == () and peak == np.sqrt(np.abs(x)).max()
+    np.testing.assert_array_equal(twice, x * 2)
+
+
+def test_an_expression_chain_computes_in_one_temporary():
+    # NumPy's temporary elision: a temporary no name holds takes the next result
+    def step(x, y):
+        y[...] = ((x + 1.0) * 2.0 + 3.0) * 4.0 - 1.0
+    g, _ = replay_equals_eager(step, *rng_arrays(1000, 1000))
+    assert len(g.temporaries) == 1 and "out=(y)" in repr(g.recording().nodes[-1])
+    assert "temporaries:" in str(g)
+
+
+def test_temporaries_are_reused_once_dead():
+    def step(x, y):
+        a = x + 1.0
+        b = a * 2.0
+        del a
+        c = b + 3.0
+        del b
+        d = c * 4.0
+        y[...] = d
+    g, _ = replay_equals_eager(step, *rng_arrays(1000, 1000))
+    buffers = {t.buffer for t in g.temporaries}
+    assert len(buffers) == 2 < len(g.temporaries) == 4
+    plan = str(g.plan())
+    assert "temporaries: 4 in 2 buffers" in plan and "t4 1000 float64 in buffer" in plan
+
+
+def test_random_node_inside_the_step_as_the_issue_writes_it():
+    vol, drift = 0.2, 0.01
+
+    def step(S, z, w):
+        normal(z, key=7)
+        np.exp(vol * z + drift, out=w)
+        S *= w
+
+    n = 1000
+    S, z, w = np.ones(n), np.zeros(n), np.zeros(n)
+    g = eagle.capture(step, S, z, w)
+    assert g.nodes[0] == f"step:{line_of(step, 1)} normal"
+    g.build().launch(5)
+    # the same draws through the hand-built graph
+    S2, z2, w2 = np.ones(n), np.zeros(n), np.zeros(n)
+    h = eagle.Graph()
+    h.add_node(normal(z2, key=7))
+    h.add_node(eagle.graph.ufunc(np.multiply, vol, z2, out=w2))
+    h.add_node(eagle.graph.ufunc(np.add, w2, drift, out=w2))
+    h.add_node(eagle.graph.ufunc(np.exp, w2, out=w2))
+    h.add_node(eagle.graph.ufunc(np.multiply, S2, w2, out=S2))
+    h.build().launch(5)
+    np.testing.assert_array_equal(S, S2)
+
+
+def test_while_loop_over_a_captured_body():
+    def sweep(u, new):
+        c = u[1:-1, 1:-1]
+        new[1:-1, 1:-1] = c + 0.2 * (u[2:, 1:-1] + u[:-2, 1:-1] + u[1:-1, 2:] + u[1:-1, :-2] - 4.0 * c)
+        change = np.abs(new[1:-1, 1:-1] - c).max()
+        u[1:-1, 1:-1] = new[1:-1, 1:-1]
+        return change > 1e-3
+
+    u = np.random.default_rng(0).random((24, 24))
+    u[0], u[-1], u[:, 0], u[:, -1] = 0, 0, 0, 0
+    v, new_v = u.copy(), u.copy()
+    k = 1
+    while sweep(v, new_v):
+        k += 1
+    body = eagle.capture(sweep, u, u.copy())
+    g = eagle.Graph()
+    g.add_node(while_loop(body.result, body), name="until_converged")
+    body.result[...] = True
+    g.build().launch(1)
+    np.testing.assert_array_equal(u, v)
+    assert g.iterations("until_converged") == k
+
+
+def test_while_loop_captured_inside_the_step():
+    def step(x, more):
+        def body(x, more):
+            x *= 0.5
+            more[...] = x.max() > 1.0
+        eagle.graph.while_loop(more, eagle.capture(body, x, more))
+        x += 1.0
+
+    x, more = np.full(10, 100.0), np.ones((), bool)
+    g = eagle.capture(step, x, more)
+    g.build().launch(1)
+    np.testing.assert_array_equal(x, np.full(10, 100.0 / 128 + 1))
+
+
+def test_views_transposes_and_integer_indices():
+    def step(m, v):
+        m.T[1:] -= m.T[:-1] * v[0]
+        m[:, 2] = np.maximum(m[:, 1], m[:, 3])
+        v[::2] = m[2, :5][::2]
+    m, v = rng_arrays((5, 5), 6)
+    replay_equals_eager(step, m, v, launches=2)
+
+
+def test_zeros_like_copy_astype_and_fill():
+    def step(x, y):
+        t = np.zeros_like(x)
+        t += x
+        c = x.copy()
+        x.fill(2.0)
+        y[...] = t.astype(np.float32) + c + np.ones_like(y) + np.full_like(y, 3)
+    replay_equals_eager(step, np.arange(8.0), np.zeros(8))
+
+
+def test_stand_ins_are_plain_arrays_again_after_the_capture():
+    kept = []
+
+    def step(x, y):
+        eagle.graph.opaque(lambda: np.copyto(y, x[::-1]), reads={"x": x}, writes={"y": y})
+        kept.append(1)
+
+    x, y = np.arange(5.0), np.zeros(5)
+    eagle.capture(step, x, y).build().launch(1)
+    np.testing.assert_array_equal(y, x[::-1])
+
+
+def test_a_failing_node_in_a_replay_names_its_line():
+    def boom():
+        raise RuntimeError("boom")
+
+    def step(x):
+        x += 1
+        eagle.graph.opaque(boom, reads={"x": x})
+
+    g = eagle.capture(step, np.zeros(3))
+    g.build()
+    with pytest.raises(RuntimeError) as info:
+        g.launch(1)
+    assert f"step:{line_of(step, 2)} boom" in "".join(getattr(info.value, "__notes__", []))
+
+
+def test_if_else_over_captured_branches_inside_the_step():
+    def halve(x):
+        x *= 0.5
+
+    def grow(x):
+        x += 1.0
+
+    def step(x, big):
+        big[...] = x.max() > 10.0
+        eagle.graph.if_else(big, eagle.capture(halve, x), eagle.capture(grow, x))
+
+    def eager(x, big):
+        big[...] = x.max() > 10.0
+        if big:
+            halve(x)
+        else:
+            grow(x)
+
+    x, big = np.array([3.0, 9.5, 1.0]), np.zeros((), bool)
+    g = eagle.capture(step, x, big).build()
+    y, flag = x.copy(), big.copy()
+    for _ in range(6):
+        g.launch(1)
+        eager(y, flag)
+        np.testing.assert_array_equal(x, y)
+    assert any(name.endswith("if_else") for name in g.nodes)
