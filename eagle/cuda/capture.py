@@ -43,7 +43,7 @@ class Need(enum.Enum):
 
 
 class SizedKernel(NamedTuple):
-    """A captured kernel node ``set_logical_size`` patches: what ``Retune.add``
+    """A captured kernel node ``set_logical_size`` patches: what the exec's ``eagle.cuda._retune.Retune.add``
     is given for it after instantiate."""
 
     #: the eagle node that launched it: its index in the recording holding it, and its name

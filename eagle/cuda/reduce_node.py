@@ -61,9 +61,10 @@ def raises_when_empty(op, has_initial):
     return op in ("maximum", "minimum") and not has_initial
 
 
-def empty_error(op):
-    """The cpu's error for a reduction without identity over no sample (eagle/cpu/_reduce.pyx)."""
-    return ValueError(f"zero-size array to reduction operation {op} which has no identity "
+def empty_error(what):
+    """The cpu's error for a reduction without identity (``what``: "maximum.reduce"...) over
+    no sample (eagle/cpu/_reduce.pyx)."""
+    return ValueError(f"zero-size array to reduction operation {what} which has no identity "
                       "(the logical size was 0): pass initial= for an empty reduction")
 
 
@@ -187,7 +188,7 @@ class CudaReduceCapture(Lowering):
 
     def __init__(self):
         self._parts = {}
-        #: {id(node): (its name, ufunc name, error word)} of reductions without identity
+        #: {id(node): [its name, "maximum.reduce"..., error word]} of reductions without identity
         self._errors = {}
 
     def allocate(self, node, ctx):
@@ -199,18 +200,18 @@ class CudaReduceCapture(Lowering):
         if raises_when_empty(node.ufunc.__name__, node.init is not None):
             err = ctx.register_buffer(DeviceBuffer(8))
             err.write(np.zeros(1, np.int64), ctx.stream)
-            self._errors[id(node)] = [None, node.ufunc.__name__, err]
+            self._errors[id(node)] = [None, node.default_name(), err]
 
     def after_launch(self, stream):
         """Raise the first reduction's error over no sample (in capture order), as the cpu
         does after the launch; every error word is cleared."""
         first = None
         word = np.zeros(1, np.int64)
-        for name, op, err in self._errors.values():
+        for name, what, err in self._errors.values():
             if err.read_into(word, stream)[0]:
                 err.write(np.zeros(1, np.int64), stream)
                 if first is None:
-                    first = empty_error(op)
+                    first = empty_error(what)
                     add_note(first, f"eagle: raised by node {name!r} (a reduction over no sample, on "
                                     "the device) in the last launch")
         if first is not None:

@@ -614,6 +614,41 @@ def test_a_32_bit_size_parameter_is_patched_with_4_bytes(cuda_mod, fake):
     assert a.host.tolist() == [1.0] * 5 + [0.0] * 3
 
 
+@pytest.mark.parametrize("which", ["if body", "while body", "child graph"])
+def test_a_body_keeps_the_graph_holding_it_alive(cuda_mod, fake, which):
+    """A conditional node's body and a child-graph node's graph belong to the graph holding
+    the node: the BorrowedGraph eagle hands out keeps that graph alive, so dropping the last
+    other reference leaves the body usable (it destroyed the graph and left the body's
+    handle dangling), and refuses work once the holder is closed."""
+    a = DeviceArray(np.zeros(4))
+    s = _stream.Stream()
+    live = fake.fake_cuda_live(b"graph")
+    top = _graph.Graph()
+    if which == "child graph":
+        body = top.child_graph(top.add_child(_graph.Graph()))
+    else:
+        _node, _handle, body = (top.add_conditional("if", (), 1) if which == "if body"
+                                else top.add_while((), 1))
+    assert isinstance(body, _graph.BorrowedGraph) and body.owner is top
+    del top
+    gc.collect()
+    assert fake.fake_cuda_live(b"graph") == live + 1, "the graph holding the body was destroyed"
+    body.add_kernel(kernel(fake, "add_one"), 1, 4, [p(a), ctypes.c_int64(4)])
+    holder = body.owner
+    if which != "while body":   # (a WHILE body without a condition kernel would never end)
+        e = holder.instantiate()
+        e.launch(s, 1)
+        s.synchronize()
+        assert a.host.tolist() == [1.0] * 4
+        e.close()
+    holder.close()
+    with pytest.raises(ValueError, match="the graph holding this body or child graph is closed"):
+        body.add_kernel(kernel(fake, "add_one"), 1, 4, [p(a), ctypes.c_int64(4)])
+    del body, holder
+    gc.collect()
+    assert fake.fake_cuda_live(b"graph") == live
+
+
 def test_close_destroys_everything_and_reports_the_first_error(cuda_mod, fake, backend_graph):
     g = backend_graph
     base = {k: fake.fake_cuda_live(k.encode()) for k in ("stream", "event", "exec")}
