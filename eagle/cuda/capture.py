@@ -43,8 +43,8 @@ class Need(enum.Enum):
 
 
 class SizedKernel(NamedTuple):
-    """A captured kernel node ``set_logical_size`` patches: what the exec's ``eagle.cuda._retune.Retune.add``
-    is given for it after instantiate."""
+    """A captured kernel node ``set_logical_size`` patches: what the exec's retune
+    (``eagle.cuda._retune.Retune.add``) is given for it after instantiate."""
 
     #: the eagle node that launched it: its index in the recording holding it, and its name
     index: int

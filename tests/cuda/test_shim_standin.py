@@ -64,6 +64,41 @@ def test_binds_the_standin_driver(cuda_mod, fake_libcuda_path, fake):
     assert cuda_mod.has("conditional") and cuda_mod.has("param_info")
 
 
+def test_a_driver_error_builds_its_text_from_the_status(cuda_mod, fake):
+    """DriverError (an eagle.CudaError) takes the status and what eagle was doing: the name
+    and the driver's sentence come from the status itself; it pickles (a rank's error
+    crosses processes) and keeps the node it names; every status constant is exported."""
+    import pickle
+
+    d = cuda_mod
+    assert (d.CUDA_SUCCESS, d.CUDA_ERROR_INVALID_VALUE, d.CUDA_ERROR_NOT_READY,
+            d.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, d.ERROR_NOT_LOADED, d.ERROR_TOO_OLD) == (0, 1, 600, 901, -1, -5)
+    e = d.DriverError(d.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "capturing node 'x'", node_index=3,
+                      node_name="x")
+    assert isinstance(e, d.CudaError)
+    assert (e.name, e.text) == (d.status_name(901), d.status_text(901))
+    assert str(e) == f"capturing node 'x': {d.status_name(901)}: {d.status_text(901)}"
+    back = pickle.loads(pickle.dumps(e))
+    assert type(back) is d.DriverError and str(back) == str(e)
+    assert (back.status, back.node_index, back.node_name) == (901, 3, "x")
+    with pytest.raises(d.DriverError, match="CUDA_ERROR_INVALID_VALUE"):
+        d.check_status(d.CUDA_ERROR_INVALID_VALUE)
+
+
+def test_a_borrowed_stream_keeps_its_owner_and_never_destroys_the_stream(cuda_mod, fake):
+    live = fake.fake_cuda_live(b"stream")
+    owner = _stream.Stream()
+    borrowed = _stream.BorrowedStream(owner.ptr, owner)
+    assert borrowed.owner is owner and borrowed.ptr == owner.ptr
+    del owner
+    gc.collect()
+    assert fake.fake_cuda_live(b"stream") == live + 1    # the owner is alive: the stream is too
+    borrowed.synchronize()
+    borrowed.close()                              # forgets it: the owner, collected, destroys it once
+    gc.collect()
+    assert borrowed.ptr == 0 and fake.fake_cuda_live(b"stream") == live
+
+
 ENTRY_SCRIPT = r"""
 import ctypes, numpy as np
 from eagle.cuda import _driver as c, _graph, _memory, _stream
