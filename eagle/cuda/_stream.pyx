@@ -126,12 +126,6 @@ cdef class Stream(StreamBase):
     def __cinit__(self, bint non_blocking=True):
         self.handle = stream_create(EAGLE_CUDA_STREAM_NON_BLOCKING if non_blocking else 0)
 
-    @staticmethod
-    def from_ptr(uintptr_t ptr, owner=None):
-        """A :class:`BorrowedStream` over ``ptr`` (kept for the callers that name the class
-        they know)."""
-        return BorrowedStream(ptr, owner)
-
     def close(self):
         cdef int st
         s = self.handle
