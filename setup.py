@@ -122,8 +122,16 @@ EXTENSIONS = [
     # MPI collectives: the MPI entry points are looked up at run time, no mpi.h needed
     ext("eagle.mpi._collectives", ["eagle/mpi/_collectives.pyx"], libraries=["dl"]),
 ]
-if os.path.exists(os.path.join(HERE, "eagle", "cuda", "_shim.pyx")):
-    EXTENSIONS.append(ext("eagle.cuda._shim", ["eagle/cuda/_shim.pyx", "csrc/cuda/cuda_shim.c"], libraries=["dl"]))
+if os.path.exists(os.path.join(HERE, "eagle", "cuda", "_driver.pyx")):
+    # the C shim is linked into eagle.cuda._driver alone (one place resolves the driver);
+    # the other modules call it through _driver's cimported wrappers
+    EXTENSIONS += [
+        ext("eagle.cuda._driver", ["eagle/cuda/_driver.pyx", "csrc/cuda/cuda_shim.c"], libraries=["dl"]),
+        ext("eagle.cuda._stream", ["eagle/cuda/_stream.pyx"]),
+        ext("eagle.cuda._graph", ["eagle/cuda/_graph.pyx"]),
+        ext("eagle.cuda._retune", ["eagle/cuda/_retune.pyx"]),
+        ext("eagle.cuda._memory", ["eagle/cuda/_memory.pyx"]),
+    ]
 
 
 class build_py_with_headers(build_py):

@@ -99,7 +99,7 @@ def show_config() -> None:
             f"GOMP_SPINCOUNT={_os.environ.get('GOMP_SPINCOUNT', 'unset')}")
     print(f"  idle spin        {spin}")
     try:
-        from eagle.cuda import _shim as _cuda
+        from eagle.cuda import _driver as _cuda
     except ImportError:
         print("  cuda backend     not built")
     else:

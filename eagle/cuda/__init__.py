@@ -6,8 +6,10 @@
   (public as ``eagle.graph.cuda_kernel``, ``eagle.graph.SIZE``, ``eagle.graph.SIZE_PTR``);
 * ``eagle.cuda.finished`` — compaction and reorder as captured kernels;
 * ``eagle.cuda.ufunc_node`` — ``eagle.graph.ufunc`` on CUDA arrays (generated kernels);
-* ``eagle.cuda._shim`` — the Cython wrapper of the C shim over the CUDA driver
-  (csrc/include/eagle/cuda_shim.h);
+* ``eagle.cuda._driver`` — the thin Cython layer over the C shim of the CUDA driver
+  (csrc/include/eagle/cuda_shim.h), and over it ``_stream`` (streams, events),
+  ``_graph`` (graphs, executable graphs), ``_retune`` (sized kernel nodes) and
+  ``_memory`` (device and mapped host memory): docs/architecture.md;
 * ``eagle/cuda/kernels/*.cu`` — the CUDA C source eagle ships. CuPy compiles it on a
   GPU (``cupy.RawModule``); the tests compile the same files on the CPU with the
   CUDA C emulator of the test doubles (tests/).

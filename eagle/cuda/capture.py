@@ -43,8 +43,8 @@ class Need(enum.Enum):
 
 
 class SizedKernel(NamedTuple):
-    """A captured kernel node ``set_logical_size`` patches: what ``GraphExec.add_sized_kernel``
-    is given for it after instantiate."""
+    """A captured kernel node ``set_logical_size`` patches: what the exec's retune
+    (``eagle.cuda._retune.Retune.add``) is given for it after instantiate."""
 
     #: the eagle node that launched it: its index in the recording holding it, and its name
     index: int
@@ -90,6 +90,11 @@ class Lowering:
     def restart(self, stream) -> None:
         """``Graph.restart``: put the device state ``allocate`` made back as it was made
         (on ``stream``, the device's context current)."""
+
+    def after_launch(self, stream) -> None:
+        """After a launch that ran replays, the device drained (on ``stream``): raise the
+        error its nodes' kernels reported in device memory, as the cpu raises its kernels'
+        errors once the launch is done. Called only for lowerings that override it."""
 
 
 _LOWERINGS: dict[type, type] = {}

@@ -40,7 +40,7 @@ kind's lowering (``CaptureContext.capture``); a control node
 inside a body does the same one level down (the handle of a nested conditional node
 belongs to the body graph holding it).
 
-**Drivers.** Conditional nodes need a CUDA 12.4 driver (``_cuda.has("conditional")``),
+**Drivers.** Conditional nodes need a CUDA 12.4 driver (``eagle.cuda._driver.has("conditional")``),
 capture into a body a 12.3 one; ``build()`` raises ``CudaError`` naming the driver's
 version otherwise.
 
@@ -68,6 +68,11 @@ import contextlib
 import numpy as np
 
 from eagle._errors import CudaError, add_note
+from eagle.cuda._driver import (CAPTURE_MODE_RELAXED, CAPTURE_STATUS_ACTIVE,
+                                CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, DriverError)
+from eagle.cuda._graph import BorrowedGraph, Graph
+from eagle.cuda._memory import DeviceBuffer
+from eagle.cuda._stream import Stream
 from eagle.cuda.capture import Lowering, register, runs_on_cuda
 from eagle.record.control import ControlNode
 from eagle.record.node import RunsAs
@@ -161,9 +166,6 @@ class ControlCapture(Lowering):
     (``check_limits``, ``stopped``)."""
 
     def __init__(self):
-        from eagle.cuda import _shim
-
-        self._cuda = _shim
         #: (node name, max_iterations, DeviceBuffer of the loop's state) per loop with a limit
         #: that raises (on_max="raise"; one that stops just ends the loop, in the kernel)
         self.limits = []
@@ -201,7 +203,7 @@ class ControlCapture(Lowering):
                 continue
             where = f"{name!r}{path}"
             if node.control == "while" and id(node) not in self._state:
-                state = ctx.register_buffer(self._cuda.DeviceBuffer(8 * _STATE_WORDS))
+                state = ctx.register_buffer(DeviceBuffer(8 * _STATE_WORDS))
                 state.write(np.zeros(_STATE_WORDS, dtype=np.int64), ctx.stream)
                 self._state[id(node)] = state
                 self.loops.append((where, state))
@@ -231,13 +233,13 @@ class ControlCapture(Lowering):
         kind = _CONSTRUCTOR.get(node.control, node.control)
         labels = [f"the {label} of {kind} node {name!r}" for label, _ in node.body_nodes()]
         _cs, _id, gptr, deps = stream.capture_info()
-        graph = self._cuda.Graph.borrow(gptr)
+        graph = BorrowedGraph(gptr, stream)
         if node.control == "subgraph" and holds_conditional(node.bodies[0]):
             self.in_place += 1
             self._capture_in_place(ctx, node.bodies[0], graph, labels[0])
             return
         if node.control == "subgraph":
-            empty = self._cuda.Graph()
+            empty = Graph()
             try:
                 child = graph.add_child(empty, deps)
             finally:
@@ -285,11 +287,11 @@ class ControlCapture(Lowering):
         'x'") in recording order on a stream of their own, their sized kernels registered
         as a body's (a retune patches them in the graph, then one exec update: module doc);
         ``after(stream)`` captures the body's last node (a loop's condition)."""
-        s = self._cuda.Stream()
+        s = Stream()
         self._streams.append(s)
         self._path.append(label)
         where = " in ".join(reversed(self._path))
-        s.begin_capture_to_graph(graph, self._cuda.CAPTURE_MODE_RELAXED)
+        s.begin_capture_to_graph(graph, CAPTURE_MODE_RELAXED)
         try:
             for j in range(len(rec.nodes)):
                 self._capture_body_node(ctx, rec, j, s, in_body=True)
@@ -312,12 +314,11 @@ class ControlCapture(Lowering):
             add_note(e, f"eagle: raised by node {rec.names[j]!r} of a control-flow body "
                         "while build() captured it")
             raise
-        if stream.capture_status() != self._cuda.CAPTURE_STATUS_ACTIVE:
-            st = 901
-            raise CudaError(st, self._cuda.status_name(st), self._cuda.status_text(st),
-                            f"node {rec.names[j]!r} of a control-flow body invalidated its "
-                            "capture (a GPU call inside it failed or is not allowed while "
-                            "capturing)")
+        if stream.capture_status() != CAPTURE_STATUS_ACTIVE:
+            raise DriverError(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+                              f"node {rec.names[j]!r} of a control-flow body invalidated its "
+                              "capture (a GPU call inside it failed or is not allowed while "
+                              "capturing)")
 
     def _capture_in_place(self, ctx, rec, graph, label):
         """``rec``'s nodes captured in recording order on ``ctx.stream`` itself, into ``graph``

@@ -327,35 +327,35 @@ class CudaPartitionCapture(Lowering):
     def allocate(self, node, ctx):
         """This build's scratch, counts, array table and state on the device (the graph
         owns them, ``ctx.register_buffer``)."""
-        from eagle.cuda import _shim as _cuda
+        from eagle.cuda._memory import DeviceBuffer
 
         stream = ctx.stream
         scratch = []
         for ptr, stride, row, shape, dt in node._layouts:
-            scratch.append(ctx.register_buffer(_cuda.DeviceBuffer(max(1, row * node.capacity))).ptr)
-        counts = ctx.register_buffer(_cuda.DeviceBuffer((node.n_keys + 1) * node.c_cap * 8))
+            scratch.append(ctx.register_buffer(DeviceBuffer(max(1, row * node.capacity))).ptr)
+        counts = ctx.register_buffer(DeviceBuffer((node.n_keys + 1) * node.c_cap * 8))
         table = np.array([[lay[0], s, lay[2], lay[1]] for lay, s in zip(node._layouts, scratch)],
                          dtype=np.int64)
-        tbuf = ctx.register_buffer(_cuda.DeviceBuffer(table.nbytes))
+        tbuf = ctx.register_buffer(DeviceBuffer(table.nbytes))
         tbuf.write(table, stream)
-        st = ctx.register_buffer(_cuda.DeviceBuffer(16))
+        st = ctx.register_buffer(DeviceBuffer(16))
         st.write(np.zeros(2, dtype=np.int64), stream)
         self._buffers[id(node)] = (counts, tbuf, st)
         self._nodes.append(node)
 
     def restart(self, stream):
         """Each node's run counter (``every``) back to 0 and its id map to the identity."""
-        from eagle.cuda import _shim as _cuda
+        from eagle.cuda._memory import copy_to_device
 
         for node in self._nodes:
             self._buffers[id(node)][2].write(np.zeros(2, dtype=np.int64), stream)
             ptr, stride = node._layouts[-1][0], node._layouts[-1][1]
             ids = np.arange(node.capacity, dtype=np.int64)
             if stride == ids.itemsize:
-                _cuda.copy_to_device(ptr, ids, stream)
+                copy_to_device(ptr, ids, stream)
             else:
                 for i in range(node.capacity):
-                    _cuda.copy_to_device(ptr + i * stride, ids[i:i + 1], stream)
+                    copy_to_device(ptr + i * stride, ids[i:i + 1], stream)
 
     def capture(self, node, ctx):
         """Launch the four kernels on ``ctx.stream``; the ones whose grid follows the

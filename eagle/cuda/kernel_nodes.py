@@ -269,7 +269,7 @@ class CudaKernelNode(Node):
         return max(1, -(-size // self.block))
 
     def launch(self, stream, size: int, size_ptr: int = 0) -> None:
-        """Launch the kernel on ``stream`` (an ``eagle.cuda._shim.Stream``) for ``size`` samples;
+        """Launch the kernel on ``stream`` (an ``eagle.cuda._stream`` stream) for ``size`` samples;
         ``size_ptr`` is the device address a ``SIZE_PTR`` argument receives.
 
         During capture this adds one kernel node to the graph.
@@ -283,9 +283,9 @@ class CudaKernelNode(Node):
             self._function((grid,), (self.block,), self._cupy_args(size, size_ptr),
                            shared_mem=self.shared_mem, stream=stream)
         else:
-            from eagle.cuda import _shim as _cuda
+            from eagle.cuda._stream import launch_kernel
 
-            _cuda.launch_kernel(self.func, grid, self.block, self._ctypes_args(size, size_ptr),
+            launch_kernel(self.func, grid, self.block, self._ctypes_args(size, size_ptr),
                                 self.shared_mem, stream)
 
     def _check_widths(self) -> None:
@@ -293,9 +293,9 @@ class CudaKernelNode(Node):
         drivers; nothing to check against before): the launch copies each parameter's
         own width from what eagle passes, so a float32 for a double reads 4 bytes past it
         and an int64 for an int is silently truncated."""
-        from eagle.cuda import _shim as _cuda
+        from eagle.cuda._driver import kernel_param_sizes
 
-        real = _cuda.kernel_param_sizes(self.func)
+        real = kernel_param_sizes(self.func)
         if real is None:
             return
         if len(real) != self.nargs:

@@ -12,12 +12,15 @@ node against NumPy (docs/ufunc reductions), and the GPU result equals the cpu's 
 bit on the CUDA stand-in. Both kernels are sized: a retune patches their size argument
 and grids. On CUDA a reduction takes a 1-d operand (a 0-d output); a reduction without
 identity (maximum, minimum) over no sample and without ``initial=`` leaves ``s`` as it
-was (the cpu raises after the launch). ``ufunc.at`` tallies run on the cpu only.
+was and sets a device error word, which ``launch`` reads once the device is drained and
+raises as the cpu does (``ValueError``, after the launch). ``ufunc.at`` tallies run on the
+cpu only.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from eagle._errors import add_note
 from eagle.cuda.capture import Lowering, register
 from eagle.record.node import Node, RunsAs
 from eagle.record.ufunc_operands import Operand, reduce_identity
@@ -50,6 +53,19 @@ def _combine(op, ct, dtype):
         return "(a <= v || a != a) ? a : v" if f else "a <= v ? a : v"
     return {"logical_or": "a || v", "logical_and": "a && v", "bitwise_or": "a | v",
             "bitwise_and": "a & v", "bitwise_xor": "a ^ v"}[op]
+
+
+def raises_when_empty(op, has_initial):
+    """Whether a reduction has no value over no sample: its finish kernel then takes an
+    error word's address (``err_ptr``, before ``n``) and sets it instead of writing."""
+    return op in ("maximum", "minimum") and not has_initial
+
+
+def empty_error(what):
+    """The cpu's error for a reduction without identity (``what``: "maximum.reduce"...) over
+    no sample (eagle/cpu/_reduce.pyx)."""
+    return ValueError(f"zero-size array to reduction operation {what} which has no identity "
+                      "(the logical size was 0): pass initial= for an empty reduction")
 
 
 def reduce_sources(op, dtype, src_bool, masked, has_initial):
@@ -89,11 +105,13 @@ def reduce_sources(op, dtype, src_bool, masked, has_initial):
             + body +
             f"    (({ct} *)part_ptr)[b] = r;\n}}\n")
     init_param = f", {ct} init" if has_initial else ""
+    if raises_when_empty(op, has_initial):
+        init_param = ", long long err_ptr"
     if has_initial:
         empty = "*(" + ct + " *)out = init;"
         last = f"{{ {ct} a = init, v = r; r = ({ct})({comb}); }}"
     elif op in ("maximum", "minimum"):
-        empty = "return;   /* no identity: out is left as it was */"
+        empty = "*(long long *)err_ptr = 1;   /* no identity: out is left as it was */"
         last = ""
     else:
         empty = f"*({ct} *)out = ident;"
@@ -164,17 +182,40 @@ class CudaReduceNode(Node):
 
 
 class CudaReduceCapture(Lowering):
-    """Allocates the block partials (the graph owns them); captures the two kernels, sized."""
+    """Allocates the block partials (the graph owns them) and, for a reduction without
+    identity, its error word; captures the two kernels, sized; after each launch raises
+    the error a reduction over no sample set."""
 
     def __init__(self):
         self._parts = {}
+        #: {id(node): [its name, "maximum.reduce"..., error word]} of reductions without identity
+        self._errors = {}
 
     def allocate(self, node, ctx):
-        from eagle.cuda import _shim as _cuda
+        from eagle.cuda._memory import DeviceBuffer
 
         n = _shape(node.x)[0]
         nb = n // BLOCK + (n % BLOCK != 0)
-        self._parts[id(node)] = ctx.register_buffer(_cuda.DeviceBuffer(max(1, nb) * node.dtype.itemsize))
+        self._parts[id(node)] = ctx.register_buffer(DeviceBuffer(max(1, nb) * node.dtype.itemsize))
+        if raises_when_empty(node.ufunc.__name__, node.init is not None):
+            err = ctx.register_buffer(DeviceBuffer(8))
+            err.write(np.zeros(1, np.int64), ctx.stream)
+            self._errors[id(node)] = [None, node.default_name(), err]
+
+    def after_launch(self, stream):
+        """Raise the first reduction's error over no sample (in capture order), as the cpu
+        does after the launch; every error word is cleared."""
+        first = None
+        word = np.zeros(1, np.int64)
+        for name, what, err in self._errors.values():
+            if err.read_into(word, stream)[0]:
+                err.write(np.zeros(1, np.int64), stream)
+                if first is None:
+                    first = empty_error(what)
+                    add_note(first, f"eagle: raised by node {name!r} (a reduction over no sample, on "
+                                    "the device) in the last launch")
+        if first is not None:
+            raise first
 
     def capture(self, node, ctx):
         from eagle.cuda.kernel_nodes import SIZE, cuda_kernel
@@ -186,7 +227,11 @@ class CudaReduceCapture(Lowering):
             args += [node.mask, np.int64(_stride(node.mask))]
         kernels = [cuda_kernel(pk, args + [node.ident, np.int64(part), SIZE], reads=dict(node.reads),
                                block=THREADS)]
-        fargs = [np.int64(part), node.out, node.ident] + ([node.init] if node.init is not None else []) + [SIZE]
+        err = self._errors.get(id(node))
+        if err is not None:
+            err[0] = ctx.name
+        fargs = ([np.int64(part), node.out, node.ident] + ([node.init] if node.init is not None else [])
+                 + ([np.int64(err[2].ptr)] if err is not None else []) + [SIZE])
         kernels.append(cuda_kernel(fk, fargs, writes=dict(node.writes), block=THREADS))
         for k in kernels:
             k.launch(ctx.stream, ctx.size)

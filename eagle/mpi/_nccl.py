@@ -146,8 +146,8 @@ def _check_devices(comm):
     ranks of one node must each have their own, or NCCL refuses ("Duplicate GPU
     detected"). Raises on every rank (they all see the same devices) naming them."""
     try:
-        from eagle.cuda import _shim
-        device = _shim.current_device()
+        from eagle.cuda._driver import current_device
+        device = current_device()
     except (ImportError, CudaError):   # no cuda backend or no driver: nothing to check here
         return
     MPI = _runtime.mpi()
@@ -326,10 +326,10 @@ class _Scratch:
             self.ptr = self._owner.data.ptr
             return
         try:
-            from eagle.cuda import _shim
+            from eagle.cuda._memory import DeviceBuffer
             from eagle.cuda.backend import ensure_driver
             ensure_driver()
-            self._owner = _shim.DeviceBuffer(nbytes)
+            self._owner = DeviceBuffer(nbytes)
             self._owner.write(np.zeros(nbytes, dtype=np.uint8))
         except (ImportError, CudaError):   # no cuda backend built, or no driver / GPU
             self._owner = None
@@ -341,14 +341,14 @@ class _Scratch:
         cp = sys.modules.get("cupy")
         if cp is not None:
             if stream:
-                from eagle.cuda import _shim
-                from eagle.cuda.backend import cupy_stream
-                cupy_stream(cp, _shim.Stream.from_ptr(stream)).synchronize()
+                from eagle.cuda._stream import BorrowedStream
+                from eagle.cuda.interop import cupy_stream
+                cupy_stream(cp, BorrowedStream(stream)).synchronize()
             else:
                 cp.cuda.Device().synchronize()
         elif self._owner is not None:
-            from eagle.cuda import _shim
-            _shim.Stream.from_ptr(stream).synchronize()
+            from eagle.cuda._stream import BorrowedStream
+            BorrowedStream(stream).synchronize()
             self._owner.close()
         self._owner = None
 

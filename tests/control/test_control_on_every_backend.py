@@ -22,9 +22,9 @@ from eagle.graph import if_else, subgraph, while_loop
 @pytest.fixture(autouse=True)
 def conditional_nodes(backend):
     if backend.name == "gpu":
-        from eagle.cuda import _shim
-        if not _shim.has("conditional"):
-            pytest.skip(f"conditional nodes need a 12.4 driver, this one is {_shim.driver_version()}")
+        from eagle.cuda import _driver
+        if not _driver.has("conditional"):
+            pytest.skip(f"conditional nodes need a 12.4 driver, this one is {_driver.driver_version()}")
 
 
 def condition(backend, n, dtype, value=0):
@@ -134,7 +134,7 @@ def test_branch_chosen_per_replay(backend, otherwise):
     g.add_node(if_else({"flag?": flag_c}, then, other if otherwise else None), name="branch")
     g.build()
     if b.graph_backend == "cuda":
-        assert g._backend._control.conditional_nodes == (2 if otherwise else 1)
+        assert g._backend.control.conditional_nodes == (2 if otherwise else 1)
     want = np.zeros(6)
     for f in [1, 0, 0, 1, 1, 0]:
         b.put(flag, 0, f)
@@ -198,7 +198,7 @@ def test_a_subgraph_holding_control_flow_used_twice(backend):
     g.add_node(subgraph(sub), name="second")
     g.build()
     if b.graph_backend == "cuda":
-        assert g._backend._control.in_place == 2 and g._backend._control.child_nodes == 0
+        assert g._backend.control.in_place == 2 and g._backend.control.child_nodes == 0
     want = np.zeros(n)
     for kk, f in [(3, 1), (0, 1), (2, 0)]:
         b.put(k, 0, kk)

@@ -29,6 +29,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from eagle.cuda import _stream
+
 from eagle.record.node import RunsAs
 
 import eagle
@@ -129,7 +131,7 @@ def test_opaque_node_kernels_replay_but_python_does_not(backend_mod, fake):
         calls.append(1)
         s = b.capture_stream()
         assert s is not None and s.is_capturing()
-        b._cuda.launch_kernel(kernel(fake, "add_one"), 2, 4,
+        _stream.launch_kernel(kernel(fake, "add_one"), 2, 4,
                               [ctypes.c_void_p(h.ctypes.data), ctypes.c_int64(6)], stream=s)
 
     g = eagle.Graph()
@@ -294,15 +296,18 @@ def test_failed_instantiate_names_the_eagle_node(ck, fake):
 
 
 @pytest.fixture
-def created_streams(monkeypatch, cuda_mod):
-    """Every eagle.cuda._shim.Stream the backend creates (to check none is left capturing)."""
+def created_streams(monkeypatch, backend_mod):
+    """Every eagle.cuda._stream.Stream the backend creates (to check none is left capturing)."""
+    import eagle.cuda.control as control
+
     made = []
 
-    class Recorded(cuda_mod.Stream):
+    class Recorded(_stream.Stream):
         def __init__(self, *a, **k):
             made.append(self)
 
-    monkeypatch.setattr(cuda_mod, "Stream", Recorded)
+    monkeypatch.setattr(backend_mod, "Stream", Recorded)
+    monkeypatch.setattr(control, "Stream", Recorded)
     return made
 
 
@@ -362,7 +367,7 @@ def test_a_node_working_on_the_legacy_stream_fails_the_capture_naming_it(backend
     a = DeviceArray(np.zeros(4))
 
     def on_legacy():
-        cuda_mod.launch_kernel(kernel(fake, "add_one"), 1, 4, [_p(a), ctypes.c_int64(4)], stream=None)
+        _stream.launch_kernel(kernel(fake, "add_one"), 1, 4, [_p(a), ctypes.c_int64(4)], stream=None)
 
     g = eagle.Graph()
     g.add_node(opaque(lambda: None, writes={"a": a}), name="fine")
@@ -378,12 +383,12 @@ def test_a_node_working_on_the_legacy_stream_fails_the_capture_naming_it(backend
         s.synchronize()
     # the per-thread default stream (CU_STREAM_PER_THREAD) is not the legacy stream: work
     # there is simply not captured (it runs now), as on a GPU
-    s = cuda_mod.Stream(non_blocking=False)
+    s = _stream.Stream(non_blocking=False)
     s.begin_capture(cuda_mod.CAPTURE_MODE_RELAXED)
     before = a.host.copy()
-    cuda_mod.launch_kernel(kernel(fake, "add_one"), 1, 4, [_p(a), ctypes.c_int64(4)],
-                           stream=cuda_mod.Stream.from_ptr(2))
-    cuda_mod.Stream.from_ptr(2).synchronize()
+    _stream.launch_kernel(kernel(fake, "add_one"), 1, 4, [_p(a), ctypes.c_int64(4)],
+                           stream=_stream.BorrowedStream(2))
+    _stream.BorrowedStream(2).synchronize()
     assert (a.host == before + 1).all()
     assert s.capture_status() == cuda_mod.CAPTURE_STATUS_ACTIVE
     s.end_capture().close()
@@ -403,7 +408,7 @@ def test_build_lists_the_capture_graph_a_bounded_number_of_times(ck, fake, cuda_
                 g.add_node(cuda_kernel((kernel(fake, "add_one"), 2), (x, SIZE), writes={"x": x}, block=4),
                            name=f"k{k}")
             else:   # an opaque node launching a kernel itself, on the capture stream
-                g.add_node(opaque(lambda: cuda_mod.launch_kernel(
+                g.add_node(opaque(lambda: _stream.launch_kernel(
                     kernel(fake, "add_one"), 1, 4, [_p(x), ctypes.c_int64(4)],
                     stream=backend_mod.capture_stream()), writes={"x": x}), name=f"o{k}")
         before = fake.fake_cuda_nodes_listed()
@@ -629,8 +634,7 @@ class FakeRawKernel:
                 for a in args:
                     assert isinstance(a, np.generic), f"CuPy gets NumPy scalars here, not {type(a)}"
                     conv.append(np.ctypeslib.as_ctypes_type(a.dtype)(a.item()))
-                import eagle.cuda._shim as c
-                c.launch_kernel(address, grid, block, conv, shared_mem, stream)
+                _stream.launch_kernel(address, grid, block, conv, shared_mem, stream)
 
         self.kernel = Function()
 
@@ -662,7 +666,7 @@ def test_cupy_current_stream_and_graph_pool_during_capture(backend_mod, fake, fa
     g.build()
     b = g._backend
     pool = st.pools[-1]
-    assert b._pool is pool
+    assert b.pools.cupy is pool
     for name, (cur, cap, alloc) in seen.items():
         assert cur == cap, f"{name}: CuPy's current stream is the capture stream"
         assert alloc == pool.malloc, f"{name}: allocations go to the graph's own pool"
@@ -705,7 +709,7 @@ def test_cupy14_gets_eagles_stream_through_the_stream_protocol(backend_mod, fake
         g.build()
         g.launch(1)
     assert seen == [g._backend.stream.ptr] and cupy14.state.ext == []
-    assert cuda_mod.Stream().__cuda_stream__()[0] == 0
+    assert _stream.Stream().__cuda_stream__()[0] == 0
 
 
 def test_cupy13_still_gets_an_external_stream(backend_mod, fake, monkeypatch):
@@ -724,7 +728,7 @@ def test_a_cupy_arrays_stream_is_not_kept_from_build(backend_mod, fake, cupy14, 
     """A CuPy array's __cuda_array_interface__ names CuPy's *current* stream when it is read.
     Built under a stream since destroyed, launches must not record on that dead handle."""
     x = cupy14.ndarray(DeviceArray(np.zeros(4)))
-    producer = cuda_mod.Stream()
+    producer = _stream.Stream()
     g = eagle.Graph()
     g.add_node(opaque(lambda: None, writes={"x": x}), name="touch")
     with pytest.warns(DeprecationWarning):
@@ -737,7 +741,7 @@ def test_a_cupy_arrays_stream_is_not_kept_from_build(backend_mod, fake, cupy14, 
     assert g._backend.replays == 2
     # a non-CuPy array's stream is read again at each launch, too
     y = DeviceArray(np.zeros(4))
-    s1, s2 = cuda_mod.Stream(), cuda_mod.Stream()
+    s1, s2 = _stream.Stream(), _stream.Stream()
     y.stream = s1.ptr
     g2 = eagle.Graph()
     g2.add_node(opaque(lambda: None, writes={"y": y}), name="touch")
@@ -771,9 +775,9 @@ def test_launch_waits_for_torchs_current_stream(ck, fake, cuda_mod, backend_mod,
                            writes={"y": y}, block=4), name="scale")
     g.build()
     t.requires_grad = True        # a leaf of an autograd graph: __dlpack__ raises BufferError
-    producer = cuda_mod.Stream()
+    producer = _stream.Stream()
     with torch.cuda.stream(torch.cuda.ExternalStream(producer.ptr)):
-        cuda_mod.launch_kernel(kernel(fake, "slow_fill"), 1, 4,
+        _stream.launch_kernel(kernel(fake, "slow_fill"), 1, 4,
                                [_p(x), ctypes.c_double(5.0), ctypes.c_int64(4), ctypes.c_int64(50000)],
                                stream=producer)
         g.launch(1)
@@ -788,7 +792,7 @@ def test_torch_allocations_during_capture_go_to_a_pool_of_the_graph(backend_mod,
     g = eagle.Graph()
     g.add_node(opaque(lambda: seen.append(torch.state.pool), writes={"a": a}), name="temps")
     g.build()
-    assert seen == [g._backend._torch_pool] and seen[0] is not None
+    assert seen == [g._backend.pools.torch] and seen[0] is not None
     assert torch.state.pool is None   # restored after the capture
 
 
@@ -809,7 +813,7 @@ def test_torch_first_used_inside_the_capture_allocates_from_the_graph_s_pool(bac
     g.add_node(opaque(temps, writes={"a": a}), name="temps")
     g.build()
     assert torch.cuda.is_initialized()
-    assert seen == [g._backend._torch_pool] and seen[0] is not None
+    assert seen == [g._backend.pools.torch] and seen[0] is not None
 
 
 def test_rawkernel_path_of_cuda_kernel(ck, fake, fake_cupy):
@@ -847,15 +851,16 @@ def test_launch_waits_for_the_stream_the_arrays_name(ck, fake, cuda_mod, backend
     queued there (an event on that stream, waited on by eagle's stream). The stand-in
     runs streams asynchronously, so without that wait the graph reads stale x."""
     cuda_kernel, SIZE = ck
-    producer = cuda_mod.Stream()
+    producer = _stream.Stream()
     x = DeviceArray(np.ones(4), stream=producer.ptr)
     y = DeviceArray(np.zeros(4))
     g = eagle.Graph()
     g.add_node(cuda_kernel((kernel(fake, "scale"), 4), (y, x, 2.0, SIZE), reads={"x": x},
                            writes={"y": y}, block=4), name="scale")
     g.build()
-    assert backend_mod.producer_streams(g._backend._arrays) == [producer.ptr]  # read at each launch
-    cuda_mod.launch_kernel(kernel(fake, "slow_fill"), 1, 4,
+    from eagle.cuda.interop import producer_streams
+    assert producer_streams(g._backend.producers.arrays) == [producer.ptr]  # read at each launch
+    _stream.launch_kernel(kernel(fake, "slow_fill"), 1, 4,
                            [_p(x), ctypes.c_double(5.0), ctypes.c_int64(4), ctypes.c_int64(50000)],
                            stream=producer)
     g.launch(1)
@@ -894,7 +899,7 @@ def _library_group(fake, cuda_mod, backend_mod, kinds, kernel=kernel):
     def make(k, a, name):
         def run():
             calls[name] = calls.get(name, 0) + 1
-            cuda_mod.launch_kernel(kernel(fake, k), 1, 4, [_p(a), ctypes.c_int64(4)],
+            _stream.launch_kernel(kernel(fake, k), 1, 4, [_p(a), ctypes.c_int64(4)],
                                    stream=backend_mod.capture_stream())
         return run
 
@@ -977,7 +982,7 @@ import ctypes, sys
 import numpy as np
 sys.path.insert(0, "tests/doubles")
 import eagle
-from eagle.cuda import _shim as c, backend as b
+from eagle.cuda import _driver as c, _stream, backend as b
 from eagle.graph import opaque
 from fake_cuda import DeviceArray
 lib = ctypes.CDLL(c.load())
@@ -986,7 +991,7 @@ k = lib.fake_cuda_kernel(b"add_one")
 arrays = [DeviceArray(np.zeros(4)) for _ in range(2)]
 def make(a):
     def run():
-        c.launch_kernel(k, 1, 4, [ctypes.c_uint64(a.__cuda_array_interface__["data"][0]),
+        _stream.launch_kernel(k, 1, 4, [ctypes.c_uint64(a.__cuda_array_interface__["data"][0]),
                                   ctypes.c_int64(4)], stream=b.capture_stream())
     return run
 g = eagle.Graph()
@@ -1040,22 +1045,22 @@ class DLPackArray(DeviceArray):
 
     def __dlpack__(self, stream=None):
         self.asked.append(stream)
-        ev = self.cuda_mod.Event()
+        ev = _stream.Event()
         ev.record(self.producer)
-        self.cuda_mod.Stream.from_ptr(stream).wait_event(ev)
+        _stream.BorrowedStream(stream).wait_event(ev)
         return None  # the capsule itself is not needed for ordering
 
 
 def test_launch_asks_dlpack_producers_to_order_on_its_stream(ck, fake, cuda_mod):
     cuda_kernel, SIZE = ck
-    producer = cuda_mod.Stream()
+    producer = _stream.Stream()
     x = DLPackArray(np.ones(4), producer, cuda_mod)
     y = DeviceArray(np.zeros(4))
     g = eagle.Graph()
     g.add_node(cuda_kernel((kernel(fake, "scale"), 4), (y, x, 3.0, SIZE), reads={"x": x},
                            writes={"y": y}, block=4), name="scale")
     g.build()
-    cuda_mod.launch_kernel(kernel(fake, "slow_fill"), 1, 4,
+    _stream.launch_kernel(kernel(fake, "slow_fill"), 1, 4,
                            [_p(x), ctypes.c_double(2.0), ctypes.c_int64(4), ctypes.c_int64(50000)],
                            stream=producer)
     g.launch(1)

@@ -60,14 +60,14 @@ def _add_one_lowering(capture):
             self.allocated.append(node)
 
         def capture(self, node, ctx):
-            from eagle.cuda import _shim
+            from eagle.cuda import _stream
 
             if node.fail:
                 raise RuntimeError("this kind refuses to be captured")
             ptr = node.a.__cuda_array_interface__["data"][0]
             size_arg = ctypes.c_void_p(ctx.size_ptr) if node.via_ptr else ctypes.c_int64(ctx.size)
             grid = max(1, -(-ctx.size // node.per_block))
-            _shim.launch_kernel(node.func, grid, node.block, [ctypes.c_void_p(ptr), size_arg], 0,
+            _stream.launch_kernel(node.func, grid, node.block, [ctypes.c_void_p(ptr), size_arg], 0,
                                 ctx.stream)
             record = ctx.add_sized_kernel(ctx.stream.last_node(), nargs=2,
                                           size_index=0 if node.via_ptr else 1,
@@ -89,7 +89,7 @@ def test_a_kind_defined_here_captures_itself_and_is_retuned(fake, capture_mod):
     assert made.allocated == [g.recording().nodes[0]]
     (index, name, in_body, size, size_ptr, record), = made.captured
     assert (index, name, in_body, size, size_ptr) == (0, "mine", False, 10, 0)
-    # the record, field by field, as GraphExec.add_sized_kernel is given it
+    # the record, field by field, as Retune.add is given it
     assert isinstance(record, capture_mod.SizedKernel)
     assert record._fields == ("index", "name", "handle", "nargs", "size_index", "size_type",
                               "per_block", "arg_sizes", "in_body", "extent")

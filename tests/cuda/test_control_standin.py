@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from eagle.cuda import _graph, _stream
+
 from backends import StandinBackend
 from ctrl_c import child_env, interrupt, scaled
 
@@ -92,7 +94,7 @@ def test_newton_iterations_per_replay(fake, ck, tk):
     g.build()
     assert g.backend == "cuda"
     b = g._backend
-    assert b._control.conditional_nodes == 1
+    assert b.control.conditional_nodes == 1
     for replay in range(3):
         start = rng.uniform(0.5, 3.0, n)
         x.host[:] = start
@@ -121,7 +123,7 @@ def test_child_graph_used_twice(fake, ck, tk):
     g.add_node(add(ck, tk, x, 100.0), name="mid")
     g.add_node(subgraph(inner), name="second")
     g.build()
-    assert g._backend._control.child_nodes == 2
+    assert g._backend.control.child_nodes == 2
     # the picture: each body's stages say how they are captured (one stream, in order)
     text = str(g)
     assert text.count("│ subgraph") == 2 and text.count("│ stage 1 stream  ┌────┴────┐ │") == 2
@@ -171,7 +173,7 @@ DRIVER_SCRIPT = r"""
 import os, sys
 import numpy as np
 sys.path[:0] = [os.environ["DOUBLES"]]
-from eagle.cuda import _shim as _cuda
+from eagle.cuda import _driver as _cuda, _graph, _stream
 assert _cuda.load()
 import eagle, eagle.cuda.backend
 from eagle.cuda.kernel_nodes import SIZE, cuda_kernel
@@ -232,13 +234,13 @@ def test_stand_in_refuses_event_nodes_in_a_conditional_body(fake, cuda_mod):
     event wait across captures, which the stand-in records as a node only outside
     fork/join — so here by the instantiate rule on a hand-built child.)"""
     from fake_cuda import kernel
-    top = cuda_mod.Graph()
+    top = _graph.Graph()
     node, handle, body = top.add_conditional("if", (), 1)
     # a kernel node in the body is fine
     x = DeviceArray(np.zeros(2))
     body.add_kernel(kernel(fake, "add_one"), 1, 2, [ctypes.c_void_p(x.buffer.ptr), ctypes.c_int64(2)])
     ex = top.instantiate()
-    s = cuda_mod.Stream()
+    s = _stream.Stream()
     ex.launch(s, 1)
     s.synchronize()
     np.testing.assert_array_equal(x.host, [1.0, 1.0])   # default 1 at launch: the IF ran
@@ -266,7 +268,7 @@ def test_ufunc_random_and_opaque_nodes_inside_bodies(fake, ck, tk, emulating_cup
 
     def bump():
         calls.append(1)
-        backend._cuda.launch_kernel(kernel(fake, "add_one"), 3, 4,
+        _stream.launch_kernel(kernel(fake, "add_one"), 3, 4,
                                     [ctypes.c_void_p(y.buffer.ptr), ctypes.c_int64(n)],
                                     stream=backend.capture_stream())
 
@@ -387,7 +389,7 @@ try:
 except KeyboardInterrupt:
     out.append("second")
 print("\n".join(out), flush=True)
-assert g._backend._stop is None or g._backend._stop.get() == 0 or g._backend._stop_pending
+assert g._backend.state.stop is None or g._backend.state.stop.get() == 0 or g._backend._stop_pending
 if mode in ("replays", "until_done"):
     issued = g._backend.last_failure[1] + 1   # the replay interrupted, counted from 0
     ran = int(y.host[0])
@@ -900,14 +902,14 @@ def test_stand_in_refuses_a_child_graph_holding_a_conditional_node(fake, cuda_mo
     down, in a child of a conditional body), and a conditional node added into a child
     node's own graph (cuGraphChildGraphNodeGetGraph), are refused; a conditional body may
     hold a child graph and conditional nodes."""
-    holder = cuda_mod.Graph()
+    holder = _graph.Graph()
     holder.add_conditional("while", (), 0)
-    deep = cuda_mod.Graph()
+    deep = _graph.Graph()
     _n, _h, body = deep.add_conditional("if", (), 1)
     body.add_conditional("if", (), 0)           # allowed: a conditional inside a body
-    plain = cuda_mod.Graph()
+    plain = _graph.Graph()
     body.add_child(plain)                        # allowed: a child graph inside a body
-    top = cuda_mod.Graph()
+    top = _graph.Graph()
     for g in (holder, deep):
         with pytest.raises(eagle.CudaError, match="cuGraphAddChildGraphNode: CUDA_ERROR_INVALID_VALUE"):
             top.add_child(g)
@@ -951,7 +953,7 @@ def test_a_subgraph_holding_a_while_loop_used_twice(fake, ck, tk):
     g.add_node(subgraph(sub), name="second")
     g.build()
     b = g._backend
-    assert (b._control.in_place, b._control.child_nodes, b._control.conditional_nodes) == (2, 0, 2)
+    assert (b.control.in_place, b.control.child_nodes, b.control.conditional_nodes) == (2, 0, 2)
     assert fake.fake_cuda_counter(b"cuGraphAddChildGraphNode") == 0
     want_count = 0.0
     for replay in range(3):
@@ -998,7 +1000,7 @@ def test_nesting_subgraph_if_else_while(fake, ck, tk):
     g.add_node(while_loop({"j?": j_c}, outer), name="outer")
     g.build()
     b = g._backend
-    assert (b._control.in_place, b._control.child_nodes) == (2, 1)
+    assert (b.control.in_place, b.control.child_nodes) == (2, 1)
     assert b.sized_kernels == 10   # 4 per capture of sub, ten, jdec
 
     def python(L, kk, f, jj):
@@ -1061,13 +1063,13 @@ def test_launch_until_done_of_a_graph_with_control_nodes(fake, pk):
         calls = fake.fake_cuda_counter(b"cuGraphAddChildGraphNode")
         done = g.launch_until_done(1000)
         if looped:
-            assert b._control.in_place == 1 and b._control.conditional_nodes == 1
+            assert b.control.in_place == 1 and b.control.conditional_nodes == 1
             assert "conditional" in b.until_done_fallback and b.until_done_path() == "host"
             assert fake.fake_cuda_counter(b"cuGraphAddChildGraphNode") == calls
-            assert b._while is None
+            assert b.until_done.while_graph is None
         else:
-            assert b._control.in_place == 0 and b._control.child_nodes == 3
-            assert b.until_done_fallback is None and b._while is not None
+            assert b.control.in_place == 0 and b.control.child_nodes == 3
+            assert b.until_done_fallback is None and b.until_done.while_graph is not None
         assert g.logical_size == 0 and not s["alive"].host.any()
         back = np.empty(n, np.int64)
         back[s["ids"].host] = s["age"].host
@@ -1100,7 +1102,8 @@ try:
     g.launch(2)
     print("finished")
 except KeyboardInterrupt as e:
-    print("interrupted", type(e.__context__).__name__, " ".join(getattr(e, "__notes__", [])), flush=True)
+    what = "CudaError" if isinstance(e.__context__, eagle.CudaError) else type(e.__context__).__name__
+    print("interrupted", what, " ".join(getattr(e, "__notes__", [])), flush=True)
 k.host[0] = 3
 x.host[:] = 0
 g.launch(1)
@@ -1134,7 +1137,7 @@ def test_a_library_serial_recapture_starts_the_control_state_afresh(fake, ck, tk
 
     def gemm(arr):
         def run():
-            cuda_mod.launch_kernel(kernel(fake, "sgemm_like"), 1, 4,
+            _stream.launch_kernel(kernel(fake, "sgemm_like"), 1, 4,
                                    [ctypes.c_uint64(arr.__cuda_array_interface__["data"][0]),
                                     ctypes.c_int64(4)], stream=backend_mod.capture_stream())
         return run
@@ -1154,7 +1157,7 @@ def test_a_library_serial_recapture_starts_the_control_state_afresh(fake, ck, tk
     g = graph()
     g.build()
     assert g._backend.library_serial_stages   # captured twice
-    assert (g._backend._control.conditional_nodes, len(g._backend._control.body_owners)) == (1, 4)
+    assert (g._backend.control.conditional_nodes, len(g._backend.control.body_owners)) == (1, 4)
     fake.fake_cuda_fail_instantiate_at_kernel(tk["t_newton"][0])
     g2 = graph()
     with pytest.raises(eagle.CudaError) as info:

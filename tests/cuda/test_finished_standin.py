@@ -146,7 +146,7 @@ def test_launch_until_done_in_chunks_and_fallback(fake, ck):
     def broken(name):
         raise RuntimeError("the condition kernel does not load here")
 
-    gg._backend._kernels.function = broken
+    gg._backend.kernels.function = broken
     assert gg.launch_until_done(1000) == 25
     assert gg._backend.until_done_mode == "host"
     assert "does not load" in gg._backend.until_done_fallback

@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from eagle.cuda import _graph, _memory, _retune, _stream
+
 from fake_cuda import DeviceArray, kernel, library_kernel
 from fake_cuda_build import DOUBLES_CFLAGS, build_fake_libcuda
 from programs import program_env
@@ -45,7 +47,7 @@ def run_python(code, env):
 def capture_add_one(c, fake, stream, a, n=None):
     n = a.host.size if n is None else n
     stream.begin_capture(c.CAPTURE_MODE_RELAXED)
-    c.launch_kernel(kernel(fake, "add_one"), 2, 4, [p(a), ctypes.c_int64(n)], stream=stream)
+    _stream.launch_kernel(kernel(fake, "add_one"), 2, 4, [p(a), ctypes.c_int64(n)], stream=stream)
     node = stream.last_node()
     return stream.end_capture(), node
 
@@ -62,9 +64,44 @@ def test_binds_the_standin_driver(cuda_mod, fake_libcuda_path, fake):
     assert cuda_mod.has("conditional") and cuda_mod.has("param_info")
 
 
+def test_a_driver_error_builds_its_text_from_the_status(cuda_mod, fake):
+    """DriverError (an eagle.CudaError) takes the status and what eagle was doing: the name
+    and the driver's sentence come from the status itself; it pickles (a rank's error
+    crosses processes) and keeps the node it names; every status constant is exported."""
+    import pickle
+
+    d = cuda_mod
+    assert (d.CUDA_SUCCESS, d.CUDA_ERROR_INVALID_VALUE, d.CUDA_ERROR_NOT_READY,
+            d.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, d.ERROR_NOT_LOADED, d.ERROR_TOO_OLD) == (0, 1, 600, 901, -1, -5)
+    e = d.DriverError(d.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "capturing node 'x'", node_index=3,
+                      node_name="x")
+    assert isinstance(e, d.CudaError)
+    assert (e.name, e.text) == (d.status_name(901), d.status_text(901))
+    assert str(e) == f"capturing node 'x': {d.status_name(901)}: {d.status_text(901)}"
+    back = pickle.loads(pickle.dumps(e))
+    assert type(back) is d.DriverError and str(back) == str(e)
+    assert (back.status, back.node_index, back.node_name) == (901, 3, "x")
+    with pytest.raises(d.DriverError, match="CUDA_ERROR_INVALID_VALUE"):
+        d.check_status(d.CUDA_ERROR_INVALID_VALUE)
+
+
+def test_a_borrowed_stream_keeps_its_owner_and_never_destroys_the_stream(cuda_mod, fake):
+    live = fake.fake_cuda_live(b"stream")
+    owner = _stream.Stream()
+    borrowed = _stream.BorrowedStream(owner.ptr, owner)
+    assert borrowed.owner is owner and borrowed.ptr == owner.ptr
+    del owner
+    gc.collect()
+    assert fake.fake_cuda_live(b"stream") == live + 1    # the owner is alive: the stream is too
+    borrowed.synchronize()
+    borrowed.close()                              # forgets it: the owner, collected, destroys it once
+    gc.collect()
+    assert borrowed.ptr == 0 and fake.fake_cuda_live(b"stream") == live
+
+
 ENTRY_SCRIPT = r"""
 import ctypes, numpy as np
-from eagle.cuda import _shim as c
+from eagle.cuda import _driver as c, _graph, _memory, _stream
 import sys
 sys.path.insert(0, "tests/doubles")
 from fake_cuda import DeviceArray
@@ -72,15 +109,15 @@ lib = ctypes.CDLL(c.load())
 lib.fake_cuda_counter.restype = ctypes.c_long
 lib.fake_cuda_kernel.restype = ctypes.c_void_p
 a = DeviceArray(np.zeros(4))
-s = c.Stream()
+s = _stream.Stream()
 s.begin_capture()
 k = lib.fake_cuda_kernel(b"add_one")
-c.launch_kernel(k, 1, 4, [ctypes.c_uint64(a.host.ctypes.data), ctypes.c_int64(4)], stream=s)
+_stream.launch_kernel(k, 1, 4, [ctypes.c_uint64(a.host.ctypes.data), ctypes.c_int64(4)], stream=s)
 n1 = s.last_node()
-c.launch_kernel(k, 1, 4, [ctypes.c_uint64(a.host.ctypes.data), ctypes.c_int64(4)], stream=s)
+_stream.launch_kernel(k, 1, 4, [ctypes.c_uint64(a.host.ctypes.data), ctypes.c_int64(4)], stream=s)
 g = s.end_capture()
 nodes = g.nodes()
-g2 = c.Graph()
+g2 = _graph.Graph()
 x = g2.add_kernel(k, 1, 4, [ctypes.c_uint64(a.host.ctypes.data), ctypes.c_int64(4)])
 y = g2.add_kernel(k, 1, 4, [ctypes.c_uint64(a.host.ctypes.data), ctypes.c_int64(4)])
 g2.add_dependencies([x], [y])
@@ -165,7 +202,7 @@ def _eagle_entries():
 
 REQUESTS_SCRIPT = r"""
 import ctypes
-from eagle.cuda import _shim as c
+from eagle.cuda import _driver as c, _graph, _memory, _stream
 lib = ctypes.CDLL(c.load())
 buf = ctypes.create_string_buffer(1 << 16)
 lib.fake_cuda_proc_requests.restype = ctypes.c_size_t
@@ -330,7 +367,7 @@ def test_the_emulator_pool_empties_when_idle_and_survives_a_fork(tmp_path):
 
 
 def test_driver_older_than_12_is_refused_by_version(fake_libcuda_path, cuda_mod):
-    r = run_python("from eagle.cuda import _shim as c\ntry:\n    c.load()\nexcept c.CudaError as e:\n"
+    r = run_python("from eagle.cuda import _driver as c\ntry:\n    c.load()\nexcept c.CudaError as e:\n"
                    "    print('ERR', e.status, e)\n",
                    {"EAGLE_LIBCUDA": fake_libcuda_path, "FAKE_CUDA_VERSION": "11080"})
     assert "ERR -5" in r.stdout and "speaks CUDA 11.8" in r.stdout, r.stdout + r.stderr
@@ -360,9 +397,9 @@ def test_a_new_thread_gets_the_primary_context(cuda_mod, fake):
 
     def work():
         try:
-            s = cuda_mod.Stream()
+            s = _stream.Stream()
             a = DeviceArray(np.zeros(4))
-            cuda_mod.launch_kernel(kernel(fake, "add_one"), 1, 4, [p(a), ctypes.c_int64(4)], stream=s)
+            _stream.launch_kernel(kernel(fake, "add_one"), 1, 4, [p(a), ctypes.c_int64(4)], stream=s)
             s.synchronize()
             out["a"] = a.host.tolist()
         except Exception as e:  # reported below
@@ -381,8 +418,8 @@ def test_streams_run_asynchronously(cuda_mod, fake):
     """Work queued on a stream has not run when the call returns (the stand-in's streams
     are host threads), so code that forgets to order or synchronize sees stale data."""
     a = DeviceArray(np.zeros(4))
-    s = cuda_mod.Stream()
-    cuda_mod.launch_kernel(kernel(fake, "slow_fill"), 1, 4,
+    s = _stream.Stream()
+    _stream.launch_kernel(kernel(fake, "slow_fill"), 1, 4,
                            [p(a), ctypes.c_double(7.0), ctypes.c_int64(4), ctypes.c_int64(50000)],
                            stream=s)
     assert a.host.tolist() == [0.0] * 4
@@ -392,8 +429,8 @@ def test_streams_run_asynchronously(cuda_mod, fake):
 
 def test_host_memory_given_to_a_kernel_faults_and_the_error_sticks(cuda_mod, fake):
     h = np.zeros(4)
-    s = cuda_mod.Stream()
-    cuda_mod.launch_kernel(kernel(fake, "add_one"), 1, 4,
+    s = _stream.Stream()
+    _stream.launch_kernel(kernel(fake, "add_one"), 1, 4,
                            [ctypes.c_uint64(h.ctypes.data), ctypes.c_int64(4)], stream=s)
     with pytest.raises(cuda_mod.CudaError, match="CUDA_ERROR_ILLEGAL_ADDRESS") as info:
         s.synchronize()
@@ -401,14 +438,14 @@ def test_host_memory_given_to_a_kernel_faults_and_the_error_sticks(cuda_mod, fak
     assert not h.any()
     # sticky: every later call fails with the same error, as after a real fault
     with pytest.raises(cuda_mod.CudaError, match="CUDA_ERROR_ILLEGAL_ADDRESS"):
-        cuda_mod.Stream()
+        _stream.Stream()
     assert fake.fake_cuda_sticky() == 700
 
 
 def test_unknown_function_is_an_invalid_handle(cuda_mod, fake):
-    s = cuda_mod.Stream()
+    s = _stream.Stream()
     with pytest.raises(cuda_mod.CudaError, match="CUDA_ERROR_INVALID_HANDLE"):
-        cuda_mod.launch_kernel(ctypes.cast(fake.fake_cuda_reset, ctypes.c_void_p).value, 1, 1, [],
+        _stream.launch_kernel(ctypes.cast(fake.fake_cuda_reset, ctypes.c_void_p).value, 1, 1, [],
                                stream=s)
 
 
@@ -416,24 +453,24 @@ def test_unknown_function_is_an_invalid_handle(cuda_mod, fake):
 
 def test_allocating_during_a_global_capture_invalidates_it(cuda_mod, fake):
     c = cuda_mod
-    s = c.Stream()
+    s = _stream.Stream()
     s.begin_capture(c.CAPTURE_MODE_GLOBAL)
     with pytest.raises(c.CudaError, match="CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"):
-        c.DeviceBuffer(64)
+        _memory.DeviceBuffer(64)
     assert s.capture_status() == c.CAPTURE_STATUS_INVALIDATED
     with pytest.raises(c.CudaError, match="CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"):
         s.end_capture()
     assert s.capture_status() == c.CAPTURE_STATUS_NONE
     # relaxed mode (eagle's) allows it
     s.begin_capture(c.CAPTURE_MODE_RELAXED)
-    c.DeviceBuffer(64).close()
+    _memory.DeviceBuffer(64).close()
     assert s.capture_status() == c.CAPTURE_STATUS_ACTIVE
     s.end_capture().close()
 
 
 def test_synchronizing_a_capturing_stream_invalidates_the_capture(cuda_mod, fake):
     c = cuda_mod
-    s = c.Stream()
+    s = _stream.Stream()
     s.begin_capture(c.CAPTURE_MODE_RELAXED)
     with pytest.raises(c.CudaError, match="CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"):
         s.synchronize()
@@ -444,29 +481,29 @@ def test_synchronizing_a_capturing_stream_invalidates_the_capture(cuda_mod, fake
 def test_legacy_stream_work_while_a_blocking_stream_captures(cuda_mod, fake):
     c = cuda_mod
     a = DeviceArray(np.zeros(4))
-    s = c.Stream(non_blocking=False)
+    s = _stream.Stream(non_blocking=False)
     s.begin_capture(c.CAPTURE_MODE_RELAXED)
     with pytest.raises(c.CudaError, match="CUDA_ERROR_STREAM_CAPTURE_IMPLICIT"):
-        c.launch_kernel(kernel(fake, "add_one"), 1, 4, [p(a), ctypes.c_int64(4)], stream=None)
+        _stream.launch_kernel(kernel(fake, "add_one"), 1, 4, [p(a), ctypes.c_int64(4)], stream=None)
     with pytest.raises(c.CudaError, match="INVALIDATED"):
         s.end_capture()
     # a non-blocking stream's capture is not touched by the legacy stream (the work runs
     # eagerly, uncaptured: why eagle captures from a blocking stream)
-    s2 = c.Stream()
+    s2 = _stream.Stream()
     s2.begin_capture(c.CAPTURE_MODE_RELAXED)
-    c.launch_kernel(kernel(fake, "add_one"), 1, 4, [p(a), ctypes.c_int64(4)], stream=None)
+    _stream.launch_kernel(kernel(fake, "add_one"), 1, 4, [p(a), ctypes.c_int64(4)], stream=None)
     s2.end_capture().close()
 
 
 def test_an_unjoined_side_stream_fails_the_capture(cuda_mod, fake):
     c = cuda_mod
     a, b = DeviceArray(np.zeros(4)), DeviceArray(np.zeros(4))
-    s0, s1 = c.Stream(), c.Stream()
-    ev = c.Event()
+    s0, s1 = _stream.Stream(), _stream.Stream()
+    ev = _stream.Event()
     s0.begin_capture()
-    c.fork(s0, [s1], ev)
-    c.launch_kernel(kernel(fake, "add_one"), 1, 4, [p(a), ctypes.c_int64(4)], stream=s0)
-    c.launch_kernel(kernel(fake, "add_one"), 1, 4, [p(b), ctypes.c_int64(4)], stream=s1)
+    _stream.fork(s0, [s1], ev)
+    _stream.launch_kernel(kernel(fake, "add_one"), 1, 4, [p(a), ctypes.c_int64(4)], stream=s0)
+    _stream.launch_kernel(kernel(fake, "add_one"), 1, 4, [p(b), ctypes.c_int64(4)], stream=s1)
     with pytest.raises(c.CudaError, match="CUDA_ERROR_STREAM_CAPTURE_UNJOINED"):
         s0.end_capture()
     assert s1.capture_status() == c.CAPTURE_STATUS_NONE
@@ -474,8 +511,8 @@ def test_an_unjoined_side_stream_fails_the_capture(cuda_mod, fake):
 
 def test_waiting_on_uncaptured_work_during_capture_is_isolation(cuda_mod, fake):
     c = cuda_mod
-    s0, s1 = c.Stream(), c.Stream()
-    ev = c.Event()
+    s0, s1 = _stream.Stream(), _stream.Stream()
+    ev = _stream.Event()
     ev.record(s1)
     s0.begin_capture()
     with pytest.raises(c.CudaError, match="CUDA_ERROR_STREAM_CAPTURE_ISOLATION"):
@@ -487,15 +524,14 @@ def test_waiting_on_uncaptured_work_during_capture_is_isolation(cuda_mod, fake):
 # ---- graphs: branches, update, parameters --------------------------------------------------
 
 def test_graph_branches_run_concurrently(cuda_mod, fake):
-    c = cuda_mod
     t1, t2 = DeviceArray(np.zeros(2, dtype=np.int64)), DeviceArray(np.zeros(2, dtype=np.int64))
-    s0, s1 = c.Stream(), c.Stream()
-    ev, back = c.Event(), c.Event()
+    s0, s1 = _stream.Stream(), _stream.Stream()
+    ev, back = _stream.Event(), _stream.Event()
     s0.begin_capture()
-    c.fork(s0, [s1], ev)
-    c.launch_kernel(kernel(fake, "stamp"), 1, 1, [p(t1), ctypes.c_int64(0)], stream=s0)
-    c.launch_kernel(kernel(fake, "stamp"), 1, 1, [p(t2), ctypes.c_int64(0)], stream=s1)
-    c.join(s0, [s1], [back])
+    _stream.fork(s0, [s1], ev)
+    _stream.launch_kernel(kernel(fake, "stamp"), 1, 1, [p(t1), ctypes.c_int64(0)], stream=s0)
+    _stream.launch_kernel(kernel(fake, "stamp"), 1, 1, [p(t2), ctypes.c_int64(0)], stream=s1)
+    _stream.join(s0, [s1], [back])
     g = s0.end_capture()
     e = g.instantiate()
     e.launch(s0, 1)
@@ -507,15 +543,16 @@ def test_graph_branches_run_concurrently(cuda_mod, fake):
 def test_update_keeps_its_graphs_and_retune_keeps_the_new_arguments(cuda_mod, fake):
     c = cuda_mod
     a, b = DeviceArray(np.zeros(8)), DeviceArray(np.zeros(8))
-    s = c.Stream()
+    s = _stream.Stream()
     g1, node = capture_add_one(c, fake, s, a)
     e = g1.instantiate()
-    e.add_sized_kernel(node, 2, 1, "int64", per_block=4)
+    r = _retune.Retune(e)
+    r.add(node, 2, 1, "int64", per_block=4)
     g2, _ = capture_add_one(c, fake, s, b)
     e.update(g2)
     del g1, g2
     gc.collect()
-    e.set_logical_size(3)  # the registered node belongs to g1: still alive
+    r.set_logical_size(3)  # the registered node belongs to g1: still alive
     e.launch(s, 1)
     s.synchronize()
     assert a.host.tolist() == [0.0] * 8, "retune brought the pre-update arguments back"
@@ -526,10 +563,11 @@ def test_update_keeps_its_graphs_and_retune_keeps_the_new_arguments(cuda_mod, fa
 def test_repeated_updates_keep_one_graph_alive(cuda_mod, fake):
     c = cuda_mod
     a = DeviceArray(np.zeros(8))
-    s = c.Stream()
+    s = _stream.Stream()
     g1, node = capture_add_one(c, fake, s, a)
     e = g1.instantiate()
-    e.add_sized_kernel(node, 2, 1, "int64", per_block=4)
+    r = _retune.Retune(e)
+    r.add(node, 2, 1, "int64", per_block=4)
     live = fake.fake_cuda_live(b"graph")
     for _ in range(20):
         g2, _ = capture_add_one(c, fake, s, a)
@@ -538,7 +576,7 @@ def test_repeated_updates_keep_one_graph_alive(cuda_mod, fake):
     gc.collect()
     assert len(e.updated_from) == 1
     assert fake.fake_cuda_live(b"graph") == live + 1, "every updated-from graph was kept"
-    e.set_logical_size(2)
+    r.set_logical_size(2)
     e.launch(s, 1)
     s.synchronize()
     assert a.host.tolist() == [1.0] * 2 + [0.0] * 6
@@ -548,16 +586,17 @@ def test_repeated_updates_keep_one_graph_alive(cuda_mod, fake):
 def test_sized_kernel_parameters_are_checked_against_the_kernel(cuda_mod, fake):
     c = cuda_mod
     a = DeviceArray(np.zeros(8))
-    s = c.Stream()
+    s = _stream.Stream()
     g, node = capture_add_one(c, fake, s, a)
     e = g.instantiate()
+    r = _retune.Retune(e)
     with pytest.raises(TypeError, match=r"takes 2 parameter\(s\) \(sizes \[8, 8\]\), eagle was told 3"):
-        e.add_sized_kernel(node, 3, 1, "int64")
+        r.add(node, 3, 1, "int64")
     with pytest.raises(TypeError, match="is 8 bytes wide, eagle was told int32"):
-        e.add_sized_kernel(node, 2, 1, "int32")
-    assert e.n_sized_kernels == 0
-    e.add_sized_kernel(node, 2, 1, "int64")
-    assert e.n_sized_kernels == 1
+        r.add(node, 2, 1, "int32")
+    assert len(r) == 0
+    r.add(node, 2, 1, "int64")
+    assert len(r) == 1
 
 
 @pytest.mark.parametrize("form", [0, 1], ids=["cukernel-in-func", "cukernel-in-kern"])
@@ -570,19 +609,20 @@ def test_a_node_carrying_a_cukernel_is_named_checked_and_retuned(cuda_mod, fake,
     fake.fake_cuda_set_kernel_node_form(form)
     try:
         a = DeviceArray(np.zeros(8))
-        s = c.Stream()
+        s = _stream.Stream()
         k = library_kernel(fake, "add_one")
         assert c.kernel_param_sizes(k) == [8, 8]
         s.begin_capture(c.CAPTURE_MODE_RELAXED)
-        c.launch_kernel(k, 2, 4, [p(a), ctypes.c_int64(8)], stream=s)
+        _stream.launch_kernel(k, 2, 4, [p(a), ctypes.c_int64(8)], stream=s)
         node = s.last_node()
         g = s.end_capture()
-        assert c.kernel_node_name(node) == "add_one"
+        assert _graph.kernel_node_name(node) == "add_one"
         e = g.instantiate()
+        r = _retune.Retune(e)
         with pytest.raises(TypeError, match="is 8 bytes wide, eagle was told int32"):
-            e.add_sized_kernel(node, 2, 1, "int32")
-        e.add_sized_kernel(node, 2, 1, "int64", per_block=4)
-        e.set_logical_size(3)
+            r.add(node, 2, 1, "int32")
+        r.add(node, 2, 1, "int64", per_block=4)
+        r.set_logical_size(3)
         e.launch(s, 2)
         s.synchronize()
         assert a.host.tolist() == [2.0] * 3 + [0.0] * 5
@@ -598,11 +638,11 @@ def test_a_destroyed_handle_is_an_error_and_counted(cuda_mod, fake):
     c = cuda_mod
     shim = ctypes.CDLL(c.__file__)
     before = fake.fake_cuda_dead_handle_uses()
-    s = c.Stream()
+    s = _stream.Stream()
     h = s.ptr
     s.close()
     assert shim.eagle_cuda_stream_synchronize(ctypes.c_void_p(h)) == 400
-    g = c.Graph()
+    g = _graph.Graph()
     gh = g.ptr
     g.close()
     n = ctypes.c_size_t(0)
@@ -612,18 +652,53 @@ def test_a_destroyed_handle_is_an_error_and_counted(cuda_mod, fake):
 
 
 def test_a_32_bit_size_parameter_is_patched_with_4_bytes(cuda_mod, fake):
-    c = cuda_mod
     a = DeviceArray(np.zeros(8))
-    s = c.Stream()
+    s = _stream.Stream()
     s.begin_capture()
-    c.launch_kernel(kernel(fake, "add_one_i32"), 2, 4, [p(a), ctypes.c_int32(8)], stream=s)
+    _stream.launch_kernel(kernel(fake, "add_one_i32"), 2, 4, [p(a), ctypes.c_int32(8)], stream=s)
     node = s.last_node()
     e = s.end_capture().instantiate()
-    e.add_sized_kernel(node, 2, 1, "int32", arg_sizes=[8, 4])
-    e.set_logical_size(5)
+    r = _retune.Retune(e)
+    r.add(node, 2, 1, "int32", arg_sizes=[8, 4])
+    r.set_logical_size(5)
     e.launch(s, 1)
     s.synchronize()
     assert a.host.tolist() == [1.0] * 5 + [0.0] * 3
+
+
+@pytest.mark.parametrize("which", ["if body", "while body", "child graph"])
+def test_a_body_keeps_the_graph_holding_it_alive(cuda_mod, fake, which):
+    """A conditional node's body and a child-graph node's graph belong to the graph holding
+    the node: the BorrowedGraph eagle hands out keeps that graph alive, so dropping the last
+    other reference leaves the body usable (it destroyed the graph and left the body's
+    handle dangling), and refuses work once the holder is closed."""
+    a = DeviceArray(np.zeros(4))
+    s = _stream.Stream()
+    live = fake.fake_cuda_live(b"graph")
+    top = _graph.Graph()
+    if which == "child graph":
+        body = top.child_graph(top.add_child(_graph.Graph()))
+    else:
+        _node, _handle, body = (top.add_conditional("if", (), 1) if which == "if body"
+                                else top.add_while((), 1))
+    assert isinstance(body, _graph.BorrowedGraph) and body.owner is top
+    del top
+    gc.collect()
+    assert fake.fake_cuda_live(b"graph") == live + 1, "the graph holding the body was destroyed"
+    body.add_kernel(kernel(fake, "add_one"), 1, 4, [p(a), ctypes.c_int64(4)])
+    holder = body.owner
+    if which != "while body":   # (a WHILE body without a condition kernel would never end)
+        e = holder.instantiate()
+        e.launch(s, 1)
+        s.synchronize()
+        assert a.host.tolist() == [1.0] * 4
+        e.close()
+    holder.close()
+    with pytest.raises(ValueError, match="the graph holding this body or child graph is closed"):
+        body.add_kernel(kernel(fake, "add_one"), 1, 4, [p(a), ctypes.c_int64(4)])
+    del body, holder
+    gc.collect()
+    assert fake.fake_cuda_live(b"graph") == live
 
 
 def test_close_destroys_everything_and_reports_the_first_error(cuda_mod, fake, backend_graph):
@@ -668,9 +743,9 @@ def test_emulated_partition_kernels_match_numpy(cuda_mod, fake):
     scan_fn = fake.fake_cuda_module_function(b"eagle_part_scan")
     assert count_fn and scan_fn
     assert c.kernel_param_sizes(count_fn) == [8] * 8
-    s = c.Stream()
+    s = _stream.Stream()
     i64 = ctypes.c_int64
-    c.launch_kernel(count_fn, -(-used // 128), 128,
+    _stream.launch_kernel(count_fn, -(-used // 128), 128,
                     [p(keys), i64(8), i64(2), i64(n_keys), i64(chunk), i64(c_cap), p(counts), p(size)],
                     stream=s)
     s.synchronize()
@@ -679,7 +754,7 @@ def test_emulated_partition_kernels_match_numpy(cuda_mod, fake):
     want = np.zeros((n_keys + 1, c_cap), dtype=np.int64)
     np.add.at(want, (bucket, np.arange(n) // chunk), 1)
     np.testing.assert_array_equal(counts.host.reshape(n_keys + 1, c_cap), want)
-    c.launch_kernel(scan_fn, 1, 1024,
+    _stream.launch_kernel(scan_fn, 1, 1024,
                     [p(counts), i64(n_keys), i64(c_cap), i64(chunk), p(size), p(g), p(st),
                      ctypes.c_uint64(0), i64(2), i64(1), ctypes.c_double(0.0)], stream=s)
     s.synchronize()
@@ -800,7 +875,7 @@ def test_instantiate_result_names_are_the_headers(cuda_mod):
     want = {int(v): "cuGraphInstantiate" + "".join(w.capitalize() for w in name.split("_"))
             for name, v in enum}
     assert want[4] == "cuGraphInstantiateMultipleCtxsNotSupported"
-    assert cuda_mod._INSTANTIATE_RESULTS == want
+    assert _graph._INSTANTIATE_RESULTS == want
 
 
 # ---- the C++ face ------------------------------------------------------------------------
@@ -974,7 +1049,7 @@ def test_memcpy_and_memset_nodes_replay(cuda_mod, fake, fake_libcuda_path):
     memset = entry(b"cuMemsetD8Async", ctypes.c_uint64, ctypes.c_ubyte, ctypes.c_size_t, ctypes.c_void_p)
     src, dst = DeviceArray(np.arange(8, dtype=np.uint8)), DeviceArray(np.zeros(8, dtype=np.uint8))
     addr = lambda a: a.__cuda_array_interface__["data"][0]
-    s = c.Stream()
+    s = _stream.Stream()
     s.begin_capture()
     assert memcpy(addr(dst), addr(src), 8, ctypes.c_void_p(s.ptr)) == 0
     assert memset(addr(dst) + 6, 255, 2, ctypes.c_void_p(s.ptr)) == 0
@@ -1038,26 +1113,24 @@ def test_blocks_of_a_launch_run_concurrently_each_with_its_own_shared(cuda_mod, 
     """A grid of 4 blocks that wait for one another completes with every block having
     seen all 4 arrive (blocks in flight together, as on a GPU; blocks run one after
     another would see 1, 2, 3, 4), and each block reads back its own __shared__ value."""
-    c = cuda_mod
     fn = fake.fake_cuda_module_function(b"standin_handshake")
     arrived = DeviceArray(np.zeros(1, dtype=np.int32))
     saw = DeviceArray(np.zeros(4, dtype=np.int32))
     seen = DeviceArray(np.zeros(4 * 32, dtype=np.int32))
-    s = c.Stream()
-    c.launch_kernel(fn, 4, 32, [p(arrived), p(saw), p(seen), ctypes.c_int64(100000)], stream=s)
+    s = _stream.Stream()
+    _stream.launch_kernel(fn, 4, 32, [p(arrived), p(saw), p(seen), ctypes.c_int64(100000)], stream=s)
     s.synchronize()
     assert saw.host.tolist() == [4, 4, 4, 4]
     np.testing.assert_array_equal(seen.host.reshape(4, 32), np.repeat(np.arange(1, 5), 32).reshape(4, 32))
 
 
 def test_atomics_are_atomic_across_blocks_and_threads(cuda_mod, fake, standin_blocks_module):
-    c = cuda_mod
     fn = fake.fake_cuda_module_function(b"standin_atomics")
     cnt = DeviceArray(np.zeros(1, dtype=np.uint64))
     d = DeviceArray(np.zeros(1))
     mx = DeviceArray(np.full(1, -1, dtype=np.int32))
-    s = c.Stream()
-    c.launch_kernel(fn, 4, 128, [p(cnt), p(d), p(mx), ctypes.c_int64(200)], stream=s)
+    s = _stream.Stream()
+    _stream.launch_kernel(fn, 4, 128, [p(cnt), p(d), p(mx), ctypes.c_int64(200)], stream=s)
     s.synchronize()
     assert int(cnt.host[0]) == 4 * 128 * 200
     assert d.host[0] == 0.5 * 4 * 128 * 200
@@ -1074,17 +1147,16 @@ def test_atomics_are_atomic_across_blocks_and_threads(cuda_mod, fake, standin_bl
 def test_a_launch_past_a_blocks_resources_fails_as_the_driver_does(cuda_mod, fake, name, block, shmem, err):
     """Registers (128 a thread: 64 K an SM holds 512 threads' worth) and static plus
     dynamic shared memory (48 KiB) are a block's resources; past them a launch fails."""
-    c = cuda_mod
     a = DeviceArray(np.zeros(4))
-    s = c.Stream()
+    s = _stream.Stream()
     args = [p(a), ctypes.c_int64(4)]
     if err is None:
-        c.launch_kernel(kernel(fake, name), 1, block, args, shmem, s)
+        _stream.launch_kernel(kernel(fake, name), 1, block, args, shmem, s)
         s.synchronize()
         assert a.host.tolist() == [1.0] * 4
     else:
         with pytest.raises(Exception, match=err):
-            c.launch_kernel(kernel(fake, name), 1, block, args, shmem, s)
+            _stream.launch_kernel(kernel(fake, name), 1, block, args, shmem, s)
 
 
 def _bind_queue(fake):
@@ -1097,18 +1169,17 @@ def test_a_full_launch_queue_blocks_the_host_and_loses_nothing(cuda_mod, fake):
     """With the device held (a gated kernel) and a queue of 3, the fourth launch waits
     in cuLaunchKernel (the host thread is stuck, the call has not failed); once the
     device drains, every launch ran, in order, and synchronize waited for all."""
-    c = cuda_mod
     _bind_queue(fake)
     fake.fake_cuda_set_queue_depth(3)
     fake.fake_cuda_set_gate(1)
     a = DeviceArray(np.zeros(4))
-    s = c.Stream()
+    s = _stream.Stream()
     errors = []
 
     def issue():
         try:
             for _ in range(10):
-                c.launch_kernel(kernel(fake, "gated_add_one"), 1, 4, [p(a), ctypes.c_int64(4)], 0, s)
+                _stream.launch_kernel(kernel(fake, "gated_add_one"), 1, 4, [p(a), ctypes.c_int64(4)], 0, s)
         except Exception as e:  # pragma: no cover - reported below
             errors.append(e)
 

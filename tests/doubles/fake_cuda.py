@@ -28,9 +28,9 @@ class DeviceArray:
     ``__cuda_array_interface__``; ``.host`` views the same memory from NumPy."""
 
     def __init__(self, init, stream=None):
-        from eagle.cuda import _shim as _cuda
+        from eagle.cuda import _memory
         init = np.asarray(init)
-        self.buffer = _cuda.DeviceBuffer(max(init.nbytes, 1))
+        self.buffer = _memory.DeviceBuffer(max(init.nbytes, 1))
         raw = (ctypes.c_char * max(init.nbytes, 1)).from_address(self.buffer.ptr)
         self.host = np.frombuffer(raw, dtype=init.dtype, count=init.size).reshape(init.shape)
         self.host[...] = init

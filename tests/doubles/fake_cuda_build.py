@@ -126,8 +126,8 @@ class EmulatedKernels:
         return addr
 
     def launch(self, name, stream, grid, block, args):
-        from eagle.cuda import _shim as _cuda
+        from eagle.cuda import _stream
 
         conv = [ctypes.c_double(v) if t == "d" else ctypes.c_int64(v) for t, v in args]
-        _cuda.launch_kernel(self.function(name), grid, block, conv, 0, stream)
+        _stream.launch_kernel(self.function(name), grid, block, conv, 0, stream)
 

@@ -55,8 +55,8 @@ class Stream:
         _stack().pop()
 
     def synchronize(self):
-        from eagle.cuda import _shim
-        _shim.Stream.from_ptr(self.ptr).synchronize()
+        from eagle.cuda import _stream
+        _stream.BorrowedStream(self.ptr).synchronize()
 
 
 Stream.null = Stream(0)

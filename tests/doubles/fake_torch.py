@@ -122,10 +122,10 @@ def make():
             cur = cuda.current_stream().cuda_stream
             st.dlpack_waits.append((stream, cur))
             if stream is not None and stream != cur:   # the consumer's stream waits for ours
-                from eagle.cuda import _shim
-                ev = _shim.Event()
+                from eagle.cuda import _stream
+                ev = _stream.Event()
                 ev.record(cur)
-                _shim.Stream.from_ptr(stream).wait_event(ev)
+                _stream.BorrowedStream(stream).wait_event(ev)
                 ev.close()
             return types.SimpleNamespace(capsule_of=self)   # stands for the PyCapsule
 

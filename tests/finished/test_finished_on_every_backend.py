@@ -248,9 +248,9 @@ def test_launch_until_done_equals_the_model(cuda_backend, max_replays, mode):
     """On cuda: "device" runs every replay inside one launch of a WHILE node (no
     overshoot, no round trip), "host" checks the count after each replay."""
     b = cuda_backend
-    from eagle.cuda import _shim
-    if mode == "device" and not _shim.has("conditional"):
-        pytest.skip(f"conditional nodes need a 12.4 driver, this one is {_shim.driver_version()}")
+    from eagle.cuda import _driver
+    if mode == "device" and not _driver.has("conditional"):
+        pytest.skip(f"conditional nodes need a 12.4 driver, this one is {_driver.driver_version()}")
     host = initial_state(50_000 if b.big else 300, 21, max_life=25)
     run = Compaction(b, *host, min_dead_fraction=0.0)
     model = Model(*host, min_dead_fraction=0.0)

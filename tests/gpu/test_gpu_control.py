@@ -16,7 +16,7 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture(autouse=True)
 def conditional_nodes():
-    from eagle.cuda import _shim as _cuda
+    from eagle.cuda import _driver as _cuda
     if not _cuda.has("conditional"):
         pytest.skip("this driver has no conditional nodes (CUDA 12.4+)")
 

@@ -45,7 +45,7 @@ extern "C" __global__ void bump(unsigned long long *c) { if (threadIdx.x == 0) c
 def test_launch_until_done_runs_no_replay_past_the_end(cupy, kernels, mode):
     """A kernel captured inside an opaque node counts the replays that ran: exactly the
     ones that started with live samples (no overshoot), on the WHILE node and the host loop."""
-    from eagle.cuda import _shim as _cuda
+    from eagle.cuda import _driver as _cuda
     if mode == "device" and not _cuda.has("conditional"):
         pytest.skip(f"conditional nodes need a 12.4 driver, this one is {_cuda.driver_version()}")
     bump = cupy.RawKernel(COUNT_SRC, "bump")

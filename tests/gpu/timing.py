@@ -41,7 +41,7 @@ except Exception as exc:  # pragma: no cover
     sys.exit(0)
 
 import eagle
-from eagle.cuda import _shim as _cuda
+from eagle.cuda import _driver as _cuda
 
 try:
     from eagle.graph import SIZE, cuda_kernel

@@ -44,10 +44,10 @@ def shim_bound_to_the_standin():
     if "EAGLE_LIBCUDA" in os.environ:
         return True
     try:
-        from eagle.cuda import _shim
+        from eagle.cuda import _driver
     except ImportError:
         return False
-    return _shim.is_loaded() and "fake_libcuda" in _shim.library()
+    return _driver.is_loaded() and "fake_libcuda" in _driver.library()
 
 
 class Backend:
@@ -229,8 +229,8 @@ def child_backend():
         return GpuBackend(cupy, gpu_kernels(cupy))
     import ctypes
 
-    from eagle.cuda import _shim
-    assert _shim.load() == os.environ["EAGLE_LIBCUDA"]
+    from eagle.cuda import _driver
+    assert _driver.load() == os.environ["EAGLE_LIBCUDA"]
     from eagle.cuda.finished import set_kernel_provider
     from fake_cuda_build import EmulatedKernels, bind_fake_libcuda
     lib = bind_fake_libcuda(ctypes.CDLL(os.environ["EAGLE_LIBCUDA"]))

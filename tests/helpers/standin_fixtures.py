@@ -31,8 +31,8 @@ def fake_libcuda_path(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def cuda_mod(fake_libcuda_path):
-    """eagle.cuda._shim bound to the stand-in (EAGLE_LIBCUDA set before it binds)."""
-    _cuda = pytest.importorskip("eagle.cuda._shim", reason="eagle.cuda._shim is not built")
+    """eagle.cuda._driver bound to the stand-in (EAGLE_LIBCUDA set before it binds)."""
+    _cuda = pytest.importorskip("eagle.cuda._driver", reason="eagle.cuda._driver is not built")
     if _cuda.is_loaded() and _cuda.library() != fake_libcuda_path:
         pytest.skip(f"the shim is already bound to {_cuda.library()} in this process; "
                     "run tests/cuda in a process of its own")

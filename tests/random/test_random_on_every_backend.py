@@ -168,9 +168,9 @@ def test_a_sample_keeps_its_stream_through_compaction(backend):
 
 @pytest.mark.parametrize("mode", ["device", "host"])
 def test_launch_until_done_advances_the_counter_inside_the_while_node(cuda_backend, mode):
-    from eagle.cuda import _shim
-    if mode == "device" and not _shim.has("conditional"):
-        pytest.skip(f"conditional nodes need a 12.4 driver, this one is {_shim.driver_version()}")
+    from eagle.cuda import _driver
+    if mode == "device" and not _driver.has("conditional"):
+        pytest.skip(f"conditional nodes need a 12.4 driver, this one is {_driver.driver_version()}")
     b = cuda_backend
     g, ids, u = compaction_graph(b, 300, 21, 25)
     g._backend.until_done_mode = mode

@@ -49,6 +49,28 @@ def test_a_reduction_equals_the_cpus_bits(backend, op, in_dt, out_dt):
                                    rtol=1e-12 if out_dt == "f8" else 1e-5)
 
 
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+def test_a_reduction_without_identity_over_no_sample_raises(backend, op):
+    """maximum/minimum.reduce over 0 samples without initial= has no value: every backend
+    raises the cpu's ValueError after the launch (on CUDA the finish kernel sets an error
+    word the launch reads back; it left the output unchanged and said nothing), once, and
+    leaves the output as it was; the next launch over samples runs normally."""
+    b = backend
+    h = np.arange(10.0)
+    x, s = b.asarray(h), b.asarray(np.full((), 7.0))
+    g = eagle.Graph()
+    g.add_node(b.ufunc(getattr(np, op).reduce, x, out=s), name="r")
+    g.build()
+    g.set_logical_size(0)
+    with pytest.raises(ValueError, match=f"zero-size array to reduction operation {op}.reduce which has "
+                                         "no identity"):
+        g.launch(1)
+    assert b.asnumpy(s) == 7.0
+    g.set_logical_size(10)
+    g.launch(1)
+    assert b.asnumpy(s) == getattr(np, op).reduce(h)
+
+
 def test_where_and_initial(backend):
     b = backend
     rng = np.random.default_rng(8)
