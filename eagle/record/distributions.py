@@ -3,12 +3,13 @@
 their kernels take.
 
 The samplers are csrc/include/eagle/distributions.h (one source for the CPU kernels,
-csrc/cpu/distribution_kernels.c, and the GPU kernel, eagle/cuda/kernels/random.cu): a
-sample's numbers come from its own Philox blocks, block ``j`` of sample ``id`` at replay
-``r`` being the counter ``(id & 0xffffffff, id >> 32, r & 0xffffffff, (r >> 32) ^ (j << 16))``
-under the node's key (block 0 is the block ``random_bits`` draws), so a rejection sampler
-takes as many blocks as it needs and its numbers depend only on key, id, replay and the
-parameters. A parameter is a scalar, checked here, or a per-sample array (an array or a
+csrc/cpu/distribution_kernels.c, and the GPU kernel, eagle/cuda/kernels/random.cu): block
+``(c, j)`` at replay ``r`` is the Philox counter ``(c & 0xffffffff, c >> 32, r & 0xffffffff,
+(r >> 32) ^ (j << 16))`` under the node's key; sample ``id``'s own blocks are ``(id, 0), (id,
+1), ...`` (``(id, 0)`` is the block ``random_bits`` draws), so a rejection sampler takes as
+many blocks as it needs, and exponential and integers start from their part of a block
+consecutive samples share (``(id >> 1, 0)``, ``(id >> 2, 0)``): a sample's numbers depend
+only on key, id, replay and the parameters. A parameter is a scalar, checked here, or a per-sample array (an array or a
 one-entry dict: float64 for ``scale``/``lam``/``p``, int64 for ``n``/``low``/``high``),
 read by the node; a sample whose own parameter is out of range gets a marker instead
 of a number: nan (exponential), -1 (poisson, binomial), the output type's smallest
