@@ -116,24 +116,48 @@ static void exponential_block_one(int64_t n, const uint64_t *restrict x, double 
 
 /* ---- the inversion searches, side by side --------------------------------------- */
 
-/* Poisson: lanes with todo[j] == TODO_INVERSION search; k[j] gets the result */
+/* The lanes with todo[j] == TODO_INVERSION as int64 flags: GCC 12 leaves an omp simd loop
+ * scalar when it loads bytes beside an int64 reduction, so the searches below read these */
+EAGLE_SIMD_CLONES
+static void inversion_lanes(int64_t n, const unsigned char *restrict todo, int64_t *restrict inv)
+{
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j)
+        inv[j] = todo[j] == TODO_INVERSION;
+}
+
+/* whether any todo[j] is set (a byte reduction: see inversion_lanes) */
+EAGLE_SIMD_CLONES
+static int any_todo(int64_t n, const unsigned char *restrict todo)
+{
+    unsigned char any = 0;
+#pragma omp simd reduction(| : any)
+    for (int64_t j = 0; j < n; ++j)
+        any |= todo[j];
+    return any != 0;
+}
+
+/* Poisson: lanes with inv[j] search; k[j] gets the result */
 EAGLE_SIMD_CLONES
 static void poisson_inversions(int64_t n, const double *restrict lam, const double *restrict u,
-                               const unsigned char *restrict todo, double *restrict k)
+                               const int64_t *restrict inv, double *restrict k)
 {
     double p[BLOCK], F[BLOCK];
     int64_t active[BLOCK];
     int64_t any = 0;
-#pragma omp simd reduction(| : any)
+    /* e is computed in every lane (the selects vectorise, a call under a condition does not) */
+#pragma omp simd
     for (int64_t j = 0; j < n; ++j) {
-        const int mine = todo[j] == TODO_INVERSION;
-        p[j] = mine ? eagle_exp_neg(0.0 - lam[j]) : 0.0;
+        const int64_t mine = inv[j];
+        const double e = eagle_exp_neg(0.0 - lam[j]);
+        p[j] = mine ? e : 0.0;
         F[j] = p[j];
-        if (mine)
-            k[j] = 0.0;
+        k[j] = mine ? 0.0 : k[j];
         active[j] = mine & (u[j] > F[j]) & (p[j] > 0.0);
-        any |= active[j];
     }
+#pragma omp simd reduction(| : any)
+    for (int64_t j = 0; j < n; ++j)
+        any |= active[j];
     for (double step = 1.0; any; step += 1.0) {
         const double inv = 1.0 / step;
         any = 0;
@@ -150,26 +174,27 @@ static void poisson_inversions(int64_t n, const double *restrict lam, const doub
     }
 }
 
-/* Binomial (p[j] <= 1/2 already): lanes with todo[j] == TODO_INVERSION search */
+/* Binomial (p[j] <= 1/2 already): lanes with inv[j] search */
 EAGLE_SIMD_CLONES
 static void binomial_inversions(int64_t n, const double *restrict nn, const double *restrict pp,
-                                const double *restrict u, const unsigned char *restrict todo,
-                                double *restrict k)
+                                const double *restrict u, const int64_t *restrict inv, double *restrict k)
 {
     double P[BLOCK], F[BLOCK], s[BLOCK];
     int64_t active[BLOCK];
     int64_t any = 0;
-#pragma omp simd reduction(| : any)
+#pragma omp simd   /* see poisson_inversions */
     for (int64_t j = 0; j < n; ++j) {
-        const int mine = todo[j] == TODO_INVERSION;
+        const int64_t mine = inv[j];
+        const double e = eagle_exp_neg(nn[j] * eagle_log1p_(0.0 - pp[j]));
         s[j] = pp[j] / (1.0 - pp[j]);
-        P[j] = mine ? eagle_exp_neg(nn[j] * eagle_log1p_(0.0 - pp[j])) : 0.0;
+        P[j] = mine ? e : 0.0;
         F[j] = P[j];
-        if (mine)
-            k[j] = 0.0;
+        k[j] = mine ? 0.0 : k[j];
         active[j] = mine & (u[j] > F[j]) & (0.0 < nn[j]) & (P[j] > 0.0);
-        any |= active[j];
     }
+#pragma omp simd reduction(| : any)
+    for (int64_t j = 0; j < n; ++j)
+        any |= active[j];
     for (double step = 1.0; any; step += 1.0) {
         const double inv = 1.0 / step;
         any = 0;
@@ -433,7 +458,9 @@ static void poisson_block(int64_t n, const uint64_t *id, uint32_t r0, uint32_t r
     if (!one) {
         for (int64_t j = 0; j < n; ++j)
             u[j] = eagle_u_closed0(w->w0[j], w->w1[j]);
-        poisson_inversions(n, lam, u, todo, k);
+        int64_t inv[BLOCK];
+        inversion_lanes(n, todo, inv);
+        poisson_inversions(n, lam, u, inv, k);
     }
     eagle_ptrs s1;
     if (one)
@@ -486,7 +513,9 @@ static void binomial_block(int64_t n, const uint64_t *id, uint32_t r0, uint32_t 
     if (!one) {
         for (int64_t j = 0; j < n; ++j)
             u[j] = eagle_u_closed0(w->w0[j], w->w1[j]);
-        binomial_inversions(n, nd, pp, u, todo, k);
+        int64_t inv[BLOCK];
+        inversion_lanes(n, todo, inv);
+        binomial_inversions(n, nd, pp, u, inv, k);
     }
     eagle_btrs s1;
     if (one)
@@ -503,62 +532,54 @@ static void binomial_block(int64_t n, const uint64_t *id, uint32_t r0, uint32_t 
 /* Every sample's first word (from the blocks four samples share) against its own range
  * s = high - low <= 2**32, accepted when its product's low part is at or above s (at or
  * above the threshold, whatever it is); todo: a wide, invalid or empty range, or a word
- * that needs the threshold. Returns the count of todo. */
+ * that needs the threshold. */
 EAGLE_SIMD_CLONES
-static int64_t integers_first(int64_t n, const uint32_t *restrict x, const int64_t *restrict low,
+static void integers_first(int64_t n, const uint32_t *restrict x, const int64_t *restrict low,
                               const int64_t *restrict high, int i32, int64_t *restrict res,
                               unsigned char *restrict todo)
 {
-    int64_t count = 0;
-#pragma omp simd reduction(+ : count)
+#pragma omp simd
     for (int64_t j = 0; j < n; ++j) {
         const uint64_t s = (uint64_t)high[j] - (uint64_t)low[j];
         const uint64_t m = (uint64_t)x[j] * s;
         const int bad = (low[j] >= high[j]) | (i32 & ((low[j] < -2147483647LL - 1) | (high[j] > 2147483648LL)));
         res[j] = (int64_t)((uint64_t)low[j] + (m >> 32));
         todo[j] = (unsigned char)(bad | !((s <= 4294967296ULL) & ((m & 0xffffffffULL) >= s)));
-        count += todo[j];
     }
-    return count;
 }
 
 /* the same for one range s < 2**32 (its threshold t known): a 32 x 32-bit product */
 EAGLE_SIMD_CLONES
-static int64_t integers_first_one(int64_t n, const uint32_t *restrict x, int64_t low, uint32_t s, uint32_t t,
+static void integers_first_one(int64_t n, const uint32_t *restrict x, int64_t low, uint32_t s, uint32_t t,
                                   int64_t *restrict res, unsigned char *restrict todo)
 {
-    int64_t count = 0;
-#pragma omp simd reduction(+ : count)
+#pragma omp simd
     for (int64_t j = 0; j < n; ++j) {
         const uint64_t m = (uint64_t)x[j] * s;
         res[j] = (int64_t)((uint64_t)low + (m >> 32));
         todo[j] = (unsigned char)((uint32_t)m < t);
-        count += todo[j];
     }
-    return count;
 }
 
 /* the range s = 2**32: every word is accepted, the offset is the word itself */
 EAGLE_SIMD_CLONES
-static int64_t integers_whole_words(int64_t n, const uint32_t *restrict x, int64_t low, int64_t *restrict res)
+static void integers_whole_words(int64_t n, const uint32_t *restrict x, int64_t low, int64_t *restrict res,
+                                 unsigned char *restrict todo)
 {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j)
         res[j] = (int64_t)((uint64_t)low + x[j]);
-    return 0;
+    memset(todo, 0, (size_t)n);
 }
 
 /* one wide range s > 2**32 (its threshold t known) on the 64 bits of the shared blocks */
-static int64_t integers_first_wide(int64_t n, const uint64_t *restrict x, int64_t low, uint64_t s, uint64_t t,
+static void integers_first_wide(int64_t n, const uint64_t *restrict x, int64_t low, uint64_t s, uint64_t t,
                                    int64_t *restrict res, unsigned char *restrict todo)
 {
-    int64_t count = 0;
     for (int64_t j = 0; j < n; ++j) {
         res[j] = (int64_t)((uint64_t)low + eagle_mulhi64(x[j], s));
         todo[j] = (unsigned char)(x[j] * s < t);
-        count += todo[j];
     }
-    return count;
 }
 
 static void integers_block(int64_t n, const uint64_t *id, int64_t b, uint64_t replay, const eagle_dist_params *p,
@@ -569,26 +590,23 @@ static void integers_block(int64_t n, const uint64_t *id, int64_t b, uint64_t re
     const uint32_t r0 = (uint32_t)replay, r1 = (uint32_t)(replay >> 32);
     const int i32 = p->out_type == EAGLE_DIST_I32;
     const uint64_t s1 = (uint64_t)p->i1 - (uint64_t)p->i0;
-    int64_t rejected;
     if (p->per_sample0 || p->per_sample1)
-        rejected = integers_first(n, shared_bits(4, n, id, b, r0, r1, p->key0, p->key1, &buf), low, high, i32,
-                                  res, todo);
+        integers_first(n, shared_bits(4, n, id, b, r0, r1, p->key0, p->key1, &buf), low, high, i32, res, todo);
     else if (s1 < 4294967296ULL)   /* one range, checked when recorded; low, high not gathered */
-        rejected = integers_first_one(n, shared_bits(4, n, id, b, r0, r1, p->key0, p->key1, &buf), p->i0,
-                                      (uint32_t)s1, (uint32_t)eagle_lemire_threshold(s1), res, todo);
+        integers_first_one(n, shared_bits(4, n, id, b, r0, r1, p->key0, p->key1, &buf), p->i0, (uint32_t)s1,
+                           (uint32_t)eagle_lemire_threshold(s1), res, todo);
     else if (s1 == 4294967296ULL)
-        rejected = integers_whole_words(n, shared_bits(4, n, id, b, r0, r1, p->key0, p->key1, &buf), p->i0, res);
+        integers_whole_words(n, shared_bits(4, n, id, b, r0, r1, p->key0, p->key1, &buf), p->i0, res, todo);
     else
-        rejected = integers_first_wide(n, shared_bits(2, n, id, b, r0, r1 ^ (EAGLE_DIST_WIDE << 16), p->key0,
-                                                      p->key1, &buf), p->i0, s1, eagle_lemire_threshold(s1),
-                                       res, todo);
-    for (int64_t j = 0; rejected && j < n; ++j)
-        if (todo[j]) {
-            const int one = !p->per_sample0 && !p->per_sample1;
+        integers_first_wide(n, shared_bits(2, n, id, b, r0, r1 ^ (EAGLE_DIST_WIDE << 16), p->key0, p->key1,
+                                           &buf), p->i0, s1, eagle_lemire_threshold(s1), res, todo);
+    if (!any_todo(n, todo))
+        return;
+    const int one = !p->per_sample0 && !p->per_sample1;
+    for (int64_t j = 0; j < n; ++j)
+        if (todo[j])
             res[j] = eagle_integers_value(one ? p->i0 : low[j], one ? p->i1 : high[j], i32,
                                           id ? id[j] : (uint64_t)(b + j), replay, p->key0, p->key1);
-            --rejected;
-        }
 }
 
 /* ---- the kernel ----------------------------------------------------------------- */

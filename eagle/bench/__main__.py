@@ -28,7 +28,9 @@ nodes over 16M doubles (4M with --quick) on one thread, fused into sample tiles 
 not, beside the same NumPy calls (``eagle.bench.tiles``); and the heat equation on a 2-D grid
 until converged, its check in the graph, beside the NumPy loop (``eagle.bench.heat``); slab
 transport until every particle is done, its tallies as reduction nodes, beside the NumPy loop
-that removes finished particles (``eagle.bench.slab``).
+that removes finished particles (``eagle.bench.slab``); the SIR step with tau-leaping over
+replicate populations, binomial nodes with per-replicate ``n`` and ``p``, beside the NumPy loop
+with ``rng.binomial``, numba ``prange`` and JAX ``jit`` (``eagle.bench.sir``).
 
 Every runner is timed best-of-k, interleaved round by round in this one
 process, each timing long enough (tens of ms) for the clock not to matter.
@@ -63,6 +65,7 @@ from . import monte_carlo
 from .cases import BIG, RECORDING_SHAPES, RECORDING_SIZES, bench_cases, measure_recording
 from .chelpers import compile_c_loop, compile_extra, compile_plain_loops
 from .heat import rows_heat
+from .sir import rows_sir
 from .slab import rows_slab
 from .tiles import SAMPLES as TILE_SAMPLES, rows_fused_tiles
 from .timing import WARMUP, best_per_call, fmt_time, measure, runners_for
@@ -333,10 +336,15 @@ def print_extra_rows(rounds, out=None, quick=False, tile_samples=TILE_SAMPLES):
     rows += rows_fused_tiles(rounds, tile_samples)
     rows += rows_heat(min(rounds, 3), side=128 if quick else 512)
     rows += rows_slab(min(rounds, 3), n=100_000 if quick else 1_000_000)
+    sir_rows, sir_notes = rows_sir(min(rounds, 3), replicates=10_000 if quick else 100_000,
+                                   steps=40 if quick else 100)
+    rows += sir_rows
     print(f"{'case':<42}{'eagle':>9}  {'reference':<28} {'time':>9}  ratio", file=out)
     for what, t, ref_name, ref in rows:
         _wrapped(what, out)
         print(f"{fmt_time(t):>51}  {ref_name:<28} {fmt_time(ref):>9}  {t / ref:.2f}", file=out)
+    for n in sir_notes:
+        print(f"note: {n}", file=out)
     import signal
     if os.name == "posix" and signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         # a background job of a non-interactive shell starts with SIGINT ignored: the
