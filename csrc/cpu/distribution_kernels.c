@@ -21,16 +21,9 @@
 
 #include "eagle/distributions.h"
 #include "philox_block.h"
+#include "simd_clones.h"
 
 #define BLOCK 256
-
-#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(__clang__) && \
-    __GNUC__ >= 11 && !defined(EAGLE_NO_CLONES)
-#define EAGLE_SIMD_CLONES \
-    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define EAGLE_SIMD_CLONES
-#endif
 
 /* a sample's first attempt was rejected: finish it with the scalar sampler */
 #define TODO_REJECTED 1

@@ -17,19 +17,10 @@
 
 #include "eagle/philox.h"
 #include "philox_block.h"
+#include "simd_clones.h"
 
 #define BLOCK 512
 
-/* One clone per x86-64 level: a target_clones string is one ISA per comma ("avx2,fma"
- * would be two clones, an AVX2 one without FMA whose fma() calls stop the vectoriser),
- * so the levels are named as arch= (GCC 11+; v4: AVX-512F/BW/DQ/VL, v3: AVX2 + FMA). */
-#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(__clang__) && \
-    __GNUC__ >= 11 && !defined(EAGLE_NO_CLONES)
-#define EAGLE_SIMD_CLONES \
-    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define EAGLE_SIMD_CLONES
-#endif
 
 /* a block's Philox words (philox_block.c), apart: w0[j] .. w3[j] of sample j */
 typedef struct block_words {
