@@ -504,20 +504,23 @@ def _distribution_node(spec) -> Node:
     return DistributionNode(spec)
 
 
-_COUNTERS = """A sample's numbers come from its own Philox4x32-10 blocks: block ``j`` of sample ``id``
-    at replay ``r`` is the counter ``(id & 0xffffffff, id >> 32, r & 0xffffffff, (r >> 32) ^ (j << 16))``
-    under ``key`` (block 0 is what ``random_bits`` draws), so they depend only on the key, the
-    id, the replay and the parameters, never on threads, tiles, fusion, launch grouping,
-    logical size, compaction or backend (the same numbers on CPU and GPU)."""
+_COUNTERS = """A sample's numbers come from Philox4x32-10 blocks: block ``(c, j)`` at replay ``r``
+    is the counter ``(c & 0xffffffff, c >> 32, r & 0xffffffff, (r >> 32) ^ (j << 16))`` under
+    ``key``; sample ``id``'s own blocks are ``(id, 0), (id, 1), ...`` (``(id, 0)`` is what
+    ``random_bits`` draws), and the samplers that need few bits take their part of a block
+    consecutive samples share, so they depend only on the key, the id, the replay and the
+    parameters, never on threads, tiles, fusion, launch grouping, logical size, compaction or
+    backend (the same numbers on CPU and GPU)."""
 
 
 @keywords_after(1, "exponential(out, key=1, scale=1.0)")
 def exponential(out, *, key, scale=1.0, ids=None) -> Node:
     """A node that draws exponential numbers (mean ``scale``) into a float32 or float64 ``out``.
 
-    ``scale * -log(u)`` with ``u = (((w1 << 32 | w0) >> 11) + 1) * 2**-53`` in (0, 1] from
-    block 0's words (eagle's own log, the same bits on CPU and GPU), computed in double and
-    rounded once to ``out``'s type; the largest standard value is ``53 ln 2 = 36.74``.
+    ``scale * -log(u)`` with ``u = ((x >> 11) + 1) * 2**-53`` in (0, 1], ``x`` the sample's 64
+    bits of block ``(id >> 1, 0)`` (``w1 << 32 | w0`` for an even id, ``w3 << 32 | w2`` for an
+    odd one; eagle's own log, the same bits on CPU and GPU), computed in double and rounded
+    once to ``out``'s type; the largest standard value is ``53 ln 2 = 36.74``.
     {counters}
 
     Parameters
@@ -658,9 +661,10 @@ def binomial(out, *, key, n, p, ids=None) -> Node:
 def integers(out, *, key, low, high, ids=None) -> Node:
     """A node that draws integers uniformly from ``[low, high)`` into an int64 or int32 ``out``.
 
-    Lemire's nearly divisionless method on the sample's 32-bit words (``high - low <=
-    2**32``: w0, w1, w2, w3 of block 0, then of block 1...) or 64-bit words (``(w1 << 32 |
-    w0)``, ``(w3 << 32 | w2)``): unbiased, a second word needed with probability below
+    Lemire's nearly divisionless method, first on the sample's word ``w[id & 3]`` of block
+    ``(id >> 2, 0)`` (``high - low <= 2**32``) or its 64 bits of block ``(id >> 1, 0xffff)``,
+    then on the 32-bit words w0, w1, w2, w3 (or the 64-bit ``w1 << 32 | w0``, ``w3 << 32 |
+    w2``) of its own blocks 1, 2, ...: unbiased, a second word needed with probability below
     ``(high - low) / 2**32``. {counters}
 
     Parameters

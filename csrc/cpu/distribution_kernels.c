@@ -1,17 +1,19 @@
 /* eagle's distribution kernels on the CPU; see distribution_kernels.h and
  * eagle/distributions.h (the samplers, one source with the GPU).
  *
- * Samples go by blocks of BLOCK. Each block: the ids, the parameters (broadcast or
- * gathered) and block 0's Philox words of every sample (philox_block.c) in small buffers; then one
- * vectorised loop runs every sample's first attempt (the whole of exponential, the
- * first word of integers); the inversion samplers count the entries of one CDF table
- * below each u (one parameter set) or run all their samples' steps side by side (step
- * k for every sample still searching, so the loop vectorises); the
- * rejection samplers (PTRS, BTRS) go by rounds, round j a vectorised attempt with block
- * j of every sample still pending; the few integers whose first word was rejected
- * finish one by one with the header's own sampler. Each result is the header's
- * reference sample's, whatever the path. x86-64 clones as in random_kernels.c;
- * -ffp-contract=off, so the bits are those of the GPU.
+ * Samples go by blocks of BLOCK. Each block: the ids (when the node has them, or a
+ * rejection sampler needs them), the parameters (broadcast or gathered) and the Philox
+ * words the samples start from (philox_block.c: their own block 0, or the blocks
+ * consecutive samples share, each drawn once) in small buffers; then one vectorised
+ * loop runs every sample's first attempt (the whole of exponential, the first word of
+ * integers); the inversion samplers count the entries of one CDF table below each u
+ * (one parameter set) or run all their samples' steps side by side (step k for every
+ * sample still searching, so the loop vectorises); the rejection samplers (PTRS, BTRS)
+ * go by rounds, round j a vectorised attempt with block j of every sample still
+ * pending; the few integers whose first word was rejected finish one by one with the
+ * header's own sampler. Each result is the header's reference sample's, whatever the
+ * path. x86-64 clones as in random_kernels.c; -ffp-contract=off, so the bits are those
+ * of the GPU.
  */
 #include "distribution_kernels.h"
 
@@ -19,16 +21,9 @@
 
 #include "eagle/distributions.h"
 #include "philox_block.h"
+#include "simd_clones.h"
 
 #define BLOCK 256
-
-#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(__clang__) && \
-    __GNUC__ >= 11 && !defined(EAGLE_NO_CLONES)
-#define EAGLE_SIMD_CLONES \
-    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define EAGLE_SIMD_CLONES
-#endif
 
 /* a sample's first attempt was rejected: finish it with the scalar sampler */
 #define TODO_REJECTED 1
@@ -39,46 +34,123 @@ typedef struct block_words {
     uint32_t w0[BLOCK], w1[BLOCK], w2[BLOCK], w3[BLOCK];
 } block_words;
 
+/* ---- blocks that consecutive samples share ------------------------------------- */
+
+/* The 64 bits (per = 2: block (id >> 1, j)) or the word (per = 4: block (id >> 2, j)) of
+ * each sample b + j (id == NULL) or id[j], j < n, from the blocks they share: for
+ * consecutive samples each block drawn once, counter by counter, and the samples' part
+ * read in place (returned: a pointer into buf); for ids, each sample's own copy of its
+ * block and its part picked out. */
+typedef union shared_buf {
+    uint32_t w32[4 * (BLOCK + 4)];
+    uint64_t w64[2 * (BLOCK + 4)];
+} shared_buf;
+
+EAGLE_SIMD_CLONES
+static void pick_half(int64_t n, const uint64_t *restrict id, const block_words *restrict w,
+                      uint64_t *restrict x)
+{
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j)
+        x[j] = (id[j] & 1) ? ((uint64_t)w->w3[j] << 32) | w->w2[j] : ((uint64_t)w->w1[j] << 32) | w->w0[j];
+}
+
+EAGLE_SIMD_CLONES
+static void pick_quarter(int64_t n, const uint64_t *restrict id, const block_words *restrict w,
+                         uint32_t *restrict x)
+{
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) {
+        const uint64_t c = id[j] & 3;
+        x[j] = c == 0 ? w->w0[j] : c == 1 ? w->w1[j] : c == 2 ? w->w2[j] : w->w3[j];
+    }
+}
+
+static const void *shared_bits(int per, int64_t n, const uint64_t *id, int64_t b, uint32_t r0, uint32_t c3,
+                               uint32_t k0, uint32_t k1, shared_buf *buf)
+{
+    const int shift = per == 2 ? 1 : 2;
+    if (!id) {
+        const int64_t g0 = b >> shift, groups = ((b + n - 1) >> shift) - g0 + 1;
+        eagle_philox_interleaved(groups, NULL, (uint64_t)g0, r0, c3, k0, k1, buf->w32);
+        return per == 2 ? (const void *)(buf->w64 + (b & 1)) : (const void *)(buf->w32 + (b & 3));
+    }
+    uint64_t q[BLOCK];
+    block_words w;
+    for (int64_t j = 0; j < BLOCK; ++j)   /* the whole buffer: GCC cannot see n > 0 */
+        q[j] = j < n ? id[j] >> shift : 0;
+    eagle_philox_block(n, q, 0, r0, c3, k0, k1, w.w0, w.w1, w.w2, w.w3);
+    if (per == 2)
+        pick_half(n, id, &w, buf->w64);
+    else
+        pick_quarter(n, id, &w, buf->w32);
+    return buf->w32;
+}
+
 /* ---- exponential ---------------------------------------------------------------- */
 
 EAGLE_SIMD_CLONES
-static void exponential_block(int64_t n, const block_words *restrict w, const double *restrict scale,
+static void exponential_block(int64_t n, const uint64_t *restrict x, const double *restrict scale,
                               double *restrict res)
 {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j)
-        res[j] = eagle_exponential_value(scale[j], w->w0[j], w->w1[j]);
+        res[j] = eagle_exponential_value(scale[j], (uint32_t)x[j], (uint32_t)(x[j] >> 32));
 }
 
 /* one scale (checked when recorded: finite, >= 0) */
 EAGLE_SIMD_CLONES
-static void exponential_block_one(int64_t n, const block_words *restrict w, double scale, double *restrict res)
+static void exponential_block_one(int64_t n, const uint64_t *restrict x, double scale, double *restrict res)
 {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j)
-        res[j] = scale * eagle_std_exponential(w->w0[j], w->w1[j]);
+        res[j] = scale * eagle_std_exponential((uint32_t)x[j], (uint32_t)(x[j] >> 32));
 }
 
 /* ---- the inversion searches, side by side --------------------------------------- */
 
-/* Poisson: lanes with todo[j] == TODO_INVERSION search; k[j] gets the result */
+/* The lanes with todo[j] == TODO_INVERSION as int64 flags: GCC 12 leaves an omp simd loop
+ * scalar when it loads bytes beside an int64 reduction, so the searches below read these */
+EAGLE_SIMD_CLONES
+static void inversion_lanes(int64_t n, const unsigned char *restrict todo, int64_t *restrict inv)
+{
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j)
+        inv[j] = todo[j] == TODO_INVERSION;
+}
+
+/* whether any todo[j] is set (a byte reduction: see inversion_lanes) */
+EAGLE_SIMD_CLONES
+static int any_todo(int64_t n, const unsigned char *restrict todo)
+{
+    unsigned char any = 0;
+#pragma omp simd reduction(| : any)
+    for (int64_t j = 0; j < n; ++j)
+        any |= todo[j];
+    return any != 0;
+}
+
+/* Poisson: lanes with inv[j] search; k[j] gets the result */
 EAGLE_SIMD_CLONES
 static void poisson_inversions(int64_t n, const double *restrict lam, const double *restrict u,
-                               const unsigned char *restrict todo, double *restrict k)
+                               const int64_t *restrict inv, double *restrict k)
 {
     double p[BLOCK], F[BLOCK];
     int64_t active[BLOCK];
     int64_t any = 0;
-#pragma omp simd reduction(| : any)
+    /* e is computed in every lane (the selects vectorise, a call under a condition does not) */
+#pragma omp simd
     for (int64_t j = 0; j < n; ++j) {
-        const int mine = todo[j] == TODO_INVERSION;
-        p[j] = mine ? eagle_exp_neg(0.0 - lam[j]) : 0.0;
+        const int64_t mine = inv[j];
+        const double e = eagle_exp_neg(0.0 - lam[j]);
+        p[j] = mine ? e : 0.0;
         F[j] = p[j];
-        if (mine)
-            k[j] = 0.0;
+        k[j] = mine ? 0.0 : k[j];
         active[j] = mine & (u[j] > F[j]) & (p[j] > 0.0);
-        any |= active[j];
     }
+#pragma omp simd reduction(| : any)
+    for (int64_t j = 0; j < n; ++j)
+        any |= active[j];
     for (double step = 1.0; any; step += 1.0) {
         const double inv = 1.0 / step;
         any = 0;
@@ -95,26 +167,27 @@ static void poisson_inversions(int64_t n, const double *restrict lam, const doub
     }
 }
 
-/* Binomial (p[j] <= 1/2 already): lanes with todo[j] == TODO_INVERSION search */
+/* Binomial (p[j] <= 1/2 already): lanes with inv[j] search */
 EAGLE_SIMD_CLONES
 static void binomial_inversions(int64_t n, const double *restrict nn, const double *restrict pp,
-                                const double *restrict u, const unsigned char *restrict todo,
-                                double *restrict k)
+                                const double *restrict u, const int64_t *restrict inv, double *restrict k)
 {
     double P[BLOCK], F[BLOCK], s[BLOCK];
     int64_t active[BLOCK];
     int64_t any = 0;
-#pragma omp simd reduction(| : any)
+#pragma omp simd   /* see poisson_inversions */
     for (int64_t j = 0; j < n; ++j) {
-        const int mine = todo[j] == TODO_INVERSION;
+        const int64_t mine = inv[j];
+        const double e = eagle_exp_neg(nn[j] * eagle_log1p_(0.0 - pp[j]));
         s[j] = pp[j] / (1.0 - pp[j]);
-        P[j] = mine ? eagle_exp_neg(nn[j] * eagle_log1p_(0.0 - pp[j])) : 0.0;
+        P[j] = mine ? e : 0.0;
         F[j] = P[j];
-        if (mine)
-            k[j] = 0.0;
+        k[j] = mine ? 0.0 : k[j];
         active[j] = mine & (u[j] > F[j]) & (0.0 < nn[j]) & (P[j] > 0.0);
-        any |= active[j];
     }
+#pragma omp simd reduction(| : any)
+    for (int64_t j = 0; j < n; ++j)
+        any |= active[j];
     for (double step = 1.0; any; step += 1.0) {
         const double inv = 1.0 / step;
         any = 0;
@@ -222,7 +295,7 @@ static void pending_words(pending *q, const block_words *w0, const uint64_t *id,
     } else {
         for (int64_t i = 0; i < m; ++i)
             q->id[i] = id[q->idx[i]];
-        eagle_philox_block(m, q->id, r0, r1 ^ (j << 16), k0, k1, q->w.w0, q->w.w1, q->w.w2, q->w.w3);
+        eagle_philox_block(m, q->id, 0, r0, r1 ^ (j << 16), k0, k1, q->w.w0, q->w.w1, q->w.w2, q->w.w3);
     }
 }
 
@@ -378,7 +451,9 @@ static void poisson_block(int64_t n, const uint64_t *id, uint32_t r0, uint32_t r
     if (!one) {
         for (int64_t j = 0; j < n; ++j)
             u[j] = eagle_u_closed0(w->w0[j], w->w1[j]);
-        poisson_inversions(n, lam, u, todo, k);
+        int64_t inv[BLOCK];
+        inversion_lanes(n, todo, inv);
+        poisson_inversions(n, lam, u, inv, k);
     }
     eagle_ptrs s1;
     if (one)
@@ -431,7 +506,9 @@ static void binomial_block(int64_t n, const uint64_t *id, uint32_t r0, uint32_t 
     if (!one) {
         for (int64_t j = 0; j < n; ++j)
             u[j] = eagle_u_closed0(w->w0[j], w->w1[j]);
-        binomial_inversions(n, nd, pp, u, todo, k);
+        int64_t inv[BLOCK];
+        inversion_lanes(n, todo, inv);
+        binomial_inversions(n, nd, pp, u, inv, k);
     }
     eagle_btrs s1;
     if (one)
@@ -445,60 +522,84 @@ static void binomial_block(int64_t n, const uint64_t *id, uint32_t r0, uint32_t 
 
 /* ---- integers ------------------------------------------------------------------- */
 
-/* The first 32-bit word of every sample whose range is at most 2**32 (t: Lemire's
- * threshold, or s itself when unknown: a word at or above it is accepted either way) */
+/* Every sample's first word (from the blocks four samples share) against its own range
+ * s = high - low <= 2**32, accepted when its product's low part is at or above s (at or
+ * above the threshold, whatever it is); todo: a wide, invalid or empty range, or a word
+ * that needs the threshold. */
 EAGLE_SIMD_CLONES
-static void integers_first(int64_t n, const block_words *restrict w, const int64_t *restrict low,
-                           const uint64_t *restrict s, const uint64_t *restrict t, int64_t *restrict res,
-                           unsigned char *restrict todo)
+static void integers_first(int64_t n, const uint32_t *restrict x, const int64_t *restrict low,
+                              const int64_t *restrict high, int i32, int64_t *restrict res,
+                              unsigned char *restrict todo)
 {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) {
-        const uint64_t m = (uint64_t)w->w0[j] * s[j];
-        const uint64_t l = m & 0xffffffffULL;
+        const uint64_t s = (uint64_t)high[j] - (uint64_t)low[j];
+        const uint64_t m = (uint64_t)x[j] * s;
+        const int bad = (low[j] >= high[j]) | (i32 & ((low[j] < -2147483647LL - 1) | (high[j] > 2147483648LL)));
         res[j] = (int64_t)((uint64_t)low[j] + (m >> 32));
-        todo[j] = (unsigned char)!(s[j] <= 4294967296ULL && l >= t[j]);
+        todo[j] = (unsigned char)(bad | !((s <= 4294967296ULL) & ((m & 0xffffffffULL) >= s)));
     }
 }
 
-/* the same for one range s <= 2**32 (its threshold t known) */
+/* the same for one range s < 2**32 (its threshold t known): a 32 x 32-bit product */
 EAGLE_SIMD_CLONES
-static void integers_first_one(int64_t n, const block_words *restrict w, int64_t low, uint64_t s, uint64_t t,
-                               int64_t *restrict res, unsigned char *restrict todo)
+static void integers_first_one(int64_t n, const uint32_t *restrict x, int64_t low, uint32_t s, uint32_t t,
+                                  int64_t *restrict res, unsigned char *restrict todo)
 {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) {
-        const uint64_t m = (uint64_t)w->w0[j] * s;
+        const uint64_t m = (uint64_t)x[j] * s;
         res[j] = (int64_t)((uint64_t)low + (m >> 32));
-        todo[j] = (unsigned char)((m & 0xffffffffULL) < t);
+        todo[j] = (unsigned char)((uint32_t)m < t);
     }
 }
 
-static void integers_block(int64_t n, const uint64_t *id, uint64_t replay, const eagle_dist_params *p,
-                           const block_words *w, const int64_t *low, const int64_t *high, int64_t *res)
+/* the range s = 2**32: every word is accepted, the offset is the word itself */
+EAGLE_SIMD_CLONES
+static void integers_whole_words(int64_t n, const uint32_t *restrict x, int64_t low, int64_t *restrict res,
+                                 unsigned char *restrict todo)
 {
-    uint64_t s[BLOCK], t[BLOCK];
-    unsigned char todo[BLOCK];
-    const int i32 = p->out_type == EAGLE_DIST_I32;
-    const int one = !p->per_sample0 && !p->per_sample1;   /* checked when recorded */
-    const uint64_t s1 = (uint64_t)p->i1 - (uint64_t)p->i0;
-    if (one && s1 <= 4294967296ULL) {
-        /* low, high: not gathered */
-        integers_first_one(n, w, p->i0, s1, eagle_lemire_threshold(s1), res, todo);
-        for (int64_t j = 0; j < n; ++j)
-            if (todo[j])
-                res[j] = eagle_integers_value(p->i0, p->i1, i32, id[j], replay, p->key0, p->key1);
-        return;
-    }
+#pragma omp simd
     for (int64_t j = 0; j < n; ++j)
-        s[j] = t[j] = (uint64_t)high[j] - (uint64_t)low[j];
-    integers_first(n, w, low, s, t, res, todo);
+        res[j] = (int64_t)((uint64_t)low + x[j]);
+    memset(todo, 0, (size_t)n);
+}
+
+/* one wide range s > 2**32 (its threshold t known) on the 64 bits of the shared blocks */
+static void integers_first_wide(int64_t n, const uint64_t *restrict x, int64_t low, uint64_t s, uint64_t t,
+                                   int64_t *restrict res, unsigned char *restrict todo)
+{
     for (int64_t j = 0; j < n; ++j) {
-        const int bad = !(low[j] < high[j]) ||
-                        (i32 && (low[j] < -2147483647LL - 1 || high[j] > 2147483648LL));
-        if (todo[j] || bad)
-            res[j] = eagle_integers_value(low[j], high[j], i32, id[j], replay, p->key0, p->key1);
+        res[j] = (int64_t)((uint64_t)low + eagle_mulhi64(x[j], s));
+        todo[j] = (unsigned char)(x[j] * s < t);
     }
+}
+
+static void integers_block(int64_t n, const uint64_t *id, int64_t b, uint64_t replay, const eagle_dist_params *p,
+                           const int64_t *low, const int64_t *high, int64_t *res)
+{
+    unsigned char todo[BLOCK];
+    shared_buf buf;
+    const uint32_t r0 = (uint32_t)replay, r1 = (uint32_t)(replay >> 32);
+    const int i32 = p->out_type == EAGLE_DIST_I32;
+    const uint64_t s1 = (uint64_t)p->i1 - (uint64_t)p->i0;
+    if (p->per_sample0 || p->per_sample1)
+        integers_first(n, shared_bits(4, n, id, b, r0, r1, p->key0, p->key1, &buf), low, high, i32, res, todo);
+    else if (s1 < 4294967296ULL)   /* one range, checked when recorded; low, high not gathered */
+        integers_first_one(n, shared_bits(4, n, id, b, r0, r1, p->key0, p->key1, &buf), p->i0, (uint32_t)s1,
+                           (uint32_t)eagle_lemire_threshold(s1), res, todo);
+    else if (s1 == 4294967296ULL)
+        integers_whole_words(n, shared_bits(4, n, id, b, r0, r1, p->key0, p->key1, &buf), p->i0, res, todo);
+    else
+        integers_first_wide(n, shared_bits(2, n, id, b, r0, r1 ^ (EAGLE_DIST_WIDE << 16), p->key0, p->key1,
+                                           &buf), p->i0, s1, eagle_lemire_threshold(s1), res, todo);
+    if (!any_todo(n, todo))
+        return;
+    const int one = !p->per_sample0 && !p->per_sample1;
+    for (int64_t j = 0; j < n; ++j)
+        if (todo[j])
+            res[j] = eagle_integers_value(one ? p->i0 : low[j], one ? p->i1 : high[j], i32,
+                                          id ? id[j] : (uint64_t)(b + j), replay, p->key0, p->key1);
 }
 
 /* ---- the kernel ----------------------------------------------------------------- */
@@ -546,51 +647,59 @@ void eagle_distribution_kernel(int64_t start, int64_t stop, char **data, const i
     }
     uint64_t id[BLOCK];
     _Alignas(64) block_words w;
-    double f0[BLOCK], f1[BLOCK], fres[BLOCK];
-    int64_t i0[BLOCK], i1[BLOCK], ires[BLOCK];
+    double f0[BLOCK], f1[BLOCK], fbuf[BLOCK];
+    int64_t i0[BLOCK], i1[BLOCK], ibuf[BLOCK];
+    /* rejection samplers keep every sample's id; the others count them from b */
+    const int need_ids = k_ids >= 0 || p->what == EAGLE_DIST_POISSON || p->what == EAGLE_DIST_BINOMIAL;
+    const uint64_t *ip = k_ids >= 0 ? id : NULL;
     for (int64_t b = start; b < stop; b += BLOCK) {
         const int64_t n = stop - b < BLOCK ? stop - b : BLOCK;
         if (k_ids >= 0) {
             for (int64_t j = 0; j < n; ++j)
                 id[j] = (uint64_t)*(const int64_t *)(data[k_ids] + (b + j) * strides[k_ids]);
-        } else {
+        } else if (need_ids) {
             for (int64_t j = 0; j < n; ++j)
                 id[j] = (uint64_t)(b + j);
         }
-        eagle_philox_block(n, id, r0, r1, p->key0, p->key1, w.w0, w.w1, w.w2, w.w3);
+        char *o = out + b * ostride;
+        /* results straight into a contiguous float64 / int64 out, else through a buffer */
+        double *fres = p->out_type == EAGLE_DIST_F64 && ostride == 8 ? (double *)o : fbuf;
+        int64_t *ires = p->out_type == EAGLE_DIST_I64 && ostride == 8 ? (int64_t *)o : ibuf;
+        shared_buf sb;
         switch (p->what) {
-        case EAGLE_DIST_EXPONENTIAL:
+        case EAGLE_DIST_EXPONENTIAL: {
+            const uint64_t *x = shared_bits(2, n, ip, b, r0, r1, p->key0, p->key1, &sb);
             if (p->per_sample0) {
                 gather_f64(n, 1, a0, s0, b, 0.0, f0);
-                exponential_block(n, &w, f0, fres);
+                exponential_block(n, x, f0, fres);
             } else {
-                exponential_block_one(n, &w, p->d0, fres);
+                exponential_block_one(n, x, p->d0, fres);
             }
             break;
+        }
         case EAGLE_DIST_POISSON:
+            eagle_philox_block(n, id, 0, r0, r1, p->key0, p->key1, w.w0, w.w1, w.w2, w.w3);
             if (p->per_sample0)   /* one lam: the block uses p->d0 */
                 gather_f64(n, 1, a0, s0, b, 0.0, f0);
             poisson_block(n, id, r0, r1, p, table, &w, f0, ires);
             break;
         case EAGLE_DIST_BINOMIAL:
+            eagle_philox_block(n, id, 0, r0, r1, p->key0, p->key1, w.w0, w.w1, w.w2, w.w3);
             gather_i64(n, p->per_sample0, a0, s0, b, p->i0, i0);
             gather_f64(n, p->per_sample1, a1, s1, b, p->d1, f1);
             binomial_block(n, id, r0, r1, p, table, &w, i0, f1, ires);
             break;
         default:
-            if (p->per_sample0 || p->per_sample1 || (uint64_t)p->i1 - (uint64_t)p->i0 > 4294967296ULL) {
+            if (p->per_sample0 || p->per_sample1) {
                 gather_i64(n, p->per_sample0, a0, s0, b, p->i0, i0);
                 gather_i64(n, p->per_sample1, a1, s1, b, p->i1, i1);
             }
-            integers_block(n, id, replay, p, &w, i0, i1, ires);
+            integers_block(n, ip, b, replay, p, i0, i1, ires);
             break;
         }
-        char *o = out + b * ostride;
         switch (p->out_type) {
         case EAGLE_DIST_F64:
-            if (ostride == 8)
-                memcpy(o, fres, (size_t)n * 8);
-            else
+            if (ostride != 8)
                 for (int64_t j = 0; j < n; ++j)
                     *(double *)(o + j * ostride) = fres[j];
             break;
@@ -603,9 +712,7 @@ void eagle_distribution_kernel(int64_t start, int64_t stop, char **data, const i
                     *(float *)(o + j * ostride) = (float)fres[j];
             break;
         case EAGLE_DIST_I64:
-            if (ostride == 8)
-                memcpy(o, ires, (size_t)n * 8);
-            else
+            if (ostride != 8)
                 for (int64_t j = 0; j < n; ++j)
                     *(int64_t *)(o + j * ostride) = ires[j];
             break;

@@ -1,10 +1,11 @@
-/* Philox4x32-10 over a block of samples; see philox_block.h.
+/* Philox4x32-10 over a block of counters; see philox_block.h.
  *
- * On x86-64 with AVX2 (checked at run time) eight samples at a time go through
- * _mm256_mul_epu32, one 32 x 32 -> 64-bit multiply per lane: GCC 12 vectorises the
- * portable loop with three multiplies, shifts and adds per 64-bit product instead
- * (about 4x slower: 11 against 3 ns a sample on a Zen 3 core). Elsewhere, and for the
- * tail of a block, the portable eagle_philox4x32_10. The words are the same.
+ * On x86-64 with AVX2 (checked at run time) eight counters at a time go through
+ * _mm256_mul_epu32, one 32 x 32 -> 64-bit multiply per 64-bit lane, each word in the
+ * low half of a lane: GCC 12 vectorises the portable loop with three multiplies,
+ * shifts and adds per 64-bit product instead (about 3x slower). Two independent groups
+ * of four counters hide the multiply's latency (a third gains nothing). Elsewhere,
+ * and for the tail of a block, the portable eagle_philox4x32_10. The words are the same.
  */
 #include "philox_block.h"
 
@@ -15,46 +16,66 @@
 #define EAGLE_PHILOX_AVX2 1
 #endif
 
-static void portable(int64_t from, int64_t n, const uint64_t *restrict id, uint32_t c2, uint32_t c3,
-                     uint32_t k0, uint32_t k1, uint32_t *restrict w0, uint32_t *restrict w1,
-                     uint32_t *restrict w2, uint32_t *restrict w3)
+static void portable(int64_t from, int64_t n, const uint64_t *restrict id, uint64_t first, uint32_t c2,
+                     uint32_t c3, uint32_t k0, uint32_t k1, uint32_t *restrict w0, uint32_t *restrict w1,
+                     uint32_t *restrict w2, uint32_t *restrict w3, uint32_t *restrict inter)
 {
     for (int64_t j = from; j < n; ++j) {
-        const eagle_philox_words x = eagle_philox4x32_10((eagle_u32)id[j], (eagle_u32)(id[j] >> 32),
-                                                         c2, c3, k0, k1);
-        w0[j] = x.w0;
-        w1[j] = x.w1;
-        w2[j] = x.w2;
-        w3[j] = x.w3;
+        const uint64_t c = id ? id[j] : first + (uint64_t)j;
+        const eagle_philox_words x = eagle_philox4x32_10((eagle_u32)c, (eagle_u32)(c >> 32), c2, c3, k0, k1);
+        if (inter) {
+            inter[4 * j] = x.w0;
+            inter[4 * j + 1] = x.w1;
+            inter[4 * j + 2] = x.w2;
+            inter[4 * j + 3] = x.w3;
+        } else {
+            w0[j] = x.w0;
+            w1[j] = x.w1;
+            w2[j] = x.w2;
+            w3[j] = x.w3;
+        }
     }
 }
 
 #ifdef EAGLE_PHILOX_AVX2
-/* one round on four samples, each word in the low half of a 64-bit lane (the upper
- * half is ignored by the multiply and dropped when packed) */
+/* one round on four counters; c1 ^ K0 and c3 ^ K1 do not wait for the multiplies */
 #define ROUND(c0, c1, c2, c3, K0, K1)                                                        \
     do {                                                                                    \
         const __m256i p0_ = _mm256_mul_epu32(c0, m0), p1_ = _mm256_mul_epu32(c2, m1);       \
-        c0 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(p1_, 32), c1), K0);        \
+        c0 = _mm256_xor_si256(_mm256_srli_epi64(p1_, 32), _mm256_xor_si256(c1, K0));        \
         c1 = p1_;                                                                           \
-        c2 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(p0_, 32), c3), K1);        \
+        c2 = _mm256_xor_si256(_mm256_srli_epi64(p0_, 32), _mm256_xor_si256(c3, K1));        \
         c3 = p0_;                                                                           \
     } while (0)
 
-/* the low halves of the lanes of a (samples 0-3) and b (samples 4-7), in order */
+/* the low halves of the lanes of a (counters 0-3) and b (4-7), in order */
 #define PACK(a, b, dst)                                                                     \
     _mm256_storeu_si256((__m256i *)(dst),                                                   \
                         _mm256_permute2x128_si256(_mm256_permutevar8x32_epi32(a, evens),    \
                                                   _mm256_permutevar8x32_epi32(b, evens), 0x20))
 
-__attribute__((target("avx2")))
-static int64_t avx2(int64_t n, const uint64_t *restrict id, uint32_t c2, uint32_t c3, uint32_t k0,
-                    uint32_t k1, uint32_t *restrict w0, uint32_t *restrict w1, uint32_t *restrict w2,
-                    uint32_t *restrict w3)
+/* counters 0-3 (lanes of x0..x3) word by word: (w0, w1) and (w2, w3) side by side in
+ * 64-bit lanes, then counter by counter */
+#define INTERLEAVE(x0, x1, x2, x3, dst)                                                     \
+    do {                                                                                    \
+        const __m256i lo_ = _mm256_blend_epi32(x0, _mm256_slli_epi64(x1, 32), 0xaa);        \
+        const __m256i hi_ = _mm256_blend_epi32(x2, _mm256_slli_epi64(x3, 32), 0xaa);        \
+        const __m256i e_ = _mm256_unpacklo_epi64(lo_, hi_), o_ = _mm256_unpackhi_epi64(lo_, hi_); \
+        _mm256_storeu_si256((__m256i *)(dst), _mm256_permute2x128_si256(e_, o_, 0x20));     \
+        _mm256_storeu_si256((__m256i *)(dst) + 1, _mm256_permute2x128_si256(e_, o_, 0x31)); \
+    } while (0)
+
+__attribute__((target("avx2"), always_inline))
+static inline int64_t avx2_body(int64_t n, const uint64_t *restrict id, uint64_t first, uint32_t c2, uint32_t c3,
+                    uint32_t k0, uint32_t k1, uint32_t *restrict w0, uint32_t *restrict w1,
+                    uint32_t *restrict w2, uint32_t *restrict w3, uint32_t *restrict inter)
 {
     const __m256i m0 = _mm256_set1_epi64x(EAGLE_PHILOX_M0), m1 = _mm256_set1_epi64x(EAGLE_PHILOX_M1);
     const __m256i evens = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
     const __m256i r2 = _mm256_set1_epi64x(c2), r3 = _mm256_set1_epi64x(c3);
+    const __m256i step = _mm256_set1_epi64x(8);
+    __m256i next_a = _mm256_add_epi64(_mm256_set1_epi64x((long long)first), _mm256_setr_epi64x(0, 1, 2, 3));
+    __m256i next_b = _mm256_add_epi64(next_a, _mm256_set1_epi64x(4));
     __m256i K0[10], K1[10];
     for (int i = 0; i < 10; ++i) {
         K0[i] = _mm256_set1_epi64x((uint32_t)(k0 + (uint32_t)i * EAGLE_PHILOX_W0));
@@ -62,30 +83,88 @@ static int64_t avx2(int64_t n, const uint64_t *restrict id, uint32_t c2, uint32_
     }
     int64_t j = 0;
     for (; j + 8 <= n; j += 8) {
-        const __m256i ia = _mm256_loadu_si256((const __m256i *)(id + j));
-        const __m256i ib = _mm256_loadu_si256((const __m256i *)(id + j + 4));
+        __m256i ia, ib;
+        if (id) {
+            ia = _mm256_loadu_si256((const __m256i *)(id + j));
+            ib = _mm256_loadu_si256((const __m256i *)(id + j + 4));
+        } else {
+            ia = next_a;
+            ib = next_b;
+            next_a = _mm256_add_epi64(next_a, step);
+            next_b = _mm256_add_epi64(next_b, step);
+        }
         __m256i a0 = ia, a1 = _mm256_srli_epi64(ia, 32), a2 = r2, a3 = r3;
         __m256i b0 = ib, b1 = _mm256_srli_epi64(ib, 32), b2 = r2, b3 = r3;
         for (int i = 0; i < 10; ++i) {
             ROUND(a0, a1, a2, a3, K0[i], K1[i]);
             ROUND(b0, b1, b2, b3, K0[i], K1[i]);
         }
-        PACK(a0, b0, w0 + j);
-        PACK(a1, b1, w1 + j);
-        PACK(a2, b2, w2 + j);
-        PACK(a3, b3, w3 + j);
+        if (inter) {
+            INTERLEAVE(a0, a1, a2, a3, inter + 4 * j);
+            INTERLEAVE(b0, b1, b2, b3, inter + 4 * j + 16);
+        } else {
+            PACK(a0, b0, w0 + j);
+            PACK(a1, b1, w1 + j);
+            PACK(a2, b2, w2 + j);
+            PACK(a3, b3, w3 + j);
+        }
     }
     return j;
 }
+/* the four forms, each its own loop (no test of id or inter inside) */
+__attribute__((target("avx2")))
+static int64_t avx2_soa_ids(int64_t n, const uint64_t *restrict id, uint32_t c2, uint32_t c3, uint32_t k0,
+                            uint32_t k1, uint32_t *restrict w0, uint32_t *restrict w1, uint32_t *restrict w2,
+                            uint32_t *restrict w3)
+{
+    return avx2_body(n, id, 0, c2, c3, k0, k1, w0, w1, w2, w3, NULL);
+}
+
+__attribute__((target("avx2")))
+static int64_t avx2_soa_first(int64_t n, uint64_t first, uint32_t c2, uint32_t c3, uint32_t k0, uint32_t k1,
+                              uint32_t *restrict w0, uint32_t *restrict w1, uint32_t *restrict w2,
+                              uint32_t *restrict w3)
+{
+    return avx2_body(n, NULL, first, c2, c3, k0, k1, w0, w1, w2, w3, NULL);
+}
+
+__attribute__((target("avx2")))
+static int64_t avx2_aos_ids(int64_t n, const uint64_t *restrict id, uint32_t c2, uint32_t c3, uint32_t k0,
+                            uint32_t k1, uint32_t *restrict out)
+{
+    return avx2_body(n, id, 0, c2, c3, k0, k1, NULL, NULL, NULL, NULL, out);
+}
+
+__attribute__((target("avx2")))
+static int64_t avx2_aos_first(int64_t n, uint64_t first, uint32_t c2, uint32_t c3, uint32_t k0, uint32_t k1,
+                              uint32_t *restrict out)
+{
+    return avx2_body(n, NULL, first, c2, c3, k0, k1, NULL, NULL, NULL, NULL, out);
+}
 #endif
 
-void eagle_philox_block(int64_t n, const uint64_t *id, uint32_t c2, uint32_t c3, uint32_t key0,
-                        uint32_t key1, uint32_t *w0, uint32_t *w1, uint32_t *w2, uint32_t *w3)
+static void draw(int64_t n, const uint64_t *id, uint64_t first, uint32_t c2, uint32_t c3, uint32_t key0,
+                 uint32_t key1, uint32_t *w0, uint32_t *w1, uint32_t *w2, uint32_t *w3, uint32_t *inter)
 {
     int64_t done = 0;
 #ifdef EAGLE_PHILOX_AVX2
     if (__builtin_cpu_supports("avx2"))
-        done = avx2(n, id, c2, c3, key0, key1, w0, w1, w2, w3);
+        done = inter ? (id ? avx2_aos_ids(n, id, c2, c3, key0, key1, inter)
+                           : avx2_aos_first(n, first, c2, c3, key0, key1, inter))
+                     : (id ? avx2_soa_ids(n, id, c2, c3, key0, key1, w0, w1, w2, w3)
+                           : avx2_soa_first(n, first, c2, c3, key0, key1, w0, w1, w2, w3));
 #endif
-    portable(done, n, id, c2, c3, key0, key1, w0, w1, w2, w3);
+    portable(done, n, id, first, c2, c3, key0, key1, w0, w1, w2, w3, inter);
+}
+
+void eagle_philox_block(int64_t n, const uint64_t *id, uint64_t first, uint32_t c2, uint32_t c3,
+                        uint32_t key0, uint32_t key1, uint32_t *w0, uint32_t *w1, uint32_t *w2, uint32_t *w3)
+{
+    draw(n, id, first, c2, c3, key0, key1, w0, w1, w2, w3, NULL);
+}
+
+void eagle_philox_interleaved(int64_t n, const uint64_t *id, uint64_t first, uint32_t c2, uint32_t c3,
+                              uint32_t key0, uint32_t key1, uint32_t *out)
+{
+    draw(n, id, first, c2, c3, key0, key1, NULL, NULL, NULL, NULL, out);
 }

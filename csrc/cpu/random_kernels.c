@@ -1,13 +1,13 @@
 /* eagle's random-node kernels on the CPU; see random_kernels.h and eagle/philox.h.
  *
- * Samples go by blocks of BLOCK: the ids of a block are gathered (or counted
- * from start) into a small buffer, one vectorised loop draws the block (the
- * compiler vectorises Philox, the log and the cos over samples: #pragma omp
- * simd, everything inlined), and a block of a strided output goes through a
- * buffer. On x86-64 ELF with GCC 11+ the block loops are built for x86-64-v4
- * (AVX-512), v3 (AVX2 + FMA) and the baseline, picked at load time (target_clones),
- * so the wheel runs on any x86-64; v4 and v3 vectorise every loop (the baseline's
- * normal loops call libm's fma() and stay scalar).
+ * Samples go by blocks of BLOCK: the ids of a block are gathered (when the node has
+ * ids) into a small buffer, philox_block.c draws the block's words (by hand with AVX2:
+ * the compiler's vectorised Philox is about 3x slower), and one vectorised loop
+ * transforms them (#pragma omp simd, the log and the cos inlined); a block of a strided
+ * output goes through a buffer. On x86-64 ELF with GCC 11+ the transform loops are
+ * built for x86-64-v4 (AVX-512), v3 (AVX2 + FMA) and the baseline, picked at load time
+ * (target_clones), so the wheel runs on any x86-64; v4 and v3 vectorise every loop
+ * (the baseline's normal loops call libm's fma() and stay scalar).
  * Compiled with -ffp-contract=off: only the explicit fma() calls fuse, so the
  * results are those of philox.h on every machine and on the GPU.
  */
@@ -16,82 +16,52 @@
 #include <string.h>
 
 #include "eagle/philox.h"
+#include "philox_block.h"
+#include "simd_clones.h"
 
 #define BLOCK 512
 
-/* One clone per x86-64 level: a target_clones string is one ISA per comma ("avx2,fma"
- * would be two clones, an AVX2 one without FMA whose fma() calls stop the vectoriser),
- * so the levels are named as arch= (GCC 11+; v4: AVX-512F/BW/DQ/VL, v3: AVX2 + FMA). */
-#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(__clang__) && \
-    __GNUC__ >= 11 && !defined(EAGLE_NO_CLONES)
-#define EAGLE_SIMD_CLONES \
-    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define EAGLE_SIMD_CLONES
-#endif
+
+/* a block's Philox words (philox_block.c), apart: w0[j] .. w3[j] of sample j */
+typedef struct block_words {
+    uint32_t w0[BLOCK], w1[BLOCK], w2[BLOCK], w3[BLOCK];
+} block_words;
 
 EAGLE_SIMD_CLONES
-static void draw_bits(int64_t n, const uint64_t *restrict id, uint32_t r0, uint32_t r1,
-                      uint32_t k0, uint32_t k1, uint32_t *restrict out)
+static void uniform64(int64_t n, const block_words *restrict w, double low, double span, double below,
+                      double *restrict out)
+{
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j)
+        out[j] = eagle_scale_uniform(eagle_u01_53(w->w0[j], w->w1[j]), low, span, below);
+}
+
+EAGLE_SIMD_CLONES
+static void uniform32(int64_t n, const block_words *restrict w, float low, float span, float below,
+                      float *restrict out)
+{
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j)
+        out[j] = eagle_scale_uniform_f(eagle_u01_24(w->w0[j]), low, span, below);
+}
+
+EAGLE_SIMD_CLONES
+static void normal64(int64_t n, const block_words *restrict w, double loc, double scale, double *restrict out)
 {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) {
-        const eagle_philox_words w = eagle_philox4x32_10((eagle_u32)id[j], (eagle_u32)(id[j] >> 32),
-                                                         r0, r1, k0, k1);
-        out[4 * j] = w.w0;
-        out[4 * j + 1] = w.w1;
-        out[4 * j + 2] = w.w2;
-        out[4 * j + 3] = w.w3;
+        const eagle_philox_words x = {w->w0[j], w->w1[j], w->w2[j], w->w3[j]};
+        out[j] = loc + scale * eagle_normal_from_words(x);
     }
 }
 
 EAGLE_SIMD_CLONES
-static void draw_uniform64(int64_t n, const uint64_t *restrict id, uint32_t r0, uint32_t r1,
-                           uint32_t k0, uint32_t k1, double low, double span, double below,
-                           double *restrict out)
+static void normal32(int64_t n, const block_words *restrict w, double loc, double scale, float *restrict out)
 {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) {
-        const eagle_philox_words w = eagle_philox4x32_10((eagle_u32)id[j], (eagle_u32)(id[j] >> 32),
-                                                         r0, r1, k0, k1);
-        out[j] = eagle_scale_uniform(eagle_u01_53(w.w0, w.w1), low, span, below);
-    }
-}
-
-EAGLE_SIMD_CLONES
-static void draw_uniform32(int64_t n, const uint64_t *restrict id, uint32_t r0, uint32_t r1,
-                           uint32_t k0, uint32_t k1, float low, float span, float below,
-                           float *restrict out)
-{
-#pragma omp simd
-    for (int64_t j = 0; j < n; ++j) {
-        const eagle_philox_words w = eagle_philox4x32_10((eagle_u32)id[j], (eagle_u32)(id[j] >> 32),
-                                                         r0, r1, k0, k1);
-        out[j] = eagle_scale_uniform_f(eagle_u01_24(w.w0), low, span, below);
-    }
-}
-
-EAGLE_SIMD_CLONES
-static void draw_normal64(int64_t n, const uint64_t *restrict id, uint32_t r0, uint32_t r1,
-                          uint32_t k0, uint32_t k1, double loc, double scale, double *restrict out)
-{
-#pragma omp simd
-    for (int64_t j = 0; j < n; ++j) {
-        const eagle_philox_words w = eagle_philox4x32_10((eagle_u32)id[j], (eagle_u32)(id[j] >> 32),
-                                                         r0, r1, k0, k1);
-        out[j] = loc + scale * eagle_normal_from_words(w);
-    }
-}
-
-EAGLE_SIMD_CLONES
-static void draw_normal32(int64_t n, const uint64_t *restrict id, uint32_t r0, uint32_t r1,
-                          uint32_t k0, uint32_t k1, double loc, double scale, float *restrict out)
-{
-#pragma omp simd
-    for (int64_t j = 0; j < n; ++j) {
-        const eagle_philox_words w = eagle_philox4x32_10((eagle_u32)id[j], (eagle_u32)(id[j] >> 32),
-                                                         r0, r1, k0, k1);
-        out[j] = (float)(loc + scale * eagle_normal_from_words(w));
+        const eagle_philox_words x = {w->w0[j], w->w1[j], w->w2[j], w->w3[j]};
+        out[j] = (float)(loc + scale * eagle_normal_from_words(x));
     }
 }
 
@@ -107,6 +77,7 @@ void eagle_random_kernel(int64_t start, int64_t stop, char **data, const int64_t
     const int64_t item = p->what == EAGLE_RANDOM_BITS ? 16 : (p->f32 ? 4 : 8);
     const int direct = ostride == item;
     uint64_t id[BLOCK];
+    _Alignas(64) block_words w;
     _Alignas(64) unsigned char tmp[BLOCK * 16];
     for (int64_t b = start; b < stop; b += BLOCK) {
         const int64_t n = stop - b < BLOCK ? stop - b : BLOCK;
@@ -115,29 +86,27 @@ void eagle_random_kernel(int64_t start, int64_t stop, char **data, const int64_t
             const int64_t is = strides[0];
             for (int64_t j = 0; j < n; ++j)
                 id[j] = (uint64_t)*(const int64_t *)(ids + (b + j) * is);
-        } else {
-            for (int64_t j = 0; j < n; ++j)
-                id[j] = (uint64_t)(b + j);
         }
+        const uint64_t *ip = p->has_ids ? id : NULL;
         void *dst = direct ? (void *)(out + b * ostride) : (void *)tmp;
-        switch (p->what * 2 + p->f32) {
-        case EAGLE_RANDOM_BITS * 2:
-        case EAGLE_RANDOM_BITS * 2 + 1:
-            draw_bits(n, id, r0, r1, p->key0, p->key1, (uint32_t *)dst);
-            break;
-        case EAGLE_RANDOM_UNIFORM * 2:
-            draw_uniform64(n, id, r0, r1, p->key0, p->key1, p->a, p->b, p->below, (double *)dst);
-            break;
-        case EAGLE_RANDOM_UNIFORM * 2 + 1:
-            draw_uniform32(n, id, r0, r1, p->key0, p->key1, (float)p->a, (float)p->b,
-                           (float)p->below, (float *)dst);
-            break;
-        case EAGLE_RANDOM_NORMAL * 2:
-            draw_normal64(n, id, r0, r1, p->key0, p->key1, p->a, p->b, (double *)dst);
-            break;
-        default:
-            draw_normal32(n, id, r0, r1, p->key0, p->key1, p->a, p->b, (float *)dst);
-            break;
+        if (p->what == EAGLE_RANDOM_BITS) {
+            eagle_philox_interleaved(n, ip, (uint64_t)b, r0, r1, p->key0, p->key1, (uint32_t *)dst);
+        } else {
+            eagle_philox_block(n, ip, (uint64_t)b, r0, r1, p->key0, p->key1, w.w0, w.w1, w.w2, w.w3);
+            switch (p->what * 2 + p->f32) {
+            case EAGLE_RANDOM_UNIFORM * 2:
+                uniform64(n, &w, p->a, p->b, p->below, (double *)dst);
+                break;
+            case EAGLE_RANDOM_UNIFORM * 2 + 1:
+                uniform32(n, &w, (float)p->a, (float)p->b, (float)p->below, (float *)dst);
+                break;
+            case EAGLE_RANDOM_NORMAL * 2:
+                normal64(n, &w, p->a, p->b, (double *)dst);
+                break;
+            default:
+                normal32(n, &w, p->a, p->b, (float *)dst);
+                break;
+            }
         }
         if (!direct)
             for (int64_t j = 0; j < n; ++j)

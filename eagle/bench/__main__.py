@@ -30,8 +30,11 @@ until converged, its check in the graph, beside the NumPy loop (``eagle.bench.he
 transport until every particle is done, its tallies as reduction nodes, beside the NumPy loop
 that removes finished particles (``eagle.bench.slab``); four stencil sweeps of npbench
 (jacobi_1d, jacobi_2d, heat_3d, fdtd_2d) as eagle graphs beside their NumPy functions, numba
-``prange`` and JAX ``jit`` (``eagle.bench.stencils``); and steps captured with ``eagle.capture``
-beside the hand-built graphs of the same steps (``eagle.bench.capture``).
+``prange`` and JAX ``jit`` (``eagle.bench.stencils``); the SIR step with tau-leaping over
+replicate populations, binomial nodes with per-replicate ``n`` and ``p``, beside the NumPy loop
+with ``rng.binomial``, numba ``prange`` and JAX ``jit`` (``eagle.bench.sir``); and steps
+captured with ``eagle.capture`` beside the hand-built graphs of the same steps
+(``eagle.bench.capture``).
 
 Every runner is timed best-of-k, interleaved round by round in this one
 process, each timing long enough (tens of ms) for the clock not to matter.
@@ -68,6 +71,7 @@ from .chelpers import compile_c_loop, compile_extra, compile_plain_loops
 from .capture import rows_capture
 from .heat import rows_heat
 from .masked import rows_masked
+from .sir import rows_sir
 from .slab import rows_slab
 from .stencils import rows_stencils
 from .tiles import SAMPLES as TILE_SAMPLES, rows_fused_tiles
@@ -341,12 +345,17 @@ def print_extra_rows(rounds, out=None, quick=False, tile_samples=TILE_SAMPLES):
     rows += rows_masked(min(rounds, 5), n=100_000 if quick else 1_000_000)
     rows += rows_slab(min(rounds, 3), n=100_000 if quick else 1_000_000)
     rows += rows_stencils(min(rounds, 3), quick=quick)
+    sir_rows, sir_notes = rows_sir(min(rounds, 3), replicates=10_000 if quick else 100_000,
+                                   steps=40 if quick else 100)
+    rows += sir_rows
     rows += [(f"captured: {what}", t, "the hand-built graph", ref)
              for what, t, ref, _ in rows_capture(min(rounds, 3), replays=5 if quick else 20)]
     print(f"{'case':<42}{'eagle':>9}  {'reference':<28} {'time':>9}  ratio", file=out)
     for what, t, ref_name, ref in rows:
         _wrapped(what, out)
         print(f"{fmt_time(t):>51}  {ref_name:<28} {fmt_time(ref):>9}  {t / ref:.2f}", file=out)
+    for n in sir_notes:
+        print(f"note: {n}", file=out)
     import signal
     if os.name == "posix" and signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         # a background job of a non-interactive shell starts with SIGINT ignored: the

@@ -102,7 +102,7 @@ def distribution_kernel(str name, int what, int out_type, uint64_t key, bint has
 
 
 cdef extern from "eagle/distributions.h" nogil:
-    double eagle_exponential_value(double scale, uint32_t w0, uint32_t w1)
+    double eagle_exponential_sample(double scale, uint64_t id, uint64_t r, uint32_t key0, uint32_t key1)
     int64_t eagle_poisson_sample(double lam, uint64_t id, uint64_t r, uint32_t key0, uint32_t key1)
     int64_t eagle_binomial_sample(int64_t n, double p, uint64_t id, uint64_t r, uint32_t key0,
                                   uint32_t key1)
@@ -117,10 +117,8 @@ def reference_sample(int what, uint64_t key, uint64_t id, uint64_t replay, doubl
     """One sample as eagle/distributions.h's scalar sampler draws it, one at a time (the
     tests' oracle for the vectorised kernels): ``what`` as distribution_kernel's."""
     cdef uint32_t k0 = <uint32_t>(key & 0xffffffff), k1 = <uint32_t>(key >> 32)
-    cdef eagle_philox_words w
     if what == 0:
-        w = eagle_dist_block(id, replay, k0, k1, 0)
-        return eagle_exponential_value(d0, w.w0, w.w1)
+        return eagle_exponential_sample(d0, id, replay, k0, k1)
     if what == 1:
         return eagle_poisson_sample(d0, id, replay, k0, k1)
     if what == 2:
@@ -128,8 +126,8 @@ def reference_sample(int what, uint64_t key, uint64_t id, uint64_t replay, doubl
     return eagle_integers_value(i0, i1, i32, id, replay, k0, k1)
 
 
-def dist_block(uint64_t key, uint64_t id, uint64_t replay, uint32_t j):
-    """Block ``j`` of a sample's stream (the counter layout of eagle/distributions.h)."""
-    cdef eagle_philox_words w = eagle_dist_block(id, replay, <uint32_t>(key & 0xffffffff),
+def dist_block(uint64_t key, uint64_t c, uint64_t replay, uint32_t j):
+    """Block ``(c, j)`` (the counter layout of eagle/distributions.h)."""
+    cdef eagle_philox_words w = eagle_dist_block(c, replay, <uint32_t>(key & 0xffffffff),
                                                  <uint32_t>(key >> 32), j)
     return (w.w0, w.w1, w.w2, w.w3)

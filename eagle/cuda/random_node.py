@@ -102,14 +102,16 @@ class CudaRandomCapture(Lowering):
     """A random node's capture: one ``eagle_random`` kernel node, sized, reading the
     graph's device replay counter (and its device logical size, when it keeps one)."""
 
+    kernel, size_index = "eagle_random", SIZE_INDEX
+
     def needs(self, node):
         return frozenset({Need.REPLAY_COUNTER})
 
     def capture(self, node, ctx):
         size = ctx.size
-        ctx.kernels.launch("eagle_random", ctx.stream, max(1, -(-size // BLOCK)), BLOCK,
+        ctx.kernels.launch(self.kernel, ctx.stream, max(1, -(-size // BLOCK)), BLOCK,
                            node.kernel_args(size, ctx.size_ptr, ctx.replay_ptr))
-        ctx.add_sized_kernel(ctx.stream.last_node(), nargs=SIZE_INDEX + 1, size_index=SIZE_INDEX,
+        ctx.add_sized_kernel(ctx.stream.last_node(), nargs=self.size_index + 1, size_index=self.size_index,
                              size_type="int64", per_block=BLOCK)
 
 
@@ -170,19 +172,11 @@ class CudaDistributionNode(Node):
         return f"{s.kind}(out={s.out_name!r}, key={s.key}, {params}{ids}, cuda)"
 
 
-class CudaDistributionCapture(Lowering):
+class CudaDistributionCapture(CudaRandomCapture):
     """A distribution node's capture: one ``eagle_distribution`` kernel node, sized,
     reading the graph's device replay counter (and device logical size, if kept)."""
 
-    def needs(self, node):
-        return frozenset({Need.REPLAY_COUNTER})
-
-    def capture(self, node, ctx):
-        size = ctx.size
-        ctx.kernels.launch("eagle_distribution", ctx.stream, max(1, -(-size // BLOCK)), BLOCK,
-                           node.kernel_args(size, ctx.size_ptr, ctx.replay_ptr))
-        ctx.add_sized_kernel(ctx.stream.last_node(), nargs=DIST_SIZE_INDEX + 1, size_index=DIST_SIZE_INDEX,
-                             size_type="int64", per_block=BLOCK)
+    kernel, size_index = "eagle_distribution", DIST_SIZE_INDEX
 
 
 register(CudaDistributionNode, CudaDistributionCapture)

@@ -3,12 +3,13 @@
 their kernels take.
 
 The samplers are csrc/include/eagle/distributions.h (one source for the CPU kernels,
-csrc/cpu/distribution_kernels.c, and the GPU kernel, eagle/cuda/kernels/random.cu): a
-sample's numbers come from its own Philox blocks, block ``j`` of sample ``id`` at replay
-``r`` being the counter ``(id & 0xffffffff, id >> 32, r & 0xffffffff, (r >> 32) ^ (j << 16))``
-under the node's key (block 0 is the block ``random_bits`` draws), so a rejection sampler
-takes as many blocks as it needs and its numbers depend only on key, id, replay and the
-parameters. A parameter is a scalar, checked here, or a per-sample array (an array or a
+csrc/cpu/distribution_kernels.c, and the GPU kernel, eagle/cuda/kernels/random.cu): block
+``(c, j)`` at replay ``r`` is the Philox counter ``(c & 0xffffffff, c >> 32, r & 0xffffffff,
+(r >> 32) ^ (j << 16))`` under the node's key; sample ``id``'s own blocks are ``(id, 0), (id,
+1), ...`` (``(id, 0)`` is the block ``random_bits`` draws), so a rejection sampler takes as
+many blocks as it needs, and exponential and integers start from their part of a block
+consecutive samples share (``(id >> 1, 0)``, ``(id >> 2, 0)``): a sample's numbers depend
+only on key, id, replay and the parameters. A parameter is a scalar, checked here, or a per-sample array (an array or a
 one-entry dict: float64 for ``scale``/``lam``/``p``, int64 for ``n``/``low``/``high``),
 read by the node; a sample whose own parameter is out of range gets a marker instead
 of a number: nan (exponential), -1 (poisson, binomial), the output type's smallest
@@ -24,7 +25,7 @@ import numpy as np
 
 from eagle.record.arrays import named_array
 from eagle.record.memory import array_kind, refuse_shared_elements
-from eagle.record.random import as_uint64
+from eagle.record.random import as_uint64, checked_ids, shape_dtype
 
 #: the distribution numbers of csrc/cpu/distribution_kernels.h
 EXPONENTIAL, POISSON, BINOMIAL, INTEGERS = 0, 1, 2, 3
@@ -87,13 +88,6 @@ class DistributionSpec:
         return d[0], d[1], i[0], i[1]
 
 
-def _shape_dtype(a):
-    if isinstance(a, np.ndarray):
-        return a.shape, a.dtype
-    cai = a.__cuda_array_interface__
-    return tuple(cai["shape"]), np.dtype(cai["typestr"])
-
-
 def _is_scalar(v) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
 
@@ -134,10 +128,10 @@ def _per_sample(kind, arg, v, dtype, out, out_name, taken):
         name, a = named_array(v, f"{kind}(): {arg}", arg)
     except TypeError as e:
         raise TypeError(f"{kind}(): {arg}= must be {what}: {e}") from None
-    shape, dt = _shape_dtype(a)
+    shape, dt = shape_dtype(a)
     if dt != dtype:
         raise TypeError(f"{kind}(): {arg} {name!r} must be {np.dtype(dtype)} (one {arg} per sample), got {dt}")
-    n = _shape_dtype(out)[0][0]
+    n = shape_dtype(out)[0][0]
     if len(shape) != 1 or shape[0] != n:
         raise ValueError(f"{kind}(): {arg} {name!r} must be per-sample: 1-d with one entry per sample of "
                          f"out ({n}), got shape {shape}")
@@ -164,7 +158,7 @@ def distribution_spec(what, out, key, ids=None, **kw) -> DistributionSpec:
     return its spec; every error names the node and the argument."""
     kind = KIND_NAMES[what]
     out_name, out = named_array(out, f"{kind}(): out", "out", write=True)
-    shape, dtype = _shape_dtype(out)
+    shape, dtype = shape_dtype(out)
     refuse_shared_elements(out, f"{kind}()", f"out {out_name!r}",
                            "every sample's numbers would land in the same bytes")
     floats = what == EXPONENTIAL
@@ -176,20 +170,8 @@ def distribution_spec(what, out, key, ids=None, **kw) -> DistributionSpec:
         raise ValueError(f"{kind}(): out {out_name!r} must be 1-d, one number per sample, got shape {shape}")
     key = as_uint64(key, f"{kind}(): key= must be")
     taken = {out_name: "out"}
-    ids_name = None
+    ids_name, ids = checked_ids(kind, ids, out_name, out)
     if ids is not None:
-        ids_name, ids = named_array(ids, f"{kind}(): ids", "id")
-        ishape, idt = _shape_dtype(ids)
-        if idt != np.int64:
-            raise TypeError(f"{kind}(): ids {ids_name!r} must be int64, got {idt}")
-        if len(ishape) != 1 or ishape[0] != shape[0]:
-            raise ValueError(f"{kind}(): ids {ids_name!r} must be per-sample: 1-d with one id per sample "
-                             f"of out ({shape[0]}), got shape {ishape}")
-        if array_kind(ids) != array_kind(out):
-            raise TypeError(f"{kind}(): ids {ids_name!r} and out {out_name!r} must be on one device")
-        if ids_name in taken:
-            raise ValueError(f"{kind}(): out and ids are both named {out_name!r}; give one another name "
-                             "with a one-entry dict {name: array}")
         taken[ids_name] = "ids"
 
     def param(arg, dt, check=lambda v: None):

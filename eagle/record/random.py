@@ -44,11 +44,33 @@ class RandomSpec:
         return KIND_NAMES[self.what]
 
 
-def _shape_dtype(a):
+def shape_dtype(a):
+    """(shape, dtype) of a NumPy or ``__cuda_array_interface__`` array."""
     if isinstance(a, np.ndarray):
         return a.shape, a.dtype
     cai = a.__cuda_array_interface__
     return tuple(cai["shape"]), np.dtype(cai["typestr"])
+
+
+def checked_ids(kind, ids, out_name, out):
+    """``(name, array)`` of a random or distribution node's ``ids=`` (``(None, None)`` when
+    not given): int64, one id per sample of ``out``, on its device, named apart from it."""
+    if ids is None:
+        return None, None
+    ids_name, ids = named_array(ids, f"{kind}(): ids", "id")
+    ishape, idt = shape_dtype(ids)
+    n = shape_dtype(out)[0][0]
+    if idt != np.int64:
+        raise TypeError(f"{kind}(): ids {ids_name!r} must be int64, got {idt}")
+    if len(ishape) != 1 or ishape[0] != n:
+        raise ValueError(f"{kind}(): ids {ids_name!r} must be per-sample: 1-d with one id per sample "
+                         f"of out ({n}), got shape {ishape}")
+    if ids_name == out_name:
+        raise ValueError(f"{kind}(): out and ids are both named {out_name!r}; give one another name "
+                         "with a one-entry dict {name: array}")
+    if array_kind(ids) != array_kind(out):
+        raise TypeError(f"{kind}(): ids {ids_name!r} and out {out_name!r} must be on one device")
+    return ids_name, ids
 
 
 def as_uint64(value, what: str) -> int:
@@ -125,7 +147,7 @@ def random_spec(what, out, key, ids=None, a=None, b=None) -> RandomSpec:
     spec; every error names the node and the argument."""
     name = KIND_NAMES[what]
     out_name, out = named_array(out, f"{name}(): out", "out", write=True)
-    shape, dtype = _shape_dtype(out)
+    shape, dtype = shape_dtype(out)
     refuse_shared_elements(out, f"{name}()", f"out {out_name!r}",
                            "every sample's numbers would land in the same bytes")
     if what == BITS:
@@ -142,20 +164,7 @@ def random_spec(what, out, key, ids=None, a=None, b=None) -> RandomSpec:
             raise ValueError(f"{name}(): out {out_name!r} must be 1-d, one number per sample, got "
                              f"shape {shape}")
     key = as_uint64(key, f"{name}(): key= must be")
-    ids_name = None
-    if ids is not None:
-        ids_name, ids = named_array(ids, f"{name}(): ids", "id")
-        ishape, idt = _shape_dtype(ids)
-        if idt != np.int64:
-            raise TypeError(f"{name}(): ids {ids_name!r} must be int64, got {idt}")
-        if len(ishape) != 1 or ishape[0] != shape[0]:
-            raise ValueError(f"{name}(): ids {ids_name!r} must be per-sample: 1-d with one id per sample "
-                             f"of out ({shape[0]}), got shape {ishape}")
-        if ids_name == out_name:
-            raise ValueError(f"{name}(): out and ids are both named {out_name!r}; give one another name "
-                             "with a one-entry dict {name: array}")
-        if array_kind(ids) != array_kind(out):
-            raise TypeError(f"{name}(): ids {ids_name!r} and out {out_name!r} must be on one device")
+    ids_name, ids = checked_ids(name, ids, out_name, out)
     f32 = dtype == np.float32
     below = 0.0
     if what == UNIFORM:

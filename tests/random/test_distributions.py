@@ -155,13 +155,39 @@ def test_block_0_is_random_bits_and_later_blocks_have_their_own_counters():
     assert dist_block(key, 2, replay, 0) == tuple(int(w) for w in out[2])
 
 
-def test_the_exponential_is_minus_log_of_the_uniform_of_block_0():
-    n, key = 10_000, 5
+def shared_words(ids, per, replay, key, j=0):
+    """What each sample takes of the blocks ``per`` consecutive samples share: for 2,
+    block (id >> 1, j)'s (w1 << 32 | w0) for an even id, (w3 << 32 | w2) for an odd one;
+    for 4, word id & 3 of block (id >> 2, j)."""
+    ids = np.asarray(ids, dtype=np.uint64)
+    shift = np.uint64(per.bit_length() - 1)
+    w = philox_np((ids >> shift).astype(np.int64), replay ^ (j << 48), key).astype(np.uint64)
+    part = (ids & np.uint64(per - 1)).astype(np.int64)
+    if per == 4:
+        return w[np.arange(ids.size), part]
+    lo, hi = w[np.arange(ids.size), 2 * part], w[np.arange(ids.size), 2 * part + 1]
+    return hi << np.uint64(32) | lo
+
+
+def test_the_exponential_is_minus_log_of_its_half_of_a_shared_block():
+    n, key = 10_001, 5
     t = draw(exponential, n, np.float64, 0, key)
-    w = philox_np(np.arange(n), 0, key).astype(np.uint64)
-    u = (((w[:, 1] << np.uint64(32) | w[:, 0]) >> np.uint64(11)).astype(np.float64) + 1) * 2.0 ** -53
+    x = shared_words(np.arange(n), 2, 0, key)
+    u = ((x >> np.uint64(11)).astype(np.float64) + 1) * 2.0 ** -53
     np.testing.assert_allclose(t, -np.log(u), rtol=4e-16, atol=0)
     assert t.max() <= 53 * np.log(2)
+
+
+@pytest.mark.parametrize("start", [0, 1, 3])
+def test_integers_take_their_word_of_a_block_four_samples_share(start):
+    """With high - low = 2**32 Lemire's method takes every word as it is: the output is
+    each sample's word of block (id >> 2, 0), whatever sample the node starts at."""
+    n, key, replay = 1001, 77, (1 << 33) + 5
+    ids = np.arange(start, start + n, dtype=np.int64)
+    got = draw(integers, n, np.int64, replay, key, low=0, high=1 << 32, ids={"id": ids})
+    np.testing.assert_array_equal(got, shared_words(ids, 4, replay, key).astype(np.int64))
+    whole = draw(integers, start + n, np.int64, replay, key, low=-(1 << 31), high=1 << 31)
+    np.testing.assert_array_equal(whole[start:], got - (1 << 31))
 
 
 # ---- the statistics -----------------------------------------------------------------
@@ -348,6 +374,29 @@ def test_a_sample_keeps_its_stream_through_compaction_with_ids():
     g.launch(1)   # replay 1: the live samples at their new positions
     whole = draw(poisson, n, replay=1, key=12, lam={"lam": before})
     np.testing.assert_array_equal(k[:live], whole[kept])
+
+
+@pytest.mark.parametrize("make,dtype,kw", [
+    (exponential, np.float64, {"scale": 2.0}),
+    (integers, np.int64, {"low": -7, "high": 1000}),
+    (integers, np.int32, {"low": -(1 << 31), "high": 3 << 29}),
+    (integers, np.int64, {"low": 0, "high": 1 << 40}),
+])
+def test_samples_that_share_blocks_keep_their_numbers_through_compaction(make, dtype, kw):
+    """exponential and integers take part of a block their neighbours share: a compacted
+    sample (its id carried) still draws its own part, its neighbours gone or moved."""
+    n = 3001
+    alive = np.random.default_rng(5).random(n) < 0.4
+    ids = np.arange(n, dtype=np.int64)
+    out = np.zeros(n, dtype)
+    g = eagle.Graph()
+    g.add_node(make({"out": out}, key=3, ids={"id": ids}, **kw), name="draw")
+    g.add_node(compact(alive, {"out": out}, ids=ids, min_dead_fraction=0.0), name="compact")
+    g.build()
+    g.launch(2)
+    live = g.logical_size
+    whole = draw(make, n, dtype, replay=1, key=3, **kw)
+    np.testing.assert_array_equal(out[:live], whole[ids[:live]])
 
 
 # ---- the parameters refused when recorded -------------------------------------------

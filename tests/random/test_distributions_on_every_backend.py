@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 import eagle
+from eagle.cpu._random import reference_sample
 from eagle.graph import binomial, compact, exponential, integers, poisson
+from eagle.record.distributions import BINOMIAL, EXPONENTIAL, INTEGERS, POISSON
 
 from backends import CpuBackend
 
@@ -128,3 +130,42 @@ def test_a_sample_keeps_its_stream_through_compaction(backend):
     assert live == cpu_live and 0 < live < 900
     np.testing.assert_array_equal(ids[:live], cpu_ids[:live])
     np.testing.assert_array_equal(new[:live], cpu_new[:live])
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_zero_samples(backend, case):
+    """A node over no samples builds and replays, drawing nothing (and a logical size
+    of 0 on a larger node likewise)."""
+    g, out = graph(backend, case, 0)
+    g.launch(2)
+    assert g.replays == 2 and backend.asnumpy(out).shape == (0,)
+    g, out = graph(backend, case, 5)
+    backend.put(out, Ellipsis, 7)
+    g.set_logical_size(0)
+    g.launch(1)
+    assert (backend.asnumpy(out) == 7).all()
+
+
+WHAT = {"exponential": (EXPONENTIAL, ("d0",)), "poisson": (POISSON, ("d0",)),
+        "binomial": (BINOMIAL, ("i0", "d1")), "integers": (INTEGERS, ("i0", "i1"))}
+
+
+@pytest.mark.parametrize("offset", [(1 << 31) - 5, (1 << 32) - 701, (1 << 63) - N])
+def test_ids_past_2_to_the_31(backend, offset):
+    """Consecutive ids from past 2**31 (an offset: no memory behind them), across 2**32
+    and up to the largest int64: the cpu backend's numbers, and for scalar parameters the
+    header's scalar sampler's, sample by sample (the blocks consecutive samples share
+    included)."""
+    ids = np.arange(N, dtype=np.int64) + offset
+    for case in CASES:
+        g, out = graph(backend, case, N, ids={"id": backend.asarray(ids)}, start=3)
+        g.launch(1)
+        got = backend.asnumpy(out)
+        assert_same(got, reference(case, N, 3, ids={"id": ids}))
+        name, _, dtype, params = case
+        if any(isinstance(v, str) for v in params.values()):
+            continue
+        what, slots = WHAT[name.rstrip("32").split("-")[0]]
+        kw = {slot: (float(v) if slot[0] == "d" else int(v)) for slot, v in zip(slots, params.values())}
+        want = [reference_sample(what, 0xabcdef, int(i), 3, i32=dtype == np.int32, **kw) for i in ids[::37]]
+        assert_same(got[::37], np.array(want).astype(dtype))

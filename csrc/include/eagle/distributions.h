@@ -4,26 +4,32 @@
  * emulator of the tests: one source, valid C99 and C++11, so every backend gives the
  * same integers and the same float bits. No hexadecimal float literals (C++17).
  *
- * Counter layout. A sample may need an unbounded number of Philox blocks (the
- * rejection samplers): block j = 0, 1, 2, ... of sample `id` at replay r is
- *     philox4x32_10((id & 0xffffffff, id >> 32, r & 0xffffffff, (r >> 32) ^ (j << 16)), key)
- * so block 0 is the block random_bits/uniform/normal draw for that sample, and the
- * blocks of one (id, replay) never meet another's while r < 2**48 (2.8e14 replays).
- * j < 2**16: a sampler that would need more blocks (every sampler here accepts a
- * block with probability above 1/2, so the chance is below 2**-65536) writes the
- * invalid marker (integers: low). A sample's numbers depend on key, id, replay and
- * the node's parameters, nothing else.
+ * Counter layout. Block (c, j) of a node at replay r is
+ *     philox4x32_10((c & 0xffffffff, c >> 32, r & 0xffffffff, (r >> 32) ^ (j << 16)), key),
+ * so the blocks of one (c, replay) never meet another's while r < 2**48 (2.8e14
+ * replays). A sample `id` draws from its own blocks (id, 0), (id, 1), ... (block
+ * (id, 0) is the block random_bits/uniform/normal draw for that sample), j below
+ * EAGLE_DIST_BLOCKS: a sampler that would need more (every sampler here accepts a
+ * block with probability above 1/2, so the chance is below 2**-65535) writes the
+ * invalid marker (integers: low). The samplers that need few bits share a block
+ * between consecutive ids, since a block costs more than the rest of their work: 64
+ * bits of block (id >> 1, j) each for two samples, (w1 << 32 | w0) for an even id and
+ * (w3 << 32 | w2) for an odd one, or one word of block (id >> 2, 0) each for four, w[id & 3];
+ * a shared block (q, 0) is never a sample's own block 0 in the same node. A sample's
+ * numbers depend on key, id, replay and the node's parameters, nothing else.
  *
- * Uniforms from a block's words w0..w3: u = top53(w0, w1) 2**-53 in [0, 1),
- * v = (top53(w2, w3) + 1) 2**-53 in (0, 1].
- *   exponential: -log((top53(w0, w1) + 1) 2**-53), block 0 only.
- *   integers in [low, low + s): Lemire's nearly divisionless method on the 32-bit
- *     words w0, w1, w2, w3 of block 0, then of block 1, ... (s <= 2**32), or the
- *     64-bit words (w1 << 32 | w0), (w3 << 32 | w2) of each block (s > 2**32).
- *   poisson: lam < 10: inversion (sequential search of the CDF) with u of block 0;
- *     else PTRS (Hormann 1993), one attempt per block with (u, v).
+ * Uniforms from 64 bits x = (hi << 32 | lo): u = (x >> 11) 2**-53 in [0, 1),
+ * v = ((x >> 11) + 1) 2**-53 in (0, 1].
+ *   exponential: -log(v) of its 64 bits of block (id >> 1, 0).
+ *   integers in [low, low + s): Lemire's nearly divisionless method, first on its word
+ *     of block (id >> 2, 0) (s <= 2**32) or its 64 bits of block (id >> 1, 0xffff)
+ *     (s > 2**32), then on the 32-bit words w0, w1, w2, w3 (s <= 2**32) or the 64-bit
+ *     words (w1 << 32 | w0), (w3 << 32 | w2) of its own blocks 1, 2, ...
+ *   poisson: lam < 10: inversion (sequential search of the CDF) with u of (w0, w1) of
+ *     block (id, 0); else PTRS (Hormann 1993), one attempt per own block j with
+ *     (u of (w0, w1), v of (w2, w3)).
  *   binomial: p' = min(p, 1 - p), the result n - k when p > 1/2; n p' < 10:
- *     inversion with u of block 0; else BTRS (Hormann 1993), one attempt per block.
+ *     inversion with u of block (id, 0); else BTRS (Hormann 1993), one attempt per block.
  * The log is philox.h's eagle_log_01 (musl's log: exact for every positive normal
  * double, not only (0, 1]); exp, log1p and the Stirling tail are below; every other
  * operation is IEEE +, -, *, /, sqrt, floor, so host and device agree bit for bit
@@ -34,8 +40,11 @@
 
 #include "eagle/philox.h"
 
-/* blocks a sample may draw; the marker a sample gets past them or for a bad parameter */
-#define EAGLE_DIST_BLOCKS 65536u
+/* a sample's own blocks j < EAGLE_DIST_BLOCKS; j of the blocks two samples share 64
+ * bits of for integers' wide ranges; the marker a sample gets past its blocks or for a
+ * bad parameter */
+#define EAGLE_DIST_BLOCKS 65535u
+#define EAGLE_DIST_WIDE 65535u
 #define EAGLE_DIST_INVALID (-1LL)
 /* 2**-53, 2**32, 2**52 */
 #define EAGLE_DIST_TWO_M53 1.1102230246251565e-16
@@ -60,12 +69,24 @@ EAGLE_RNG_FN eagle_u64 eagle_mulhi64(eagle_u64 a, eagle_u64 b)
 }
 #endif
 
-/* block j of a sample (see the file's comment) */
-EAGLE_RNG_FN eagle_philox_words eagle_dist_block(eagle_u64 id, eagle_u64 r, eagle_u32 key0,
+/* block (c, j) (see the file's comment) */
+EAGLE_RNG_FN eagle_philox_words eagle_dist_block(eagle_u64 c, eagle_u64 r, eagle_u32 key0,
                                                  eagle_u32 key1, eagle_u32 j)
 {
-    return eagle_philox4x32_10((eagle_u32)id, (eagle_u32)(id >> 32), (eagle_u32)r,
+    return eagle_philox4x32_10((eagle_u32)c, (eagle_u32)(c >> 32), (eagle_u32)r,
                                (eagle_u32)(r >> 32) ^ (j << 16), key0, key1);
+}
+
+/* sample id's 64 bits of a block two samples share, and its word of one four share */
+EAGLE_RNG_FN eagle_u64 eagle_half_block(eagle_philox_words w, eagle_u64 id)
+{
+    return (id & 1) ? ((eagle_u64)w.w3 << 32) | w.w2 : ((eagle_u64)w.w1 << 32) | w.w0;
+}
+
+EAGLE_RNG_FN eagle_u32 eagle_quarter_block(eagle_philox_words w, eagle_u64 id)
+{
+    const eagle_u32 c = (eagle_u32)(id & 3);
+    return c == 0 ? w.w0 : c == 1 ? w.w1 : c == 2 ? w.w2 : w.w3;
 }
 
 /* [0, 1) and (0, 1] from the 53 top bits of (hi << 32 | lo) */
@@ -130,7 +151,8 @@ EAGLE_RNG_FN double eagle_log_fact_tail(double k)
 
 /* ---- exponential ---------------------------------------------------------------- */
 
-/* a standard exponential from block 0's w0, w1: 0 - log((top53 + 1) 2**-53), in [0, 36.74] */
+/* a standard exponential from 64 bits (hi << 32 | lo): 0 - log((top53 + 1) 2**-53), in
+ * [0, 36.74] */
 EAGLE_RNG_FN double eagle_std_exponential(eagle_u32 w0, eagle_u32 w1)
 {
     return 0.0 - eagle_log_01(eagle_u_closed1(w0, w1));
@@ -360,39 +382,43 @@ EAGLE_RNG_FN eagle_u64 eagle_lemire_threshold(eagle_u64 s)
     return s <= 4294967296ULL ? (4294967296ULL - s) % s : (0ULL - s) % s;
 }
 
+/* Lemire's test of the word x (below 2**32 when s <= 2**32) for the range s: 1 and *off,
+ * the offset in [0, s), when x is accepted. *t: s until a product's low part falls
+ * below s, then the threshold (a low part at or above s is accepted either way). */
+EAGLE_RNG_FN int eagle_lemire_take(eagle_u64 x, eagle_u64 s, eagle_u64 *t, eagle_u64 *off)
+{
+    eagle_u64 l;
+    if (s <= 4294967296ULL) {
+        const eagle_u64 m = x * s;
+        l = m & 0xffffffffULL;
+        *off = m >> 32;
+    } else {
+        l = x * s;
+        *off = eagle_mulhi64(x, s);
+    }
+    if (l < s && *t == s)
+        *t = eagle_lemire_threshold(s);
+    return l >= *t;
+}
+
 /* one integer in [low, low + s), s >= 1 (s = high - low as an unsigned 64-bit number):
  * the first word of the sample's stream Lemire's method accepts */
 EAGLE_RNG_FN eagle_i64 eagle_integers_sample(eagle_i64 low, eagle_u64 s, eagle_u64 id, eagle_u64 r,
                                              eagle_u32 key0, eagle_u32 key1)
 {
-    eagle_u64 t = 0;
-    int have_t = 0;
-    for (eagle_u32 j = 0; j < EAGLE_DIST_BLOCKS; ++j) {
+    const int narrow = s <= 4294967296ULL;
+    eagle_u64 t = s, off = 0;
+    const eagle_philox_words g = narrow ? eagle_dist_block(id >> 2, r, key0, key1, 0)
+                                        : eagle_dist_block(id >> 1, r, key0, key1, EAGLE_DIST_WIDE);
+    if (eagle_lemire_take(narrow ? eagle_quarter_block(g, id) : eagle_half_block(g, id), s, &t, &off))
+        return (eagle_i64)((eagle_u64)low + off);
+    for (eagle_u32 j = 1; j < EAGLE_DIST_BLOCKS; ++j) {
         const eagle_philox_words w = eagle_dist_block(id, r, key0, key1, j);
-        if (s <= 4294967296ULL) {
-            const eagle_u32 words[4] = {w.w0, w.w1, w.w2, w.w3};
-            for (int i = 0; i < 4; ++i) {
-                const eagle_u64 m = (eagle_u64)words[i] * s;
-                const eagle_u64 l = m & 0xffffffffULL;
-                if (l < s && !have_t) {
-                    t = eagle_lemire_threshold(s);
-                    have_t = 1;
-                }
-                if (l >= s || l >= t)
-                    return (eagle_i64)((eagle_u64)low + (m >> 32));
-            }
-        } else {
-            const eagle_u64 words[2] = {((eagle_u64)w.w1 << 32) | w.w0, ((eagle_u64)w.w3 << 32) | w.w2};
-            for (int i = 0; i < 2; ++i) {
-                const eagle_u64 l = words[i] * s;
-                if (l < s && !have_t) {
-                    t = eagle_lemire_threshold(s);
-                    have_t = 1;
-                }
-                if (l >= s || l >= t)
-                    return (eagle_i64)((eagle_u64)low + eagle_mulhi64(words[i], s));
-            }
-        }
+        const eagle_u64 x[4] = {narrow ? w.w0 : ((eagle_u64)w.w1 << 32) | w.w0,
+                                narrow ? w.w1 : ((eagle_u64)w.w3 << 32) | w.w2, w.w2, w.w3};
+        for (int i = 0; i < (narrow ? 4 : 2); ++i)
+            if (eagle_lemire_take(x[i], s, &t, &off))
+                return (eagle_i64)((eagle_u64)low + off);
     }
     return low;   /* unreachable in practice: the chance is below 2**-(2**17) */
 }
@@ -401,7 +427,8 @@ EAGLE_RNG_FN eagle_i64 eagle_integers_sample(eagle_i64 low, eagle_u64 s, eagle_u
 
 #define EAGLE_DBL_MAX 1.7976931348623157e308
 
-/* scale * a standard exponential; nan for a scale that is negative, inf or nan */
+/* scale * a standard exponential of 64 bits (hi << 32 | lo); nan for a scale that is
+ * negative, inf or nan */
 EAGLE_RNG_FN double eagle_exponential_value(double scale, eagle_u32 w0, eagle_u32 w1)
 {
     const double e = eagle_std_exponential(w0, w1);
@@ -417,6 +444,14 @@ EAGLE_RNG_FN eagle_i64 eagle_integers_value(eagle_i64 low, eagle_i64 high, int i
     if (!(low < high) || (i32 && (low < -2147483647LL - 1 || high > 2147483648LL)))
         return smallest;
     return eagle_integers_sample(low, (eagle_u64)high - (eagle_u64)low, id, r, key0, key1);
+}
+
+/* one exponential sample (scale * -log v of its 64 bits of block (id >> 1, 0)) */
+EAGLE_RNG_FN double eagle_exponential_sample(double scale, eagle_u64 id, eagle_u64 r, eagle_u32 key0,
+                                             eagle_u32 key1)
+{
+    const eagle_u64 x = eagle_half_block(eagle_dist_block(id >> 1, r, key0, key1, 0), id);
+    return eagle_exponential_value(scale, (eagle_u32)x, (eagle_u32)(x >> 32));
 }
 
 #endif

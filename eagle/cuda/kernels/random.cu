@@ -6,7 +6,8 @@
  * there the header takes its host path, the CPU's own code).
  * eagle_distribution runs the samplers of csrc/include/eagle/distributions.h (the
  * header the CPU's csrc/cpu/distribution_kernels.c is built from), one sample per
- * thread, the same integers and float bits as the CPU.
+ * thread (a block that consecutive samples share is drawn by each of their threads),
+ * the same integers and float bits as the CPU.
  * Every parameter is 8 bytes (pointer, long long, double).
  */
 #include "eagle/philox.h"
@@ -75,8 +76,7 @@ extern "C" __global__ void eagle_distribution(char *out, i64 ostride, const char
     char *o = out + i * ostride;
     if (what == 0) {
         const double scale = q0 ? *(const double *)(q0 + i * q0stride) : d0;
-        const eagle_philox_words w = eagle_dist_block(id, r, k0, k1, 0);
-        const double x = eagle_exponential_value(scale, w.w0, w.w1);
+        const double x = eagle_exponential_sample(scale, id, r, k0, k1);
         if (out_type == 1)
             *(float *)o = eagle_f32_from_double(x);
         else
