@@ -155,3 +155,19 @@ def test_comparison_command_prints_its_table(capsys):
     for way in ("numpy loop", "numexpr", "numba prange", "eagle, opaque draw", "eagle, normal node",
                 "eagle, fused"):
         assert re.search(rf"^{way} .* \d+\.\d{{3}} ± \d+\.\d{{3}}", out, re.M), way
+
+
+def test_the_launch_row_never_prints_a_negative_cost(monkeypatch):
+    """Under load the empty loop's best can beat a call's best: the launch(1) row then gives
+    both times whole (with the loop) instead of a negative difference ("-150 ns")."""
+    import types
+
+    bench_main = importlib.import_module("eagle.bench.__main__")
+    per_call = {"run_launch": 1.0e-7, "run_noop": 5.0e-8, "run_empty": 2.0e-7}   # the empty loop "slowest"
+    monkeypatch.setattr(bench_main, "best_per_call", lambda fn, n, k: per_call[fn.__name__])
+    dll = types.SimpleNamespace(eagle_bench_noop=types.SimpleNamespace())
+    what, t, ref_name, ref = bench_main.row_launch1(dll, rounds=1)
+    assert (t, ref) == (1.0e-7, 5.0e-8) and "included" in what
+    per_call["run_empty"] = 1.0e-8
+    what, t, ref_name, ref = bench_main.row_launch1(dll, rounds=1)
+    assert t == pytest.approx(9.0e-8) and ref == pytest.approx(4.0e-8) and "taken off" in what

@@ -41,9 +41,11 @@ pytestmark = pytest.mark.skipif(
 def site(tmp_path_factory):
     out = tmp_path_factory.mktemp("docs") / "html"
     env = dict(os.environ, PYTHONHASHSEED="0")
+    # a guard against a hung cell, not a speed requirement: thirteen executed pages take
+    # minutes on two cores, and five times that under tests/sanitize.sh or a busy neighbour
     proc = subprocess.run(
         [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-b", "html", str(DOCS), str(out)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=2400)
     if proc.returncode != 0:
         pytest.fail(f"the docs build failed (exit {proc.returncode}):\n"
                     f"{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}")
