@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 import eagle
-from eagle.graph import compact, normal, ufunc, uniform, while_loop
+from eagle.graph import compact, exponential, normal, ufunc, uniform, while_loop
 
 from . import heat, slab
 
@@ -129,11 +129,12 @@ class HeatCaptured:
 
 
 def slab_step(x, mu, alive, ids, totals):
-    """One step of ``slab.numpy_slab`` written for capture: the draws are ``uniform`` nodes
-    and finished particles leave through ``compact`` instead of ``x = x[keep]``."""
-    u = np.empty_like(x)
-    uniform(u, key=7, ids=ids)
-    x += mu * (np.log1p(-u) * (-1.0 / slab.SIGMA_T))
+    """One step of ``slab.numpy_slab`` written for capture: the draws are eagle's random
+    nodes (the same keys as ``slab.SlabGraph``'s) and finished particles leave through
+    ``compact`` instead of ``x = x[keep]``."""
+    d, u = np.empty_like(x), np.empty_like(x)
+    exponential(d, key=7, scale=1.0 / slab.SIGMA_T, ids=ids)
+    x += mu * d
     refl, trans = x < 0.0, x > slab.THICKNESS
     leak = refl | trans
     uniform(u, key=8, ids=ids)
@@ -143,7 +144,7 @@ def slab_step(x, mu, alive, ids, totals):
     totals[2] += np.count_nonzero(absorbed)
     alive[...] = ~(leak | absorbed)
     uniform(mu, key=9, low=-1.0, high=1.0, ids=ids)
-    compact(alive, {"x": x, "mu": mu}, ids=ids)
+    compact(alive, {"x": x, "mu": mu}, ids=ids, min_dead_fraction=0.0)   # as slab.SlabGraph's
 
 
 class SlabCaptured:

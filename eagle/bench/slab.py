@@ -72,7 +72,10 @@ class SlabGraph:
         g.add_node(ufunc(np.equal, leak, absorbed, out={"alive": self.alive}, **masked), name="alive")
         g.add_node(uniform({"mu": self.mu}, key=key + 2, low=-1.0, high=1.0, ids=ids), name="scatter")
         if compaction:
-            g.add_node(compact({"alive": self.alive}, {"x": self.x, "mu": self.mu}, ids=ids), name="compact")
+            # on every replay that finished one: a finished particle left in the range
+            # (compact's default waits for a quarter) would fly again and be counted twice
+            g.add_node(compact({"alive": self.alive}, {"x": self.x, "mu": self.mu}, ids=ids,
+                               min_dead_fraction=0.0), name="compact")
         else:
             g.add_node(ufunc(np.add.reduce, {"alive": self.alive}, out={"live": self.live}), name="live")
         self.g = g.build()
