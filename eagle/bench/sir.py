@@ -113,8 +113,10 @@ def jax_sir():
             def body(_, state):
                 S, I, R, key = state
                 key, k1, k2 = jax.random.split(key, 3)
-                a = jax.random.binomial(k1, S, -jnp.expm1(C_INF * I))
-                b = jax.random.binomial(k2, I, P_REC)
+                # dtype given: with jax_enable_x64 on (eagle.bench.stencils sets it) the
+                # draws would be float64 and the loop's float32 carry refused
+                a = jax.random.binomial(k1, S, -jnp.expm1(C_INF * I), dtype=S.dtype)
+                b = jax.random.binomial(k2, I, P_REC, dtype=I.dtype)
                 return S - a, I + a - b, R + b, key
             return jax.lax.fori_loop(0, steps, body, (S, I, R, key))[:3]
 
