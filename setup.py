@@ -15,6 +15,7 @@ import tempfile
 import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -69,7 +70,11 @@ common = dict(
     include_dirs=[np.get_include(), CPU_SRC, PUBLIC_HEADERS],
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_9_API_VERSION"),
                    ("EAGLE_HAVE_OPENMP", "1" if HAVE_OPENMP else "0")],
-    extra_compile_args=["-O2", "-std=c11"] if sys.platform != "win32" else [],
+    # -Werror=...: what GCC 14 and clang 16 refuse by default, refused by older compilers
+    # too, so a build that passes here passes there (the GPU machine's compiler is newer)
+    extra_compile_args=["-O2", "-std=c11", "-Werror=incompatible-pointer-types",
+                        "-Werror=implicit-function-declaration", "-Werror=int-conversion"]
+    if sys.platform != "win32" else [],
 )
 
 
@@ -146,6 +151,22 @@ class build_py_with_headers(build_py):
         shutil.copytree(os.path.join(HERE, PUBLIC_HEADERS), dst)
 
 
+def build_jobs():
+    """How many extensions to compile at once: EAGLE_BUILD_JOBS, else every core (`pip install .`
+    passes no -j; the extensions are independent, compiled in threads)."""
+    jobs = os.environ.get("EAGLE_BUILD_JOBS", "").strip()
+    return int(jobs) if jobs else (os.cpu_count() or 1)
+
+
+class build_ext_parallel(build_ext):
+    """build_ext compiling the extensions side by side unless -j says otherwise."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        if not self.parallel:
+            self.parallel = build_jobs()
+
+
 def license_metadata():
     """BSD-3-Clause as an SPDX expression (License-Expression) from setuptools 77 on, as the
     legacy License field before (pyproject.toml declares the license dynamic: an SPDX
@@ -165,8 +186,10 @@ setup(
                              # no __reduce_cython__/__setstate_cython__ in help(): eagle objects do not pickle
                              "auto_pickle": False, "autotestdict": False},
         compile_time_env={"EAGLE_HAVE_OPENMP": HAVE_OPENMP},
-        # EAGLE_BUILD_JOBS=N: cythonize N modules at a time (tests/gpu/run_on_gpu.sh)
+        # EAGLE_BUILD_JOBS=N: cythonize N modules at a time in processes (tests/gpu/run_on_gpu.sh).
+        # Not by default: where multiprocessing spawns (macOS, Windows, forkserver), a worker
+        # would run this file again.
         nthreads=int(os.environ.get("EAGLE_BUILD_JOBS", "0") or 0),
     ),
-    cmdclass={"build_py": build_py_with_headers},
+    cmdclass={"build_py": build_py_with_headers, "build_ext": build_ext_parallel},
 )

@@ -397,8 +397,9 @@ cdef extern from *:
     /* d[j] = m[j] ? s[j] : d[j], j < n, contiguous: an unset element is written back
      * as it was (a select, vectorised; a random mask would mispredict every other branch) */
     #define EAGLE_SELECT(name, T) \
-    static inline void name(T *d, const T *s, const unsigned char *m, intptr_t n) \
-    { for (intptr_t j = 0; j < n; ++j) { \
+    static inline void name(void *dv, const void *sv, const unsigned char *m, intptr_t n) \
+    { T *d = (T *)dv; const T *s = (const T *)sv; \
+      for (intptr_t j = 0; j < n; ++j) { \
           const T keep = (T)0 - (T)(m[j] != 0), a = s[j], b = d[j]; \
           d[j] = (a & keep) | (b & ~keep); } }
     EAGLE_SELECT(eagle_select_8, uint64_t)
