@@ -224,10 +224,7 @@ static inline int64_t load_index(int32_t type, const char *q)
     case EAGLE_T_U8: return *(const uint8_t *)q;
     case EAGLE_T_U16: return *(const uint16_t *)q;
     case EAGLE_T_U32: return *(const uint32_t *)q;
-    case EAGLE_T_U64: {
-        const uint64_t u = *(const uint64_t *)q;
-        return u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)u;
-    }
+    /* uint64 as NumPy's ufunc.at casts it to intp: 2**64 - 1 is -1, the last cell */
     default: return *(const int64_t *)q;
     }
 }
@@ -250,9 +247,11 @@ static void at_##SUF##_##OPN(eagle_at_params *p, int64_t start, int64_t stop, ch
             if (c < 0)                                                                          \
                 c += p->cells;                                                                  \
             if (c < 0 || c >= p->cells) {                                                       \
-                if (!__atomic_exchange_n(&p->has_bad, 1, __ATOMIC_ACQ_REL))                     \
-                    __atomic_store_n(&p->bad_index, load_index(p->index_type, idx + i * si),     \
-                                     __ATOMIC_RELAXED);                                         \
+                if (p->bad_at[blk] == 0) {                                                      \
+                    p->bad_at[blk] = i + 1;                                                     \
+                    p->bad_index[blk] = load_index(p->index_type, idx + i * si);                \
+                }                                                                               \
+                __atomic_store_n(&p->has_bad, 1, __ATOMIC_RELAXED);                             \
                 continue;                                                                       \
             }                                                                                   \
             const T v = wt != NULL ? *(const T *)(wt + i * sw) : wconst;                        \
