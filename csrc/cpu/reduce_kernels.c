@@ -130,36 +130,46 @@ static int finish_##SUF##_##OPN(eagle_reduce_params *p, int64_t n, char *out)   
 #define MUL_U32(a, v) MUL_I(uint32_t, a, v)
 #define MUL_U64(a, v) MUL_I(uint64_t, a, v)
 
+/* The (op, combiner) lists of each kind of type, expanded by DEFINE (DEFINE_REDUCE or
+ * DEFINE_AT) for a type SUF, T: the four ops reductions and tallies share (add, mul,
+ * max, min, in that order), then those of reductions alone (logical, bitwise). */
+#define OPS_INT(DEFINE, SUF, T, W)                             \
+    DEFINE(SUF, T, add, ADD_U##W)                              \
+    DEFINE(SUF, T, mul, MUL_U##W)                              \
+    DEFINE(SUF, T, max, MAX_I)                                 \
+    DEFINE(SUF, T, min, MIN_I)
+#define OPS_FLOAT(DEFINE, SUF, T)                              \
+    DEFINE(SUF, T, add, ADD_F)                                 \
+    DEFINE(SUF, T, mul, MUL_F)                                 \
+    DEFINE(SUF, T, max, MAX_F)                                 \
+    DEFINE(SUF, T, min, MIN_F)
+/* bool: add is or, multiply is and (NumPy's bool loops) */
+#define OPS_BOOL(DEFINE)                                       \
+    DEFINE(b, bool, add, LOR)                                  \
+    DEFINE(b, bool, mul, LAND)                                 \
+    DEFINE(b, bool, max, LOR)                                  \
+    DEFINE(b, bool, min, LAND)
+#define OPS_LOGICAL(DEFINE, SUF, T)                            \
+    DEFINE(SUF, T, lor, LOR)                                   \
+    DEFINE(SUF, T, land, LAND)
+#define OPS_BITWISE(DEFINE, SUF, T)                            \
+    DEFINE(SUF, T, bor, BOR)                                   \
+    DEFINE(SUF, T, band, BAND)                                 \
+    DEFINE(SUF, T, bxor, BXOR)
+
 /* every op of an integer type */
 #define DEFINE_INT(SUF, T, W)                                  \
-    DEFINE_REDUCE(SUF, T, add, ADD_U##W)                       \
-    DEFINE_REDUCE(SUF, T, mul, MUL_U##W)                       \
-    DEFINE_REDUCE(SUF, T, max, MAX_I)                          \
-    DEFINE_REDUCE(SUF, T, min, MIN_I)                          \
-    DEFINE_REDUCE(SUF, T, lor, LOR)                            \
-    DEFINE_REDUCE(SUF, T, land, LAND)                          \
-    DEFINE_REDUCE(SUF, T, bor, BOR)                            \
-    DEFINE_REDUCE(SUF, T, band, BAND)                          \
-    DEFINE_REDUCE(SUF, T, bxor, BXOR)
+    OPS_INT(DEFINE_REDUCE, SUF, T, W)                          \
+    OPS_LOGICAL(DEFINE_REDUCE, SUF, T)                         \
+    OPS_BITWISE(DEFINE_REDUCE, SUF, T)
 
 #define DEFINE_FLOAT(SUF, T)                                   \
-    DEFINE_REDUCE(SUF, T, add, ADD_F)                          \
-    DEFINE_REDUCE(SUF, T, mul, MUL_F)                          \
-    DEFINE_REDUCE(SUF, T, max, MAX_F)                          \
-    DEFINE_REDUCE(SUF, T, min, MIN_F)                          \
-    DEFINE_REDUCE(SUF, T, lor, LOR)                            \
-    DEFINE_REDUCE(SUF, T, land, LAND)
+    OPS_FLOAT(DEFINE_REDUCE, SUF, T)                           \
+    OPS_LOGICAL(DEFINE_REDUCE, SUF, T)
 
-/* bool: add is or, multiply is and (NumPy's bool loops) */
-DEFINE_REDUCE(b, bool, add, LOR)
-DEFINE_REDUCE(b, bool, mul, LAND)
-DEFINE_REDUCE(b, bool, max, LOR)
-DEFINE_REDUCE(b, bool, min, LAND)
-DEFINE_REDUCE(b, bool, lor, LOR)
-DEFINE_REDUCE(b, bool, land, LAND)
-DEFINE_REDUCE(b, bool, bor, BOR)
-DEFINE_REDUCE(b, bool, band, BAND)
-DEFINE_REDUCE(b, bool, bxor, BXOR)
+OPS_BOOL(DEFINE_REDUCE)
+OPS_LOGICAL(DEFINE_REDUCE, b, bool)
+OPS_BITWISE(DEFINE_REDUCE, b, bool)
 DEFINE_INT(i8, int8_t, 8)
 DEFINE_INT(i16, int16_t, 16)
 DEFINE_INT(i32, int32_t, 32)
@@ -224,10 +234,7 @@ static inline int64_t load_index(int32_t type, const char *q)
     case EAGLE_T_U8: return *(const uint8_t *)q;
     case EAGLE_T_U16: return *(const uint16_t *)q;
     case EAGLE_T_U32: return *(const uint32_t *)q;
-    case EAGLE_T_U64: {
-        const uint64_t u = *(const uint64_t *)q;
-        return u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)u;
-    }
+    /* uint64 as NumPy's ufunc.at casts it to intp: 2**64 - 1 is -1, the last cell */
     default: return *(const int64_t *)q;
     }
 }
@@ -250,9 +257,11 @@ static void at_##SUF##_##OPN(eagle_at_params *p, int64_t start, int64_t stop, ch
             if (c < 0)                                                                          \
                 c += p->cells;                                                                  \
             if (c < 0 || c >= p->cells) {                                                       \
-                if (!__atomic_exchange_n(&p->has_bad, 1, __ATOMIC_ACQ_REL))                     \
-                    __atomic_store_n(&p->bad_index, load_index(p->index_type, idx + i * si),     \
-                                     __ATOMIC_RELAXED);                                         \
+                if (p->bad_at[blk] == 0) {                                                      \
+                    p->bad_at[blk] = i + 1;                                                     \
+                    p->bad_index[blk] = load_index(p->index_type, idx + i * si);                \
+                }                                                                               \
+                __atomic_store_n(&p->has_bad, 1, __ATOMIC_RELAXED);                             \
                 continue;                                                                       \
             }                                                                                   \
             const T v = wt != NULL ? *(const T *)(wt + i * sw) : wconst;                        \
@@ -285,21 +294,10 @@ static void at_finish_##SUF##_##OPN(eagle_at_params *p, int64_t n, char *tally) 
     }                                                                                           \
 }
 
-#define DEFINE_AT_INT(SUF, T, W)                               \
-    DEFINE_AT(SUF, T, add, ADD_U##W)                           \
-    DEFINE_AT(SUF, T, mul, MUL_U##W)                           \
-    DEFINE_AT(SUF, T, max, MAX_I)                              \
-    DEFINE_AT(SUF, T, min, MIN_I)
-#define DEFINE_AT_FLOAT(SUF, T)                                \
-    DEFINE_AT(SUF, T, add, ADD_F)                              \
-    DEFINE_AT(SUF, T, mul, MUL_F)                              \
-    DEFINE_AT(SUF, T, max, MAX_F)                              \
-    DEFINE_AT(SUF, T, min, MIN_F)
+#define DEFINE_AT_INT(SUF, T, W) OPS_INT(DEFINE_AT, SUF, T, W)
+#define DEFINE_AT_FLOAT(SUF, T) OPS_FLOAT(DEFINE_AT, SUF, T)
 
-DEFINE_AT(b, bool, add, LOR)
-DEFINE_AT(b, bool, mul, LAND)
-DEFINE_AT(b, bool, max, LOR)
-DEFINE_AT(b, bool, min, LAND)
+OPS_BOOL(DEFINE_AT)
 DEFINE_AT_INT(i8, int8_t, 8)
 DEFINE_AT_INT(i16, int16_t, 16)
 DEFINE_AT_INT(i32, int32_t, 32)

@@ -71,7 +71,10 @@ typedef struct eagle_at_params {
     char *value;              /* ... their combined weights (acc type) */
     int32_t *count;           /* ... and how many */
     int64_t n_blocks;
-    int64_t bad_index;        /* out: the first index out of bounds (atomic), if any */
+    /* out, per block (its one thread writes it): the first sample of the block whose
+     * index is out of bounds, plus 1 (0: none), and that index; has_bad: any (atomic) */
+    int64_t *bad_at;
+    int64_t *bad_index;
     int32_t has_bad;
 } eagle_at_params;
 

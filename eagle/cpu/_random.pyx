@@ -25,6 +25,37 @@ ctypedef uint64_t (*replay_fn)() noexcept nogil
 cdef replay_fn _thread_replay = <replay_fn>PyCapsule_GetPointer(THREAD_REPLAY, "eagle.cpu.thread_replay")
 
 
+cdef extern from "distribution_kernels.h" nogil:
+    ctypedef struct eagle_dist_params:
+        uint32_t key0, key1
+        int32_t what
+        int32_t out_type
+        int32_t has_ids
+        int32_t per_sample0, per_sample1
+        double d0, d1
+        int64_t i0, i1
+        uint64_t (*replay)() noexcept nogil
+    void eagle_distribution_kernel(int64_t start, int64_t stop, char **data, const int64_t *strides,
+                                   void *user_data)
+
+ctypedef fused kernel_params:
+    eagle_random_params
+    eagle_dist_params
+
+
+cdef inline (uint32_t, uint32_t) _key_words(uint64_t key) noexcept:
+    """A Philox key as its two 32-bit words (low, high)."""
+    return <uint32_t>(key & 0xffffffff), <uint32_t>(key >> 32)
+
+
+cdef inline void _set_common(kernel_params *p, uint64_t key, bint has_ids) noexcept:
+    """What every random kernel's parameters hold alike: the key's words, whether the
+    node reads ids, and the call that gives the replay being run."""
+    p.key0, p.key1 = _key_words(key)
+    p.has_ids = has_ids
+    p.replay = _thread_replay
+
+
 cdef class _Params:
     """The kernel's user_data; lives as long as the kernel (its owner)."""
     cdef eagle_random_params p
@@ -35,15 +66,12 @@ def random_kernel(str name, int what, uint64_t key, bint f32, bint has_ids, doub
     """The Kernel of one random node: ``what`` is BITS, UNIFORM or NORMAL; ``a, b`` are
     (low, high - low) or (loc, scale) and ``below`` the largest value below high."""
     cdef _Params params = _Params()
-    params.p.key0 = <uint32_t>(key & 0xffffffff)
-    params.p.key1 = <uint32_t>(key >> 32)
+    _set_common(&params.p, key, has_ids)
     params.p.what = what
     params.p.f32 = f32
-    params.p.has_ids = has_ids
     params.p.a = a
     params.p.b = b
     params.p.below = below
-    params.p.replay = _thread_replay
     return wrap_kernel(<kernel_t>eagle_random_kernel, name, <void *>&params.p, params)
 
 
@@ -61,20 +89,6 @@ def normal_from_words(uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3):
     return eagle_normal_from_words(w)
 
 
-cdef extern from "distribution_kernels.h" nogil:
-    ctypedef struct eagle_dist_params:
-        uint32_t key0, key1
-        int32_t what
-        int32_t out_type
-        int32_t has_ids
-        int32_t per_sample0, per_sample1
-        double d0, d1
-        int64_t i0, i1
-        uint64_t (*replay)() noexcept nogil
-    void eagle_distribution_kernel(int64_t start, int64_t stop, char **data, const int64_t *strides,
-                                   void *user_data)
-
-
 cdef class _DistParams:
     """A distribution kernel's user_data; lives as long as the kernel (its owner)."""
     cdef eagle_dist_params p
@@ -86,18 +100,15 @@ def distribution_kernel(str name, int what, int out_type, uint64_t key, bint has
     """The Kernel of one distribution node (csrc/cpu/distribution_kernels.h: ``what`` and
     ``out_type`` are its EAGLE_DIST_* numbers; d0, d1, i0, i1 the scalar parameters)."""
     cdef _DistParams params = _DistParams()
-    params.p.key0 = <uint32_t>(key & 0xffffffff)
-    params.p.key1 = <uint32_t>(key >> 32)
+    _set_common(&params.p, key, has_ids)
     params.p.what = what
     params.p.out_type = out_type
-    params.p.has_ids = has_ids
     params.p.per_sample0 = per_sample0
     params.p.per_sample1 = per_sample1
     params.p.d0 = d0
     params.p.d1 = d1
     params.p.i0 = i0
     params.p.i1 = i1
-    params.p.replay = _thread_replay
     return wrap_kernel(<kernel_t>eagle_distribution_kernel, name, <void *>&params.p, params)
 
 
@@ -116,7 +127,8 @@ def reference_sample(int what, uint64_t key, uint64_t id, uint64_t replay, doubl
                      double d1=0.0, int64_t i0=0, int64_t i1=0, bint i32=False):
     """One sample as eagle/distributions.h's scalar sampler draws it, one at a time (the
     tests' oracle for the vectorised kernels): ``what`` as distribution_kernel's."""
-    cdef uint32_t k0 = <uint32_t>(key & 0xffffffff), k1 = <uint32_t>(key >> 32)
+    cdef uint32_t k0, k1
+    k0, k1 = _key_words(key)
     if what == 0:
         return eagle_exponential_sample(d0, id, replay, k0, k1)
     if what == 1:
@@ -128,6 +140,7 @@ def reference_sample(int what, uint64_t key, uint64_t id, uint64_t replay, doubl
 
 def dist_block(uint64_t key, uint64_t c, uint64_t replay, uint32_t j):
     """Block ``(c, j)`` (the counter layout of eagle/distributions.h)."""
-    cdef eagle_philox_words w = eagle_dist_block(c, replay, <uint32_t>(key & 0xffffffff),
-                                                 <uint32_t>(key >> 32), j)
+    cdef uint32_t k0, k1
+    k0, k1 = _key_words(key)
+    cdef eagle_philox_words w = eagle_dist_block(c, replay, k0, k1, j)
     return (w.w0, w.w1, w.w2, w.w3)

@@ -2,7 +2,7 @@
 per-build state (parameters, block partials) and the kernels of csrc/cpu/reduce_kernels.c."""
 from cpython.mem cimport PyMem_Calloc, PyMem_Free
 from libc.stdint cimport int32_t, int64_t, uint64_t, uintptr_t
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 from eagle.native cimport Kernel, kernel_t, wrap_kernel
 
@@ -23,7 +23,9 @@ cdef extern from "reduce_kernels.h" nogil:
         int64_t *cell
         char *value
         int32_t *count
-        int64_t n_blocks, bad_index
+        int64_t n_blocks
+        int64_t *bad_at
+        int64_t *bad_index
         int32_t has_bad
     ctypedef struct eagle_whole_params:
         kernel_t kernel
@@ -134,13 +136,18 @@ cdef class Tally:
         self.p.cell = <int64_t *>PyMem_Calloc(slots, sizeof(int64_t))
         self.p.value = <char *>PyMem_Calloc(slots, np.dtype(acc_dtype).itemsize)
         self.p.count = <int32_t *>PyMem_Calloc(max(self.p.n_blocks, 1), sizeof(int32_t))
-        if self.p.cell == NULL or self.p.value == NULL or self.p.count == NULL:
+        self.p.bad_at = <int64_t *>PyMem_Calloc(max(self.p.n_blocks, 1), sizeof(int64_t))
+        self.p.bad_index = <int64_t *>PyMem_Calloc(max(self.p.n_blocks, 1), sizeof(int64_t))
+        if (self.p.cell == NULL or self.p.value == NULL or self.p.count == NULL or self.p.bad_at == NULL
+                or self.p.bad_index == NULL):
             raise MemoryError()
 
     def __dealloc__(self):
         PyMem_Free(self.p.cell)
         PyMem_Free(self.p.value)
         PyMem_Free(self.p.count)
+        PyMem_Free(self.p.bad_at)
+        PyMem_Free(self.p.bad_index)
 
     def kernel(self):
         cdef Kernel k = wrap_kernel(<kernel_t>eagle_at_kernel, self.name, <void *>&self.p, self)
@@ -156,11 +163,19 @@ cdef class Tally:
         return <uintptr_t>&self.p
 
     def take_error(self):
-        """IndexError for the first index out of bounds the last launch met, once (NumPy's)."""
+        """IndexError for the index out of bounds at the first sample the last launch met
+        one (NumPy's), once: the same whatever the team (its first replay that met one,
+        for each block)."""
+        cdef int64_t b, first = -1
         if not self.p.has_bad:
             return None
         self.p.has_bad = 0
-        return IndexError(f"index {self.p.bad_index} is out of bounds for axis 0 with size {self.p.cells} "
+        for b in range(self.p.n_blocks):
+            if self.p.bad_at[b] and first < 0:
+                first = b
+        value = self.p.bad_index[first] if first >= 0 else None
+        memset(self.p.bad_at, 0, max(self.p.n_blocks, 1) * sizeof(int64_t))
+        return IndexError(f"index {value} is out of bounds for axis 0 with size {self.p.cells} "
                           f"({self.name}: that sample's weight was not added)")
 
 
