@@ -106,7 +106,8 @@ def fdtd_2d_by_hand(ex, ey, hz, fict):
 
 
 class HeatCaptured:
-    """The heat loop with its body captured: three lines beside ``heat.numpy_until_converged``."""
+    """The heat loop with its body captured: three lines for eagle (marked) beside the
+    sweep of ``heat.numpy_until_converged``, which is the NumPy loop's body as it is."""
 
     def __init__(self, u, tol=heat.TOL):
         def sweep(u, new):
@@ -116,16 +117,13 @@ class HeatCaptured:
             u[1:-1, 1:-1] = new[1:-1, 1:-1]
             return change > tol
 
-        body = eagle.capture(sweep, u, u.copy())                                 # eagle: 1
-        self.more = body.result
-        self.g = eagle.Graph()
-        self.g.add_node(while_loop(self.more, body, max_iterations=10**7), name="until_converged")  # 2
-        self.g.build()                                                             # 3
+        self.body = eagle.capture(sweep, u, u.copy())                                                   # eagle: 1
+        self.g = eagle.capture(lambda: while_loop(self.body.result, self.body, max_iterations=10**7)).build()  # 2
 
     def run(self):
-        self.more[...] = True
+        self.body.result[...] = True    # 3 (while_loop tests before a pass; NumPy's `while True:` does not)
         self.g.launch(1)
-        return self.g.iterations("until_converged")
+        return self.g.iterations(self.g.nodes[0])
 
 
 def slab_step(x, mu, alive, ids, totals):

@@ -17,6 +17,7 @@ import numpy as np
 
 from eagle.graph import Graph, opaque
 from eagle.record.memory import array_kind
+from eagle.record.node import Node
 from eagle.record.plan import Plan
 from eagle.record import hooks
 from eagle.stepcapture.refusals import ESCAPE, GENERATOR, NOT_AN_ARRAY_RESULT, CaptureError
@@ -161,11 +162,13 @@ def _refuse_escapes(fn, session):
                 raise CaptureError(f"capture: {fn.__name__}: " + ESCAPE.format(what=x.label, where=where))
 
 
-def _result(value, what):
+def _result(value, what, session):
     if value is None:
         return None
+    if isinstance(value, Node) and any(op.node is value for op in session.ops):
+        return None   # ``lambda: while_loop(...)``: the node the step made is in the graph
     if isinstance(value, tuple):
-        return tuple(_result(v, what) for v in value)
+        return tuple(_result(v, what, session) for v in value)
     if isinstance(value, StandIn):
         return value.__eagle_view__()
     if isinstance(value, np.ndarray):
@@ -285,7 +288,7 @@ def capture(fn, *args, **kwargs) -> CapturedGraph:
     session.pool.keep()
     _refuse_escapes(fn, session)
     g = CapturedGraph()
-    g.own(session.pool, session.kept, _result(returned, name))
+    g.own(session.pool, session.kept, _result(returned, name, session))
     for op in session.ops:
         g.add_node(op.node, name=op.name)
     return g
