@@ -28,8 +28,8 @@ import numpy as np
 from eagle import graph as eg
 from eagle.stepcapture import functions
 from eagle.stepcapture.pool import TemporaryPool
-from eagle.stepcapture.refusals import (ELEMENT_ORDER, FANCY_INDEX, NO_FORM, UNSAFE_CAST, WRITE_OUTSIDE,
-                                        CaptureError, refuse)
+from eagle.stepcapture.refusals import (ELEMENT_ORDER, ESCAPE, FANCY_INDEX, NO_FORM, UNSAFE_CAST,
+                                        WRITE_OUTSIDE, CaptureError, refuse)
 from eagle.stepcapture.source import user_site
 from eagle.stepcapture.standin import StandIn, index_label
 
@@ -208,17 +208,27 @@ class Session:
     def _mine(self, x):
         return isinstance(x, StandIn) and x.capture_session is self
 
+    def _foreign(self, x) -> bool:
+        """A stand-in of another capture (kept past it, or handed from another thread's): a
+        view of the user's array it stood for, or refused when it is that capture's temporary
+        (memory another graph owns and reuses)."""
+        if not isinstance(x, StandIn) or self._mine(x):
+            return False
+        if x.owns_memory or x.temporary_root is not None:
+            raise refuse(ESCAPE, what=x.label, where="kept from another capture")
+        return True
+
     def _operand(self, x):
         """(label, plain array) of an array operand; scalars pass as they are."""
         if isinstance(x, StandIn):
-            return x.label, x.__eagle_view__()
+            return ("array" if self._foreign(x) else x.label), x.__eagle_view__()
         if isinstance(x, np.ndarray):
             return "array", x
         return None, x
 
     def _writable(self, x, what):
         """The plain view an operation writes, refusing arrays nobody passed to the step."""
-        if isinstance(x, StandIn):
+        if isinstance(x, StandIn) and not self._foreign(x):
             return x.label, x.__eagle_view__()
         if isinstance(x, np.ndarray):
             raise refuse(WRITE_OUTSIDE, what=what)
