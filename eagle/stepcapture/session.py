@@ -27,6 +27,7 @@ import numpy as np
 
 from eagle import graph as eg
 from eagle.stepcapture import functions
+from eagle.stepcapture.device import DeviceMemory, device_operands, refuse_opaque
 from eagle.stepcapture.pool import TemporaryPool
 from eagle.stepcapture.refusals import (ELEMENT_ORDER, ESCAPE, FANCY_INDEX, NO_FORM, UNSAFE_CAST,
                                         WRITE_OUTSIDE, CaptureError, refuse)
@@ -134,6 +135,8 @@ class _Op:
         outs = [named(n, a) for n, a in self.outs]
         ins = [named(n, a) for n, a in self.ins]
         where = None if self.where is None else named(*self.where)
+        if session.device is not None:
+            ins, outs, where = device_operands(session.device, self.kind, self.uf, ins, outs, where, self.name)
         with session.quiet():
             if self.kind == "reduce":
                 kw = {} if self.initial is None else {"initial": self.initial}
@@ -142,6 +145,8 @@ class _Op:
                 self.node = eg.ufunc(self.uf.at, *ins)
             else:
                 self.node = eg.ufunc(self.uf, *ins, out=tuple(outs) if len(outs) > 1 else outs[0], where=where)
+        if session.device is not None:
+            refuse_opaque(session.device, self.node, self.name)
         return self.node
 
 
@@ -150,9 +155,11 @@ class Session:
 
     copy_ufunc = staticmethod(copy_ufunc)
 
-    def __init__(self, fn_name):
+    def __init__(self, fn_name, on_cuda=False):
         self.fn_name = fn_name
         self.pool = TemporaryPool()
+        #: over CUDA arrays: the stand-ins' device memory (eagle.stepcapture.device), else None
+        self.device = DeviceMemory(self.pool) if on_cuda else None
         self.ops: list[_Op] = []
         self._names: dict[str, int] = {}
         self._quiet = 0
@@ -197,6 +204,11 @@ class Session:
         """A node an eagle.graph constructor made inside the step joins it (hooks.node_made)."""
         if self._quiet:
             return
+        if self.device is not None:
+            raise CaptureError(f"capture: {user_site().describe()}: a {node.default_name()} node made inside "
+                               "a step captured over CUDA arrays would run on the host stand-ins; make "
+                               "it outside the step, on the CUDA arrays, and add it to the captured "
+                               "graph before or after the step's nodes (g.add_node)")
         self.ops.append(_Op(self._name(node.default_name()), "node", node=node))
 
     def _name(self, what):
@@ -237,6 +249,8 @@ class Session:
     def _record(self, op):
         try:
             op.make(self)
+        except CaptureError:
+            raise
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"capture: {user_site().describe()}: {exc}") from exc
         self.ops.append(op)
