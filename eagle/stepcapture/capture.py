@@ -273,8 +273,9 @@ def capture(fn, *args, **kwargs) -> CapturedGraph:
         call_kwargs = {k: _standins(session, v, k) for k, v in kwargs.items()}
     with recording(session):
         returned = fn(*call_args, **call_kwargs)
-    session.pool.keep()
     _refuse_escapes(fn, session)
+    session.fold_negations()
+    session.pool.keep()
     g = CapturedGraph()
     g.own(session.pool, session.kept + [session.device], _result(returned, name, session))
     for op in session.ops:

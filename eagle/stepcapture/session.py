@@ -22,6 +22,7 @@ eagle.graph refuses is refused at that line.
 from __future__ import annotations
 
 import operator
+import weakref
 
 import numpy as np
 
@@ -101,7 +102,7 @@ def copy_ufunc(dtype):
     """The ufunc that copies values of ``dtype`` exactly, and its extra operands."""
     dtype = np.dtype(dtype)
     if dtype == bool:
-        return np.logical_or, (False,)
+        return np.logical_or, (np.False_,)
     if dtype.kind in "iufcm":
         return np.positive, ()
     raise CaptureError(f"capture: {user_site().describe()}: copying {dtype} values has no ufunc; "
@@ -163,6 +164,8 @@ class Session:
         self.ops: list[_Op] = []
         self._names: dict[str, int] = {}
         self._quiet = 0
+        self._negations = {}     # id(~b) -> (weakref to ~b, b, the op that made it)
+        self._folds = []         # ((weakref to ~b, b, its op), the op of a & ~b, which operand is ~b)
         # temporaries capture made for itself (an overlap's copy, a reduction's partial): kept, so
         # that no later temporary of the same node takes their memory
         self.kept: list[StandIn] = []
@@ -322,7 +325,63 @@ class Session:
             self._by_line(uf, ins, out_ops, mask, _label or what)
         else:
             self._record(_Op(self._name(_label or what), "ufunc", uf, ins, out_ops, mask))
+        if uf.nout == 1 and self.ops and self.ops[-1].uf is uf and not _label:
+            self._note_negation(uf, inputs, out, where, result[0])
         return result[0] if len(result) == 1 else tuple(result)
+
+    # ---- ``a & ~b`` over bools: ``a > b`` -------------------------------------------
+
+    def _note_negation(self, uf, inputs, out, where, result):
+        """Remember ``~b`` (a bool temporary) and ``a & ~b`` (its reader): ``fold_negations``
+        makes the pair one node, ``a > b``, once the step is over and it is known that
+        nothing else read ``~b``."""
+        op = self.ops[-1]
+        if op.where is not None or where is not True:
+            return
+        if uf in (np.invert, np.logical_not) and out is None and result.dtype == bool and \
+                isinstance(inputs[0], StandIn) and inputs[0].dtype == bool:
+            # no strong reference: a held ~b (or b, its memory when elided) would not look fresh
+            self._negations[id(result)] = (weakref.ref(result), inputs[0].__eagle_view__(), op)
+        elif uf in (np.bitwise_and, np.logical_and) and len(inputs) == 2 and \
+                all(isinstance(x, np.ndarray) and x.dtype == bool and x.shape == result.shape for x in inputs):
+            for k, x in enumerate(inputs):
+                neg = self._negations.get(id(x))
+                if neg is not None and neg[0]() is x:
+                    self._folds.append((neg, op, k))
+                    return
+
+    def fold_negations(self):
+        """``a & ~b`` over bools is ``a > b`` bit for bit (False, True as 0, 1): one pass instead
+        of two, as a graph built by hand has it, where the step kept no ``~b`` to read again."""
+        for (ref, bp, neg_op), and_op, k in self._folds:
+            if ref() is not None or neg_op not in self.ops or and_op not in self.ops:
+                continue            # the step kept ~b (a name, the result), or it is folded already
+            (t_label, t), = neg_op.outs
+            if _same_layout(t, bp) or _overlaps(t, bp):
+                continue            # ~b was written over b (NumPy's elision): b is gone
+            start, end = self.ops.index(neg_op), self.ops.index(and_op)
+            writes_t = any(_same_layout(o, t) for _, o in and_op.outs)
+            later = self.ops[start + 1:end] + ([] if writes_t else self.ops[end + 1:])
+            if any(isinstance(a, np.ndarray) and (_same_layout(a, t) or _overlaps(a, t))
+                   for op in later for _, a in op.ins + ([op.where] if op.where else [])):
+                continue            # ~b is read again
+            if any(isinstance(o, np.ndarray) and (_same_layout(o, bp) or _overlaps(o, bp))
+                   for op in self.ops[start + 1:end] for _, o in op.outs):
+                continue            # b was written between ~b and the &
+            old = (and_op.uf, list(and_op.ins), and_op.name)
+            and_op.uf, and_op.ins[k] = np.greater, (neg_op.ins[0][0], bp)
+            and_op.ins = [and_op.ins[1 - k], and_op.ins[k]]
+            site, _, rest = and_op.name.partition(f" np.{old[0].__name__}")
+            and_op.name = f"{site} np.greater (a & ~b){rest}"
+            try:
+                and_op.make(self)
+            except (TypeError, ValueError):
+                and_op.uf, and_op.ins, and_op.name = old
+                and_op.make(self)
+                continue
+            self.ops.remove(neg_op)
+            if not writes_t:
+                self.pool.forget(t_label)
 
     def _by_line(self, uf, ins, outs, mask, what):
         """An operand whose rows are not runs where the output's are (a column ``(n, 1)``
