@@ -58,6 +58,18 @@ def _overlaps(a, b) -> bool:
         return True
 
 
+def _read_before_rewritten(t, ops) -> bool:
+    """Whether one of ``ops``, in order, reads ``t``'s memory before one writes all of ``t``
+    (a later temporary in its buffer)."""
+    for op in ops:
+        if any(isinstance(a, np.ndarray) and (_same_layout(a, t) or _overlaps(a, t))
+               for _, a in op.ins + ([op.where] if op.where else [])):
+            return True
+        if any(isinstance(o, np.ndarray) and _same_layout(o, t) for _, o in op.outs):
+            return False
+    return False
+
+
 def _rows_first(ins, outs, mask):
     """The operands of an elementwise op with their axes in the order of the first output's
     strides, largest first: a transposed output (``m.T[1:] -= ...``) is run over its rows."""
@@ -362,8 +374,7 @@ class Session:
             start, end = self.ops.index(neg_op), self.ops.index(and_op)
             writes_t = any(_same_layout(o, t) for _, o in and_op.outs)
             later = self.ops[start + 1:end] + ([] if writes_t else self.ops[end + 1:])
-            if any(isinstance(a, np.ndarray) and (_same_layout(a, t) or _overlaps(a, t))
-                   for op in later for _, a in op.ins + ([op.where] if op.where else [])):
+            if _read_before_rewritten(t, later):
                 continue            # ~b is read again
             if any(isinstance(o, np.ndarray) and (_same_layout(o, bp) or _overlaps(o, bp))
                    for op in self.ops[start + 1:end] for _, o in op.outs):

@@ -382,3 +382,15 @@ def test_a_bool_array_assigned_to_another():
         b[...] = a
     g, _ = replay_equals_eager(step, np.array([True, False, True]), np.zeros(3, bool))
     assert g.nodes == [f"step:{step.__code__.co_firstlineno + 1} ="]
+
+
+def test_and_not_folds_where_a_later_temporary_takes_the_buffer_of_not_b():
+    def step(u, leak, out, alive):
+        out[...] = (u < 0.3) & ~leak
+        alive[...] = ~(leak | out)     # its temporary takes ~leak's buffer (100 kB: reused)
+
+    r = np.random.default_rng(5)
+    n = 100_000
+    u, leak = r.random(n), r.random(n) < 0.5
+    g, _ = replay_equals_eager(step, u, leak, np.zeros(n, bool), np.zeros(n, bool))
+    assert any("np.greater (a & ~b)" in name for name in g.nodes)
