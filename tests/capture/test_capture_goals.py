@@ -38,8 +38,9 @@ def test_heat_until_converged_matches_the_hand_built_loop_and_numpy():
     u0 = heat.start(40)
     a, b, c = u0.copy(), u0.copy(), u0.copy()
     k = cases.HeatCaptured(a).run()
-    assert k == heat.HeatGraph(b).run() == heat.numpy_until_converged(c)
-    assert a.tobytes() == c.tobytes()
+    d = u0.copy()
+    assert k == heat.HeatGraph(b).run() == heat.numpy_until_converged(c) == heat.HeatGraph(d, as_numpy=True).run()
+    assert a.tobytes() == c.tobytes() == d.tobytes()
     np.testing.assert_array_equal(a, b)
 
 
