@@ -40,7 +40,7 @@ def statement(draw):
                                    "np.square"]))
     m = draw(view(n, "mask"))
     w = draw(view(n, "w"))
-    kind = draw(st.integers(0, 12))
+    kind = draw(st.integers(0, 13))
     return [
         f"{t}[...] = {u} {binop} {v}",
         f"{t} {binop}= {u}",
@@ -55,6 +55,7 @@ def statement(draw):
         f"{t}[...] = {u}",
         f"{m}[...] = ({u} < {v}) | {m}",
         f"{t}[...] = {t} + np.count_nonzero({u} > 0)",
+        f"{m}[...] = ({u} < {v}) & ~{m}",
     ][kind]
 
 
