@@ -127,3 +127,14 @@ def test_a_stand_in_handed_to_another_threads_capture_is_refused():
     finally:
         done.set()
         t.join(30)
+
+
+def test_leaving_a_capture_drops_one_whose_exit_was_skipped():
+    # an interrupt between an inner capture's start and its `with` body skips its exit
+    from eagle.stepcapture.session import Session
+    from eagle.stepcapture.standin import recording
+    outer, inner = recording(Session("outer")), recording(Session("inner"))
+    outer.__enter__()
+    inner.__enter__()            # never left
+    outer.__exit__(None, None, None)
+    assert recorder() is None
