@@ -105,11 +105,6 @@ class DeviceMemory:
         v = DeviceView(dev + (address - lo), a.shape, a.strides, a.dtype, owner)
         return self.cupy.asarray(v) if self.cupy is not None else v
 
-    @property
-    def buffers(self) -> list:
-        """The device buffers the graph owns (one per pool buffer a node touches)."""
-        return list(self._twins.values())
-
 
 #: what a step over CUDA arrays is told to do with what capture cannot record on the device
 _ON_DEVICE = ("{what}: on CUDA arrays, capture records the CUDA backend's generated kernels, which "

@@ -44,7 +44,9 @@ class TemporaryPool:
     """Buffers of raw bytes, 64-byte aligned; a freed one is reused for a temporary that fits
     it (best fit, no more than twice the bytes it needs, ``REUSE_MIN_BYTES`` at least)."""
 
-    def __init__(self):
+    def __init__(self, shadow=False):
+        #: the buffers only stand for device memory (eagle.stepcapture.device): left untouched
+        self.shadow = shadow
         self.buffers: list[np.ndarray] = []
         self._free: list[int] = []
         self._closed = False
@@ -65,7 +67,7 @@ class TemporaryPool:
         else:
             k = len(self.buffers)
             # zeros: what a replay reads of a temporary it never wrote (where= left it) is fixed
-            self.buffers.append(np.zeros(nbytes + _ALIGN, dtype=np.uint8))
+            self.buffers.append((np.empty if self.shadow else np.zeros)(nbytes + _ALIGN, dtype=np.uint8))
         raw = self.buffers[k]
         start = (-raw.ctypes.data) % _ALIGN
         order = tuple(range(len(shape))) if order is None else tuple(order)

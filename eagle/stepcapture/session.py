@@ -170,7 +170,7 @@ class Session:
 
     def __init__(self, fn_name, on_cuda=False):
         self.fn_name = fn_name
-        self.pool = TemporaryPool()
+        self.pool = TemporaryPool(shadow=on_cuda)
         #: over CUDA arrays: the stand-ins' device memory (eagle.stepcapture.device), else None
         self.device = DeviceMemory(self.pool) if on_cuda else None
         self.ops: list[_Op] = []

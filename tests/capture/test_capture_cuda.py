@@ -93,3 +93,18 @@ def test_what_has_no_device_kernel_is_refused_at_its_line(cuda_backend):
 def test_numpy_and_cuda_arrays_in_one_step_are_refused(cuda_backend):
     with pytest.raises(TypeError, match="mix NumPy and CUDA arrays"):
         eagle.capture(lambda x, y: None, cuda_backend.asarray(np.zeros(3)), np.zeros(3))
+
+
+def test_the_pool_of_a_step_on_device_arrays_touches_no_host_memory(cuda_backend, monkeypatch):
+    # its host buffers only stand for the device's (zeroed there): np.empty, pages never touched
+    import eagle.stepcapture.pool as pool_module
+
+    class NoZeros:
+        def __getattr__(self, name):
+            assert name != "zeros", "a host buffer of the pool was zeroed"
+            return getattr(np, name)
+
+    monkeypatch.setattr(pool_module, "np", NoZeros())
+    x = cuda_backend.asarray(np.arange(8.0))
+    g = cuda_backend.capture(lambda x: x * 2.0 + 1.0, x)
+    assert len(g.temporaries) == 1
