@@ -158,8 +158,7 @@ class SlabCaptured:
     def run(self, max_replays=10_000):
         self.x[:], self.mu[:], self.alive[:], self.totals[:] = 0.0, 1.0, True, 0
         self.ids[:] = np.arange(self.n)
-        self.g.set_logical_size(self.n)
-        self.g.replays = 0
+        self.g.restart(self.n)          # as slab.SlabGraph.run: compaction's state as made, too
         self.g.launch_until_done(max_replays)
         return tuple(int(t) for t in self.totals)
 
