@@ -176,8 +176,8 @@ class Session:
         self.ops: list[_Op] = []
         self._names: dict[str, int] = {}
         self._quiet = 0
-        self._negations = {}     # id(~b) -> (weakref to ~b, b, the op that made it)
-        self._folds = []         # ((weakref to ~b, b, its op), the op of a & ~b, which operand is ~b)
+        self._negations = {}     # id(~b) -> (weakref to ~b, the op that made it)
+        self._folds = []         # ((weakref to ~b, its op), the op of a & ~b, which operand is ~b)
         # temporaries capture made for itself (an overlap's copy, a reduction's partial): kept, so
         # that no later temporary of the same node takes their memory
         self.kept: list[StandIn] = []
@@ -337,8 +337,8 @@ class Session:
             self._by_line(uf, ins, out_ops, mask, _label or what)
         else:
             self._record(_Op(self._name(_label or what), "ufunc", uf, ins, out_ops, mask))
-        if uf.nout == 1 and self.ops and self.ops[-1].uf is uf and not _label:
-            self._note_negation(uf, inputs, out, where, result[0])
+            if uf.nout == 1 and not _label:     # one node (not one per line): a & ~b may fold
+                self._note_negation(uf, inputs, out, where, result[0])
         return result[0] if len(result) == 1 else tuple(result)
 
     # ---- ``a & ~b`` over bools: ``a > b`` -------------------------------------------
@@ -353,7 +353,7 @@ class Session:
         if uf in (np.invert, np.logical_not) and out is None and result.dtype == bool and \
                 isinstance(inputs[0], StandIn) and inputs[0].dtype == bool:
             # no strong reference: a held ~b (or b, its memory when elided) would not look fresh
-            self._negations[id(result)] = (weakref.ref(result), inputs[0].__eagle_view__(), op)
+            self._negations[id(result)] = (weakref.ref(result), op)
         elif uf in (np.bitwise_and, np.logical_and) and len(inputs) == 2 and \
                 all(isinstance(x, np.ndarray) and x.dtype == bool and x.shape == result.shape for x in inputs):
             for k, x in enumerate(inputs):
@@ -365,10 +365,14 @@ class Session:
     def fold_negations(self):
         """``a & ~b`` over bools is ``a > b`` bit for bit (False, True as 0, 1): one pass instead
         of two, as a graph built by hand has it, where the step kept no ``~b`` to read again."""
-        for (ref, bp, neg_op), and_op, k in self._folds:
+        for (ref, neg_op), and_op, k in self._folds:
             if ref() is not None or neg_op not in self.ops or and_op not in self.ops:
                 continue            # the step kept ~b (a name, the result), or it is folded already
             (t_label, t), = neg_op.outs
+            b = neg_op.ins[0]       # b as the ~ node read it: element i of t is ~b[i]
+            bp = b[1]
+            if not _same_layout(and_op.ins[k][1], t):
+                continue            # the & reads ~b in another order (a transposed output)
             if _same_layout(t, bp) or _overlaps(t, bp):
                 continue            # ~b was written over b (NumPy's elision): b is gone
             start, end = self.ops.index(neg_op), self.ops.index(and_op)
@@ -380,7 +384,7 @@ class Session:
                    for op in self.ops[start + 1:end] for _, o in op.outs):
                 continue            # b was written between ~b and the &
             old = (and_op.uf, list(and_op.ins), and_op.name)
-            and_op.uf, and_op.ins[k] = np.greater, (neg_op.ins[0][0], bp)
+            and_op.uf, and_op.ins[k] = np.greater, b
             and_op.ins = [and_op.ins[1 - k], and_op.ins[k]]
             site, _, rest = and_op.name.partition(f" np.{old[0].__name__}")
             and_op.name = f"{site} np.greater (a & ~b){rest}"

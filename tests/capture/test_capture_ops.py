@@ -394,3 +394,17 @@ def test_and_not_folds_where_a_later_temporary_takes_the_buffer_of_not_b():
     u, leak = r.random(n), r.random(n) < 0.5
     g, _ = replay_equals_eager(step, u, leak, np.zeros(n, bool), np.zeros(n, bool))
     assert any("np.greater (a & ~b)" in name for name in g.nodes)
+
+
+@pytest.mark.parametrize("line", [
+    "out[...] = (u < 0.3) & ~leak.T",        # ~b laid out as leak.T: the & runs line by line
+    "out.T[...] = (u.T < 0.3) & ~leak",      # a transposed output: the & reads ~b turned
+    "out[...] = ~leak.T & (u < 0.3)",
+])
+def test_and_not_over_transposed_views_replays_as_called(line):
+    src = "def step(u, leak, out):\n    " + line + "\n"
+    env = {"np": np}
+    exec(compile(src, "<and_not>", "exec"), env)
+    r = np.random.default_rng(6)
+    u, leak = r.random((4, 5)), r.random((5, 4)) < 0.5
+    replay_equals_eager(env["step"], u, leak, np.zeros((4, 5), bool))
