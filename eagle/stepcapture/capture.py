@@ -15,8 +15,9 @@ import types
 
 import numpy as np
 
-from eagle.graph import Graph, opaque
+from eagle.graph import Graph
 from eagle.record.memory import array_kind
+from eagle.record.node import Node
 from eagle.record.plan import Plan
 from eagle.record import hooks
 from eagle.stepcapture.refusals import ESCAPE, GENERATOR, NOT_AN_ARRAY_RESULT, CaptureError
@@ -138,12 +139,14 @@ def _full(cell):
 
 def _standins(session, value, label):
     """The step's argument with stand-ins for its arrays (also inside tuples and lists)."""
+    if session.device is not None and hasattr(value, "__cuda_array_interface__"):
+        return session.standin(session.device.shadow(value), label)
     if isinstance(value, np.ndarray):
         plain = value.__eagle_view__() if isinstance(value, StandIn) else value
         if plain.dtype == object:
             return value
         return session.standin(plain, label)
-    if isinstance(value, (tuple, list)) and any(isinstance(v, np.ndarray) for v in value):
+    if isinstance(value, (tuple, list)) and any(array_kind(v) for v in value):
         return type(value)(_standins(session, v, f"{label}[{k}]") for k, v in enumerate(value))
     return value
 
@@ -161,12 +164,16 @@ def _refuse_escapes(fn, session):
                 raise CaptureError(f"capture: {fn.__name__}: " + ESCAPE.format(what=x.label, where=where))
 
 
-def _result(value, what):
+def _result(value, what, session):
     if value is None:
         return None
+    if isinstance(value, Node) and any(op.node is value for op in session.ops):
+        return None   # ``lambda: while_loop(...)``: the node the step made is in the graph
     if isinstance(value, tuple):
-        return tuple(_result(v, what) for v in value)
+        return tuple(_result(v, what, session) for v in value)
     if isinstance(value, StandIn):
+        if session.device is not None:
+            return session.device.view(value.__eagle_view__())
         return value.__eagle_view__()
     if isinstance(value, np.ndarray):
         return value
@@ -192,19 +199,6 @@ def _cuda_arrays(arguments) -> dict:
     return {k: v for k, (_, v) in flat.items()}
 
 
-def _stream_captured(fn, name, args, kwargs, arrays, arguments):
-    """A step on CUDA arrays: one node whose GPU work (CuPy's kernels) the cuda backend
-    captures on eagle's stream at build(), temporaries in the graph's own memory pool;
-    replaying the CUDA graph replays those kernels. Python in the step runs once, at build."""
-    site = Site(name, getattr(getattr(fn, "__code__", None), "co_filename", "<unknown>"),
-                getattr(getattr(fn, "__code__", None), "co_firstlineno", 0))
-    g = CapturedGraph()
-    node = opaque(lambda: fn(*args, **kwargs), updates=arrays)
-    g.add_node(node, name=f"{site.label()} {name} (CUDA stream capture)")
-    g.own(None, [], None)
-    return g
-
-
 def capture(fn, *args, **kwargs) -> CapturedGraph:
     """Record what the plain NumPy function ``fn`` does to its arrays as a graph.
 
@@ -215,10 +209,10 @@ def capture(fn, *args, **kwargs) -> CapturedGraph:
     those nodes, each named after its line (``step:3 np.exp``). Results without ``out=``
     are temporaries the graph owns, allocated once and reused by every replay.
 
-    A step given CUDA arrays (CuPy) is one node whose GPU work the cuda backend captures
-    on eagle's stream at ``build()`` (CuPy's kernels, its temporaries in the graph's own
-    memory pool): replaying the CUDA graph replays those kernels, and the step's Python
-    runs once, at build.
+    A step given CUDA arrays (CuPy's, or anything with ``__cuda_array_interface__``) is
+    recorded the same way, into the same nodes, made by the cuda backend: its generated
+    elementwise and reduction kernels, temporaries in device memory the graph owns; what
+    has no such kernel is refused at its line (``eagle.stepcapture.device``).
 
     Parameters
     ----------
@@ -268,10 +262,7 @@ def capture(fn, *args, **kwargs) -> CapturedGraph:
             raise TypeError(f"capture({getattr(fn, '__name__', 'fn')}, ...): {exc}") from None
     name = getattr(fn, "__name__", type(fn).__name__)
     arguments = bound.arguments if bound is not None else {f"arg{k}": v for k, v in enumerate(args)}
-    on_gpu = _cuda_arrays(arguments)
-    if on_gpu:
-        return _stream_captured(fn, name, args, kwargs, on_gpu, arguments)
-    session = Session(name)
+    session = Session(name, on_cuda=bool(_cuda_arrays(arguments)))
     if bound is not None:
         _refuse_generators(fn, bound)
         for key, value in bound.arguments.items():
@@ -282,10 +273,11 @@ def capture(fn, *args, **kwargs) -> CapturedGraph:
         call_kwargs = {k: _standins(session, v, k) for k, v in kwargs.items()}
     with recording(session):
         returned = fn(*call_args, **call_kwargs)
-    session.pool.keep()
     _refuse_escapes(fn, session)
+    session.fold_negations()
+    session.pool.keep()
     g = CapturedGraph()
-    g.own(session.pool, session.kept, _result(returned, name))
+    g.own(session.pool, session.kept + [session.device], _result(returned, name, session))
     for op in session.ops:
         g.add_node(op.node, name=op.name)
     return g

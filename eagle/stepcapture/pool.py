@@ -5,7 +5,10 @@ allocates once, at capture, and reuses on every replay: the CPU counterpart of t
 private memory pool a CUDA graph captures with. A buffer whose last stand-in is gone
 (the step dropped every reference to the temporary and its views) returns to the pool
 and a later temporary of the capture may take it: the order of the nodes (hazards from
-bytes) keeps the reuse exact.
+bytes) keeps the reuse exact. Reuse orders the node that writes the new temporary after
+every reader of the old one; for a small buffer (a reduction's 0-d result, a count) that
+order costs a stage and saves nothing, so only buffers of ``REUSE_MIN_BYTES`` or more are
+reused.
 """
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ import numpy as np
 __all__ = ["Temporary", "TemporaryPool"]
 
 _ALIGN = 64
+#: the smallest temporary whose buffer a later one may take
+REUSE_MIN_BYTES = 64 * 1024
 
 
 class Temporary:
@@ -37,9 +42,11 @@ class Temporary:
 
 class TemporaryPool:
     """Buffers of raw bytes, 64-byte aligned; a freed one is reused for a temporary that fits
-    it (best fit, no more than twice the bytes it needs)."""
+    it (best fit, no more than twice the bytes it needs, ``REUSE_MIN_BYTES`` at least)."""
 
-    def __init__(self):
+    def __init__(self, shadow=False):
+        #: the buffers only stand for device memory (eagle.stepcapture.device): left untouched
+        self.shadow = shadow
         self.buffers: list[np.ndarray] = []
         self._free: list[int] = []
         self._closed = False
@@ -52,14 +59,15 @@ class TemporaryPool:
         dtype = np.dtype(dtype)
         shape = tuple(int(n) for n in shape)
         nbytes = max(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, 1)
-        fits = [b for b in self._free if nbytes <= self.buffers[b].nbytes - _ALIGN <= 2 * nbytes + _ALIGN]
+        fits = [b for b in self._free if REUSE_MIN_BYTES <= nbytes <= self.buffers[b].nbytes - _ALIGN
+                <= 2 * nbytes + _ALIGN]
         if fits:
             k = min(fits, key=lambda b: self.buffers[b].nbytes)
             self._free.remove(k)
         else:
             k = len(self.buffers)
             # zeros: what a replay reads of a temporary it never wrote (where= left it) is fixed
-            self.buffers.append(np.zeros(nbytes + _ALIGN, dtype=np.uint8))
+            self.buffers.append((np.empty if self.shadow else np.zeros)(nbytes + _ALIGN, dtype=np.uint8))
         raw = self.buffers[k]
         start = (-raw.ctypes.data) % _ALIGN
         order = tuple(range(len(shape))) if order is None else tuple(order)

@@ -22,14 +22,16 @@ eagle.graph refuses is refused at that line.
 from __future__ import annotations
 
 import operator
+import weakref
 
 import numpy as np
 
 from eagle import graph as eg
 from eagle.stepcapture import functions
+from eagle.stepcapture.device import DeviceMemory, device_operands, refuse_opaque
 from eagle.stepcapture.pool import TemporaryPool
-from eagle.stepcapture.refusals import (ELEMENT_ORDER, FANCY_INDEX, NO_FORM, UNSAFE_CAST, WRITE_OUTSIDE,
-                                        CaptureError, refuse)
+from eagle.stepcapture.refusals import (ELEMENT_ORDER, ESCAPE, FANCY_INDEX, NO_FORM, UNSAFE_CAST,
+                                        WRITE_OUTSIDE, CaptureError, refuse)
 from eagle.stepcapture.source import user_site
 from eagle.stepcapture.standin import StandIn, index_label
 
@@ -54,6 +56,18 @@ def _overlaps(a, b) -> bool:
         return bool(np.shares_memory(a, b, max_work=100_000))
     except np.exceptions.TooHardError:
         return True
+
+
+def _read_before_rewritten(t, ops) -> bool:
+    """Whether one of ``ops``, in order, reads ``t``'s memory before one writes all of ``t``
+    (a later temporary in its buffer)."""
+    for op in ops:
+        if any(isinstance(a, np.ndarray) and (_same_layout(a, t) or _overlaps(a, t))
+               for _, a in op.ins + ([op.where] if op.where else [])):
+            return True
+        if any(isinstance(o, np.ndarray) and _same_layout(o, t) for _, o in op.outs):
+            return False
+    return False
 
 
 def _rows_first(ins, outs, mask):
@@ -100,7 +114,7 @@ def copy_ufunc(dtype):
     """The ufunc that copies values of ``dtype`` exactly, and its extra operands."""
     dtype = np.dtype(dtype)
     if dtype == bool:
-        return np.logical_or, (False,)
+        return np.logical_or, (np.False_,)
     if dtype.kind in "iufcm":
         return np.positive, ()
     raise CaptureError(f"capture: {user_site().describe()}: copying {dtype} values has no ufunc; "
@@ -134,6 +148,8 @@ class _Op:
         outs = [named(n, a) for n, a in self.outs]
         ins = [named(n, a) for n, a in self.ins]
         where = None if self.where is None else named(*self.where)
+        if session.device is not None:
+            ins, outs, where = device_operands(session.device, self.kind, self.uf, ins, outs, where, self.name)
         with session.quiet():
             if self.kind == "reduce":
                 kw = {} if self.initial is None else {"initial": self.initial}
@@ -142,6 +158,8 @@ class _Op:
                 self.node = eg.ufunc(self.uf.at, *ins)
             else:
                 self.node = eg.ufunc(self.uf, *ins, out=tuple(outs) if len(outs) > 1 else outs[0], where=where)
+        if session.device is not None:
+            refuse_opaque(session.device, self.node, self.name)
         return self.node
 
 
@@ -150,12 +168,16 @@ class Session:
 
     copy_ufunc = staticmethod(copy_ufunc)
 
-    def __init__(self, fn_name):
+    def __init__(self, fn_name, on_cuda=False):
         self.fn_name = fn_name
-        self.pool = TemporaryPool()
+        self.pool = TemporaryPool(shadow=on_cuda)
+        #: over CUDA arrays: the stand-ins' device memory (eagle.stepcapture.device), else None
+        self.device = DeviceMemory(self.pool) if on_cuda else None
         self.ops: list[_Op] = []
         self._names: dict[str, int] = {}
         self._quiet = 0
+        self._negations = {}     # id(~b) -> (weakref to ~b, the op that made it)
+        self._folds = []         # ((weakref to ~b, its op), the op of a & ~b, which operand is ~b)
         # temporaries capture made for itself (an overlap's copy, a reduction's partial): kept, so
         # that no later temporary of the same node takes their memory
         self.kept: list[StandIn] = []
@@ -197,6 +219,11 @@ class Session:
         """A node an eagle.graph constructor made inside the step joins it (hooks.node_made)."""
         if self._quiet:
             return
+        if self.device is not None:
+            raise CaptureError(f"capture: {user_site().describe()}: a {node.default_name()} node made inside "
+                               "a step captured over CUDA arrays would run on the host stand-ins; make "
+                               "it outside the step, on the CUDA arrays, and add it to the captured "
+                               "graph before or after the step's nodes (g.add_node)")
         self.ops.append(_Op(self._name(node.default_name()), "node", node=node))
 
     def _name(self, what):
@@ -208,17 +235,27 @@ class Session:
     def _mine(self, x):
         return isinstance(x, StandIn) and x.capture_session is self
 
+    def _foreign(self, x) -> bool:
+        """A stand-in of another capture (kept past it, or handed from another thread's): a
+        view of the user's array it stood for, or refused when it is that capture's temporary
+        (memory another graph owns and reuses)."""
+        if not isinstance(x, StandIn) or self._mine(x):
+            return False
+        if x.owns_memory or x.temporary_root is not None:
+            raise refuse(ESCAPE, what=x.label, where="kept from another capture")
+        return True
+
     def _operand(self, x):
         """(label, plain array) of an array operand; scalars pass as they are."""
         if isinstance(x, StandIn):
-            return x.label, x.__eagle_view__()
+            return ("array" if self._foreign(x) else x.label), x.__eagle_view__()
         if isinstance(x, np.ndarray):
             return "array", x
         return None, x
 
     def _writable(self, x, what):
         """The plain view an operation writes, refusing arrays nobody passed to the step."""
-        if isinstance(x, StandIn):
+        if isinstance(x, StandIn) and not self._foreign(x):
             return x.label, x.__eagle_view__()
         if isinstance(x, np.ndarray):
             raise refuse(WRITE_OUTSIDE, what=what)
@@ -227,6 +264,8 @@ class Session:
     def _record(self, op):
         try:
             op.make(self)
+        except CaptureError:
+            raise
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"capture: {user_site().describe()}: {exc}") from exc
         self.ops.append(op)
@@ -298,7 +337,66 @@ class Session:
             self._by_line(uf, ins, out_ops, mask, _label or what)
         else:
             self._record(_Op(self._name(_label or what), "ufunc", uf, ins, out_ops, mask))
+            if uf.nout == 1 and not _label:     # one node (not one per line): a & ~b may fold
+                self._note_negation(uf, inputs, out, where, result[0])
         return result[0] if len(result) == 1 else tuple(result)
+
+    # ---- ``a & ~b`` over bools: ``a > b`` -------------------------------------------
+
+    def _note_negation(self, uf, inputs, out, where, result):
+        """Remember ``~b`` (a bool temporary) and ``a & ~b`` (its reader): ``fold_negations``
+        makes the pair one node, ``a > b``, once the step is over and it is known that
+        nothing else read ``~b``."""
+        op = self.ops[-1]
+        if op.where is not None or where is not True:
+            return
+        if uf in (np.invert, np.logical_not) and out is None and result.dtype == bool and \
+                isinstance(inputs[0], StandIn) and inputs[0].dtype == bool:
+            # no strong reference: a held ~b (or b, its memory when elided) would not look fresh
+            self._negations[id(result)] = (weakref.ref(result), op)
+        elif uf in (np.bitwise_and, np.logical_and) and len(inputs) == 2 and \
+                all(isinstance(x, np.ndarray) and x.dtype == bool and x.shape == result.shape for x in inputs):
+            for k, x in enumerate(inputs):
+                neg = self._negations.get(id(x))
+                if neg is not None and neg[0]() is x:
+                    self._folds.append((neg, op, k))
+                    return
+
+    def fold_negations(self):
+        """``a & ~b`` over bools is ``a > b`` bit for bit (False, True as 0, 1): one pass instead
+        of two, as a graph built by hand has it, where the step kept no ``~b`` to read again."""
+        for (ref, neg_op), and_op, k in self._folds:
+            if ref() is not None or neg_op not in self.ops or and_op not in self.ops:
+                continue            # the step kept ~b (a name, the result), or it is folded already
+            (t_label, t), = neg_op.outs
+            b = neg_op.ins[0]       # b as the ~ node read it: element i of t is ~b[i]
+            bp = b[1]
+            if not _same_layout(and_op.ins[k][1], t):
+                continue            # the & reads ~b in another order (a transposed output)
+            if _same_layout(t, bp) or _overlaps(t, bp):
+                continue            # ~b was written over b (NumPy's elision): b is gone
+            start, end = self.ops.index(neg_op), self.ops.index(and_op)
+            writes_t = any(_same_layout(o, t) for _, o in and_op.outs)
+            later = self.ops[start + 1:end] + ([] if writes_t else self.ops[end + 1:])
+            if _read_before_rewritten(t, later):
+                continue            # ~b is read again
+            if any(isinstance(o, np.ndarray) and (_same_layout(o, bp) or _overlaps(o, bp))
+                   for op in self.ops[start + 1:end] for _, o in op.outs):
+                continue            # b was written between ~b and the &
+            old = (and_op.uf, list(and_op.ins), and_op.name)
+            and_op.uf, and_op.ins[k] = np.greater, b
+            and_op.ins = [and_op.ins[1 - k], and_op.ins[k]]
+            site, _, rest = and_op.name.partition(f" np.{old[0].__name__}")
+            and_op.name = f"{site} np.greater (a & ~b){rest}"
+            try:
+                and_op.make(self)
+            except (TypeError, ValueError):
+                and_op.uf, and_op.ins, and_op.name = old
+                and_op.make(self)
+                continue
+            self.ops.remove(neg_op)
+            if not writes_t:
+                self.pool.forget(t_label)
 
     def _by_line(self, uf, ins, outs, mask, what):
         """An operand whose rows are not runs where the output's are (a column ``(n, 1)``

@@ -36,15 +36,19 @@ class recording:
 
     def __init__(self, session):
         self.session = session
+        self._depth = None
 
     def __enter__(self):
         if not hasattr(_stack, "sessions"):
             _stack.sessions = []
+        self._depth = len(_stack.sessions)
         _stack.sessions.append(self.session)
         return self.session
 
     def __exit__(self, *exc):
-        _stack.sessions.pop()
+        # back to the depth it was entered at: a capture inside the step whose exit an
+        # interrupt skipped does not stay on the thread, recording what runs after
+        del _stack.sessions[self._depth:]
 
 
 def index_label(key) -> str:

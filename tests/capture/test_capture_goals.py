@@ -38,8 +38,9 @@ def test_heat_until_converged_matches_the_hand_built_loop_and_numpy():
     u0 = heat.start(40)
     a, b, c = u0.copy(), u0.copy(), u0.copy()
     k = cases.HeatCaptured(a).run()
-    assert k == heat.HeatGraph(b).run() == heat.numpy_until_converged(c)
-    assert a.tobytes() == c.tobytes()
+    d = u0.copy()
+    assert k == heat.HeatGraph(b).run() == heat.numpy_until_converged(c) == heat.HeatGraph(d, as_numpy=True).run()
+    assert a.tobytes() == c.tobytes() == d.tobytes()
     np.testing.assert_array_equal(a, b)
 
 
@@ -53,3 +54,29 @@ def test_slab_transport_counts_every_particle_once(n):
     # and was counted twice (501 of 500)
     assert sum(slab.SlabGraph(n).run()) == n
     assert sum(cases.SlabCaptured(n).run()) == n
+
+
+def test_a_step_may_return_the_node_it_made():
+    # the heat loop's second line: the loop over a captured body is itself a captured step
+    x, more = np.zeros(3), np.ones((), bool)
+
+    def body_step(x, more):
+        x += 1.0
+        return x.max() < 4.0
+
+    body = eagle.capture(body_step, x, more)
+    loop = eagle.capture(lambda: eagle.graph.while_loop(body.result, body))
+    assert loop.result is None and len(loop.nodes) == 1 and loop.nodes[0].endswith(" while")
+    body.result[...] = True
+    loop.build().launch(1)
+    assert x.tolist() == [4.0, 4.0, 4.0] and loop.iterations(loop.nodes[0]) == 4
+
+
+def test_the_heat_loop_is_three_lines_for_eagle():
+    # as the issue counts: the lines a user adds beside the NumPy loop's body (the sweep, as
+    # it is), the launch aside (it replaces the call of the loop)
+    import inspect
+    src = inspect.getsource(cases.HeatCaptured).split("return change > tol", 1)[1]
+    code = [ln.split("#")[0].strip() for ln in src.splitlines()]
+    added = [ln for ln in code if ln and not ln.startswith(("def ", "return ")) and ".launch(" not in ln]
+    assert len(added) == 3, added

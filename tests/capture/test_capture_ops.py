@@ -178,11 +178,32 @@ def test_temporaries_are_reused_once_dead():
         del b
         d = c * 4.0
         y[...] = d
-    g, _ = replay_equals_eager(step, *rng_arrays(1000, 1000))
+    g, _ = replay_equals_eager(step, *rng_arrays(10_000, 10_000))   # 80 kB each: worth reusing
     buffers = {t.buffer for t in g.temporaries}
     assert len(buffers) == 2 < len(g.temporaries) == 4
     plan = str(g.plan())
-    assert "temporaries: 4 in 2 buffers" in plan and "t4 1000 float64 in buffer" in plan
+    assert "temporaries: 4 in 2 buffers" in plan and "t4 10000 float64 in buffer" in plan
+
+
+def test_small_temporaries_are_not_reused():
+    # a reused buffer orders its new writer after the old one's readers: for the 0-d counts
+    # of two tallies that order cost a stage (each count waited for the other's total)
+    def step(x, totals):
+        totals[0] += np.count_nonzero(x < 0.0)
+        totals[1] += np.count_nonzero(x > 0.5)
+    x, totals = np.random.default_rng(2).standard_normal(1000), np.zeros(2, np.int64)
+    g, _ = replay_equals_eager(step, x, totals)
+    counts = [t for t in g.temporaries if t.shape == ()]
+    assert len(counts) == 2 and len({t.buffer for t in counts}) == 2
+    g.build()
+    stage_of = {}
+    for line in str(g.plan()).splitlines():
+        if line.startswith("stage "):
+            for name in g.nodes:
+                if f"({name})" in line:
+                    stage_of[name] = int(line.split()[1])
+    reduces = [n for n in g.nodes if "reduce" in n]
+    assert len(reduces) == 2 and stage_of[reduces[0]] == stage_of[reduces[1]]
 
 
 def test_random_node_inside_the_step_as_the_issue_writes_it():
@@ -319,3 +340,71 @@ def test_if_else_over_captured_branches_inside_the_step():
         eager(y, flag)
         np.testing.assert_array_equal(x, y)
     assert any(name.endswith("if_else") for name in g.nodes)
+
+
+def test_and_not_over_bools_is_one_node():
+    # `a & ~b` is `a > b` bit for bit: one pass, as the hand-built slab step has it
+    def step(u, leak, out):
+        out[...] = (u < 0.3) & ~leak
+        return (u > 0.9) & ~leak
+
+    r = np.random.default_rng(3)
+    u, leak = r.random(64), r.random(64) < 0.5
+    g, result = replay_equals_eager(step, u, leak, np.zeros(64, bool))
+    assert [n.split(" ", 1)[1] for n in g.nodes] == ["np.less", "np.greater (a & ~b)", "np.greater",
+                                                      "np.greater (a & ~b)"]
+    assert len(g.temporaries) == 2 and g.result.tolist() == result.tolist()
+
+
+def test_and_not_is_kept_where_the_negation_is_read_again_or_b_changes():
+    def kept(u, leak, out, other):
+        nb = ~leak
+        out[...] = (u < 0.3) & nb
+        other[...] = nb                # ~b read again: it stays a node of its own
+
+    def written(u, leak, out):
+        nb = ~leak
+        leak[...] = u > 0.5            # b written between ~b and the &
+        out[...] = (u < 0.3) & nb
+
+    r = np.random.default_rng(4)
+    u, leak = r.random(64), r.random(64) < 0.5
+    g, _ = replay_equals_eager(kept, u, leak, np.zeros(64, bool), np.zeros(64, bool))
+    assert any("np.invert" in n for n in g.nodes) and not any("a & ~b" in n for n in g.nodes)
+    g, _ = replay_equals_eager(written, u, leak, np.zeros(64, bool))
+    assert any("np.invert" in n for n in g.nodes) and not any("a & ~b" in n for n in g.nodes)
+
+
+def test_a_bool_array_assigned_to_another():
+    # the copy node of a bool array (np.logical_or(v, False)) was refused by NumPy's
+    # resolve_dtypes for the Python bool
+    def step(a, b):
+        b[...] = a
+    g, _ = replay_equals_eager(step, np.array([True, False, True]), np.zeros(3, bool))
+    assert g.nodes == [f"step:{step.__code__.co_firstlineno + 1} ="]
+
+
+def test_and_not_folds_where_a_later_temporary_takes_the_buffer_of_not_b():
+    def step(u, leak, out, alive):
+        out[...] = (u < 0.3) & ~leak
+        alive[...] = ~(leak | out)     # its temporary takes ~leak's buffer (100 kB: reused)
+
+    r = np.random.default_rng(5)
+    n = 100_000
+    u, leak = r.random(n), r.random(n) < 0.5
+    g, _ = replay_equals_eager(step, u, leak, np.zeros(n, bool), np.zeros(n, bool))
+    assert any("np.greater (a & ~b)" in name for name in g.nodes)
+
+
+@pytest.mark.parametrize("line", [
+    "out[...] = (u < 0.3) & ~leak.T",        # ~b laid out as leak.T: the & runs line by line
+    "out.T[...] = (u.T < 0.3) & ~leak",      # a transposed output: the & reads ~b turned
+    "out[...] = ~leak.T & (u < 0.3)",
+])
+def test_and_not_over_transposed_views_replays_as_called(line):
+    src = "def step(u, leak, out):\n    " + line + "\n"
+    env = {"np": np}
+    exec(compile(src, "<and_not>", "exec"), env)
+    r = np.random.default_rng(6)
+    u, leak = r.random((4, 5)), r.random((5, 4)) < 0.5
+    replay_equals_eager(env["step"], u, leak, np.zeros((4, 5), bool))

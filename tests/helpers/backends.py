@@ -5,7 +5,7 @@ on the cpu backend, on the cuda backend against the CPU stand-in of the driver
 The ``backend`` and ``cuda_backend`` fixtures (tests/conftest.py) hand a test one of
 these. Each makes arrays of its kind (NumPy, the stand-in's ``DeviceArray``, CuPy),
 reads them back to NumPy, and makes the few nodes a scenario needs with the same
-meaning everywhere (``add``, ``dec``, ``life_step``, ``touch``, ``ufunc``): on the cpu
+meaning everywhere (``add``, ``dec``, ``life_step``, ``touch``, ``ufunc``, ``capture``): on the cpu
 NumPy through ufunc / opaque nodes, on both cuda backends the kernels of
 backend_kernels.cu (one source: NVRTC on a GPU, the CUDA C emulator on the stand-in).
 """
@@ -115,6 +115,10 @@ class CpuBackend(Backend):
         from eagle.graph import ufunc
         return ufunc(*args, **kwargs)
 
+    def capture(self, fn, *args, **kwargs):
+        import eagle
+        return eagle.capture(fn, *args, **kwargs)
+
 
 class CudaBackend(Backend):
     """The cuda backend: kernels from backend_kernels.cu, by name."""
@@ -177,6 +181,10 @@ class StandinBackend(CudaBackend):
     def ufunc(self, *args, **kwargs):
         return self._emulating_cupy()(*args, **kwargs)
 
+    def capture(self, fn, *args, **kwargs):
+        import eagle
+        return self._emulating_cupy().within(eagle.capture, fn, *args, **kwargs)
+
 
 class GpuBackend(CudaBackend):
     """The cuda backend on a real GPU; arrays are CuPy's."""
@@ -199,6 +207,10 @@ class GpuBackend(CudaBackend):
     def ufunc(self, *args, **kwargs):
         from eagle.graph import ufunc
         return ufunc(*args, **kwargs)
+
+    def capture(self, fn, *args, **kwargs):
+        import eagle
+        return eagle.capture(fn, *args, **kwargs)
 
     def sync(self):
         self.cupy.cuda.Device().synchronize()

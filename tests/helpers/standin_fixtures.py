@@ -99,6 +99,14 @@ def emulating_cupy(fake, fake_libcuda_path, tmp_path, monkeypatch):
 
             return ufunc(*args, **kwargs)
 
+    def within(fn, *args, **kwargs):
+        """``fn(*args, **kwargs)`` with this double as cupy (eagle.capture of a step over
+        device arrays makes its ufunc nodes then)."""
+        with monkeypatch.context() as m:
+            m.setitem(sys.modules, "cupy", cp)
+            return fn(*args, **kwargs)
+
+    record.within = within
     return record
 
 
