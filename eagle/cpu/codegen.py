@@ -196,8 +196,8 @@ class _Segment:
         params.append(extent)
         lines = [f"static void seg_{k}(int64_t lo, int64_t hi, char **data, const int64_t *P)", "{",
                  f"    if (hi > P[{base}]) hi = P[{base}];", "    if (lo >= hi) return;"]
-        loads = []   # per view: how element j is read / written (C expressions with {j})
-        decl = []    # the row's view pointers
+        loads = []   # per view: how element j is read, how it is written (C expressions)
+        formals, actuals = [], []   # the row function's parameters, the driver's arguments
         if flat:
             params.append(length)
             lines.append(f"    const int64_t n = (hi - lo) * P[{base + 1}];")
@@ -210,50 +210,51 @@ class _Segment:
             ctype = _ctype(a.dtype)[0]
             slot = slots.setdefault(key, len(slots))
             const = "" if key in written else "const "
+            p_at = len(params)
             if flat:
-                p_at = len(params)
                 params.extend([sv, steps[v]])
                 step, origin = steps[v], f"data[{slot}] + lo * P[{p_at}]"
                 stride_at = p_at + 1
             else:
-                p_at = len(params)
                 params.extend([sv] + list(per[v]))
                 step = per[v][-1]
                 origin = f"data[{slot}] + i * P[{p_at}]" + "".join(
                     f" + o{d} * P[{p_at + 1 + d}]" for d in range(len(dims) - 1))
                 stride_at = p_at + len(dims)
             if a.ndim == 0:
-                # a 0-d array (or one element broadcast): read once a call
+                # a 0-d array: read once a call
                 lines.append(f"    const {ctype} c{v} = *(const {ctype} *)(data[{slot}]);")
+                formals.append(f"const {ctype} c{v}")
+                actuals.append(f"c{v}")
                 loads.append((f"c{v}", None))
             elif step == a.dtype.itemsize:
-                decl.append(f"{const}{ctype} *restrict v{v} = ({const}{ctype} *)({origin});")
+                formals.append(f"{const}{ctype} *restrict v{v}")
+                actuals.append(f"({const}{ctype} *)({origin})")
                 loads.append((f"v{v}[j]", f"v{v}[j]"))
             else:
-                decl.append(f"{const}char *restrict v{v} = {origin}; "
-                            f"const int64_t st{v} = P[{stride_at}];")
+                formals += [f"{const}char *restrict v{v}", f"const int64_t st{v}"]
+                actuals += [f"{origin}", f"P[{stride_at}]"]
                 loads.append((f"*({const}{ctype} *)(v{v} + j * st{v})", f"*({ctype} *)(v{v} + j * st{v})"))
         body = self._body(order, loads)
+        # the elements of a row (or of the tile, flat) in a function of their own: its
+        # restrict parameters tell the compiler the views written do not alias the others
+        row_fn = ([f"static __attribute__((noinline)) void row_{k}(const int64_t n, {', '.join(formals)})",
+                   "{", "    for (int64_t j = 0; j < n; ++j) {"] + [f"        {b}" for b in body] + ["    }", "}"])
+        call = f"row_{k}({{n}}, {', '.join(actuals)});"
         if flat:
-            lines += ["    {"] + [f"        {d}" for d in decl] + [
-                "        for (int64_t j = 0; j < n; ++j) {"] + [f"            {b}" for b in body] + [
-                "        }", "    }"]
+            lines.append("    " + call.format(n="n"))
         else:
             ind = "    "
             lines.append(f"{ind}for (int64_t i = lo; i < hi; ++i) {{")
             for d in range(len(dims) - 1):
                 ind += "    "
                 lines.append(f"{ind}for (int64_t o{d} = 0; o{d} < D{d}; ++o{d}) {{")
-            ind += "    "
-            lines += [f"{ind}{d}" for d in decl]
-            lines.append(f"{ind}for (int64_t j = 0; j < D{len(dims) - 1}; ++j) {{")
-            lines += [f"{ind}    {b}" for b in body]
-            lines.append(f"{ind}}}")
+            lines.append(f"{ind}    " + call.format(n=f"D{len(dims) - 1}"))
             for _ in range(len(dims)):
-                ind = ind[:-4]
                 lines.append(f"{ind}}}")
+                ind = ind[:-4]
         lines.append("}")
-        self.source = "\n".join(lines)
+        self.source = "\n".join(row_fn + lines)
 
     def _body(self, order, loads):
         index = {_key(a): v for v, (_, a) in enumerate(order)}
@@ -283,10 +284,10 @@ class _Segment:
                 expr = (_FLOAT if kind == "f" else _INT)[name].format(*names)
             expr = expr.replace("(T)", f"({ctype})").replace("(U)", f"({utype})")
             body.append(f"const {ctype} x{r} = {expr};")
-            out = index[_key(_outputs(node)[0])]
-            body.append(f"{loads[out][1]} = x{r};")
-            held[out] = f"x{r}"
+            held[index[_key(_outputs(node)[0])]] = f"x{r}"
             r += 1
+        # each view written stored once, its last value (the others were passed in registers)
+        body += [f"{loads[v][1]} = {x};" for v, x in held.items()]
         return body
 
 
