@@ -20,9 +20,10 @@ Inside a group the nodes are cut into *segments*: consecutive nodes of one shape
 written arrays every node of the segment touches only through that very view (the same
 data pointer, shape and strides), so that element ``e`` of a node meets only element
 ``e`` of another. A segment is one loop nest: per element, its nodes in order, a value
-a node wrote passed in a register to the nodes that read it (and stored). Segments run
-one after another over the tile, as the nodes they replace would (legal by the fused
-run's own rule). A segment's loop runs along the innermost dimension of its rows, over
+a node wrote passed in a register to the nodes that read it (each written view stored
+once, its last value). A node joins the segment under way ahead of nodes it commutes with
+(no byte in common that either writes). Segments run one after another over the tile, as
+the nodes they replace would (legal by the fused run's own rule). A segment's loop runs along the innermost dimension of its rows, over
 samples and rows as one loop where every view steps alike (``a[1:]``, ``a[:-1]``).
 
 When: ``CpuOptions(codegen=...)``: ``False`` never; ``True`` every group; ``None``
@@ -145,14 +146,38 @@ def _legal(nodes) -> bool:
     return True
 
 
+def _conflicts(x, y) -> bool:
+    """Whether nodes x and y touch a byte in common, one of them writing it."""
+    for i, a in enumerate(x.operands):
+        for j, b in enumerate(y.operands):
+            if (a is not None and b is not None and (i >= x.ufunc.nin or j >= y.ufunc.nin)
+                    and overlap(a, b)):
+                return True
+    return False
+
+
 def segments(nodes) -> list:
-    """``nodes`` (compiled-set, in run order) cut into segments (see the module's docstring)."""
+    """``nodes`` (compiled-set, in run order) cut into segments (see the module's
+    docstring). A node may move ahead of nodes it does not conflict with (they commute)
+    to join the segment under way: the chains of a step interleaved stage by stage (a
+    row's update beside a column's) then make a loop each."""
+    n = len(nodes)
+    before = [[j for j in range(i) if _conflicts(nodes[j], nodes[i])] for i in range(n)]
+    done = [False] * n
     segs = []
-    for node in nodes:
-        if segs and _shape(segs[-1][0]) == _shape(node) and _legal(segs[-1] + [node]):
-            segs[-1].append(node)
+    for _ in range(n):
+        ready = [i for i in range(n) if not done[i] and all(done[j] for j in before[i])]
+        pick = None
+        if segs:
+            cur = segs[-1]
+            pick = next((i for i in ready if _shape(nodes[i]) == _shape(cur[0])
+                         and _legal(cur + [nodes[i]])), None)
+        if pick is None:
+            pick = ready[0]
+            segs.append([nodes[pick]])
         else:
-            segs.append([node])
+            segs[-1].append(nodes[pick])
+        done[pick] = True
     return segs
 
 
