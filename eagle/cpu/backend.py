@@ -53,6 +53,7 @@ class CpuBackend(Backend):
         # consecutive stages of sample-local nodes run as one stage, tile by tile (fusion.py)
         self._runs = fused_runs(recording, policies, options.fuse)
         self._fuse = options.fuse
+        self._codegen = codegen_mode(options.codegen)   # bodies are compiled as they are lowered
         self._body_runs = {}   # id(body Recording) -> its FusedRuns (plan() shows them)
         self._body_plans = {}  # id(body Recording) -> its CpuPlan (plan() shows its teams)
         self._body_notes = {}  # id(body Recording) -> per run, what of it is compiled
@@ -88,7 +89,6 @@ class CpuBackend(Backend):
             groups.setdefault(group.key, group)   # the communicator's first collective
         groups = list(groups.values())
         runs = self._runs
-        self._codegen = codegen_mode(options.codegen)
         compiled, self._compiled_notes = _compile_runs(recording, runs, self._codegen)
         self._plan = CpuPlan([[spec for s in run.stages for spec in stages[s]] for run in runs],
                              [policies[run.stages[0]] for run in runs], recording.logical_size,

@@ -418,3 +418,28 @@ def test_ctrl_c_stops_a_long_launch_of_a_compiled_run(tmp_path, threads, teams):
     assert res.returncode == 0, res.err
     out = json.loads(res.lines[-1])
     assert out["same"] and out["replays"] == out["ran"] > 0, out
+
+
+@pytest.mark.parametrize("teams", ["serial", "parallel"])
+def test_a_loop_body_s_fused_run_is_compiled_too(teams):
+    from eagle.graph import while_loop
+
+    x = np.linspace(0.0, 1.0, 3000)
+    a = np.zeros_like(x)
+    count = np.array([4], dtype=np.int64)
+    body = eagle.Graph()
+    body.add_node(ufunc(np.multiply, a, 0.5, out=a), name="half")
+    body.add_node(ufunc(np.add, a, x, out=a), name="plus_x")
+
+    def tick():
+        count[0] -= 1
+    body.add_node(opaque(tick, updates={"count": count}), name="tick")
+    g = eagle.Graph()
+    g.add_node(while_loop({"count": count}, body, max_iterations=10), name="loop")
+    g.build(cpu=eagle.CpuOptions(codegen=True, fuse=256, teams=teams))
+    assert "compiled: 2 of 2 nodes in 1 generated loop" in str(g.plan())
+    g.launch(1)
+    ref = np.zeros_like(x)
+    for _ in range(4):
+        ref = ref * 0.5 + x
+    assert a.tobytes() == ref.tobytes()
