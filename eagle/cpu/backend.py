@@ -293,7 +293,7 @@ class CpuBackend(Backend):
         for k, run in enumerate(self._body_runs.get(id(body), ())):
             if s not in run.stages:
                 continue
-            extra = f", {compiled[k]}" if run.fused and k < len(compiled) and compiled[k] else ""
+            extra = f", {compiled[k]}" if s == run.stages[0] and k < len(compiled) and compiled[k] else ""
             note = f"  [fused {run.stages[0]}-{run.stages[-1]}, tile {run.tile}{extra}]" if run.fused else ""
             if teams is not None and s == run.stages[0]:
                 policy, team, cost, check = teams[k]

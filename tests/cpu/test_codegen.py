@@ -433,7 +433,7 @@ def test_a_loop_body_s_fused_run_is_compiled_too(teams):
 
     def tick():
         count[0] -= 1
-    body.add_node(opaque(tick, updates={"count": count}), name="tick")
+    body.add_node(opaque(tick, reads={"a": a}, updates={"count": count}), name="tick")
     g = eagle.Graph()
     g.add_node(while_loop({"count": count}, body, max_iterations=10), name="loop")
     g.build(cpu=eagle.CpuOptions(codegen=True, fuse=256, teams=teams))
