@@ -63,14 +63,11 @@ _INT = {"add": "(T)((U){0} + (U){1})", "subtract": "(T)((U){0} - (U){1})",
         "square": "(T)((U){0} * (U){0})",
         "maximum": "({0} > {1} ? {0} : {1})", "minimum": "({0} < {1} ? {0} : {1})"}
 _UFUNCS = {getattr(np, name): name for name in set(_FLOAT) | {"absolute"}}
-# dtype char -> (C type, unsigned type of the arithmetic, kind)
-_CTYPES = {"d": ("double", None, "f"), "f": ("float", None, "f"),
-           "b": ("int8_t", "uint32_t", "i"), "h": ("int16_t", "uint32_t", "i"),
-           "i": ("int32_t", "uint32_t", "i"), "l": ("int64_t", "uint64_t", "i"),
-           "q": ("int64_t", "uint64_t", "i"),
-           "B": ("uint8_t", "uint32_t", "u"), "H": ("uint16_t", "uint32_t", "u"),
-           "I": ("uint32_t", "uint32_t", "u"), "L": ("uint64_t", "uint64_t", "u"),
-           "Q": ("uint64_t", "uint64_t", "u")}
+# (dtype kind, itemsize) -> (C type, unsigned type of the arithmetic, kind)
+_CTYPES = {("f", 8): ("double", None, "f"), ("f", 4): ("float", None, "f")}
+for _bits in (8, 16, 32, 64):
+    _CTYPES["i", _bits // 8] = (f"int{_bits}_t", "uint64_t" if _bits == 64 else "uint32_t", "i")
+    _CTYPES["u", _bits // 8] = (f"uint{_bits}_t", "uint64_t" if _bits == 64 else "uint32_t", "u")
 
 _warned = False
 
@@ -86,12 +83,9 @@ def codegen_mode(option) -> str:
 
 
 def _ctype(dt):
-    if not isinstance(dt, np.dtype) or not dt.isnative or dt.itemsize not in (1, 2, 4, 8):
+    if not isinstance(dt, np.dtype) or not dt.isnative or dt.kind not in "iuf" or dt.fields is not None:
         return None
-    got = _CTYPES.get(dt.char)
-    if got is None or np.dtype(dt.char) != dt:
-        return None
-    return got
+    return _CTYPES.get((dt.kind, dt.itemsize))
 
 
 def why_not(node):
