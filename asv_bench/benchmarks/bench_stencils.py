@@ -1,7 +1,7 @@
 """Four stencil sweeps of npbench (jacobi_1d, jacobi_2d, heat_3d, fdtd_2d at its "L" sizes;
 eagle.bench.stencils): each kernel's time steps as its NumPy function, as the eagle graph
 written the same way (one ufunc node per NumPy operation on the same slices, fused into
-sample tiles), as numba ``prange`` loops and as JAX ``jit`` of the NumPy-style function.
+sample tiles, each fused run one generated loop; and with ``codegen=False``: node by node), as numba ``prange`` loops and as JAX ``jit`` of the NumPy-style function.
 The ways are those installed when asv imports this module (JAX is no test dependency).
 ``track_`` gives NumPy's time over eagle's, and JAX's over eagle's, in one process, best of 3."""
 import importlib.util
@@ -12,7 +12,7 @@ from eagle.bench import stencils
 
 from . import THREADS, QUICK, use_threads
 
-WAYS = ["eagle", "numpy"] + [name for name, module in (("numba prange", "numba"), ("JAX jit", "jax"))
+WAYS = ["eagle", "eagle, codegen off", "numpy"] + [name for name, module in (("numba prange", "numba"), ("JAX jit", "jax"))
                              if importlib.util.find_spec(module) is not None]
 
 
@@ -23,9 +23,9 @@ def _kernel(name):
 def _runner(st, way):
     """A function running the kernel's time steps from its start, the arrays made once."""
     start = st.arrays()
-    if way == "eagle":
+    if way in ("eagle", "eagle, codegen off"):
         arrays = [a.copy() for a in start]
-        g = st.graph(arrays)
+        g = st.graph(arrays, cpu=eagle.CpuOptions(codegen=False if way != "eagle" else None))
         g.launch(st.replays())   # the team choice measures the first replays
         return lambda: g.launch(st.replays())
     if way == "numpy":

@@ -59,7 +59,21 @@ typedef struct eagle_stage {
     /* a fused run: each thread's share starts at a multiple of align samples (>= 1;
      * tile is a multiple of it), the largest align of its nodes */
     int64_t align;
+    /* a fused run: NULL, or n_compiled groups of its nodes, in order, each run as one
+     * generated function (eagle/cpu/codegen.py) in place of the group's node calls */
+    const struct eagle_compiled *compiled;
+    int32_t n_compiled;
 } eagle_stage;
+
+/* Nodes [first, first + count) of a fused run (offsets in the stage) run as one
+ * generated C function over each tile: fn(a, b, data, params, NULL) does what the
+ * group's node calls over [a, b) do, each node clamped to its extent, bit for bit. */
+typedef struct eagle_compiled {
+    int32_t first, count;
+    eagle_kernel fn;
+    char **data;
+    const int64_t *params;
+} eagle_compiled;
 
 #define EAGLE_FUSED_MAX_NODES 64
 

@@ -20,7 +20,8 @@ extern "C" {
  * then each node's calls are summed, and the lane gets one span per node, the sums
  * laid end to end from the run's start (span indexes from span_base). nt: the
  * threads that share the run (each node's finish runs once all of them are done);
- * every node is clamped to its extent. */
+ * every node is clamped to its extent. A compiled group of the run's nodes
+ * (eagle_stage.compiled) is one call per tile in place of its nodes' calls. */
 void eagle_run_tiles(const eagle_plan *plan, const eagle_stage *st, int64_t lo, int64_t hi, int nt,
                      eagle_profile_lane *lane, double *sum_ns, int32_t span_base);
 

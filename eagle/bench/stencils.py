@@ -2,7 +2,8 @@
 suite (npbench's polybench kernels jacobi_1d, jacobi_2d, heat_3d and fdtd_2d at its "L"
 sizes), each as its NumPy function (slices, repeated for the time steps), as eagle
 graphs written the way that function is (the same slices, one ufunc node per NumPy
-operation, ``launch(steps)``), as numba ``prange`` loops and as JAX ``jit`` of the same
+operation, ``launch(steps)``; its fused runs compiled into generated loops, and
+without them), as numba ``prange`` loops and as JAX ``jit`` of the same
 NumPy-style function, where those are installed. eagle's results equal NumPy's bit for
 bit (the same operations in the same order per element); numba's and JAX's are checked
 to 1e-12. Shared with asv (asv_bench/benchmarks/bench_stencils.py) and docs/stencils.md.
@@ -328,7 +329,8 @@ def _best(fn, rounds_of, best):
 
 def rows_stencils(rounds, quick=False):
     """[(what, eagle s, reference name, reference s)]: for each kernel, eagle's graph (built
-    by default) against its NumPy function, numba and JAX where installed, interleaved round
+    by default: its fused runs compiled where they pay, eagle.cpu.codegen) against its NumPy
+    function, the graph built with ``codegen=False``, numba and JAX where installed, interleaved round
     by round in this process, best of ``rounds``; eagle's result must equal NumPy's bit for bit."""
     rows = []
     for st in stencils(quick):
@@ -340,8 +342,15 @@ def rows_stencils(rounds, quick=False):
         g.launch(st.replays())
         if not all(np.array_equal(x, y) for x, y in zip(ours, ref)):
             raise AssertionError(f"{st.name}: the graph's result differs from NumPy's")
+        # the same graph with its fused runs' nodes run one by one (no generated loop)
+        plain = [a.copy() for a in start]
+        g_plain = st.graph(plain, cpu=eagle.CpuOptions(codegen=False))
+        g_plain.launch(st.replays())
+        if not all(np.array_equal(x, y) for x, y in zip(plain, ref)):
+            raise AssertionError(f"{st.name}: the graph's result without codegen differs from NumPy's")
         runners = {"eagle": lambda: g.launch(st.replays()),
-                   "NumPy": lambda a=[x.copy() for x in start]: st.run_numpy(a)}
+                   "NumPy": lambda a=[x.copy() for x in start]: st.run_numpy(a),
+                   "eagle, codegen off": lambda: g_plain.launch(st.replays())}
         nb = numba_runner(st)
         if nb is not None:
             got = [a.copy() for a in start]

@@ -124,6 +124,11 @@ cdef class CpuPlan(CompiledLaunch):
     ``tiles``: per stage, 0, or the tile (in samples) of a fused run: a stage whose
     specs are all split native nodes that touch per-sample arrays only at their own
     samples, run tile by tile (``eagle.cpu.fusion`` decides which; csrc/cpu/tiles.h).
+
+    ``compiled``: per stage, None or the compiled groups of a fused run's nodes, in
+    order (``eagle.cpu.codegen``): each has ``first`` and ``count`` (its nodes, offsets in
+    the stage) and ``fn_address``, ``data_address``, ``params_address`` (csrc/cpu/plan.h,
+    ``eagle_compiled``); the plan keeps them alive.
     """
     cdef eagle_plan plan
     cdef fake_env *fake           # a test's env (_simulate_launch), or NULL
@@ -138,7 +143,7 @@ cdef class CpuPlan(CompiledLaunch):
         self.bodies = {}
 
     def __init__(self, stages, policies, int64_t logical_size, int64_t capacity=0, size_source=None,
-                 groups=(), tiles=None):
+                 groups=(), tiles=None, compiled=None):
         cdef int32_t n_nodes = sum(len(s) for s in stages)
         cdef int32_t i = 0, k, s
         cdef eagle_node *node
@@ -188,6 +193,8 @@ cdef class CpuPlan(CompiledLaunch):
                                      "split native nodes")
                 self.plan.stages[s].tile = tiles[s]
                 self.plan.has_fused = 1
+                if compiled is not None and compiled[s]:
+                    self._compiled_groups(&self.plan.stages[s], compiled[s], len(specs))
             for spec in specs:
                 node = &self.plan.nodes[i]
                 node.n_phases = 1
@@ -240,6 +247,26 @@ cdef class CpuPlan(CompiledLaunch):
         # the team choice's state: nothing measured, no verdict; the process's clock and barrier
         eagle_choice_init(&self.plan.choice, cnodes, n_nodes, cstages, len(stages), eagle_choice_process_env())
         self.set_threads(eagle_team_size())
+
+    cdef int _compiled_groups(self, eagle_stage *st, groups, int32_t count) except -1:
+        cdef eagle_compiled *out = <eagle_compiled *>calloc(len(groups), sizeof(eagle_compiled))
+        cdef int32_t k, end = 0
+        if out == NULL:
+            raise MemoryError()
+        st.compiled = out
+        st.n_compiled = len(groups)
+        for k, grp in enumerate(groups):
+            if grp.first < end or grp.count < 1 or grp.first + grp.count > count:
+                raise ValueError(f"compiled group {k} (nodes {grp.first}..{grp.first + grp.count - 1}) "
+                                 f"is not inside the run's {count} nodes after the previous group")
+            end = grp.first + grp.count
+            out[k].first = grp.first
+            out[k].count = grp.count
+            out[k].fn = <kernel_t><uintptr_t>grp.fn_address
+            out[k].data = <char **><uintptr_t>grp.data_address
+            out[k].params = <const int64_t *><uintptr_t>grp.params_address
+            self.keepalive.append(grp)
+        return 0
 
     cdef int _control_node(self, eagle_node *node, spec) except -1:
         """Fill plan node `node` from a ControlSpec (see the class docstring)."""
@@ -320,6 +347,9 @@ cdef class CpuPlan(CompiledLaunch):
                 free(self.plan.nodes[i].data)
                 free(<void *>self.plan.nodes[i].strides)
             free(self.plan.nodes)
+        if self.plan.stages != NULL:
+            for i in range(self.plan.n_stages):
+                free(<void *>self.plan.stages[i].compiled)
         free(self.plan.stages)
         free(self.plan.groups)
         free(self.plan.choice.nodes)

@@ -117,11 +117,19 @@ cdef extern from "plan.h" nogil:
         void *finish_data
         int32_t arrivals
 
+    ctypedef struct eagle_compiled:
+        int32_t first, count
+        kernel_t fn
+        char **data
+        const int64_t *params
+
     ctypedef struct eagle_stage:
         int32_t first, count
         int32_t n_phases
         int64_t tile
         int64_t align
+        const eagle_compiled *compiled
+        int32_t n_compiled
 
     ctypedef struct eagle_span:
         int32_t node

@@ -6,6 +6,7 @@ import weakref
 from eagle._errors import add_note
 from eagle._text import duration
 from eagle.cpu._executor import CpuPlan, parallel_threshold_ns
+from eagle.cpu.codegen import codegen_mode, compile_run
 from eagle.cpu.fusion import fused_runs
 from eagle.cpu.lowering import lower
 from eagle.cpu.spec import NativeSpec
@@ -52,8 +53,10 @@ class CpuBackend(Backend):
         # consecutive stages of sample-local nodes run as one stage, tile by tile (fusion.py)
         self._runs = fused_runs(recording, policies, options.fuse)
         self._fuse = options.fuse
+        self._codegen = codegen_mode(options.codegen)   # bodies are compiled as they are lowered
         self._body_runs = {}   # id(body Recording) -> its FusedRuns (plan() shows them)
         self._body_plans = {}  # id(body Recording) -> its CpuPlan (plan() shows its teams)
+        self._body_notes = {}  # id(body Recording) -> per run, what of it is compiled
         # what the profile names each timed node: the graph's nodes (plan order), then the
         # bodies' nodes ("loop/step"), numbered on as the bodies are compiled
         self._timed = [None] * len(nodes)
@@ -86,11 +89,12 @@ class CpuBackend(Backend):
             groups.setdefault(group.key, group)   # the communicator's first collective
         groups = list(groups.values())
         runs = self._runs
+        compiled, self._compiled_notes = _compile_runs(recording, runs, self._codegen)
         self._plan = CpuPlan([[spec for s in run.stages for spec in stages[s]] for run in runs],
                              [policies[run.stages[0]] for run in runs], recording.logical_size,
                              recording.capacity,
                              self._partition_of[id(nodes[resizer].compaction)] if self.resizes else None,
-                             groups, [run.tile for run in runs])
+                             groups, [run.tile for run in runs], compiled)
         self.compiled = self._plan
         self.checks_launches = bool(self._partitions or self._loops)
         self.timed_nodes = tuple(self._plan.order)
@@ -240,7 +244,8 @@ class CpuBackend(Backend):
         # every sample finished: the teams and costs where the last launch started, not at 0
         costs_at = self._plan.launch_size if size == 0 and self.resizes else 0
         stages = []
-        for run, (policy, team, cost, check) in zip(self._runs, self._plan.teams(n_threads, costs_at or size)):
+        for run, note, (policy, team, cost, check) in zip(self._runs, self._compiled_notes,
+                                                          self._plan.teams(n_threads, costs_at or size)):
             # a fused run is one stage to the executor: its team and cost are the run's,
             # given on its first stage
             for s in run.stages:
@@ -249,6 +254,7 @@ class CpuBackend(Backend):
                 if run.fused:
                     sp.fused = (run.stages[0], run.stages[-1])
                     sp.tile = run.tile
+                    sp.compiled = note
                 if check is not None and first:
                     sp.team_ns, sp.serial_ns = check["team_ns"], check["serial_ns"]
                     sp.verdict = _verdict_text(check, team)
@@ -283,10 +289,12 @@ class CpuBackend(Backend):
         run's first stage the team its body's choice gives it (a loop's iterations, timed)."""
         plan = self._body_plans.get(id(body))
         teams = plan.teams(get_num_threads(), self.logical_size) if plan is not None else None
+        compiled = self._body_notes.get(id(body), ())
         for k, run in enumerate(self._body_runs.get(id(body), ())):
             if s not in run.stages:
                 continue
-            note = f"  [fused {run.stages[0]}-{run.stages[-1]}, tile {run.tile}]" if run.fused else ""
+            extra = f", {compiled[k]}" if s == run.stages[0] and k < len(compiled) and compiled[k] else ""
+            note = f"  [fused {run.stages[0]}-{run.stages[-1]}, tile {run.tile}{extra}]" if run.fused else ""
             if teams is not None and s == run.stages[0]:
                 policy, team, cost, check = teams[k]
                 verdict = _verdict_text(check, team) if check is not None else ""
@@ -357,9 +365,11 @@ class LoweringContext:
             # the control node's team (each thread its share of [0, logical_size))
             runs = fused_runs(body, [policy] * len(body.rows), backend._fuse)
             stages = [[inner.lower(k) for k in row] for row in body.rows]
+            compiled, notes = _compile_runs(body, runs, backend._codegen)
             plan = CpuPlan([[spec for s in run.stages for spec in stages[s]] for run in runs],
                            [policy] * len(runs), body.logical_size, body.capacity,
-                           tiles=[run.tile for run in runs])
+                           tiles=[run.tile for run in runs], compiled=compiled)
+            backend._body_notes[id(body)] = notes
             backend._body_runs[id(body)] = runs
             backend._body_plans[id(body)] = plan
             for j, k in enumerate(plan.order):
@@ -367,6 +377,19 @@ class LoweringContext:
             backend._controls.update(base + j for j in plan.bodies)
             bodies.append(plan)
         return bodies, bases
+
+
+def _compile_runs(rec, runs, mode):
+    """(per run, None or its compiled groups; per run, plan()'s note on it): each fused
+    run's nodes in plan order (stage by stage) handed to eagle.cpu.codegen."""
+    compiled, notes = [], []
+    for run in runs:
+        groups, note = ([], "")
+        if run.fused:
+            groups, note = compile_run([rec.nodes[i] for s in run.stages for i in rec.rows[s]], mode)
+        compiled.append(groups or None)
+        notes.append(note)
+    return compiled, notes
 
 
 def _verdict_text(check, team):

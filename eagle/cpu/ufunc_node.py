@@ -128,6 +128,8 @@ class UfuncNode(NativeNode):
         self.ufunc = uf
         self.loop_dtypes = tuple(loop_dtypes)
         self.loop = loop
+        #: each operand's array (inputs then outputs), or None for a scalar (eagle.cpu.codegen)
+        self.operands = tuple(op.array if op.is_array else None for op in ins + outs)
         self.operand_names = [op.name if op.is_array else repr(op.value) for op in ins + outs]
         #: the where= mask's name, or True / False for a scalar mask
         self.where = where.name if isinstance(where, Operand) else where

@@ -58,6 +58,14 @@ class CpuOptions:
         per-sample arrays tile by tile, each tile sized to stay in cache; ``False`` runs
         every stage whole; an int > 0 is the tile in samples. The results are the same,
         bit for bit; ``plan()`` and ``print(g)`` say which stages are fused.
+    codegen : bool or None, default None
+        Whether a fused run's elementwise ufunc nodes (add, subtract, multiply,
+        true_divide, negative, positive, absolute, square, minimum, maximum) run as one
+        generated C loop, compiled by the platform's C compiler and cached on disk
+        (``eagle.cpu.codegen``): ``True`` always, ``False`` never, ``None`` as the
+        ``EAGLE_CODEGEN`` environment variable says (``0``, ``1``), else where the nodes
+        write at least 65,536 elements a replay. The results are the same, bit for bit;
+        ``plan()`` says which runs are compiled.
 
     Raises
     ------
@@ -71,11 +79,12 @@ class CpuOptions:
     --------
     >>> import eagle
     >>> eagle.CpuOptions(teams="serial", fuse=False)
-    CpuOptions(teams='serial', fuse=False)
+    CpuOptions(teams='serial', fuse=False, codegen=None)
     """
 
     teams: Union[str, Sequence[str]] = "auto"
     fuse: Union[bool, int] = True
+    codegen: Union[bool, None] = None
 
     def __post_init__(self):
         teams = self.teams
@@ -95,11 +104,14 @@ class CpuOptions:
                 _team_policy(p, "CpuOptions(teams=...)")
         object.__setattr__(self, "teams", teams)
         object.__setattr__(self, "fuse", _fuse(self.fuse))
+        if self.codegen not in (True, False, None) or not isinstance(self.codegen, (bool, type(None))):
+            raise ValueError(f"CpuOptions(codegen=...) is True, False or None (the EAGLE_CODEGEN "
+                             f"environment variable, else where it pays), got {self.codegen!r}")
 
     # fuse=True (a tile sized for the cache) and fuse=1 (tiles of one sample) run
     # differently, though True == 1: equality and hash tell a bool from an int
     def _key(self):
-        return self.teams, type(self.fuse) is bool, self.fuse
+        return self.teams, type(self.fuse) is bool, self.fuse, self.codegen
 
     def __eq__(self, other):
         if not isinstance(other, CpuOptions):

@@ -26,6 +26,8 @@ class StagePlan:
     # cpu: (first, last) stage of the fused run the stage is in, or None; and its tile
     fused: tuple | None = None
     tile: int = 0
+    # cpu, a fused run's first stage: what of it runs as generated C (eagle.cpu.codegen), or ""
+    compiled: str = ""
 
 
 @dataclass(repr=False)
@@ -75,7 +77,7 @@ class Plan:
             line = f"stage {sp.stage}  team {sp.team:<3} ({sp.policy:8}) {cost:>24}   " + " ".join(sp.nodes)
             if sp.fused is not None and sp.stage == sp.fused[0]:
                 line += (f"   [fused run: stages {sp.fused[0]}-{sp.fused[1]} tile by tile, "
-                         f"tiles of {sp.tile} samples]")
+                         f"tiles of {sp.tile} samples" + (f"; {sp.compiled}" if sp.compiled else "") + "]")
             if sp.verdict:
                 line += f"   [{sp.verdict}]"
             lines.append(line)
