@@ -647,13 +647,15 @@ void eagle_distribution_kernel(int64_t start, int64_t stop, char **data, const i
     int64_t i0[BLOCK], i1[BLOCK], ibuf[BLOCK];
     /* rejection samplers keep every sample's id; the others count them from b */
     const int need_ids = k_ids >= 0 || p->what == EAGLE_DIST_POISSON || p->what == EAGLE_DIST_BINOMIAL;
-    const uint64_t *ip = k_ids >= 0 ? id : NULL;
     for (int64_t b = start; b < stop; b += BLOCK) {
         const int64_t n = stop - b < BLOCK ? stop - b : BLOCK;
-        if (k_ids >= 0) {
+        /* contiguous ids are read in place (int64 and uint64 share their bits) */
+        const uint64_t *idb = k_ids >= 0 && strides[k_ids] == 8 ? (const uint64_t *)(data[k_ids] + b * 8) : id;
+        const uint64_t *ip = k_ids >= 0 ? idb : NULL;
+        if (k_ids >= 0 && idb == id) {
             for (int64_t j = 0; j < n; ++j)
                 id[j] = (uint64_t)*(const int64_t *)(data[k_ids] + (b + j) * strides[k_ids]);
-        } else if (need_ids) {
+        } else if (k_ids < 0 && need_ids) {
             for (int64_t j = 0; j < n; ++j)
                 id[j] = (uint64_t)(b + j);
         }
@@ -674,16 +676,16 @@ void eagle_distribution_kernel(int64_t start, int64_t stop, char **data, const i
             break;
         }
         case EAGLE_DIST_POISSON:
-            eagle_philox_block(n, id, 0, r0, r1, p->key0, p->key1, w.w0, w.w1, w.w2, w.w3);
+            eagle_philox_block(n, idb, 0, r0, r1, p->key0, p->key1, w.w0, w.w1, w.w2, w.w3);
             if (p->per_sample0)   /* one lam: the block uses p->d0 */
                 gather_f64(n, 1, a0, s0, b, 0.0, f0);
-            poisson_block(n, id, r0, r1, p, table, &w, f0, ires);
+            poisson_block(n, idb, r0, r1, p, table, &w, f0, ires);
             break;
         case EAGLE_DIST_BINOMIAL:
-            eagle_philox_block(n, id, 0, r0, r1, p->key0, p->key1, w.w0, w.w1, w.w2, w.w3);
+            eagle_philox_block(n, idb, 0, r0, r1, p->key0, p->key1, w.w0, w.w1, w.w2, w.w3);
             gather_i64(n, p->per_sample0, a0, s0, b, p->i0, i0);
             gather_f64(n, p->per_sample1, a1, s1, b, p->d1, f1);
-            binomial_block(n, id, r0, r1, p, table, &w, i0, f1, ires);
+            binomial_block(n, idb, r0, r1, p, table, &w, i0, f1, ires);
             break;
         default:
             if (p->per_sample0 || p->per_sample1) {
