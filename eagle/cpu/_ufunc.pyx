@@ -532,6 +532,7 @@ cdef int _masked_run(layout *L, char **ptrs, const npy_intp *strides, const char
     cdef int k, rc = 0
     cdef long blended = 0, by_runs = 0
     cdef const unsigned char *bm
+    cdef bint fused = L.fused_op and _fused_fits(L, strides, mstride)
     while b < n and rc >= 0:
         m = min(L.mask_block, n - b)
         bm = <const unsigned char *>mask + b * mstride
@@ -553,13 +554,14 @@ cdef int _masked_run(layout *L, char **ptrs, const npy_intp *strides, const char
                 args[k] = ptrs[k] + b * strides[k]
             if count == m:
                 rc = L.loop(L.context, args, &m, <npy_intp *>strides, L.auxdata)
-            elif runs * RUNS_CALL < (m - count) + m // 2 or eagle_error_pending(ts):
-                by_runs += 1
-                rc = _runs_loop(L, args, strides, <const char *>bm, mstride, m)
-            elif L.fused_op and _fused_fits(L, strides, mstride):
+            elif fused and runs * RUNS_CALL + count >= m and not eagle_error_pending(ts):
+                # a fused block costs about the unmasked loop's pass: runs only when fewer
                 blended += 1
                 eagle_masked_arith(L.fused_op, args[2], args[0], strides[0] != 0, args[1], strides[1] != 0,
                                    bm, m)
+            elif runs * RUNS_CALL < (m - count) + m // 2 or eagle_error_pending(ts):
+                by_runs += 1
+                rc = _runs_loop(L, args, strides, <const char *>bm, mstride, m)
             else:
                 blended += 1
                 off = 0
