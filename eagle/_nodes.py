@@ -208,6 +208,14 @@ def compact(alive, state, *, ids=None, count=None, every=1, min_dead_fraction=0.
     replay moves the state more often than it saves work). A graph has at most one
     compaction node; ``Graph.launch_until_done`` replays until it leaves no sample.
 
+    A replay where it does not act leaves the finished samples in ``[0, logical size)``:
+    the next replays run over them. The step must leave them alone: test the flag
+    (``where=alive`` on ufunc nodes, the tallies among them) and only ever clear it
+    (``ufunc(np.equal, leak, absorbed, out=alive, where=alive)``, not an unmasked
+    recomputation, which would bring a finished sample back and count it again). A
+    step that cannot mask takes ``min_dead_fraction=0.0`` and records the compaction
+    last: then no finished sample outlives the replay it finished in.
+
     Parameters
     ----------
     alive : array or {name: array}

@@ -171,3 +171,20 @@ def test_the_launch_row_never_prints_a_negative_cost(monkeypatch):
     per_call["run_empty"] = 1.0e-8
     what, t, ref_name, ref = bench_main.row_launch1(dll, rounds=1)
     assert t == pytest.approx(9.0e-8) and ref == pytest.approx(4.0e-8) and "taken off" in what
+
+
+def test_the_distribution_rows_give_each_nodes_thread_scaling():
+    import eagle
+    from eagle.bench.__main__ import rows_distributions
+    from eagle.bench.cases import DISTRIBUTIONS
+
+    before = eagle.get_num_threads()
+    eagle.set_num_threads(2)
+    try:
+        rows = rows_distributions(1, samples=2_000)
+    finally:
+        eagle.set_num_threads(before)
+    assert len(rows) == 2 * len(DISTRIBUTIONS)
+    for (one, t1, _, _), (two, t2, _, _) in zip(rows[::2], rows[1::2]):
+        assert one.endswith("1 thread")
+        assert f"2 threads (team: {t1 / t2:.2f}x its 1 thread)" in two, two

@@ -130,6 +130,36 @@ static int any_todo(int64_t n, const unsigned char *restrict todo)
     return any != 0;
 }
 
+/* The search both inversions run from their first terms: lanes with active[j] set have
+ * p[j] = F[j] = P(0) and k[j] = 0; step k multiplies a lane's term by its factor over k,
+ * lam (Poisson) or (n - k + 1) p / (1 - p) (binomial, par = n, s = p / (1 - p)), adds it
+ * to F and stops at u <= F, a term that underflowed, or (binomial) k = n. Inlined into
+ * each clone with `binomial` a constant: each loop is the one it was before the fold. */
+static inline __attribute__((always_inline)) void inversion_search(
+    int64_t n, const int binomial, const double *restrict par, const double *restrict s,
+    const double *restrict u, double *restrict p, double *restrict F, int64_t *restrict active,
+    double *restrict k)
+{
+    int64_t any = 0;
+#pragma omp simd reduction(| : any)
+    for (int64_t j = 0; j < n; ++j)
+        any |= active[j];
+    for (double step = 1.0; any; step += 1.0) {
+        const double inv = 1.0 / step;
+        any = 0;
+#pragma omp simd reduction(| : any)
+        for (int64_t j = 0; j < n; ++j) {
+            const int64_t a = active[j];
+            const double pn = (p[j] * (binomial ? (par[j] - step + 1.0) * s[j] : par[j])) * inv;
+            p[j] = a ? pn : p[j];
+            F[j] = a ? F[j] + pn : F[j];
+            k[j] = a ? step : k[j];
+            active[j] = a & (u[j] > F[j]) & (binomial ? step < par[j] : 1) & (p[j] > 0.0);
+            any |= active[j];
+        }
+    }
+}
+
 /* Poisson: lanes with inv[j] search; k[j] gets the result */
 EAGLE_SIMD_CLONES
 static void poisson_inversions(int64_t n, const double *restrict lam, const double *restrict u,
@@ -137,7 +167,6 @@ static void poisson_inversions(int64_t n, const double *restrict lam, const doub
 {
     double p[BLOCK], F[BLOCK];
     int64_t active[BLOCK];
-    int64_t any = 0;
     /* e is computed in every lane (the selects vectorise, a call under a condition does not) */
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) {
@@ -148,23 +177,7 @@ static void poisson_inversions(int64_t n, const double *restrict lam, const doub
         k[j] = mine ? 0.0 : k[j];
         active[j] = mine & (u[j] > F[j]) & (p[j] > 0.0);
     }
-#pragma omp simd reduction(| : any)
-    for (int64_t j = 0; j < n; ++j)
-        any |= active[j];
-    for (double step = 1.0; any; step += 1.0) {
-        const double inv = 1.0 / step;
-        any = 0;
-#pragma omp simd reduction(| : any)
-        for (int64_t j = 0; j < n; ++j) {
-            const int64_t a = active[j];
-            const double pn = (p[j] * lam[j]) * inv;
-            p[j] = a ? pn : p[j];
-            F[j] = a ? F[j] + pn : F[j];
-            k[j] = a ? step : k[j];
-            active[j] = a & (u[j] > F[j]) & (p[j] > 0.0);
-            any |= active[j];
-        }
-    }
+    inversion_search(n, 0, lam, NULL, u, p, F, active, k);
 }
 
 /* Binomial (p[j] <= 1/2 already): lanes with inv[j] search */
@@ -174,7 +187,6 @@ static void binomial_inversions(int64_t n, const double *restrict nn, const doub
 {
     double P[BLOCK], F[BLOCK], s[BLOCK];
     int64_t active[BLOCK];
-    int64_t any = 0;
 #pragma omp simd   /* see poisson_inversions */
     for (int64_t j = 0; j < n; ++j) {
         const int64_t mine = inv[j];
@@ -185,23 +197,7 @@ static void binomial_inversions(int64_t n, const double *restrict nn, const doub
         k[j] = mine ? 0.0 : k[j];
         active[j] = mine & (u[j] > F[j]) & (0.0 < nn[j]) & (P[j] > 0.0);
     }
-#pragma omp simd reduction(| : any)
-    for (int64_t j = 0; j < n; ++j)
-        any |= active[j];
-    for (double step = 1.0; any; step += 1.0) {
-        const double inv = 1.0 / step;
-        any = 0;
-#pragma omp simd reduction(| : any)
-        for (int64_t j = 0; j < n; ++j) {
-            const int64_t a = active[j];
-            const double Pn = (P[j] * ((nn[j] - step + 1.0) * s[j])) * inv;
-            P[j] = a ? Pn : P[j];
-            F[j] = a ? F[j] + Pn : F[j];
-            k[j] = a ? step : k[j];
-            active[j] = a & (u[j] > F[j]) & (step < nn[j]) & (P[j] > 0.0);
-            any |= active[j];
-        }
-    }
+    inversion_search(n, 1, nn, s, u, P, F, active, k);
 }
 
 /* ---- the inversion searches for one parameter set: a table ---------------------- */
@@ -651,13 +647,15 @@ void eagle_distribution_kernel(int64_t start, int64_t stop, char **data, const i
     int64_t i0[BLOCK], i1[BLOCK], ibuf[BLOCK];
     /* rejection samplers keep every sample's id; the others count them from b */
     const int need_ids = k_ids >= 0 || p->what == EAGLE_DIST_POISSON || p->what == EAGLE_DIST_BINOMIAL;
-    const uint64_t *ip = k_ids >= 0 ? id : NULL;
     for (int64_t b = start; b < stop; b += BLOCK) {
         const int64_t n = stop - b < BLOCK ? stop - b : BLOCK;
-        if (k_ids >= 0) {
+        /* contiguous ids are read in place (int64 and uint64 share their bits) */
+        const uint64_t *idb = k_ids >= 0 && strides[k_ids] == 8 ? (const uint64_t *)(data[k_ids] + b * 8) : id;
+        const uint64_t *ip = k_ids >= 0 ? idb : NULL;
+        if (k_ids >= 0 && idb == id) {
             for (int64_t j = 0; j < n; ++j)
                 id[j] = (uint64_t)*(const int64_t *)(data[k_ids] + (b + j) * strides[k_ids]);
-        } else if (need_ids) {
+        } else if (k_ids < 0 && need_ids) {
             for (int64_t j = 0; j < n; ++j)
                 id[j] = (uint64_t)(b + j);
         }
@@ -678,16 +676,16 @@ void eagle_distribution_kernel(int64_t start, int64_t stop, char **data, const i
             break;
         }
         case EAGLE_DIST_POISSON:
-            eagle_philox_block(n, id, 0, r0, r1, p->key0, p->key1, w.w0, w.w1, w.w2, w.w3);
+            eagle_philox_block(n, idb, 0, r0, r1, p->key0, p->key1, w.w0, w.w1, w.w2, w.w3);
             if (p->per_sample0)   /* one lam: the block uses p->d0 */
                 gather_f64(n, 1, a0, s0, b, 0.0, f0);
-            poisson_block(n, id, r0, r1, p, table, &w, f0, ires);
+            poisson_block(n, idb, r0, r1, p, table, &w, f0, ires);
             break;
         case EAGLE_DIST_BINOMIAL:
-            eagle_philox_block(n, id, 0, r0, r1, p->key0, p->key1, w.w0, w.w1, w.w2, w.w3);
+            eagle_philox_block(n, idb, 0, r0, r1, p->key0, p->key1, w.w0, w.w1, w.w2, w.w3);
             gather_i64(n, p->per_sample0, a0, s0, b, p->i0, i0);
             gather_f64(n, p->per_sample1, a1, s1, b, p->d1, f1);
-            binomial_block(n, id, r0, r1, p, table, &w, i0, f1, ires);
+            binomial_block(n, idb, r0, r1, p, table, &w, i0, f1, ires);
             break;
         default:
             if (p->per_sample0 || p->per_sample1) {

@@ -81,13 +81,16 @@ void eagle_random_kernel(int64_t start, int64_t stop, char **data, const int64_t
     _Alignas(64) unsigned char tmp[BLOCK * 16];
     for (int64_t b = start; b < stop; b += BLOCK) {
         const int64_t n = stop - b < BLOCK ? stop - b : BLOCK;
-        if (p->has_ids) {
+        const uint64_t *ip = NULL;
+        if (p->has_ids && strides[0] == 8) {
+            ip = (const uint64_t *)(data[0] + b * 8);   /* in place: int64 and uint64 share their bits */
+        } else if (p->has_ids) {
             const char *ids = data[0];
             const int64_t is = strides[0];
             for (int64_t j = 0; j < n; ++j)
                 id[j] = (uint64_t)*(const int64_t *)(ids + (b + j) * is);
+            ip = id;
         }
-        const uint64_t *ip = p->has_ids ? id : NULL;
         void *dst = direct ? (void *)(out + b * ostride) : (void *)tmp;
         if (p->what == EAGLE_RANDOM_BITS) {
             eagle_philox_interleaved(n, ip, (uint64_t)b, r0, r1, p->key0, p->key1, (uint32_t *)dst);

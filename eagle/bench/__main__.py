@@ -23,7 +23,8 @@ beside one ctypes call of a C no-op; a native stage under ``auto`` beside busy
 processes, against the same stage on 1 thread; and the Ctrl-C latency of a
 launch whose kernel turns from cheap (a million calls) to 2 ms a call; the random nodes
 (``normal`` and the distributions: exponential, integers, poisson, binomial, 1 million
-samples) on 1 thread and on all beside NumPy's ``Generator``; and four ufunc
+samples) on 1 thread and on all beside NumPy's ``Generator``, the distributions' rows on all
+threads with the team forced and their scaling over 1 thread; and four ufunc
 nodes over 16M doubles (4M with --quick) on one thread, fused into sample tiles and
 not, beside the same NumPy calls (``eagle.bench.tiles``); and the heat equation on a 2-D grid
 until converged, its check in the graph, beside the NumPy loop (``eagle.bench.heat``); slab
@@ -302,7 +303,9 @@ def rows_normal(rounds, samples=1_000_000):
 
 def rows_distributions(rounds, samples=1_000_000):
     """Each distribution node (``cases.DISTRIBUTIONS``) on 1 thread and on all, against
-    NumPy's ``Generator`` drawing the same distribution, interleaved."""
+    NumPy's ``Generator`` drawing the same distribution, interleaved. On all threads the
+    team is forced (``teams="parallel"``), so the row is the node's thread scaling, given
+    in its label as the 1-thread time over the team's."""
     from .cases import DISTRIBUTIONS, distribution_graph
 
     rows = []
@@ -312,7 +315,7 @@ def rows_distributions(rounds, samples=1_000_000):
         g, out, ref = distribution_graph(name, samples)
         g.build(cpu=eagle.CpuOptions(teams="serial"))
         gp, _, _ = distribution_graph(name, samples)
-        gp.build()
+        gp.build(cpu=eagle.CpuOptions(teams="parallel"))
         g.launch(2)
         gp.launch(2)
         runners = {"serial": lambda n: g.launch(n), "team": lambda n: gp.launch(n),
@@ -324,8 +327,9 @@ def rows_distributions(rounds, samples=1_000_000):
         kind = name.split()[0]
         rows += [(f"{name} node, {samples:,}, 1 thread", best["serial"], f"NumPy Generator.{kind}",
                   best["numpy"]),
-                 (f"{name} node, {samples:,}, {threads} threads", best["team"], f"NumPy Generator.{kind}",
-                  best["numpy"])]
+                 (f"{name} node, {samples:,}, {threads} threads (team: "
+                  f"{best['serial'] / best['team']:.2f}x its 1 thread)", best["team"],
+                  f"NumPy Generator.{kind}", best["numpy"])]
     return rows
 
 

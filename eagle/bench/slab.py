@@ -39,9 +39,12 @@ class SlabGraph:
     """The same transport as a graph; ``run()`` starts the particles again and returns the
     tallies (reflected, transmitted, absorbed). ``compaction=False``: no compaction node;
     finished particles stay in place and keep being moved, and ``where=alive`` keeps them
-    out of the tallies and dead (replays until none is alive, counted by a reduction)."""
+    out of the tallies and dead (replays until none is alive, counted by a reduction).
+    ``min_dead_fraction`` above 0: the compaction waits for that share of finished
+    particles, so the ones it leaves in the range are masked the same way (the step
+    recomputes ``alive`` from the flight: unmasked, a finished particle would come back)."""
 
-    def __init__(self, n, key=7, compaction=True):
+    def __init__(self, n, key=7, compaction=True, min_dead_fraction=0.0):
         self.n, self.compaction = n, compaction
         self.x, self.mu = np.zeros(n), np.ones(n)
         self.ids = np.arange(n, dtype=np.int64)
@@ -52,8 +55,9 @@ class SlabGraph:
         step = [np.zeros((), np.int64) for _ in range(3)]
         self.totals = [np.zeros((), np.int64) for _ in range(3)]
         x, mu, ids = {"x": self.x}, {"mu": self.mu}, {"id": self.ids}
-        # without a compaction, the tallies and the alive update see live particles only
-        masked = {} if compaction else {"where": {"alive": self.alive}}
+        # without a compaction, or with one that leaves finished particles in the range, the
+        # tallies and the alive update see live particles only
+        masked = {} if compaction and min_dead_fraction == 0.0 else {"where": {"alive": self.alive}}
         g = eagle.Graph()
         g.add_node(exponential({"d": d}, key=key, scale=1.0 / SIGMA_T, ids=ids), name="flight")
         g.add_node(ufunc(np.multiply, mu, d, out={"d": d}), name="dx")
@@ -72,10 +76,10 @@ class SlabGraph:
         g.add_node(ufunc(np.equal, leak, absorbed, out={"alive": self.alive}, **masked), name="alive")
         g.add_node(uniform({"mu": self.mu}, key=key + 2, low=-1.0, high=1.0, ids=ids), name="scatter")
         if compaction:
-            # on every replay that finished one: a finished particle left in the range
-            # (compact's default waits for a quarter) would fly again and be counted twice
+            # 0.0: on every replay that finished one, so the step needs no mask (a finished
+            # particle left in the range, unmasked, would fly again and be counted twice)
             g.add_node(compact({"alive": self.alive}, {"x": self.x, "mu": self.mu}, ids=ids,
-                               min_dead_fraction=0.0), name="compact")
+                               min_dead_fraction=min_dead_fraction), name="compact")
         else:
             g.add_node(ufunc(np.add.reduce, {"alive": self.alive}, out={"live": self.live}), name="live")
         self.g = g.build()

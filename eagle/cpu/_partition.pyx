@@ -12,15 +12,20 @@ contiguous run of chunks. Its phases, with the team's barriers between them:
 0. thread 0 takes the policy decision (compact on this replay or not);
 1. each thread counts its chunks' keys per bucket;
 2. each thread computes where its chunks' samples go (an exclusive prefix sum
-   over buckets, then chunks);
+   over buckets, then chunks): a reorder each sample's destination, a
+   compaction only where each chunk's live and finished samples start;
 3, 4. for each permuted array in turn: each thread copies its chunks' samples
    to their places in the scratch, then (after a barrier) its slice of the
    scratch back into the array;
 last: thread 0 writes the live count and the next logical size.
 
+A compaction reads its destinations off the alive flags as it copies (two
+cursors a chunk): no array of destinations is written, nor read once per
+array moved. So the flags move last, after the state.
+
 One scratch serves every array in turn (as wide as the widest sample), and it
-and the destinations are allocated, not touched, when the node is made: the
-node's memory is that of one array and its build costs no pass over it (the
+and a reorder's destinations are allocated, not touched, when the node is made:
+the node's memory is that of one array and its build costs no pass over it (the
 first compaction touches the pages, spread over the team).
 """
 from libc.stdint cimport int32_t, int64_t, uint8_t, uintptr_t
@@ -44,7 +49,7 @@ cdef struct partition_state:
     char *scratch             # capacity samples of the widest permuted array, one array at a time
     int64_t *counts           # per chunk and bucket (n_keys + 1 of them): samples counted in phase 1
     int64_t *cursor           # per chunk and bucket: where the next sample goes (phase 2)
-    int64_t *dest             # per sample: its position after the partition (phase 2)
+    int64_t *dest             # per sample: its position after a reorder (phase 2)
     int64_t every             # act on every k-th replay ...
     double min_dead_fraction  # ... (compaction) and only once this fraction has finished
     int64_t replay
@@ -93,6 +98,43 @@ cdef void scatter(char *dst, char *src, int64_t stride, int64_t row, const int64
             memcpy(dst + dest[i] * row, src + i * stride, row)
 
 
+cdef void scatter_by_flags(char *dst, char *src, int64_t stride, int64_t row, const char *flags,
+                           int64_t fstride, int64_t live_at, int64_t dead_at, int64_t lo,
+                           int64_t hi) noexcept nogil:
+    """A compaction's copy of src rows [lo, hi) into dst: a live row (flag set) to the next
+    of live_at, a finished one to the next of dead_at (without a branch: a random flag
+    would mispredict every other one)."""
+    cdef int64_t i, v, pos
+    if row == 8:
+        for i in range(lo, hi):
+            v = flags[i * fstride] != 0
+            pos = dead_at + v * (live_at - dead_at)
+            (<int64_t *>(dst + pos * 8))[0] = (<int64_t *>(src + i * stride))[0]
+            live_at += v
+            dead_at += 1 - v
+    elif row == 4:
+        for i in range(lo, hi):
+            v = flags[i * fstride] != 0
+            pos = dead_at + v * (live_at - dead_at)
+            (<int32_t *>(dst + pos * 4))[0] = (<int32_t *>(src + i * stride))[0]
+            live_at += v
+            dead_at += 1 - v
+    elif row == 1:
+        for i in range(lo, hi):
+            v = flags[i * fstride] != 0
+            pos = dead_at + v * (live_at - dead_at)
+            dst[pos] = src[i * stride]
+            live_at += v
+            dead_at += 1 - v
+    else:
+        for i in range(lo, hi):
+            v = flags[i * fstride] != 0
+            pos = dead_at + v * (live_at - dead_at)
+            memcpy(dst + pos * row, src + i * stride, row)
+            live_at += v
+            dead_at += 1 - v
+
+
 cdef inline int64_t live_count(partition_state *st) noexcept nogil:
     cdef int64_t c, live = 0
     for c in range(st.n_chunks):
@@ -127,7 +169,7 @@ cdef void partition_phase(int32_t phase, int32_t thread, int32_t n_threads, int6
     cdef partition_state *st = <partition_state *>user_data
     cdef int64_t C = st.n_chunks, K = st.n_keys, KB = st.n_keys + 1
     cdef int64_t c0 = C * thread // n_threads, c1 = C * (thread + 1) // n_threads
-    cdef int64_t c, k, i, a, lo, hi, pos, v, base, before, total, run, live_at, dead_at
+    cdef int64_t c, k, i, a, lo, hi, pos, v, base, before, total, run
     cdef int64_t *cnt
     if phase == 0:
         if thread == 0:
@@ -172,19 +214,11 @@ cdef void partition_phase(int32_t phase, int32_t thread, int32_t n_threads, int6
                 st.cursor[c * KB + k] = run
                 run += st.counts[c * KB + k]
             base += total
+        if st.mode == COMPACT:
+            return          # the copies read the flags (scatter_by_flags)
         for c in range(c0, c1):
             cnt = st.cursor + c * KB
             lo, hi = size * c // C, size * (c + 1) // C
-            if st.mode == COMPACT and strides[0] == 1:
-                # without a branch: a random alive flag would mispredict every other one
-                flags = <uint8_t *>data[0]
-                live_at, dead_at = cnt[0], cnt[1]
-                for i in range(lo, hi):
-                    v = flags[i] != 0
-                    st.dest[i] = dead_at + v * (live_at - dead_at)
-                    live_at += v
-                    dead_at += 1 - v
-                continue
             for i in range(lo, hi):
                 k = key_of(st, data[0], strides[0], i)
                 st.dest[i] = cnt[k]
@@ -195,8 +229,16 @@ cdef void partition_phase(int32_t phase, int32_t thread, int32_t n_threads, int6
         if not acts(st, size):
             return
         a = (phase - 3) // 2
+        if st.mode == COMPACT:
+            a = a + 1 if a + 1 < st.n_arrays else 0     # the flags (data[0]) last
         if (phase - 3) % 2 == 0:
             # array a into the scratch: this thread's chunks, one source streamed
+            if st.mode == COMPACT:
+                for c in range(c0, c1):
+                    lo, hi = size * c // C, size * (c + 1) // C
+                    scatter_by_flags(st.scratch, data[a], strides[a], st.row_bytes[a], data[0], strides[0],
+                                     st.cursor[c * KB], st.cursor[c * KB + 1], lo, hi)
+                return
             lo, hi = size * c0 // C, size * c1 // C
             scatter(st.scratch, data[a], strides[a], st.row_bytes[a], st.dest, lo, hi)
             return
@@ -237,7 +279,7 @@ cdef class Partition:
         scratch = np.empty(max(capacity * int(row_bytes.max(initial=0)), 1), dtype=np.uint8)
         counts = np.zeros(n_chunks * (n_keys + 1), dtype=np.int64)
         cursor = np.zeros(n_chunks * (n_keys + 1), dtype=np.int64)
-        dest = np.empty(max(capacity, 1), dtype=np.int64)
+        dest = np.empty(max(capacity, 1) if self.st.mode == REORDER else 1, dtype=np.int64)
         self.buffers = (row_bytes, scratch, counts, cursor, dest, count_out)
         self.st.dest = <int64_t *><uintptr_t>dest.ctypes.data
         self.st.row_bytes = <int64_t *><uintptr_t>row_bytes.ctypes.data
@@ -255,7 +297,7 @@ cdef class Partition:
     @property
     def scratch_bytes(self):
         """Bytes the node allocates beside the arrays it moves: one scratch as wide as the
-        widest sample, the destinations (8 bytes a sample), and the per-chunk counts."""
+        widest sample, a reorder's destinations (8 bytes a sample), and the per-chunk counts."""
         return sum(b.nbytes for b in self.buffers[1:5])
 
     @property

@@ -269,6 +269,10 @@ cdef struct layout:
     int mask_direct
     npy_intp mask_sample_stride
     npy_intp mask_step
+    # a masked add, subtract, multiply or divide of float64 / float32 (FUSED_*): its
+    # blended blocks compute and select in one pass (eagle_masked_arith), not the loop
+    # into the scratch and a select after it
+    int fused_op
     # blocks of the masked loop run whole and blended, and run by runs of set elements
     long blocks_blended
     long blocks_by_runs
@@ -406,7 +410,54 @@ cdef extern from *:
     EAGLE_SELECT(eagle_select_4, uint32_t)
     EAGLE_SELECT(eagle_select_2, uint16_t)
     EAGLE_SELECT(eagle_select_1, uint8_t)
+    /* d[j] = m[j] ? a[j] OP b[j] : d[j] for j < n, a and b contiguous or one of them a
+     * scalar (step 0), d and m contiguous: one pass, as the unmasked loop's (a blend after
+     * the loop into a scratch was a second pass over the outputs: 1.6-2x an unmasked add).
+     * IEEE +, -, *, / of the operands' type: NumPy's loop's results, bit for bit. d may be
+     * a or b (in place), never a partial overlap (the node refuses one). */
+    #include "simd_clones.h"
+    /* the select on the bits (a select of doubles on byte flags is left scalar by GCC 12) */
+    #define EAGLE_PICK(T, U, v, o, f) do { U vi_, oi_; const U k_ = (U)0 - (U)((f) != 0); \
+        memcpy(&vi_, &(v), sizeof vi_); memcpy(&oi_, &(o), sizeof oi_); oi_ = (vi_ & k_) | (oi_ & ~k_); \
+        memcpy(&(o), &oi_, sizeof oi_); } while (0)
+    #define EAGLE_MASKED_ARITH(name, T, U, OP) \
+    EAGLE_SIMD_CLONES static void name(T *d, const T *a, int sa, const T *b, int sb, \
+                                       const unsigned char *restrict m, intptr_t n) \
+    { if (sa && sb) { \
+          _Pragma("GCC ivdep") for (intptr_t j = 0; j < n; ++j) { \
+              const T v = a[j] OP b[j]; T o = d[j]; EAGLE_PICK(T, U, v, o, m[j]); d[j] = o; } \
+      } else if (sa) { const T y = b[0]; \
+          _Pragma("GCC ivdep") for (intptr_t j = 0; j < n; ++j) { \
+              const T v = a[j] OP y; T o = d[j]; EAGLE_PICK(T, U, v, o, m[j]); d[j] = o; } \
+      } else { const T x = a[0]; \
+          _Pragma("GCC ivdep") for (intptr_t j = 0; j < n; ++j) { \
+              const T v = x OP b[j]; T o = d[j]; EAGLE_PICK(T, U, v, o, m[j]); d[j] = o; } } }
+    EAGLE_MASKED_ARITH(eagle_masked_add_f64, double, uint64_t, +)
+    EAGLE_MASKED_ARITH(eagle_masked_sub_f64, double, uint64_t, -)
+    EAGLE_MASKED_ARITH(eagle_masked_mul_f64, double, uint64_t, *)
+    EAGLE_MASKED_ARITH(eagle_masked_div_f64, double, uint64_t, /)
+    EAGLE_MASKED_ARITH(eagle_masked_add_f32, float, uint32_t, +)
+    EAGLE_MASKED_ARITH(eagle_masked_sub_f32, float, uint32_t, -)
+    EAGLE_MASKED_ARITH(eagle_masked_mul_f32, float, uint32_t, *)
+    EAGLE_MASKED_ARITH(eagle_masked_div_f32, float, uint32_t, /)
+    /* op: 1 add, 2 subtract, 3 multiply, 4 divide, + 4 for float32 */
+    static void eagle_masked_arith(int op, char *d, const char *a, int sa, const char *b, int sb,
+                                   const unsigned char *m, intptr_t n)
+    {
+        switch (op) {
+        case 1: eagle_masked_add_f64((double *)d, (const double *)a, sa, (const double *)b, sb, m, n); break;
+        case 2: eagle_masked_sub_f64((double *)d, (const double *)a, sa, (const double *)b, sb, m, n); break;
+        case 3: eagle_masked_mul_f64((double *)d, (const double *)a, sa, (const double *)b, sb, m, n); break;
+        case 4: eagle_masked_div_f64((double *)d, (const double *)a, sa, (const double *)b, sb, m, n); break;
+        case 5: eagle_masked_add_f32((float *)d, (const float *)a, sa, (const float *)b, sb, m, n); break;
+        case 6: eagle_masked_sub_f32((float *)d, (const float *)a, sa, (const float *)b, sb, m, n); break;
+        case 7: eagle_masked_mul_f32((float *)d, (const float *)a, sa, (const float *)b, sb, m, n); break;
+        default: eagle_masked_div_f32((float *)d, (const float *)a, sa, (const float *)b, sb, m, n); break;
+        }
+    }
     """
+    void eagle_masked_arith(int op, char *d, const char *a, int sa, const char *b, int sb,
+                            const unsigned char *m, Py_ssize_t n) nogil
     void eagle_mask_counts(const unsigned char *m, Py_ssize_t n, Py_ssize_t *count, Py_ssize_t *runs) nogil
     void eagle_select_8(void *d, const void *s, const unsigned char *m, Py_ssize_t n) nogil
     void eagle_select_4(void *d, const void *s, const unsigned char *m, Py_ssize_t n) nogil
@@ -456,6 +507,14 @@ cdef int _runs_loop(layout *L, char **ptrs, const npy_intp *strides, const char 
     return rc
 
 
+cdef inline bint _fused_fits(layout *L, const npy_intp *strides, npy_intp mstride) noexcept nogil:
+    """Whether eagle_masked_arith takes these strides: the mask and the output contiguous,
+    each input contiguous or a scalar, not both scalars."""
+    cdef npy_intp item = L.out_item[2]
+    return (mstride == 1 and strides[2] == item and (strides[0] == item or strides[0] == 0)
+            and (strides[1] == item or strides[1] == 0) and (strides[0] != 0 or strides[1] != 0))
+
+
 cdef int _masked_run(layout *L, char **ptrs, const npy_intp *strides, const char *mask,
                      npy_intp mstride, npy_intp n, PyThreadState *ts) noexcept nogil:
     """The loop over elements [0, n) of the operands (``ptrs``, ``strides``) where the mask
@@ -474,6 +533,7 @@ cdef int _masked_run(layout *L, char **ptrs, const npy_intp *strides, const char
     cdef int k, rc = 0
     cdef long blended = 0, by_runs = 0
     cdef const unsigned char *bm
+    cdef bint fused = L.fused_op and _fused_fits(L, strides, mstride)
     while b < n and rc >= 0:
         m = min(L.mask_block, n - b)
         bm = <const unsigned char *>mask + b * mstride
@@ -495,6 +555,11 @@ cdef int _masked_run(layout *L, char **ptrs, const npy_intp *strides, const char
                 args[k] = ptrs[k] + b * strides[k]
             if count == m:
                 rc = L.loop(L.context, args, &m, <npy_intp *>strides, L.auxdata)
+            elif fused and runs * RUNS_CALL + count >= m and not eagle_error_pending(ts):
+                # a fused block costs about the unmasked loop's pass: runs only when fewer
+                blended += 1
+                eagle_masked_arith(L.fused_op, args[2], args[0], strides[0] != 0, args[1], strides[1] != 0,
+                                   bm, m)
             elif runs * RUNS_CALL < (m - count) + m // 2 or eagle_error_pending(ts):
                 by_runs += 1
                 rc = _runs_loop(L, args, strides, <const char *>bm, mstride, m)
@@ -828,16 +893,22 @@ cdef class UfuncLoop:
 
     @property
     def masked_blocks(self):
-        """(blocks of the masked loop run whole into a scratch and blended, blocks run by
-        runs of set elements) so far: which way the mask's density chose, block by block."""
+        """(blocks of the masked loop run whole and blended -- into a scratch, or in one
+        pass for a fused op --, blocks run by runs of set elements) so far: which way the
+        mask's density chose, block by block."""
         return eagle_load_long(&self.L.blocks_blended), eagle_load_long(&self.L.blocks_by_runs)
 
     def run_masked_direct(self, int nin, list out_items, int where_slot, npy_intp mask_sample_stride,
-                          npy_intp mask_step):
+                          npy_intp mask_step, int fused_op=0):
         """Run the loop under a mask on the arrays themselves (no operand needs a cast, the
         layout runs flat, see _masked_run): ``out_items`` the outputs' element bytes, the
         mask read from data[where_slot], ``mask_sample_stride`` bytes a sample, ``mask_step``
-        bytes an element (0 for a 0-d mask)."""
+        bytes an element (0 for a 0-d mask). ``fused_op``: the loop is NumPy's add (1),
+        subtract (2), multiply (3) or divide (4) of float64, + 4 of float32, which the
+        blended blocks compute and select in one pass."""
+        if not 0 <= fused_op <= 8 or (fused_op and (nin != 2 or self.L.nargs != 3)):
+            raise ValueError(f"a fused masked loop is a binary add, subtract, multiply or divide, got {fused_op}")
+        self.L.fused_op = fused_op
         self._set_outputs(nin, out_items)
         self.L.mask_direct = 1
         self.L.where_slot = where_slot
@@ -854,6 +925,11 @@ cdef class UfuncLoop:
                 raise ValueError(f"a ufunc node's masked outputs take elements of at most {MAX_ITEM} bytes")
             total += self.L.out_item[k]
         self.L.mask_block = max(1, min(<npy_intp>MASK_BLOCK, MASK_SCRATCH // max(total, 1)))
+
+    @property
+    def fused_op(self):
+        """The fused masked op (see run_masked_direct), 0 for none."""
+        return self.L.fused_op
 
     @property
     def through_iterator(self):

@@ -37,7 +37,9 @@ dense and fragmented (a random half), the loop runs over the whole block into a
 scratch and the set elements are copied out, which costs about the unmasked loop
 (NumPy's per-run calls cost several times that). Without a cast the masked loop
 runs on the arrays themselves (``run_masked_direct``), with one through the
-iterator.
+iterator; there a float64 or float32 add, subtract, multiply or divide computes
+and selects a fragmented block in one pass (``_fused_op``: the copy-out after a
+loop that cheap was a second pass over the outputs), NumPy's results bit for bit.
 
 Floating-point errors are not reported: eagle does not consult
 ``np.errstate``; results are NumPy's under ``np.errstate(all="ignore")``.
@@ -270,7 +272,8 @@ def _cpu_ufunc(uf, dufunc, ins, outs, where=True, whole=None) -> UfuncNode:
         _flat_mask_steps(mask_view, layout["row_len"])
     if direct is not None:
         # the mask alone: the loop runs on the arrays under it, no iterator
-        loop.run_masked_direct(uf.nin, [d.itemsize for d in loop_dtypes[uf.nin:]], slots[nargs], *direct)
+        loop.run_masked_direct(uf.nin, [d.itemsize for d in loop_dtypes[uf.nin:]], slots[nargs], *direct,
+                               fused_op=_fused_op(uf, loop_dtypes, layout))
     elif through_iterator:
         # a 0-d operand as a broadcast view: NumPy's iterator casts a 0-d array once, into a
         # copy of its own, where this node reads it on every call
@@ -280,6 +283,21 @@ def _cpu_ufunc(uf, dufunc, ins, outs, where=True, whole=None) -> UfuncNode:
                                   mask_view if mask is not None else where,
                                   slots[nargs] if mask is not None else -1)
     return UfuncNode(uf, ins, outs, reads, writes, loop_dtypes, loop, where, whole=whole)
+
+
+_FUSED_OPS = {np.add: 1, np.subtract: 2, np.multiply: 3, np.divide: 4}
+
+
+def _fused_op(uf, loop_dtypes, layout):
+    """The fused masked loop of a float64 or float32 add, subtract, multiply or divide (its
+    code for UfuncLoop.run_masked_direct), 0 for any other loop: computed and selected in
+    one pass, with NumPy's results bit for bit (IEEE arithmetic, one rounding)."""
+    if uf not in _FUSED_OPS or layout["core_dims"] or len(set(loop_dtypes)) != 1:
+        return 0
+    kind = np.dtype(loop_dtypes[0])
+    if kind == np.float64:
+        return _FUSED_OPS[uf]
+    return _FUSED_OPS[uf] + 4 if kind == np.float32 else 0
 
 
 def _flat_mask_steps(view, row_len):

@@ -380,6 +380,38 @@ def test_stable_partition_and_count_array():
     np.testing.assert_array_equal(out, np.arange(8) * 1.5)
 
 
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+def test_compaction_is_numpys_stable_partition_for_any_flag_bytes_and_widths(n_threads):
+    # the copies read their destinations off the flags (the flags themselves move last):
+    # uint8 flags of any nonzero value, a strided flag view, rows of 1, 4, 8 and 24 bytes
+    rng = np.random.default_rng(5)
+    n = 50_003
+    buf = np.zeros(2 * n, np.uint8)
+    alive = buf[::2]
+    alive[:] = rng.choice(np.array([0, 1, 2, 255], np.uint8), n)
+    state = {"b": rng.integers(0, 256, n).astype(np.uint8), "f": rng.random(n).astype(np.float32),
+             "x": rng.random(n), "v": rng.random((n, 3))}
+    before = {k: a.copy() for k, a in state.items()}
+    flags = alive.copy()
+    order = np.concatenate([np.flatnonzero(flags), np.flatnonzero(flags == 0)])
+    node = compact({"alive": alive}, state, min_dead_fraction=0.0)
+    g = eagle.Graph()
+    g.add_node(node)
+    g.build()
+    was = eagle.get_num_threads()
+    eagle.set_num_threads(n_threads)
+    try:
+        g.launch(1)
+    finally:
+        eagle.set_num_threads(was)
+    live = int(np.count_nonzero(flags))
+    assert g.logical_size == live
+    np.testing.assert_array_equal(node.ids, order)
+    np.testing.assert_array_equal(alive, flags[order])
+    for k, a in state.items():
+        np.testing.assert_array_equal(a, before[k][order])
+
+
 def test_user_ids_are_permuted_in_place():
     ids = np.arange(100, 106, dtype=np.int64)
     alive = np.array([0, 1, 0, 1, 0, 1], bool)

@@ -446,3 +446,25 @@ def test_record_time_errors(make, err, match):
 def test_exponential_scale_at_the_float32_limit_is_taken():
     t = draw(exponential, 1000, np.float32, scale=1e36)
     assert np.isfinite(t).all()
+
+
+def test_contiguous_ids_read_in_place_and_strided_ids_give_the_same_draws():
+    # contiguous int64 ids are read where they lie, strided ones gathered: the same numbers
+    n = 1_003
+    order = np.random.default_rng(2).permutation(4 * n)[:n].astype(np.int64)
+    wide = np.zeros((n, 2), np.int64)
+    wide[:, 1] = order
+    lam = np.linspace(0.01, 40.0, n)
+    makes = {"exponential": lambda o, ids: exponential(o, key=3, scale=2.0, ids=ids),
+             "poisson": lambda o, ids: poisson(o, key=3, lam={"lam": lam}, ids=ids),
+             "binomial": lambda o, ids: binomial(o, key=3, n=30, p=0.2, ids=ids),
+             "integers": lambda o, ids: integers(o, key=3, low=-5, high=2**40, ids=ids)}
+    for name, make in makes.items():
+        outs = []
+        for ids in (order.copy(), wide[:, 1]):
+            out = np.zeros(n, np.float64 if name == "exponential" else np.int64)
+            g = eagle.Graph()
+            g.add_node(make({"out": out}, {"id": ids}))
+            g.build().launch(2)
+            outs.append(out)
+        np.testing.assert_array_equal(outs[0], outs[1], err_msg=name)

@@ -140,3 +140,40 @@ def test_an_error_of_a_set_element_is_raised_as_numpys(threads):
         np.power(base, exponent, where=mask, out=np.zeros(n, np.int64))
     with pytest.raises(ValueError, match="negative integer powers"):
         run(ufunc(np.power, base, exponent, out=np.zeros(n, np.int64), where=mask))
+
+
+SPECIALS = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 5e-324, 1.7976931348623157e308, 1e-300])
+
+
+@pytest.mark.parametrize("uf", [np.add, np.subtract, np.multiply, np.divide])
+@pytest.mark.parametrize("dt", [np.float64, np.float32])
+@pytest.mark.parametrize("shape", ["arrays", "scalar first", "scalar second", "in place"])
+def test_masked_float_arithmetic_runs_fused_with_numpys_bits(threads, uf, dt, shape):
+    # a fragmented mask over a float add/subtract/multiply/divide computes and selects in
+    # one pass (eagle_masked_arith), not the loop into a scratch and a select after it
+    threads(1)
+    n = 50_001
+    rng = np.random.default_rng(3)
+    pool = np.concatenate([SPECIALS, rng.standard_normal(64) * 10.0 ** rng.integers(-30, 30, 64)])
+    with np.errstate(over="ignore"):   # float32: the large ones round to inf
+        a, b, out = (rng.choice(pool, n).astype(dt) for _ in range(3))
+    mask = rng.random(n) < 0.5
+    want = out.copy()
+    args = {"arrays": (a, b), "scalar first": (dt(2.5), b), "scalar second": (a, dt(-0.75)),
+            "in place": (out, b)}[shape]
+    with np.errstate(all="ignore"):
+        uf(*[x.copy() if isinstance(x, np.ndarray) else x for x in args], out=want, where=mask)
+        node = ufunc(uf, *args, out=out, where=mask)
+        run(node)
+    assert node.loop.fused_op == [np.add, np.subtract, np.multiply, np.divide].index(uf) + 1 + 4 * (dt == np.float32)
+    assert node.loop.masked_blocks[0] > 0
+    np.testing.assert_array_equal(out.view(f"u{out.itemsize}"), want.view(f"u{want.itemsize}"))
+
+
+def test_other_loops_and_mixed_dtypes_keep_the_scratch_and_select():
+    n = 1000
+    mask = np.arange(n) % 2 == 0
+    x = np.ones(n)
+    assert ufunc(np.exp, x, out=np.zeros(n), where=mask).loop.fused_op == 0
+    assert ufunc(np.maximum, x, x, out=np.zeros(n), where=mask).loop.fused_op == 0
+    assert ufunc(np.add, np.ones(n, np.int64), 1, out=np.zeros(n, np.int64), where=mask).loop.fused_op == 0
