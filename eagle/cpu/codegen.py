@@ -13,7 +13,8 @@ float64, float32 or integer loops, split over samples, with no ``where=`` and no
 operation is NumPy's for that loop, element for element: the same IEEE operation in the
 loop's type (``float`` arithmetic stays ``float``: constants are typed bit patterns),
 ``minimum``/``maximum`` as NumPy's loops (a NaN first operand is returned, else
-``a < b ? a : b``), integers wrapping; compiled with ``-ffp-contract=off`` and no
+``a < b ? a : b``), ``add``/``multiply`` of two NaNs the first one's (the C compiler
+may swap a commutative operation's operands), integers wrapping; compiled with ``-ffp-contract=off`` and no
 fast-math (``eagle.cpu.c_compiler``). So the results are NumPy's bit for bit.
 
 Inside a group the nodes are cut into *segments*: consecutive nodes of one shape whose
@@ -52,7 +53,10 @@ __all__ = ["CompiledGroup", "compile_run", "codegen_mode", "MIN_ELEMENTS"]
 #: elements written a replay by a group's nodes from which the default compiles it
 MIN_ELEMENTS = 1 << 16
 
-_FLOAT = {"add": "({0} + {1})", "subtract": "({0} - {1})", "multiply": "({0} * {1})",
+_FLOAT = {  # add and multiply commute in C: the compiler may swap their operands, so where both
+          # are NaNs the first one's payload is kept explicitly (as NumPy's loops return it)
+          "add": "(({0} != {0}) ? ({0} + {0}) : ({0} + {1}))", "subtract": "({0} - {1})",
+          "multiply": "(({0} != {0}) ? ({0} * {0}) : ({0} * {1}))",
           "true_divide": "({0} / {1})", "negative": "(-{0})", "positive": "{0}",
           "square": "({0} * {0})",
           # NumPy's loops: a NaN first operand is returned, else the comparison's pick
@@ -340,7 +344,7 @@ class CompiledGroup:
 
     def load(self):
         """Compile (or load from the cache); ``c_compiler.CompileError``."""
-        self._lib = c_compiler.load(self.source)
+        self._lib = c_compiler.load(self.source, symbol="eagle_fused")
         self.fn_address = ctypes.cast(self._lib.eagle_fused, ctypes.c_void_p).value
 
     def __repr__(self):
