@@ -14,7 +14,9 @@ operation is NumPy's for that loop, element for element: the same IEEE operation
 loop's type (``float`` arithmetic stays ``float``: constants are typed bit patterns),
 ``minimum``/``maximum`` as NumPy's loops (a NaN first operand is returned, else
 ``a < b ? a : b``), ``add``/``multiply`` of two NaNs the first one's (the C compiler
-may swap a commutative operation's operands), integers wrapping; compiled with ``-ffp-contract=off`` and no
+may swap a commutative operation's operands), ``negative``/``absolute`` as sign-bit
+operations and float constants read at run time (else the compiler folds ``-x * -y``,
+``fabs(x * x)``, ``x / -1.0``, changing a NaN's sign), integers wrapping; compiled with ``-ffp-contract=off`` and no
 fast-math (``eagle.cpu.c_compiler``). So the results are NumPy's bit for bit.
 
 Inside a group the nodes are cut into *segments*: consecutive nodes of one shape whose
@@ -180,11 +182,14 @@ def segments(nodes) -> list:
 
 
 def _constant(value, ctype, kind):
+    """An integer constant as a C literal; a float one as its bit pattern (an int64 for
+    the params), read at run time: a literal would let the compiler fold ``x * -1.0``
+    into ``-x``, which flips a NaN's sign where NumPy's multiply keeps it."""
     v = np.asarray(value)
     if kind == "f":
         if ctype == "double":
-            return f"eg_f64(0x{struct.unpack('<Q', struct.pack('<d', float(v)))[0]:016x}ULL)"
-        return f"eg_f32(0x{struct.unpack('<I', struct.pack('<f', np.float32(v)))[0]:08x}U)"
+            return struct.unpack('<q', struct.pack('<d', float(v)))[0]
+        return struct.unpack('<i', struct.pack('<f', np.float32(v)))[0]
     bits = int(v) & ((1 << (8 * v.dtype.itemsize)) - 1)
     return f"(({ctype})(uint64_t)0x{bits:x}ULL)"
 
@@ -258,7 +263,13 @@ class _Segment:
                 formals += [f"{const}char *restrict v{v}", f"const int64_t st{v}"]
                 actuals += [f"{origin}", f"P[{stride_at}]"]
                 loads.append((f"*({const}{ctype} *)(v{v} + j * st{v})", f"*({ctype} *)(v{v} + j * st{v})"))
-        body = self._body(order, loads)
+        consts = []   # (C type, bits) of each float constant: the row function's parameters
+        body = self._body(order, loads, consts)
+        for c, (ctype, bits) in enumerate(consts):
+            formals.append(f"const {ctype} k{c}")
+            actuals.append(f"eg_f64((uint64_t)P[{len(params)}])" if ctype == "double"
+                           else f"eg_f32((uint32_t)P[{len(params)}])")
+            params.append(bits)
         # the elements of a row (or of the tile, flat) in a function of their own: its
         # restrict parameters tell the compiler the views written do not alias the others
         row_fn = ([f"static __attribute__((noinline)) void row_{k}(const int64_t n, {', '.join(formals)})",
@@ -279,7 +290,7 @@ class _Segment:
         lines.append("}")
         self.source = "\n".join(row_fn + lines)
 
-    def _body(self, order, loads):
+    def _body(self, order, loads, consts):
         index = {_key(a): v for v, (_, a) in enumerate(order)}
         held = {}   # view -> the register holding what a node of the segment wrote there
         body = []
@@ -290,7 +301,11 @@ class _Segment:
             args = []
             for a, c in zip(node.operands[:node.ufunc.nin], node.loop.constants[:node.ufunc.nin]):
                 if a is None:
-                    args.append(_constant(c, ctype, kind))
+                    c = _constant(c, ctype, kind)
+                    if kind == "f":
+                        consts.append((ctype, c))
+                        c = f"k{len(consts) - 1}"
+                    args.append(c)
                     continue
                 v = index[_key(a)]
                 args.append(held.get(v) or loads[v][0])
@@ -299,9 +314,13 @@ class _Segment:
                 body.append(f"const {ctype} x{r} = {a};")
                 names.append(f"x{r}")
                 r += 1
-            if name == "absolute":
-                expr = (f"__builtin_fabs{'f' if ctype == 'float' else ''}({names[0]})" if kind == "f"
-                        else names[0] if kind == "u" else
+            width = "32" if ctype == "float" else "64"
+            if kind == "f" and name in ("negative", "absolute"):
+                # the sign bit flipped or cleared as integers: the compiler folds a float
+                # negation or fabs away where a NaN's sign is all it changes
+                expr = f"eg_{name[:3]}{width}({names[0]})"
+            elif name == "absolute":
+                expr = (names[0] if kind == "u" else
                         f"({names[0]} < 0 ? (T)((U)0 - (U){names[0]}) : {names[0]})")
             else:
                 expr = (_FLOAT if kind == "f" else _INT)[name].format(*names)
@@ -318,6 +337,10 @@ _HEADER = """#include <stdint.h>
 #include <string.h>
 static inline double eg_f64(uint64_t u) { double d; memcpy(&d, &u, 8); return d; }
 static inline float eg_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static inline double eg_neg64(double x) { uint64_t u; memcpy(&u, &x, 8); u ^= 1ULL << 63; memcpy(&x, &u, 8); return x; }
+static inline double eg_abs64(double x) { uint64_t u; memcpy(&u, &x, 8); u &= ~(1ULL << 63); memcpy(&x, &u, 8); return x; }
+static inline float eg_neg32(float x) { uint32_t u; memcpy(&u, &x, 4); u ^= 1U << 31; memcpy(&x, &u, 4); return x; }
+static inline float eg_abs32(float x) { uint32_t u; memcpy(&u, &x, 4); u &= ~(1U << 31); memcpy(&x, &u, 4); return x; }
 """
 
 

@@ -102,6 +102,42 @@ def test_nan_payloads_signed_zeros_subnormals_and_infinities(dtype):
     run_both(make)
 
 
+FOLDS = {   # what a C compiler folds where only a NaN's sign or payload tells the difference
+    "abs(square(x))": [(np.square, ("x",), "t"), (np.absolute, ("t",), "t")],
+    "(-x) * (-y)": [(np.negative, ("x",), "t"), (np.negative, ("y",), "u"), (np.multiply, ("t", "u"), "t")],
+    "(-x) * (-x)": [(np.negative, ("x",), "t"), (np.multiply, ("t", "t"), "u")],
+    "x - (-y)": [(np.negative, ("y",), "t"), (np.subtract, ("x", "t"), "u")],
+    "x + (-y)": [(np.negative, ("y",), "t"), (np.add, ("x", "t"), "u")],
+    "(-x) + y": [(np.negative, ("x",), "t"), (np.add, ("t", "y"), "u")],
+    "-(x - y)": [(np.subtract, ("x", "y"), "t"), (np.negative, ("t",), "u")],
+    "x * -1": [(np.multiply, ("x", -1.0), "t"), (np.add, ("t", "y"), "u")],
+    "x / -1": [(np.true_divide, ("x", -1.0), "t"), (np.add, ("t", "y"), "u")],
+    "(x * 2) * -1": [(np.multiply, ("x", 2.0), "t"), (np.multiply, ("t", -1.0), "u")],
+    "(x - y) * -1": [(np.subtract, ("x", "y"), "t"), (np.multiply, ("t", -1.0), "u")],
+    "abs(-x) * 1": [(np.negative, ("x",), "t"), (np.absolute, ("t",), "t"), (np.multiply, ("t", 1.0), "u")],
+    "y * x (both NaNs)": [(np.multiply, ("y", "x"), "t"), (np.add, ("t", "x"), "u")],
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("fold", sorted(FOLDS))
+def test_nan_signs_and_payloads_survive_what_compilers_fold(fold, dtype):
+    v = corner_values(dtype)
+    x0, y0 = np.repeat(v, len(v)), np.tile(v, len(v))
+
+    def make():
+        arrays = {"x": x0.copy(), "y": y0.copy(), "t": np.zeros_like(x0), "u": np.zeros_like(x0)}
+        specs = [(uf, tuple(arrays.get(a, a) if isinstance(a, str) else a for a in args),
+                  dict(out=arrays[out])) for uf, args, out in FOLDS[fold]]
+
+        def ref(r):
+            named = dict(zip("xytu", r))
+            for uf, args, out in FOLDS[fold]:
+                uf(*(named[a] if isinstance(a, str) else a for a in args), out=named[out])
+        return specs, [arrays[k] for k in "xytu"], ref
+    run_both(make)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_subnormal_results_are_not_flushed_to_zero(dtype):
     # -march=native with -O3 and no fast-math must leave MXCSR's FTZ/DAZ alone: a subnormal
