@@ -3,7 +3,7 @@
 ``load(source)`` returns the loaded library (``ctypes.CDLL``) of a C source, compiled by
 the platform's C compiler: ``EAGLE_CC`` if set, else sysconfig's ``CC`` (the compiler
 Python was built with), else ``cc``, found on ``PATH``. Flags: ``FLAGS`` (``-O3`` with
-``-ffp-contract=off`` and no fast-math: each C operation is the one IEEE operation
+``-ffp-contract=off``, ``-fno-trapping-math`` and no fast-math: each C operation is the one IEEE operation
 written, so generated loops give NumPy's results bit for bit), ``-march=native`` on
 x86-64. The library is cached as ``<cache>/codegen/k_<hash>.so``: ``EAGLE_CACHE_DIR``
 if set, else ``$XDG_CACHE_HOME/eagle``, else ``~/.cache/eagle``; the hash covers the
@@ -33,7 +33,11 @@ import threading
 
 __all__ = ["CompileError", "load", "cache_dir", "compiler"]
 
-FLAGS = ("-O3", "-ffp-contract=off", "-fno-fast-math", "-fPIC", "-shared", "-std=c99")
+# -fno-trapping-math: the selects that keep NaN payloads (eagle.cpu.codegen) are
+# if-converted and the loop vectorized; it changes no value, only which FP exception flags
+# a loop raises, which a replay does not report
+FLAGS = ("-O3", "-ffp-contract=off", "-fno-fast-math", "-fno-trapping-math", "-fPIC", "-shared",
+         "-std=c99")
 #: a compile taking longer is given up (a hung compiler must not hang build())
 TIMEOUT_S = 120
 

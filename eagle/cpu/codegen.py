@@ -57,8 +57,10 @@ MIN_ELEMENTS = 1 << 16
 
 _FLOAT = {  # add and multiply commute in C: the compiler may swap their operands, so where both
           # are NaNs the first one's payload is kept explicitly (as NumPy's loops return it)
-          "add": "(({0} != {0}) ? ({0} + {0}) : ({0} + {1}))", "subtract": "({0} - {1})",
-          "multiply": "(({0} != {0}) ? ({0} * {0}) : ({0} * {1}))",
+          # (a select of operands, not of results: an FP operation in a branch is not
+          # if-converted under -ftrapping-math, and the loop would not vectorize)
+          "add": "({0} + (({0} != {0}) ? {0} : {1}))", "subtract": "({0} - {1})",
+          "multiply": "({0} * (({0} != {0}) ? {0} : {1}))",
           "true_divide": "({0} / {1})", "negative": "(-{0})", "positive": "{0}",
           "square": "({0} * {0})",
           # NumPy's loops: a NaN first operand is returned, else the comparison's pick
@@ -322,6 +324,11 @@ class _Segment:
             elif name == "absolute":
                 expr = (names[0] if kind == "u" else
                         f"({names[0]} < 0 ? (T)((U)0 - (U){names[0]}) : {names[0]})")
+            elif kind == "f" and name in ("add", "multiply") and (
+                    args[0] == args[1] or any(a is None and not np.isnan(c) for a, c in
+                                              zip(node.operands, node.loop.constants[:2]))):
+                # at most one operand can be a NaN: its payload whatever the operands' order
+                expr = f"({names[0]} {'+' if name == 'add' else '*'} {names[1]})"
             else:
                 expr = (_FLOAT if kind == "f" else _INT)[name].format(*names)
             expr = expr.replace("(T)", f"({ctype})").replace("(U)", f"({utype})")
