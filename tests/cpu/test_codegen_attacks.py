@@ -591,3 +591,59 @@ def test_ctrl_c_while_the_compiler_runs_ends_the_compiler(tmp_path):
         os.kill(pid, 9)
         pytest.fail("the compiler's child outlived Ctrl-C")
     assert [f for f in os.listdir(tmp_path / "cache" / "codegen")] == []
+
+
+def test_rebuilt_and_resized_from_another_thread_between_launches():
+    x = np.linspace(-1.0, 1.0, 6000).reshape(2000, 3)
+    t, y = np.zeros_like(x), np.zeros_like(x)
+    g = eagle.Graph()
+    g.add_node(ufunc(np.multiply, x, 3.0, out=t))
+    g.add_node(ufunc(np.add, t, x, out=t))
+    g.add_node(ufunc(np.absolute, t, out=y))
+    g.build(cpu=eagle.CpuOptions(codegen=True, fuse=16))
+    errors, stop = [], threading.Event()
+
+    def launcher():
+        try:
+            while not stop.is_set():
+                g.launch(2)
+        except BaseException as e:   # noqa: BLE001 - reported below
+            errors.append(e)
+    th = threading.Thread(target=launcher)
+    th.start()
+    try:
+        for k in range(12):
+            if k % 3 == 2:
+                g.set_logical_size([0, 1, 2000, 999][k % 4])
+            else:
+                g.build(cpu=eagle.CpuOptions(codegen=[True, False][k % 2], fuse=[16, 64, 1][k % 3]))
+            time.sleep(0.005)
+    finally:
+        stop.set()
+        th.join()
+    assert not errors
+    g.set_logical_size(2000)
+    g.launch(1)
+    assert y.tobytes() == np.abs(x * 3.0 + x).tobytes() and t.tobytes() == (x * 3.0 + x).tobytes()
+
+
+def test_launch_until_done_with_compaction_around_a_compiled_run():
+    from eagle.graph import compact
+
+    def run(codegen_on):
+        rng = np.random.default_rng(11)
+        n = 5000
+        x = rng.random(n)
+        v = rng.random(n) * 0.3
+        alive = np.ones(n, dtype=bool)
+        g = eagle.Graph()
+        g.add_node(ufunc(np.multiply, x, 1.1, out=x))
+        g.add_node(ufunc(np.add, x, v, out=x))
+        g.add_node(ufunc(np.less, x, 5.0, out=alive))   # not compiled: ends the group
+        node = compact(alive, {"x": x, "v": v})
+        g.add_node(node)
+        g.build(cpu=eagle.CpuOptions(codegen=codegen_on, fuse=64))
+        assert is_compiled(g) == codegen_on, str(g.plan())
+        done = [g.launch_until_done(7) for _ in range(6)]
+        return done, g.logical_size, x.tobytes(), v.tobytes(), node.ids.tobytes()
+    assert run(True) == run(False)
