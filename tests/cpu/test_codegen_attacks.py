@@ -115,6 +115,7 @@ FOLDS = {   # what a C compiler folds where only a NaN's sign or payload tells t
     "(x * 2) * -1": [(np.multiply, ("x", 2.0), "t"), (np.multiply, ("t", -1.0), "u")],
     "(x - y) * -1": [(np.subtract, ("x", "y"), "t"), (np.multiply, ("t", -1.0), "u")],
     "abs(-x) * 1": [(np.negative, ("x",), "t"), (np.absolute, ("t",), "t"), (np.multiply, ("t", 1.0), "u")],
+    "+x then * y": [(np.positive, ("x",), "t"), (np.multiply, ("t", "y"), "u")],
     "y * x (both NaNs)": [(np.multiply, ("y", "x"), "t"), (np.add, ("t", "x"), "u")],
 }
 
@@ -183,9 +184,10 @@ def test_integer_division_and_bool_stay_out_of_the_compiled_set():
     bo = np.empty(64, dtype=bool)
     nodes = [ufunc(np.true_divide, i, i, out=f), ufunc(np.floor_divide, i, 0, out=i),
              ufunc(np.add, b, b, out=bo), ufunc(np.maximum, b, b, out=bo)]
-    reasons = [codegen.why_not(n) for n in nodes]
-    assert reasons[0] is not None and reasons[1] is not None
-    assert reasons[2] is not None and reasons[3] is not None
+    for dt in (np.float16, np.complex128, np.longdouble):
+        z = np.ones(64, dtype=dt)
+        nodes.append(ufunc(np.add, z, z, out=np.empty_like(z)))
+    assert all(codegen.why_not(n) is not None for n in nodes), [codegen.why_not(n) for n in nodes]
 
 
 def test_float_division_by_zero_gives_numpys_infinities_and_nans():
