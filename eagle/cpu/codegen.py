@@ -112,6 +112,11 @@ def why_not(node):
         return f"{node.ufunc.__name__}'s loop {'/'.join(str(d) for d in dts)}"
     if _ctype(dts[0])[2] != "f" and name == "true_divide":
         return "integer true_divide"
+    if name in ("add", "multiply") and _ctype(dts[0])[2] == "f" and any(
+            a is None and np.isnan(c) for a, c in zip(node.operands, node.loop.constants)):
+        # NumPy's own loops disagree on which NaN a NaN scalar meets (the scalar's in their
+        # vector body, the array's in the remainder): left to NumPy's loop
+        return "a NaN constant"
     for a, d in zip(node.operands, dts):
         if a is not None and a.dtype != d:
             return "a cast"
