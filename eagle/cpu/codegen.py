@@ -9,7 +9,8 @@ node calls (csrc/cpu/plan.h, ``eagle_compiled``; csrc/cpu/tiles.c).
 The compiled set: ufunc nodes of ``add``, ``subtract``, ``multiply``, ``true_divide``,
 ``negative``, ``positive``, ``absolute``, ``square``, ``minimum`` and ``maximum``, over
 float64, float32 or integer loops, split over samples, with no ``where=`` and no cast
-(every array operand of the loop's dtype; scalars are the loop's constants). Each C
+(every array operand of the loop's dtype; scalars are the loop's constants; no NaN
+scalar in ``add``/``multiply``, where NumPy's own loops return either NaN). Each C
 operation is NumPy's for that loop, element for element: the same IEEE operation in the
 loop's type (``float`` arithmetic stays ``float``: constants are typed bit patterns),
 ``minimum``/``maximum`` as NumPy's loops (a NaN first operand is returned, else
