@@ -6,11 +6,16 @@ tests/helpers what several test directories share (``backends``, ``ctrl_c``,
 ``oracle_graphs``, the stand-in's fixtures). Both are put on sys.path here so any
 test directory imports them by name.
 
+Every test session compiles generated loops (eagle.cpu.codegen) into a temporary cache
+folder of its own (EAGLE_CACHE_DIR, unless the caller set one), never into the user's.
+
 ``backend`` runs a scenario on each backend (cpu, the cuda stand-in, a GPU when one
 is present: marked ``gpu``, skipped cleanly otherwise); ``cuda_backend`` on the two
 cuda ones. See tests/helpers/backends.py.
 """
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -26,6 +31,11 @@ from backends import (CpuBackend, GpuBackend, StandinBackend, gpu_kernels,  # no
                       gpu_unavailable_reason, shim_bound_to_the_standin)
 from standin_fixtures import (cuda_mod, emulated_kernels, emulating_cupy, fake,  # noqa: E402,F401
                               fake_libcuda_path, standin_backend_kernels)
+
+if not os.environ.get("EAGLE_CACHE_DIR"):
+    # set at import, before any test builds a graph; removed at exit with the folder
+    _session_cache = tempfile.TemporaryDirectory(prefix="eagle-test-cache-")
+    os.environ["EAGLE_CACHE_DIR"] = _session_cache.name
 
 CUDA_BACKENDS = ["cuda-standin", pytest.param("gpu", marks=pytest.mark.gpu)]
 

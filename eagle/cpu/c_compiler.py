@@ -3,7 +3,7 @@
 ``load(source)`` returns the loaded library (``ctypes.CDLL``) of a C source, compiled by
 the platform's C compiler: ``EAGLE_CC`` if set, else sysconfig's ``CC`` (the compiler
 Python was built with), else ``cc``, found on ``PATH``. Flags: ``FLAGS`` (``-O3`` with
-``-ffp-contract=off`` and no fast-math: each C operation is the one IEEE operation
+``-ffp-contract=off``, ``-fno-trapping-math`` and no fast-math: each C operation is the one IEEE operation
 written, so generated loops give NumPy's results bit for bit), ``-march=native`` on
 x86-64. The library is cached as ``<cache>/codegen/k_<hash>.so``: ``EAGLE_CACHE_DIR``
 if set, else ``$XDG_CACHE_HOME/eagle``, else ``~/.cache/eagle``; the hash covers the
@@ -23,14 +23,21 @@ import os
 import platform
 import shlex
 import shutil
+import signal
+import struct
 import subprocess
+import sys
 import sysconfig
 import tempfile
 import threading
 
 __all__ = ["CompileError", "load", "cache_dir", "compiler"]
 
-FLAGS = ("-O3", "-ffp-contract=off", "-fno-fast-math", "-fPIC", "-shared", "-std=c99")
+# -fno-trapping-math: the selects that keep NaN payloads (eagle.cpu.codegen) are
+# if-converted and the loop vectorized; it changes no value, only which FP exception flags
+# a loop raises, which a replay does not report
+FLAGS = ("-O3", "-ffp-contract=off", "-fno-fast-math", "-fno-trapping-math", "-fPIC", "-shared",
+         "-std=c99")
 #: a compile taking longer is given up (a hung compiler must not hang build())
 TIMEOUT_S = 120
 
@@ -89,8 +96,9 @@ def _key(source: str, argv: list) -> str:
     return h.hexdigest()[:32]
 
 
-def load(source: str, *, compiler_argv=None):
-    """The ``ctypes.CDLL`` of ``source``, compiled or from the cache; ``CompileError``."""
+def load(source: str, *, compiler_argv=None, symbol=None):
+    """The ``ctypes.CDLL`` of ``source``, compiled or from the cache; ``CompileError``.
+    A cached file that does not load, or lacks ``symbol``, is compiled again."""
     argv = compiler_argv if compiler_argv is not None else compiler()
     if argv is None:
         raise CompileError("no C compiler found (EAGLE_CC, sysconfig's CC, cc)")
@@ -100,7 +108,7 @@ def load(source: str, *, compiler_argv=None):
         got = _loaded.get(key)
         if got is None:
             try:
-                got = _load_or_compile(source, argv, key)
+                got = _load_or_compile(source, argv, key, symbol)
             except CompileError as e:
                 got = e
             _loaded[key] = got
@@ -109,40 +117,125 @@ def load(source: str, *, compiler_argv=None):
     return got
 
 
-def _load_or_compile(source, argv, key):
+def _whole_elf(path) -> bool:
+    """Whether an ELF file holds every byte its headers point to: the loader maps a
+    truncated library without complaint, then faults (SIGBUS) on the missing pages.
+    Files of other formats pass (the loader's own checks are left to judge them)."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(64)
+            if head[:4] != b"\x7fELF":
+                return len(head) >= 4 and not sys.platform.startswith("linux")
+            wide, order = head[4] == 2, "<" if head[5] == 1 else ">"
+            if len(head) < (64 if wide else 52):
+                return False
+            if wide:
+                phoff, shoff = struct.unpack_from(order + "QQ", head, 32)
+                phentsize, phnum, shentsize, shnum = struct.unpack_from(order + "HHHH", head, 54)
+            else:
+                phoff, shoff = struct.unpack_from(order + "II", head, 28)
+                phentsize, phnum, shentsize, shnum = struct.unpack_from(order + "HHHH", head, 42)
+            if phoff + phentsize * phnum > size or shoff + shentsize * shnum > size:
+                return False
+            f.seek(phoff)
+            table = f.read(phentsize * phnum)
+            for k in range(phnum):
+                at = k * phentsize
+                if wide:
+                    offset, filesz = (struct.unpack_from(order + "Q", table, at + 8)[0],
+                                      struct.unpack_from(order + "Q", table, at + 32)[0])
+                else:
+                    offset, filesz = (struct.unpack_from(order + "I", table, at + 4)[0],
+                                      struct.unpack_from(order + "I", table, at + 16)[0])
+                if offset + filesz > size:
+                    return False
+            return True
+    except (OSError, struct.error):
+        return False
+
+
+def _open(path, symbol):
+    """The library at ``path`` if it is whole, loads and has ``symbol``, else None."""
+    if not _whole_elf(path):
+        return None
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError:
+        return None
+    return lib if symbol is None or hasattr(lib, symbol) else None
+
+
+def _open_fresh(path, symbol):
+    """Open the library now at ``path`` under a name of its own: the loader matches a
+    library by name, and may hold the foreign one that was there before."""
+    alias = f"{path[:-3]}.{os.getpid()}.{threading.get_ident()}.so"
+    try:
+        try:
+            os.link(path, alias)
+        except OSError:
+            shutil.copyfile(path, alias)
+        return _open(alias, symbol)
+    finally:
+        try:
+            os.unlink(alias)
+        except OSError:
+            pass
+
+
+def _run(argv):
+    """Run the compiler in a session of its own; on a timeout or Ctrl-C the whole session
+    (the driver's cc1, as, ld; a wrapper's children) is ended, not the driver alone."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=TIMEOUT_S)
+    except BaseException as e:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            proc.kill()
+        proc.communicate()
+        if isinstance(e, subprocess.TimeoutExpired):
+            raise CompileError(f"{argv[0]} could not run: no result after {TIMEOUT_S} s") from None
+        raise
+    return proc.returncode, out, err
+
+
+def _load_or_compile(source, argv, key, symbol):
     folder = cache_dir()
     path = os.path.join(folder, f"k_{key}.so")
-    if os.path.exists(path):
-        try:
-            return ctypes.CDLL(path)
-        except OSError:
-            pass   # a truncated or foreign file: compile it again
+    stale = os.path.exists(path)
+    if stale:
+        lib = _open(path, symbol)
+        if lib is not None:
+            return lib
     try:
         os.makedirs(folder, exist_ok=True)
+        fd, c_path = tempfile.mkstemp(prefix=f"k_{key}.", suffix=".c", dir=folder)
     except OSError as e:
-        raise CompileError(f"cannot create the cache folder {folder}: {e}") from None
-    fd, c_path = tempfile.mkstemp(prefix=f"k_{key}.", suffix=".c", dir=folder)
+        raise CompileError(f"cannot write in the cache folder {folder}: {e}") from None
     so_tmp = c_path[:-2] + ".so.tmp"
     try:
         with os.fdopen(fd, "w") as f:
             f.write(source)
         try:
-            done = subprocess.run(argv + ["-o", so_tmp, c_path], capture_output=True, text=True,
-                                  timeout=TIMEOUT_S)
-        except (OSError, subprocess.SubprocessError) as e:
+            code, out, err = _run(argv + ["-o", so_tmp, c_path])
+        except OSError as e:
             raise CompileError(f"{argv[0]} could not run: {e}") from None
-        if done.returncode != 0:
-            message = (done.stderr or done.stdout).strip()
-            raise CompileError(f"{shlex.join(argv[:1])} failed (exit {done.returncode}): "
-                               f"{message[-2000:]}")
+        if code != 0:
+            message = (err or out).strip()
+            raise CompileError(f"{shlex.join(argv[:1])} failed (exit {code}): {message[-2000:]}")
         os.replace(so_tmp, path)
+    except OSError as e:
+        raise CompileError(f"cannot write in the cache folder {folder}: {e}") from None
     finally:
         for p in (c_path, so_tmp):
             try:
                 os.unlink(p)
             except OSError:
                 pass
-    try:
-        return ctypes.CDLL(path)
-    except OSError as e:
-        raise CompileError(f"the compiled library {path} does not load: {e}") from None
+    lib = _open_fresh(path, symbol) if stale else _open(path, symbol)
+    if lib is None:
+        raise CompileError(f"the compiled library {path} does not load or lacks {symbol}")
+    return lib

@@ -9,11 +9,15 @@ node calls (csrc/cpu/plan.h, ``eagle_compiled``; csrc/cpu/tiles.c).
 The compiled set: ufunc nodes of ``add``, ``subtract``, ``multiply``, ``true_divide``,
 ``negative``, ``positive``, ``absolute``, ``square``, ``minimum`` and ``maximum``, over
 float64, float32 or integer loops, split over samples, with no ``where=`` and no cast
-(every array operand of the loop's dtype; scalars are the loop's constants). Each C
+(every array operand of the loop's dtype; scalars are the loop's constants; no NaN
+scalar in ``add``/``multiply``, where NumPy's own loops return either NaN). Each C
 operation is NumPy's for that loop, element for element: the same IEEE operation in the
 loop's type (``float`` arithmetic stays ``float``: constants are typed bit patterns),
 ``minimum``/``maximum`` as NumPy's loops (a NaN first operand is returned, else
-``a < b ? a : b``), integers wrapping; compiled with ``-ffp-contract=off`` and no
+``a < b ? a : b``), ``add``/``multiply`` of two NaNs the first one's (the C compiler
+may swap a commutative operation's operands), ``negative``/``absolute`` as sign-bit
+operations and float constants read at run time (else the compiler folds ``-x * -y``,
+``fabs(x * x)``, ``x / -1.0``, changing a NaN's sign), integers wrapping; compiled with ``-ffp-contract=off`` and no
 fast-math (``eagle.cpu.c_compiler``). So the results are NumPy's bit for bit.
 
 Inside a group the nodes are cut into *segments*: consecutive nodes of one shape whose
@@ -52,7 +56,12 @@ __all__ = ["CompiledGroup", "compile_run", "codegen_mode", "MIN_ELEMENTS"]
 #: elements written a replay by a group's nodes from which the default compiles it
 MIN_ELEMENTS = 1 << 16
 
-_FLOAT = {"add": "({0} + {1})", "subtract": "({0} - {1})", "multiply": "({0} * {1})",
+_FLOAT = {  # add and multiply commute in C: the compiler may swap their operands, so where both
+          # are NaNs the first one's payload is kept explicitly (as NumPy's loops return it)
+          # (a select of operands, not of results: an FP operation in a branch is not
+          # if-converted under -ftrapping-math, and the loop would not vectorize)
+          "add": "({0} + (({0} != {0}) ? {0} : {1}))", "subtract": "({0} - {1})",
+          "multiply": "({0} * (({0} != {0}) ? {0} : {1}))",
           "true_divide": "({0} / {1})", "negative": "(-{0})", "positive": "{0}",
           "square": "({0} * {0})",
           # NumPy's loops: a NaN first operand is returned, else the comparison's pick
@@ -104,6 +113,11 @@ def why_not(node):
         return f"{node.ufunc.__name__}'s loop {'/'.join(str(d) for d in dts)}"
     if _ctype(dts[0])[2] != "f" and name == "true_divide":
         return "integer true_divide"
+    if name in ("add", "multiply") and _ctype(dts[0])[2] == "f" and any(
+            a is None and np.isnan(c) for a, c in zip(node.operands, node.loop.constants)):
+        # NumPy's own loops disagree on which NaN a NaN scalar meets (the scalar's in their
+        # vector body, the array's in the remainder): left to NumPy's loop
+        return "a NaN constant"
     for a, d in zip(node.operands, dts):
         if a is not None and a.dtype != d:
             return "a cast"
@@ -176,11 +190,14 @@ def segments(nodes) -> list:
 
 
 def _constant(value, ctype, kind):
+    """An integer constant as a C literal; a float one as its bit pattern (an int64 for
+    the params), read at run time: a literal would let the compiler fold ``x * -1.0``
+    into ``-x``, which flips a NaN's sign where NumPy's multiply keeps it."""
     v = np.asarray(value)
     if kind == "f":
         if ctype == "double":
-            return f"eg_f64(0x{struct.unpack('<Q', struct.pack('<d', float(v)))[0]:016x}ULL)"
-        return f"eg_f32(0x{struct.unpack('<I', struct.pack('<f', np.float32(v)))[0]:08x}U)"
+            return struct.unpack('<q', struct.pack('<d', float(v)))[0]
+        return struct.unpack('<i', struct.pack('<f', np.float32(v)))[0]
     bits = int(v) & ((1 << (8 * v.dtype.itemsize)) - 1)
     return f"(({ctype})(uint64_t)0x{bits:x}ULL)"
 
@@ -254,7 +271,13 @@ class _Segment:
                 formals += [f"{const}char *restrict v{v}", f"const int64_t st{v}"]
                 actuals += [f"{origin}", f"P[{stride_at}]"]
                 loads.append((f"*({const}{ctype} *)(v{v} + j * st{v})", f"*({ctype} *)(v{v} + j * st{v})"))
-        body = self._body(order, loads)
+        consts = []   # (C type, bits) of each float constant: the row function's parameters
+        body = self._body(order, loads, consts)
+        for c, (ctype, bits) in enumerate(consts):
+            formals.append(f"const {ctype} k{c}")
+            actuals.append(f"eg_f64((uint64_t)P[{len(params)}])" if ctype == "double"
+                           else f"eg_f32((uint32_t)P[{len(params)}])")
+            params.append(bits)
         # the elements of a row (or of the tile, flat) in a function of their own: its
         # restrict parameters tell the compiler the views written do not alias the others
         row_fn = ([f"static __attribute__((noinline)) void row_{k}(const int64_t n, {', '.join(formals)})",
@@ -275,7 +298,7 @@ class _Segment:
         lines.append("}")
         self.source = "\n".join(row_fn + lines)
 
-    def _body(self, order, loads):
+    def _body(self, order, loads, consts):
         index = {_key(a): v for v, (_, a) in enumerate(order)}
         held = {}   # view -> the register holding what a node of the segment wrote there
         body = []
@@ -286,7 +309,11 @@ class _Segment:
             args = []
             for a, c in zip(node.operands[:node.ufunc.nin], node.loop.constants[:node.ufunc.nin]):
                 if a is None:
-                    args.append(_constant(c, ctype, kind))
+                    c = _constant(c, ctype, kind)
+                    if kind == "f":
+                        consts.append((ctype, c))
+                        c = f"k{len(consts) - 1}"
+                    args.append(c)
                     continue
                 v = index[_key(a)]
                 args.append(held.get(v) or loads[v][0])
@@ -295,10 +322,19 @@ class _Segment:
                 body.append(f"const {ctype} x{r} = {a};")
                 names.append(f"x{r}")
                 r += 1
-            if name == "absolute":
-                expr = (f"__builtin_fabs{'f' if ctype == 'float' else ''}({names[0]})" if kind == "f"
-                        else names[0] if kind == "u" else
+            width = "32" if ctype == "float" else "64"
+            if kind == "f" and name in ("negative", "absolute"):
+                # the sign bit flipped or cleared as integers: the compiler folds a float
+                # negation or fabs away where a NaN's sign is all it changes
+                expr = f"eg_{name[:3]}{width}({names[0]})"
+            elif name == "absolute":
+                expr = (names[0] if kind == "u" else
                         f"({names[0]} < 0 ? (T)((U)0 - (U){names[0]}) : {names[0]})")
+            elif kind == "f" and name in ("add", "multiply") and (
+                    args[0] == args[1] or any(a is None and not np.isnan(c) for a, c in
+                                              zip(node.operands, node.loop.constants[:2]))):
+                # at most one operand can be a NaN: its payload whatever the operands' order
+                expr = f"({names[0]} {'+' if name == 'add' else '*'} {names[1]})"
             else:
                 expr = (_FLOAT if kind == "f" else _INT)[name].format(*names)
             expr = expr.replace("(T)", f"({ctype})").replace("(U)", f"({utype})")
@@ -314,6 +350,10 @@ _HEADER = """#include <stdint.h>
 #include <string.h>
 static inline double eg_f64(uint64_t u) { double d; memcpy(&d, &u, 8); return d; }
 static inline float eg_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static inline double eg_neg64(double x) { uint64_t u; memcpy(&u, &x, 8); u ^= 1ULL << 63; memcpy(&x, &u, 8); return x; }
+static inline double eg_abs64(double x) { uint64_t u; memcpy(&u, &x, 8); u &= ~(1ULL << 63); memcpy(&x, &u, 8); return x; }
+static inline float eg_neg32(float x) { uint32_t u; memcpy(&u, &x, 4); u ^= 1U << 31; memcpy(&x, &u, 4); return x; }
+static inline float eg_abs32(float x) { uint32_t u; memcpy(&u, &x, 4); u &= ~(1U << 31); memcpy(&x, &u, 4); return x; }
 """
 
 
@@ -340,7 +380,7 @@ class CompiledGroup:
 
     def load(self):
         """Compile (or load from the cache); ``c_compiler.CompileError``."""
-        self._lib = c_compiler.load(self.source)
+        self._lib = c_compiler.load(self.source, symbol="eagle_fused")
         self.fn_address = ctypes.cast(self._lib.eagle_fused, ctypes.c_void_p).value
 
     def __repr__(self):
