@@ -76,6 +76,7 @@
 #endif
 #endif
 #if EAGLE_EMU_ASAN   // the fiber switches, told to the sanitizers (no false stack reports)
+#include <dlfcn.h>
 #include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
@@ -124,6 +125,24 @@ struct Block {
 
 static thread_local Block *current_block;
 
+#if EAGLE_EMU_ASAN
+// libc's swapcontext, not ASan's interceptor: that one warns once per process ("doesn't
+// fully support makecontext/swapcontext", a report file under tests/sanitize.sh) and clears
+// the shadow of the stack it enters, which the annotations below already keep right
+typedef int (*swapcontext_fn)(ucontext_t *, const ucontext_t *);
+static swapcontext_fn libc_swapcontext() {
+    static const swapcontext_fn f = [] {
+        void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+        void *s = libc ? dlsym(libc, "swapcontext") : nullptr;
+        return s ? reinterpret_cast<swapcontext_fn>(s) : &swapcontext;
+    }();
+    return f;
+}
+#define EAGLE_EMU_SWAPCONTEXT eagle_emu::libc_swapcontext()
+#else
+#define EAGLE_EMU_SWAPCONTEXT swapcontext
+#endif
+
 // A fiber's stack: its size, and a word at its far end that a fiber overflowing it clobbers
 static const size_t stack_bytes = 128 * 1024;
 static const uint64_t stack_canary = 0xeac1e5ac4ca2a7eeull;
@@ -137,7 +156,7 @@ static inline void switch_to_scheduler(Block *b, Fiber &f) {
 #if EAGLE_EMU_TSAN
     __tsan_switch_to_fiber(b->sched_tsan, 0);
 #endif
-    swapcontext(&f.ctx, &b->sched);
+    EAGLE_EMU_SWAPCONTEXT(&f.ctx, &b->sched);
 #if EAGLE_EMU_ASAN
     __sanitizer_finish_switch_fiber(f.fake_stack, &b->host_bottom, &b->host_size);
 #endif
@@ -320,7 +339,7 @@ static void resume(Block &b, unsigned i) {
 #if EAGLE_EMU_TSAN
     __tsan_switch_to_fiber(f.tsan, 0);
 #endif
-    swapcontext(&b.sched, &f.ctx);
+    EAGLE_EMU_SWAPCONTEXT(&b.sched, &f.ctx);
 #if EAGLE_EMU_ASAN
     __sanitizer_finish_switch_fiber(b.sched_fake, nullptr, nullptr);
 #endif
