@@ -1,6 +1,6 @@
 // Run under ThreadSanitizer by tests/cuda/test_shim_standin.py: one block of 1024 threads
-// on a fresh pool of the CUDA C emulator (tests/doubles/cuda_emulation.h, a test double),
-// so the pool grows from 0 to 1024 threads while the threads it started begin to run.
+// of the CUDA C emulator (tests/doubles/cuda_emulation.h, a test double): 1024 fibers on
+// a fresh stack pool, their switches told to ThreadSanitizer.
 // Prints "ok" when every CUDA thread of the block ran once.
 #include <cstdio>
 

@@ -327,10 +327,9 @@ def test_the_first_load_publishes_the_table_to_other_threads(tmp_path, fake_libc
 
 
 def test_the_emulator_pool_grows_without_a_race(tmp_path):
-    """The CUDA C emulator's thread pool (tests/doubles/cuda_emulation.h) grows to a block's
-    size while the threads it started already run: under ThreadSanitizer no data race
-    (a new thread read its semaphore from the pool's vector while the next push_back
-    reallocated it: a rare segfault in a pool thread of the stand-in, seen in tests/cuda)."""
+    """The CUDA C emulator (tests/doubles/cuda_emulation.h) runs a block of 1024 threads,
+    fibers on one host thread, on a fresh stack pool: under ThreadSanitizer (told of the
+    fiber switches) no data race, and every CUDA thread ran once."""
     cxx = shutil.which("g++") or shutil.which("c++")
     if cxx is None:
         pytest.skip("no C++ compiler")
@@ -349,11 +348,13 @@ def test_the_emulator_pool_grows_without_a_race(tmp_path):
     assert run.stdout == "ok\n"
 
 
-def test_the_emulator_pool_empties_when_idle_and_survives_a_fork(tmp_path):
-    """The emulator's pool threads stay for the next block, leave after a second idle
-    (a whole-suite run once held ~24,000 idle ones), and a child forked while they are
-    alive runs blocks of its own (it waited forever on the parent's threads, which a
-    child does not have). The program counts /proc/self/task; Linux only."""
+def test_the_emulator_runs_a_block_as_fibers_on_one_thread_and_survives_a_fork(tmp_path):
+    """The emulator runs a block's CUDA threads as fibers on the calling host thread (a
+    host thread per CUDA thread made ~1,000 runnable threads and starved the machine):
+    no thread is added; a thread spinning (with __nanosleep or __threadfence) on a flag
+    another thread of its block sets progresses; threads that returned do not hold the
+    others at __syncthreads(); a forked child runs blocks. The program counts
+    /proc/self/task; Linux only."""
     cxx = shutil.which("g++") or shutil.which("c++")
     if cxx is None or not Path("/proc/self/task").is_dir():
         pytest.skip("needs a C++ compiler and Linux's /proc")

@@ -17,17 +17,24 @@
 //   host thread of its own; a kernel that assumes blocks run one after
 //   another, or in order, races here as on hardware. A copy runs one block at
 //   a time (a lock per copy), so a slot's statics are its running block's;
-// - each block runs blockDim host threads at once (one per CUDA thread, from a
-//   pool of its copy, reused across blocks), each with its own threadIdx,
-//   blockIdx, blockDim, gridDim;
-// - __syncthreads() is a barrier of the block's threads;
+// - a block's CUDA threads are fibers (ucontext, a stack each from a pool of
+//   its copy, reused across blocks) on its slot's one host thread, each with its
+//   own threadIdx, blockIdx, blockDim, gridDim (set before each fiber resumes);
+//   a cooperative scheduler runs each live fiber in turn until it returns or
+//   yields: at __syncthreads(), __nanosleep() or __threadfence(). A thread that
+//   spins on what another thread of its block writes must sleep or fence in its
+//   loop (as on a GPU it should); a bare spin never lets the writer run;
+// - __syncthreads() is a barrier of the block's live threads: it opens when
+//   every thread that has not returned waits at it (as on GPUs since Volta);
 // - __shared__ variables are per block: statics of the slot's copy, shared by
 //   the threads of the block it runs and by no other running block (declare
 //   them in the __global__ function, as eagle's kernels do: a static of an
 //   inline function is a GNU unique symbol, one in the whole process);
 // - atomicAdd/Sub/Exch/Min/Max/CAS/And/Or/Xor are atomic (sequentially
-//   consistent) across every host thread, __threadfence() is a full fence and
-//   __nanosleep() sleeps;
+//   consistent) across every host thread (so across blocks, which run on
+//   host threads of their own), __threadfence() is a full fence and
+//   __nanosleep() sleeps (once a round of the block's fibers only slept);
+// - a forked child runs blocks (the emulator holds its locks around fork);
 // - parameters are read from the argument array with the kernel's own types
 //   (their sizes are what cuFuncGetParamInfo reports);
 // - EAGLE_EMU_KERNEL_USING(k, static_shared_bytes, registers) declares what a
@@ -40,8 +47,9 @@
 #define EAGLE_CUDA_EMULATION_H
 
 #include <pthread.h>
-#include <semaphore.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <ucontext.h>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -52,6 +60,29 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define EAGLE_EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EAGLE_EMU_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define EAGLE_EMU_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define EAGLE_EMU_TSAN 1
+#endif
+#endif
+#if EAGLE_EMU_ASAN   // the fiber switches, told to the sanitizers (no false stack reports)
+#include <dlfcn.h>
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+#if EAGLE_EMU_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
 
 #define EAGLE_EMULATION 1
 #define __global__
@@ -66,17 +97,102 @@ struct eagle_emu_dim3 {
 typedef eagle_emu_dim3 dim3;
 
 static thread_local eagle_emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
-static thread_local pthread_barrier_t *eagle_emu_barrier;
 
-static inline void __syncthreads() { pthread_barrier_wait(eagle_emu_barrier); }
+namespace eagle_emu {
 
-// ---- atomics: genuinely atomic across the host threads that run CUDA threads
-static inline void __nanosleep(unsigned ns) {
-    struct timespec t = {0, static_cast<long>(ns)};
-    nanosleep(&t, nullptr);
+// A CUDA thread of the running block: a fiber on the block's host thread.
+struct Fiber {
+    ucontext_t ctx;
+    char *stack;
+    unsigned sleep_ns;   // it yielded in __nanosleep(sleep_ns); 0: not sleeping
+    bool done, at_barrier;
+    void *fake_stack;    // AddressSanitizer's save of this fiber's fake stack
+    void *tsan;          // ThreadSanitizer's fiber
+};
+
+// The block this host thread runs now (one at a time: a copy's lock is held).
+struct Block {
+    ucontext_t sched;    // the scheduler, on the host thread's own stack
+    Fiber *fibers;
+    unsigned cur;        // the fiber running now
+    void (*call)(void **);
+    void **args;
+    eagle_emu_dim3 grid, block, block_idx;
+    const void *host_bottom;   // the host thread's stack, for AddressSanitizer
+    size_t host_size;
+    void *sched_fake, *sched_tsan;
+};
+
+static thread_local Block *current_block;
+
+#if EAGLE_EMU_ASAN
+// libc's swapcontext, not ASan's interceptor: that one warns once per process ("doesn't
+// fully support makecontext/swapcontext", a report file under tests/sanitize.sh) and clears
+// the shadow of the stack it enters, which the annotations below already keep right
+typedef int (*swapcontext_fn)(ucontext_t *, const ucontext_t *);
+static swapcontext_fn libc_swapcontext() {
+    static const swapcontext_fn f = [] {
+        void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+        void *s = libc ? dlsym(libc, "swapcontext") : nullptr;
+        return s ? reinterpret_cast<swapcontext_fn>(s) : &swapcontext;
+    }();
+    return f;
 }
-static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-static inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+#define EAGLE_EMU_SWAPCONTEXT eagle_emu::libc_swapcontext()
+#else
+#define EAGLE_EMU_SWAPCONTEXT swapcontext
+#endif
+
+// A fiber's stack: its size, and a word at its far end that a fiber overflowing it clobbers
+static const size_t stack_bytes = 128 * 1024;
+static const uint64_t stack_canary = 0xeac1e5ac4ca2a7eeull;
+
+// Back to the scheduler, from fiber f of block b (before resuming it, the scheduler sets
+// threadIdx & co. again: the fiber may read them as thread-local variables after this).
+static inline void switch_to_scheduler(Block *b, Fiber &f) {
+#if EAGLE_EMU_ASAN
+    __sanitizer_start_switch_fiber(&f.fake_stack, b->host_bottom, b->host_size);
+#endif
+#if EAGLE_EMU_TSAN
+    __tsan_switch_to_fiber(b->sched_tsan, 0);
+#endif
+    EAGLE_EMU_SWAPCONTEXT(&f.ctx, &b->sched);
+#if EAGLE_EMU_ASAN
+    __sanitizer_finish_switch_fiber(f.fake_stack, &b->host_bottom, &b->host_size);
+#endif
+    asm volatile("" ::: "memory");   // threadIdx & co. are read again, not kept from before
+}
+
+// Yield: `barrier` marks the fiber waiting at __syncthreads(), sleep_ns a __nanosleep.
+static inline void yield(bool barrier, unsigned sleep_ns) {
+    Block *b = current_block;
+    if (!b) {   // not in a block (host code): a plain sleep
+        if (sleep_ns) {
+            struct timespec t = {0, static_cast<long>(sleep_ns)};
+            nanosleep(&t, nullptr);
+        }
+        return;
+    }
+    Fiber &f = b->fibers[b->cur];
+    f.at_barrier = barrier;
+    f.sleep_ns = sleep_ns;
+    switch_to_scheduler(b, f);
+}
+
+}  // namespace eagle_emu
+
+static inline void __syncthreads() { eagle_emu::yield(true, 0); }
+
+// ---- atomics: genuinely atomic across the host threads that run blocks
+static inline void __nanosleep(unsigned ns) { eagle_emu::yield(false, ns ? ns : 1); }
+static inline void __threadfence() {
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    eagle_emu::yield(false, 0);
+}
+static inline void __threadfence_block() {
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    eagle_emu::yield(false, 0);
+}
 namespace eagle_emu {
 // a floating-point read-modify-write: compare-and-swap of the value's bits
 template <class T, class F>
@@ -145,24 +261,14 @@ static inline void cudaGraphSetConditional(cudaGraphConditionalHandle h, unsigne
 
 namespace eagle_emu {
 
-struct Launch {
-    void **args;
-    eagle_emu_dim3 grid, block, block_idx, thread_idx;
-    pthread_barrier_t *barrier;
-    void (*call)(void **);
-};
-
-// A pool of host threads, one per CUDA thread of a block (grown to the largest
-// block seen, at most 1024), reused across blocks and launches: pool thread t
-// runs CUDA thread t of the current block, woken by its own semaphore, so a
-// block of n threads wakes n host threads. (Creating threads per block costs
-// more than the kernels the tests run.)
-struct Pool {
-    std::vector<sem_t *> go;
-    std::vector<char> alive;   // pool thread t is running (under module_lock)
-    sem_t done;
-    Launch job{};
-    Pool() { sem_init(&done, 0, 0); }
+// The fibers' stacks of this copy: one mapping of `count` stacks (grown to the largest
+// block seen, at most 1024; pages are committed as fibers touch them), reused across
+// blocks and launches. (A host thread per CUDA thread, as before, made ~1,000 runnable
+// threads for 4 blocks of 256 and starved every other process of the machine.)
+struct Stacks {
+    char *base = nullptr;
+    unsigned count = 0;
+    std::vector<Fiber> fibers;
 };
 
 static pthread_mutex_t &module_lock() {
@@ -170,109 +276,153 @@ static pthread_mutex_t &module_lock() {
     return m;
 }
 
-static Pool &pool();
-
-// A forked child has none of the parent's pool threads: it starts with an empty pool
-// (else its first block posts to threads that do not exist and waits forever). The
-// lock is taken around fork, so no launch is half done in the child.
-static void pool_before_fork() { pthread_mutex_lock(&module_lock()); }
-static void pool_after_fork_parent() { pthread_mutex_unlock(&module_lock()); }
-static void pool_after_fork_child() {
-    Pool &p = pool();
-    for (char &a : p.alive) a = 0;
-    for (sem_t *s : p.go) sem_init(s, 0, 0);
-    sem_init(&p.done, 0, 0);
-    pthread_mutex_init(&module_lock(), nullptr);
-}
+// The lock is taken around fork, so no block is half run in the child (the copy's
+// statics and fibers are the parent's, consistent); the child's first block runs as any.
+static void stacks_before_fork() { pthread_mutex_lock(&module_lock()); }
+static void stacks_after_fork_parent() { pthread_mutex_unlock(&module_lock()); }
+static void stacks_after_fork_child() { pthread_mutex_init(&module_lock(), nullptr); }
 
 // static, not inline: an inline function's static is a GNU unique symbol, one for the
-// whole process, and each block slot's copy of the module needs a pool and lock of its own
-static Pool &pool() {
-    static Pool &p = *[] {
-        pthread_atfork(pool_before_fork, pool_after_fork_parent, pool_after_fork_child);
-        return new Pool;   // never destroyed: a pool thread may still time out at exit
+// whole process, and each block slot's copy of the module needs stacks and a lock of its own
+static Stacks &stacks() {
+    static Stacks &s = *[] {
+        pthread_atfork(stacks_before_fork, stacks_after_fork_parent, stacks_after_fork_child);
+        return new Stacks;   // never destroyed: kept for the copy's next block
     }();
-    return p;
+    return s;
 }
 
-// What a pool thread is started with: its index and its semaphore, handed over whole.
-// (Reading p.go[me] from the new thread raced with the next push_back growing the vector
-// in run_block: a reallocation freed the buffer it read, and the thread waited on garbage.)
-struct PoolSlot {
-    unsigned me;
-    sem_t *go;
-};
-
-inline void *pool_thread(void *arg) {
-    const PoolSlot slot = *static_cast<PoolSlot *>(arg);
-    delete static_cast<PoolSlot *>(arg);
-    const unsigned me = slot.me;
-    sem_t *go = slot.go;
-    Pool &p = pool();
-    for (;;) {
-        // A thread idle for a second leaves (a module's kernels are seldom launched again
-        // once its test ended, and thousands of idle threads stalled whole-suite runs);
-        // run_block starts it again when needed. It leaves only while no launch holds
-        // the lock, so no post to `go` can be pending then.
-        timespec deadline;
-        clock_gettime(CLOCK_REALTIME, &deadline);
-        deadline.tv_sec += 1;
-        if (sem_timedwait(go, &deadline) != 0) {
-            if (errno != ETIMEDOUT || pthread_mutex_trylock(&module_lock()) != 0) continue;
-            p.alive[me] = 0;
-            pthread_mutex_unlock(&module_lock());
-            return nullptr;
-        }
-        const Launch &l = p.job;
-        const eagle_emu_dim3 b = l.block;
-        threadIdx = {me % b.x, (me / b.x) % b.y, me / (b.x * b.y)};
-        blockIdx = l.block_idx;
-        blockDim = l.block;
-        gridDim = l.grid;
-        eagle_emu_barrier = l.barrier;
-        l.call(l.args);
-        sem_post(&p.done);
+static void grow_stacks(Stacks &s, unsigned n) {
+    if (s.count >= n) return;
+    if (s.base) munmap(s.base, s.count * stack_bytes);
+    void *m = mmap(nullptr, n * stack_bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) {   // the block could not run at all
+        fprintf(stderr, "cuda_emulation: cannot map %u fiber stacks (%s)\n", n, strerror(errno));
+        abort();
     }
-    return nullptr;
+    s.base = static_cast<char *>(m);
+    s.count = n;
+    s.fibers.resize(n);
 }
 
-// One block (block_idx) of a launch: its threads at once, on this copy's pool. The
+// The first code a fiber runs: its CUDA thread, then back to the scheduler for good.
+static void fiber_main() {
+    Block *b = current_block;
+#if EAGLE_EMU_ASAN
+    __sanitizer_finish_switch_fiber(nullptr, &b->host_bottom, &b->host_size);
+#endif
+    b->call(b->args);
+    b = current_block;
+    Fiber &f = b->fibers[b->cur];
+    f.done = true;
+#if EAGLE_EMU_ASAN
+    __sanitizer_start_switch_fiber(nullptr, b->host_bottom, b->host_size);   // this fiber ends
+#endif
+#if EAGLE_EMU_TSAN
+    __tsan_switch_to_fiber(b->sched_tsan, 0);
+#endif
+    setcontext(&b->sched);
+}
+
+static void resume(Block &b, unsigned i) {
+    Fiber &f = b.fibers[i];
+    const eagle_emu_dim3 d = b.block;
+    b.cur = i;
+    threadIdx = {i % d.x, (i / d.x) % d.y, i / (d.x * d.y)};
+    blockIdx = b.block_idx;
+    blockDim = d;
+    gridDim = b.grid;
+#if EAGLE_EMU_ASAN
+    __sanitizer_start_switch_fiber(&b.sched_fake, f.stack, stack_bytes);
+#endif
+#if EAGLE_EMU_TSAN
+    __tsan_switch_to_fiber(f.tsan, 0);
+#endif
+    EAGLE_EMU_SWAPCONTEXT(&b.sched, &f.ctx);
+#if EAGLE_EMU_ASAN
+    __sanitizer_finish_switch_fiber(b.sched_fake, nullptr, nullptr);
+#endif
+}
+
+// One block (block_idx) of a launch: its threads as fibers on this host thread. The
 // stand-in calls it from one host thread per concurrent block slot; a copy runs one
 // block at a time, so its __shared__ statics belong to that block.
 inline void run_block(void (*call)(void **), void **args, eagle_emu_dim3 grid, eagle_emu_dim3 block,
                       eagle_emu_dim3 block_idx) {
-    const unsigned nthreads = block.x * block.y * block.z;
-    Pool &p = pool();
+    const unsigned n = block.x * block.y * block.z;
+    Stacks &s = stacks();
     pthread_mutex_lock(&module_lock());
-    while (p.go.size() < nthreads) {
-        sem_t *s = new sem_t;
-        sem_init(s, 0, 0);
-        p.go.push_back(s);
-        p.alive.push_back(0);
+    grow_stacks(s, n);
+    Block b{};
+    b.fibers = s.fibers.data();
+    b.call = call;
+    b.args = args;
+    b.grid = grid;
+    b.block = block;
+    b.block_idx = block_idx;
+#if EAGLE_EMU_TSAN
+    b.sched_tsan = __tsan_get_current_fiber();
+#endif
+    for (unsigned i = 0; i < n; ++i) {
+        Fiber &f = b.fibers[i];
+        f = Fiber{};
+        f.stack = s.base + i * stack_bytes;
+#if EAGLE_EMU_ASAN
+        __asan_unpoison_memory_region(f.stack, stack_bytes);   // what an ended fiber left poisoned
+#endif
+        std::memcpy(f.stack, &stack_canary, sizeof stack_canary);
+        getcontext(&f.ctx);
+        f.ctx.uc_stack.ss_sp = f.stack;
+        f.ctx.uc_stack.ss_size = stack_bytes;
+        f.ctx.uc_link = &b.sched;
+        makecontext(&f.ctx, fiber_main, 0);
+#if EAGLE_EMU_TSAN
+        f.tsan = __tsan_create_fiber(0);
+#endif
     }
-    for (unsigned i = 0; i < nthreads; ++i) {
-        if (p.alive[i]) continue;
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setstacksize(&attr, 256 * 1024);
-        pthread_t t;
-        const int rc = pthread_create(&t, &attr, pool_thread, new PoolSlot{i, p.go[i]});
-        pthread_attr_destroy(&attr);
-        if (rc != 0) {   // the block would wait forever for a thread that never started
-            fprintf(stderr, "cuda_emulation: cannot start a pool thread (%s)\n", strerror(rc));
+    Block *outer = current_block;
+    current_block = &b;
+    // Rounds: each live fiber not at the barrier runs until it returns or yields; the
+    // barrier opens once every live fiber waits at it; a round in which every fiber that
+    // ran only slept sleeps (the shortest request) before the next.
+    unsigned live = n;
+    while (live > 0) {
+        bool progress = false;
+        unsigned sleep_ns = 0, waiting = 0;
+        for (unsigned i = 0; i < n; ++i) {
+            Fiber &f = b.fibers[i];
+            if (f.done) continue;
+            if (!f.at_barrier) {
+                resume(b, i);
+                if (f.done) {
+                    --live, progress = true;
+                    continue;
+                }
+                if (f.sleep_ns)
+                    sleep_ns = sleep_ns ? (f.sleep_ns < sleep_ns ? f.sleep_ns : sleep_ns) : f.sleep_ns;
+                else
+                    progress = true;
+            }
+            if (f.at_barrier) ++waiting;
+        }
+        if (live > 0 && waiting == live) {   // every live thread is at __syncthreads()
+            for (unsigned i = 0; i < n; ++i) b.fibers[i].at_barrier = false;
+        } else if (!progress && sleep_ns) {
+            struct timespec t = {0, static_cast<long>(sleep_ns)};
+            nanosleep(&t, nullptr);
+        }
+    }
+    current_block = outer;
+    for (unsigned i = 0; i < n; ++i) {
+#if EAGLE_EMU_TSAN
+        __tsan_destroy_fiber(b.fibers[i].tsan);
+#endif
+        if (std::memcmp(b.fibers[i].stack, &stack_canary, sizeof stack_canary) != 0) {
+            fprintf(stderr, "cuda_emulation: CUDA thread %u overflowed its %zu-byte stack\n", i, stack_bytes);
             abort();
         }
-        pthread_detach(t);
-        p.alive[i] = 1;
     }
-    pthread_barrier_t barrier;
-    pthread_barrier_init(&barrier, nullptr, nthreads);
-    p.job = Launch{args, grid, block, block_idx, {0, 0, 0}, &barrier, call};
-    for (unsigned t = 0; t < nthreads; ++t) sem_post(p.go[t]);
-    for (unsigned t = 0; t < nthreads; ++t)
-        while (sem_wait(&p.done) != 0) {
-        }
-    pthread_barrier_destroy(&barrier);
     pthread_mutex_unlock(&module_lock());
 }
 

@@ -56,9 +56,9 @@
  *     void entry(void **args, fake_dim3 grid, fake_dim3 block, unsigned shmem);
  * that runs the whole grid. Built-in test kernels: fake_cuda_kernel(name)
  * (see the table below). Kernels from CUDA C source: the tests compile a .cu
- * file with the emulation prelude tests/doubles/cuda_emulation.h (one
- * host thread per CUDA thread of a block, a barrier for __syncthreads,
- * __shared__ per block) into a shared object and load it with
+ * file with the emulation prelude tests/doubles/cuda_emulation.h (a block's
+ * CUDA threads are fibers on its slot's host thread, __syncthreads a barrier
+ * of them, __shared__ per block) into a shared object and load it with
  * fake_cuda_load_module(path); fake_cuda_module_function(name) returns the
  * CUfunction.
  *

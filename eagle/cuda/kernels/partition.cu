@@ -1,8 +1,8 @@
 /* eagle's compaction / reorder kernels and the run-until-done condition kernel.
  *
  * Compiled by CuPy (cupy.RawModule, NVRTC) on a GPU, and on the CPU by the
- * test emulator (tests/doubles/cuda_emulation.h: one host thread per CUDA
- * thread of a block, a barrier for __syncthreads), so the same source is
+ * test emulator (tests/doubles/cuda_emulation.h: a fiber per CUDA thread
+ * of a block, a barrier for __syncthreads), so the same source is
  * checked without a GPU. Every parameter is 8 bytes (pointer, long long,
  * double). g is a graph's device block: [0] logical size, [1] next size,
  * [2] replays that started with live samples, [3] bad reorder keys, [4] the
