@@ -118,6 +118,16 @@ def test_asv_conf_points_at_the_suite():
     assert (ASV_DIR / conf["benchmark_dir"]).resolve() == BENCH_DIR
 
 
+def test_only_with_no_matching_graph_says_which_titles_there_are(capsys):
+    from eagle import bench
+
+    with pytest.raises(SystemExit) as exit_:
+        bench.main(["--quick", "--only", "no graph is called this", "--big", "4096"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "no graph's title contains it" in err and "seed graph: 3 opaque nodes" in err
+
+
 def test_comparison_command_prints_its_table(capsys):
     """``python -m eagle.bench`` in its smallest form: every graph gets its rows, and
     a peer that is missing is named in a note rather than left out silently."""

@@ -432,7 +432,10 @@ def main(argv=None):
 
     cases = bench_cases(args.big or (QUICK_BIG if args.quick else BIG))
     if args.only:
+        titles = [c.title for c in cases]
         cases = [c for c in cases if args.only in c.title]
+        if not cases:   # an empty table failed on its column widths; say what there is
+            p.error(f"--only {args.only!r}: no graph's title contains it; the titles: {'; '.join(titles)}")
     results = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=threads) as pool:
         try:
