@@ -19,7 +19,8 @@ pytestmark = [pytest.mark.skipif(os.name != "posix", reason="needs POSIX signals
               pytest.mark.skipif(not eagle.have_openmp(), reason="eagle was built without OpenMP")]
 
 LONG_LOOP = r"""
-import json, sys, threading
+import json, sys
+import ctrl_c
 import numpy as np
 import eagle, eagle.kernels as ek
 from eagle.graph import Graph, native, ufunc, while_loop
@@ -35,21 +36,13 @@ body.add_node(ufunc(np.multiply, {"y": y}, 1.0, out={"y": y}), "keep")
 g = Graph()
 g.add_node(while_loop({"more": more}, body, max_iterations=10**15), "loop")
 g.build(cpu=eagle.CpuOptions(teams=teams))
-
-def watch():   # the loop runs without the GIL
-    while y[0] < 200:
-        pass
-    print("ready", flush=True)
-threading.Thread(target=watch, daemon=True).start()
-try:
-    g.launch(1)
-except KeyboardInterrupt as e:
-    out = {"notes": e.__notes__, "replays": g.replays, "y0": float(y[0]),
-           "same": bool((y == y[0]).all()), "iterations": g.iterations("loop")}
-    more[0] = False                       # the condition is checked first: no iteration
-    g.launch(2)
-    out.update(after=g.replays, y_after=float(y[0]), iterations_after=g.iterations("loop"))
-    print(json.dumps(out))
+e = ctrl_c.launch_until_interrupted(g, lambda: y[0] >= 200, replays=1)   # the loop runs without the GIL
+out = {"notes": e.__notes__, "replays": g.replays, "y0": float(y[0]),
+       "same": bool((y == y[0]).all()), "iterations": g.iterations("loop")}
+more[0] = False                       # the condition is checked first: no iteration
+g.launch(2)
+out.update(after=g.replays, y_after=float(y[0]), iterations_after=g.iterations("loop"))
+print(json.dumps(out))
 """
 
 

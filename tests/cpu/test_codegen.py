@@ -12,6 +12,7 @@ import textwrap
 import ctrl_c
 import numpy as np
 import pytest
+from compiled_runs import compiled_note, fake_compiler, is_compiled, reference_bits, small_graph
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from numpy.lib.stride_tricks import as_strided
@@ -20,24 +21,8 @@ import eagle
 from eagle.cpu import c_compiler, codegen
 from eagle.graph import opaque, ufunc
 
-pytestmark = pytest.mark.skipif(c_compiler.compiler() is None, reason="no C compiler")
-
-
-@pytest.fixture(autouse=True)
-def own_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("EAGLE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("EAGLE_CODEGEN", raising=False)
-    monkeypatch.delenv("EAGLE_CC", raising=False)
-    monkeypatch.setattr(c_compiler, "_loaded", {})
-    monkeypatch.setattr(codegen, "_warned", False)
-
-
-def compiled_note(g):
-    return [ln for ln in str(g.plan()).splitlines() if "fused run" in ln]
-
-
-def is_compiled(g):
-    return any("; compiled:" in ln for ln in compiled_note(g))
+pytestmark = [pytest.mark.skipif(c_compiler.compiler() is None, reason="no C compiler"),
+              pytest.mark.usefixtures("own_cache")]
 
 
 # ---- drawn stencil chains, every ufunc of the set, against NumPy ----------------------
@@ -252,30 +237,6 @@ def test_zero_samples_and_a_smaller_size_between_launches():
 
 # ---- not compiling: the same bits ---------------------------------------------------------
 
-def small_graph(**options):
-    x = np.linspace(-2.0, 2.0, 600)
-    a, b = np.empty_like(x), np.empty_like(x)
-    g = eagle.Graph()
-    g.add_node(ufunc(np.multiply, x, 0.1, out=a))
-    g.add_node(ufunc(np.add, a, x, out=a))
-    g.add_node(ufunc(np.minimum, a, 0.3, out=b))
-    g.build(cpu=eagle.CpuOptions(fuse=64, **options))
-    g.launch(1)
-    return g, b.tobytes()
-
-
-def reference_bits():
-    x = np.linspace(-2.0, 2.0, 600)
-    return np.minimum(x * 0.1 + x, 0.3).tobytes()
-
-
-def fake_compiler(tmp_path, body):
-    path = tmp_path / "fake-cc"
-    path.write_text("#!/bin/sh\n" + body + "\n")
-    path.chmod(0o755)
-    return str(path)
-
-
 def test_a_failing_compiler_warns_once_with_its_message_and_runs_the_nodes(tmp_path, monkeypatch):
     monkeypatch.setenv("EAGLE_CC", fake_compiler(tmp_path, 'echo "fake: no such luck" >&2; exit 3'))
     with pytest.warns(RuntimeWarning, match="fake: no such luck"):
@@ -385,7 +346,8 @@ def test_an_error_after_a_compiled_run_names_its_node():
 
 
 INTERRUPTED = r"""
-import json, sys, threading
+import json, sys
+import ctrl_c
 import numpy as np
 import eagle
 from eagle.graph import ufunc
@@ -398,15 +360,8 @@ g.add_node(ufunc(np.multiply, n, 0.5, out=a))
 g.add_node(ufunc(np.add, a, x, out=a))
 g.build(cpu=eagle.CpuOptions(codegen=True, teams=sys.argv[2]))
 assert "; compiled:" in str(g.plan())
-def watch():
-    while n[0] < 50:
-        pass
-    print("ready", flush=True)
-threading.Thread(target=watch, daemon=True).start()
-try:
-    g.launch(10**12)
-except KeyboardInterrupt as e:
-    print(json.dumps({"replays": g.replays, "ran": float(n[0]), "same": bool((n == n[0]).all())}))
+ctrl_c.launch_until_interrupted(g, lambda: n[0] >= 50)
+print(json.dumps({"replays": g.replays, "ran": float(n[0]), "same": bool((n == n[0]).all())}))
 """
 
 

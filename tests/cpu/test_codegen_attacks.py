@@ -10,25 +10,14 @@ import time
 
 import numpy as np
 import pytest
+from compiled_runs import fake_compiler, is_compiled, reference_bits, small_graph
 
 import eagle
 from eagle.cpu import c_compiler, codegen
 from eagle.graph import ufunc
 
-pytestmark = pytest.mark.skipif(c_compiler.compiler() is None, reason="no C compiler")
-
-
-@pytest.fixture(autouse=True)
-def own_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("EAGLE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("EAGLE_CODEGEN", raising=False)
-    monkeypatch.delenv("EAGLE_CC", raising=False)
-    monkeypatch.setattr(c_compiler, "_loaded", {})
-    monkeypatch.setattr(codegen, "_warned", False)
-
-
-def is_compiled(g):
-    return "; compiled:" in str(g.plan())
+pytestmark = [pytest.mark.skipif(c_compiler.compiler() is None, reason="no C compiler"),
+              pytest.mark.usefixtures("own_cache")]
 
 
 def run_both(make, launches=1, fuse=16, expect_compiled=True, numpy_too=True):
@@ -361,23 +350,9 @@ def test_a_byte_swapped_array_stays_out():
 # ---- the cache and the compiler ---------------------------------------------------------------------
 
 def small(**options):
-    x = np.linspace(-2.0, 2.0, 600)
-    a, b = np.empty_like(x), np.empty_like(x)
-    g = eagle.Graph()
-    g.add_node(ufunc(np.multiply, x, 0.1, out=a))
-    g.add_node(ufunc(np.add, a, x, out=a))
-    g.add_node(ufunc(np.minimum, a, 0.3, out=b))
-    g.build(cpu=eagle.CpuOptions(fuse=64, **options))
-    g.launch(1)
-    assert b.tobytes() == np.minimum(x * 0.1 + x, 0.3).tobytes()
+    g, bits = small_graph(**options)
+    assert bits == reference_bits()
     return g
-
-
-def fake_compiler(tmp_path, body):
-    path = tmp_path / "fake-cc"
-    path.write_text("#!/bin/sh\n" + body + "\n")
-    path.chmod(0o755)
-    return str(path)
 
 
 def test_a_cache_folder_that_cannot_be_written_runs_the_nodes(tmp_path, monkeypatch):

@@ -12,7 +12,8 @@ import pytest
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="needs POSIX signals")
 
 CHILD = r"""
-import json, sys, threading
+import json, sys
+import ctrl_c
 import numpy as np
 import eagle, eagle.kernels as ek
 from eagle.graph import native, random_bits
@@ -25,26 +26,18 @@ g = eagle.Graph()
 g.add_node(native(ek.axpy(1.0), reads={"x": x}, updates={"y": y}), name="axpy")
 g.add_node(random_bits(r, key=1), name="bits")
 g.build(cpu=eagle.CpuOptions(teams=teams))
-
-def watch():   # the native launch lets go of the GIL
-    while y[0] < 50:
-        pass
-    print("ready", flush=True)
-threading.Thread(target=watch, daemon=True).start()
-try:
-    g.launch(10**12)
-except KeyboardInterrupt as e:
-    replays, ran, same = g.replays, float(y[0]), bool((y == y[0]).all())
-    last = r.copy()
-    g.launch(1)
-    # the replay after the interrupted launch's last, drawn alone in a fresh graph
-    r2 = np.zeros_like(r)
-    h = eagle.Graph()
-    h.add_node(random_bits(r2, key=1), name="bits")
-    h.build()
-    h.launch(replays + 1)
-    print(json.dumps({"notes": e.__notes__, "replays": replays, "ran": ran, "same": same,
-                      "redrawn": bool(np.array_equal(last, r)), "next": bool(np.array_equal(r2, r))}))
+e = ctrl_c.launch_until_interrupted(g, lambda: y[0] >= 50)
+replays, ran, same = g.replays, float(y[0]), bool((y == y[0]).all())
+last = r.copy()
+g.launch(1)
+# the replay after the interrupted launch's last, drawn alone in a fresh graph
+r2 = np.zeros_like(r)
+h = eagle.Graph()
+h.add_node(random_bits(r2, key=1), name="bits")
+h.build()
+h.launch(replays + 1)
+print(json.dumps({"notes": e.__notes__, "replays": replays, "ran": ran, "same": same,
+                  "redrawn": bool(np.array_equal(last, r)), "next": bool(np.array_equal(r2, r))}))
 """
 
 

@@ -15,6 +15,7 @@ import threading
 
 import numpy as np
 import pytest
+from meddling import meddling
 
 import eagle
 import eagle.kernels as ek
@@ -191,32 +192,11 @@ def test_retune_and_thread_changes_from_another_thread_apply_between_launches(th
     g = eagle.Graph()
     g.add_node(native(ek.axpy(1.0), reads={"x": x}, writes={"y": y}), name="axpy")
     g.build(cpu=eagle.CpuOptions(teams=teams))
-    stop = threading.Event()
-    errors = []
-
-    def meddle():
-        k = 0
-        try:
-            while not stop.is_set():
-                g.set_logical_size(n // 2 if k % 2 else n)
-                eagle.set_num_threads(1 + k % 2)
-                g.plan()
-                str(g)
-                k += 1
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-
-    t = threading.Thread(target=meddle)
-    t.start()
     total = 0
-    try:
+    with meddling(g, sizes=(n, n // 2), thread_counts=(1, 2)):
         for _ in range(200):
             g.launch(5)
             total += 5
-    finally:
-        stop.set()
-        t.join(60)
-    assert not t.is_alive() and not errors, errors
     # a retune never lands inside a launch: each launch's replays covered one range,
     # so the upper half saw whole launches only, uniformly, and the lower half all of them
     assert (y[: n // 2] == total).all()

@@ -5,6 +5,10 @@ and the child is killed and reaped on the way out whatever happens.
     res = interrupt(["-c", SCRIPT, arg])            # "ready", 0.5 s, SIGINT, wait
     assert res.returncode == 0, res.err
 
+and, inside the child's SCRIPT (``child_env`` puts this folder on its path):
+
+    e = ctrl_c.launch_until_interrupted(g, lambda: y[0] >= 50)   # says "ready", launches
+
 Time limits here are deadlock guards, not speed requirements, and they stretch with the
 machine's load: ``scaled(s)`` is ``s`` times how much slower than an idle core this
 machine runs a fixed piece of Python right now (``slowness()``), so a test that waits
@@ -17,6 +21,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -144,3 +149,19 @@ def interrupt(args, *, env=None, ready="ready", after_s=0.5, signals=1, gap_s=0.
         except subprocess.TimeoutExpired:
             pytest.fail(f"the child did not exit within {timeout_s:.0f} s of SIGINT")
         return Interrupted(p.returncode, out, err, sent, time.monotonic() - sent)
+
+
+def launch_until_interrupted(g, started, replays=10**12):
+    """In the child: ``g.launch(replays)``, saying "ready" once ``started()`` is true (a
+    daemon thread watches: the launch lets go of the GIL); the KeyboardInterrupt that
+    ended the launch. A launch that ends without one raises AssertionError."""
+    def watch():
+        while not started():
+            pass
+        print("ready", flush=True)
+    threading.Thread(target=watch, daemon=True).start()
+    try:
+        g.launch(replays)
+    except KeyboardInterrupt as e:
+        return e
+    raise AssertionError(f"launch({replays}) ended without an interrupt")

@@ -3,10 +3,9 @@ launches of masked ufunc nodes (on the arrays, and through NumPy's iterator with
 a reduction and a tally run on a team: every change lands between two launches, never
 inside one, and nothing is lost or counted twice (each launch's replays cover one range;
 the tally holds exactly the samples the counters ran)."""
-import threading
-
 import numpy as np
 import pytest
+from meddling import meddling
 
 import eagle
 from eagle.graph import ufunc
@@ -35,32 +34,12 @@ def test_masked_nodes_a_reduction_and_a_tally_beside_a_meddling_thread(threads, 
     g.add_node(ufunc(np.add.reduce, {"ones": ones}, out={"size": size}), name="size")
     g.add_node(ufunc(np.add.at, {"tally": tally}, {"idx": idx}, 1.0), name="tally")
     g.build(cpu=eagle.CpuOptions(teams=teams))
-    stop, errors = threading.Event(), []
-
-    def meddle():
-        k = 0
-        try:
-            while not stop.is_set():
-                g.set_logical_size(half if k % 2 else n)
-                eagle.set_num_threads(1 + k % 3)
-                g.plan()
-                str(g)
-                k += 1
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-
-    t = threading.Thread(target=meddle)
-    t.start()
     total = 0
-    try:
+    with meddling(g, sizes=(n, half), thread_counts=(1, 2, 3)):
         for _ in range(150):
             g.launch(5)
             total += 5
             assert size in (half, n)
-    finally:
-        stop.set()
-        t.join(60)
-    assert not t.is_alive() and not errors, errors
     assert (plain[:half] == total).all()
     upper = plain[half:]
     assert (upper == upper[0]).all() and upper[0] % 5 == 0

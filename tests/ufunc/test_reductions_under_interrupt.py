@@ -12,7 +12,8 @@ import pytest
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="needs POSIX signals")
 
 CHILD = r"""
-import json, sys, threading
+import json, sys
+import ctrl_c
 import numpy as np
 import eagle, eagle.kernels as ek
 from eagle.graph import native, ufunc
@@ -36,25 +37,17 @@ def build(y, tally, hits, total):
     return g
 
 g = build(y, tally, hits, total)
-
-def watch():   # the native launch lets go of the GIL
-    while y[0] < 50:
-        pass
-    print("ready", flush=True)
-threading.Thread(target=watch, daemon=True).start()
-try:
-    g.launch(10**12)
-except KeyboardInterrupt:
-    k = g.replays
-    state = dict(k=k, y=float(y[0]), hits=int(hits.sum()), total=float(total))
-    g.launch(1)
-    # the same graph run k + 1 replays uninterrupted, in fresh arrays
-    y2, t2, h2, s2 = np.zeros(n), np.zeros(cells), np.zeros(cells, np.int64), np.zeros(())
-    build(y2, t2, h2, s2).launch(k + 1)
-    state.update(next=g.replays, same_tally=t2.tobytes() == tally.tobytes(),
-                 same_hits=bool((h2 == hits).all()), same_total=float(s2) == float(total),
-                 total_after=float(total), y_after=float(y[0]))
-    print(json.dumps(state))
+ctrl_c.launch_until_interrupted(g, lambda: y[0] >= 50)
+k = g.replays
+state = dict(k=k, y=float(y[0]), hits=int(hits.sum()), total=float(total))
+g.launch(1)
+# the same graph run k + 1 replays uninterrupted, in fresh arrays
+y2, t2, h2, s2 = np.zeros(n), np.zeros(cells), np.zeros(cells, np.int64), np.zeros(())
+build(y2, t2, h2, s2).launch(k + 1)
+state.update(next=g.replays, same_tally=t2.tobytes() == tally.tobytes(),
+             same_hits=bool((h2 == hits).all()), same_total=float(s2) == float(total),
+             total_after=float(total), y_after=float(y[0]))
+print(json.dumps(state))
 """
 
 
