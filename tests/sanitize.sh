@@ -9,7 +9,8 @@
 # scratch directory, so the in-place build is never touched; builds eagle's extensions
 # there in place with EAGLE_SANITIZE=1 (setup.py: -fsanitize=address,undefined
 # -fno-omit-frame-pointer -g on every extension); has the tests build every test double
-# with the same flags (EAGLE_DOUBLES_CFLAGS, read by tests/doubles/fake_cuda_build.py);
+# with the same flags (EAGLE_DOUBLES_CFLAGS, read by tests/doubles/fake_cuda_build.py),
+# and eagle compile the loops it generates (eagle.cpu.codegen) with them (EAGLE_CC);
 # runs pytest there with the ASan runtime preloaded into the interpreter (which is not
 # sanitized itself) and PYTHONMALLOC=malloc (so ASan sees Python's allocations too).
 # Subprocesses the tests start inherit all of it. ASan reports, from any process, are
@@ -104,6 +105,8 @@ export PATH="$SCRATCH/bin:$PATH"
 UBSAN_HALT=1
 [[ $KEEP_GOING == 1 ]] && UBSAN_HALT=0
 export EAGLE_DOUBLES_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -g"
+# the loops eagle.cpu.codegen generates and compiles at build() (with EAGLE_CC), sanitized too
+export EAGLE_CC="${EAGLE_CC:-$CC $EAGLE_DOUBLES_CFLAGS}"
 export ASAN_OPTIONS="detect_leaks=0:allocator_may_return_null=1:log_path=$REPORTS/asan${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 export UBSAN_OPTIONS="halt_on_error=$UBSAN_HALT:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 export PYTHONMALLOC=malloc

@@ -110,8 +110,9 @@ class GraphCapture:
         events = []
         where = None
         with self.pools.scope():
-            s0.begin_capture(CAPTURE_MODE_RELAXED)
             try:
+                # inside the try: a Ctrl-C raised as the call returns still ends the capture
+                s0.begin_capture(CAPTURE_MODE_RELAXED)
                 for s, idx in enumerate(rec.rows):
                     sides = self.sides[:len(idx) - 1] if self.branches[s] else []
                     if sides:

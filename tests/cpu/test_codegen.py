@@ -251,6 +251,7 @@ def test_a_failing_compiler_warns_once_with_its_message_and_runs_the_nodes(tmp_p
 
 
 def test_no_compiler_on_path_runs_the_nodes(tmp_path, monkeypatch):
+    monkeypatch.delenv("EAGLE_CC", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr("sysconfig.get_config_var", lambda name: "gcc" if name == "CC" else None)
     assert c_compiler.compiler() is None
