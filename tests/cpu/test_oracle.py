@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import eagle
 from eagle import kernels
 from eagle.graph import native, opaque
-from oracle_graphs import assert_conflicts_staged_in_order, graph_spec, opaque_spec, opaque_work, record
+from oracle_graphs import assert_conflicts_staged_in_order, graph_spec, opaque_node, opaque_spec, record
 from oracle_graphs import make_pool as pool
 
 N = 12  # samples per array
@@ -57,11 +57,7 @@ def realize(spec, views):
         group = []
         for m in members:
             if m[0] == "opaque":
-                _, r, w = m
-                w = [i for i in w if i not in r]
-                reads, writes = [views[i] for i in r], [views[i] for i in w]
-                node = opaque(opaque_work(k, reads, writes), reads={f"r{i}": views[i] for i in r},
-                              writes={f"w{i}": views[i] for i in w})
+                reads, writes, _, node = opaque_node(m, k, views)
                 group.append((f"n{k}", "opaque", reads, writes, node, None))
             else:
                 kind = m[0]

@@ -35,6 +35,19 @@ def opaque_work(k, reads, writes, wave=np.sin):
     return work
 
 
+def opaque_node(m, k, views, wave=np.sin):
+    """The drawn opaque node ``m`` (``opaque_spec``), the k-th, over ``views``: (reads,
+    writes, the function it runs, the node); a view it reads is not written too."""
+    from eagle.graph import opaque
+
+    _, r, w = m
+    w = [i for i in w if i not in r]
+    reads, writes = [views[i] for i in r], [views[i] for i in w]
+    fn = opaque_work(k, reads, writes, wave=wave)
+    node = opaque(fn, reads={f"r{i}": views[i] for i in r}, writes={f"w{i}": views[i] for i in w})
+    return reads, writes, fn, node
+
+
 def opaque_spec(n_views):
     """An opaque node: up to 3 views read, up to 2 written."""
     return st.tuples(st.just("opaque"), st.lists(st.integers(0, n_views - 1), max_size=3, unique=True),

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import eagle
-from eagle.graph import opaque, ufunc
-from oracle_graphs import assert_conflicts_staged_in_order, graph_spec, opaque_spec, opaque_work, record
+from eagle.graph import ufunc
+from oracle_graphs import assert_conflicts_staged_in_order, graph_spec, opaque_node, opaque_spec, record
 from oracle_graphs import make_pool as pool
 
 N = 12
@@ -54,12 +54,7 @@ def realize(spec, views):
         group = []
         for m in members:
             if m[0] == "opaque":
-                _, r, w = m
-                w = [i for i in w if i not in r]
-                reads, writes = [views[i] for i in r], [views[i] for i in w]
-                fn = opaque_work(k, reads, writes, wave=np.cos)
-                node = opaque(fn, reads={f"r{i}": views[i] for i in r},
-                              writes={f"w{i}": views[i] for i in w})
+                reads, writes, fn, node = opaque_node(m, k, views, wave=np.cos)
                 group.append((f"n{k}", "opaque", reads, writes, node, lambda L, fn=fn: fn()))
             else:
                 name, ins, outs, named = m
