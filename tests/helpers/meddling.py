@@ -41,3 +41,19 @@ def meddling(g, sizes, thread_counts):
         stop.set()
         t.join(60)
     assert not t.is_alive() and not errors, errors
+
+
+def launched_beside_meddling(g, counted, launches=200, per_launch=5):
+    """``g.launch(per_launch)`` ``launches`` times beside ``meddling`` between the full
+    logical size n = len(counted) and n // 2 and 1 or 2 threads, where each replay adds 1 to
+    every sample of ``counted`` it runs: a retune never lands inside a launch, so the lower
+    half counts every replay and the upper half whole launches only, uniformly."""
+    n = len(counted)
+    total = 0
+    with meddling(g, sizes=(n, n // 2), thread_counts=(1, 2)):
+        for _ in range(launches):
+            g.launch(per_launch)
+            total += per_launch
+    assert (counted[: n // 2] == total).all()
+    upper = counted[n // 2:]
+    assert (upper == upper[0]).all() and upper[0] % per_launch == 0 and upper[0] <= total
