@@ -29,6 +29,8 @@ once, its last value). A node joins the segment under way ahead of nodes it comm
 (no byte in common that either writes). Segments run one after another over the tile, as
 the nodes they replace would (legal by the fused run's own rule). A segment's loop runs along the innermost dimension of its rows, over
 samples and rows as one loop where every view steps alike (``a[1:]``, ``a[:-1]``).
+A view's store is skipped where a later node of the replay overwrites that very view
+whole without reading it, and nothing in between may read it (``dead_stores``).
 
 When: ``CpuOptions(codegen=...)``: ``False`` never; ``True`` every group; ``None``
 (the default) the ``EAGLE_CODEGEN`` environment variable (``0`` never, ``1`` every
