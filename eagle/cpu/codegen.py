@@ -193,11 +193,12 @@ def segments(nodes) -> list:
 
 def _overwrites(node, w) -> bool:
     """Whether ``node`` writes every sample of view ``w`` the writer of ``w`` wrote, through
-    that very view, reading none of its bytes: a ufunc node split over samples, no
-    ``where=``, whose extent is ``w``'s whole axis 0 (it runs over [0, logical size))."""
-    if not isinstance(node, UfuncNode) or node.whole is not None or not node.split or not node.sized:
+    that very view, reading none of its bytes: a node of the compiled set (split over
+    samples, no ``where=``, a loop that reports no error and so never stops short) whose
+    extent is ``w``'s whole axis 0 (it runs over [0, logical size))."""
+    if why_not(node) is not None or not node.sized:
         return False
-    if node.where is not True or not any(o is not None and _key(o) == _key(w) for o in _outputs(node)):
+    if not any(o is not None and _key(o) == _key(w) for o in _outputs(node)):
         return False
     if w.ndim == 0 or node.extent() != w.shape[0]:
         return False
@@ -209,7 +210,8 @@ def dead_stores(seg, seq) -> frozenset:
     the segment's fused run from the group's first on, then the plan's later nodes, in
     plan order; a view's store is dead when, after its last writer in ``seg``, the first
     node outside ``seg`` that touches its bytes overwrites it whole (``_overwrites``) and
-    every node before that one is a ufunc node (its arrays known). The later node runs
+    every node before that one is a ufunc node (its arrays known; a loop's error is raised
+    when the launch ends, so the replay runs on to the overwrite). The later node runs
     in the same replay, over the same samples, before anything reads them, so the
     replay's results are the same; the last writer of a view in a replay always stores."""
     mine = {id(n) for n in seg}
