@@ -143,12 +143,16 @@ def heat_3d_graph(A, B, **build):
 def fdtd_2d_graph(ex, ey, hz, _fict_, **build):
     """One time step of ``fdtd_2d``. ``_fict_[t]`` is t (the suite's start): a row ``now``
     of the step's t, one per column of ``ey[0, :]``, stands for it, copied into ``ey[0, :]``
-    and stepped once a replay (per-sample nodes, so they fuse with the rest)."""
+    and stepped once a replay (per-sample nodes, so they fuse with the rest). The three
+    updates' temporaries are views of one scratch grid (as NumPy's temporaries reuse
+    freed memory): three grids of their own would push the step's arrays past the L3
+    cache, since a node stores every array it writes."""
     if not np.array_equal(_fict_, np.arange(_fict_.shape[0])):
         raise ValueError("fdtd_2d_graph takes _fict_[t] == t, as fdtd_2d_init makes it")
     nx, ny = ex.shape
     now = np.zeros(ny)
-    d1, d2, d3 = np.empty((nx - 1, ny)), np.empty((nx, ny - 1)), np.empty((nx - 1, ny - 1))
+    scratch = np.empty((nx, ny))
+    d1, d2, d3 = scratch[:-1, :], scratch[:, :-1], scratch[:-1, :-1]
     g = eagle.Graph()
     g.add_node(ufunc(np.positive, now, out=ey[0, :]), name="fict")
     g.add_node(ufunc(np.subtract, hz[1:, :], hz[:-1, :], out=d1))

@@ -383,10 +383,11 @@ def _compile_runs(rec, runs, mode):
     """(per run, None or its compiled groups; per run, plan()'s note on it): each fused
     run's nodes in plan order (stage by stage) handed to eagle.cpu.codegen."""
     compiled, notes = [], []
-    for run in runs:
+    order = [[rec.nodes[i] for s in run.stages for i in rec.rows[s]] for run in runs]
+    for r, run in enumerate(runs):
         groups, note = ([], "")
         if run.fused:
-            groups, note = compile_run([rec.nodes[i] for s in run.stages for i in rec.rows[s]], mode)
+            groups, note = compile_run(order[r], mode, [n for o in order[r + 1:] for n in o])
         compiled.append(groups or None)
         notes.append(note)
     return compiled, notes

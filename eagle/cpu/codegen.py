@@ -29,6 +29,8 @@ once, its last value). A node joins the segment under way ahead of nodes it comm
 (no byte in common that either writes). Segments run one after another over the tile, as
 the nodes they replace would (legal by the fused run's own rule). A segment's loop runs along the innermost dimension of its rows, over
 samples and rows as one loop where every view steps alike (``a[1:]``, ``a[:-1]``).
+A view's store is skipped where a later node of the replay overwrites that very view
+whole without reading it, and nothing in between may read it (``dead_stores``).
 
 When: ``CpuOptions(codegen=...)``: ``False`` never; ``True`` every group; ``None``
 (the default) the ``EAGLE_CODEGEN`` environment variable (``0`` never, ``1`` every
@@ -189,6 +191,47 @@ def segments(nodes) -> list:
     return segs
 
 
+def _overwrites(node, w) -> bool:
+    """Whether ``node`` writes every sample of view ``w`` the writer of ``w`` wrote, through
+    that very view, reading none of its bytes: a node of the compiled set (split over
+    samples, no ``where=``, a loop that reports no error and so never stops short) whose
+    extent is ``w``'s whole axis 0 (it runs over [0, logical size))."""
+    if why_not(node) is not None or not node.sized:
+        return False
+    if not any(o is not None and _key(o) == _key(w) for o in _outputs(node)):
+        return False
+    if w.ndim == 0 or node.extent() != w.shape[0]:
+        return False
+    return not any(a is not None and overlap(a, w) for a in node.operands[:node.ufunc.nin])
+
+
+def dead_stores(seg, seq) -> frozenset:
+    """The views segment ``seg`` writes whose store is dead: ``seq`` holds the nodes of
+    the segment's fused run from the group's first on, then the plan's later nodes, in
+    plan order; a view's store is dead when, after its last writer in ``seg``, the first
+    node outside ``seg`` that touches its bytes overwrites it whole (``_overwrites``) and
+    every node before that one is a ufunc node (its arrays known; a loop's error is raised
+    when the launch ends, so the replay runs on to the overwrite). The later node runs
+    in the same replay, over the same samples, before anything reads them, so the
+    replay's results are the same; the last writer of a view in a replay always stores."""
+    mine = {id(n) for n in seg}
+    at = {id(n): i for i, n in enumerate(seq)}
+    dead = set()
+    for w in {_key(o): o for n in seg for o in _outputs(n) if o is not None}.values():
+        last = max(at[id(n)] for n in seg if any(o is not None and _key(o) == _key(w) for o in _outputs(n)))
+        for x in seq[last + 1:]:
+            if id(x) in mine:
+                continue
+            if not isinstance(x, UfuncNode):
+                break
+            if not any(a is not None and overlap(a, w) for a in x.operands):
+                continue
+            if _overwrites(x, w):
+                dead.add(_key(w))
+            break
+    return frozenset(dead)
+
+
 def _constant(value, ctype, kind):
     """An integer constant as a C literal; a float one as its bit pattern (an int64 for
     the params), read at run time: a literal would let the compiler fold ``x * -1.0``
@@ -205,8 +248,8 @@ def _constant(value, ctype, kind):
 class _Segment:
     """One segment's C function and its part of the params."""
 
-    def __init__(self, k, nodes, slots, params):
-        self.k, self.nodes = k, nodes
+    def __init__(self, k, nodes, slots, params, dead=frozenset()):
+        self.k, self.nodes, self.dead = k, nodes, dead
         shape = _shape(nodes[0])
         views = {}   # key -> (index, array)
         for node in nodes:
@@ -341,8 +384,9 @@ class _Segment:
             body.append(f"const {ctype} x{r} = {expr};")
             held[index[_key(_outputs(node)[0])]] = f"x{r}"
             r += 1
-        # each view written stored once, its last value (the others were passed in registers)
-        body += [f"{loads[v][1]} = {x};" for v, x in held.items()]
+        # each view written stored once, its last value (the others were passed in
+        # registers), unless a later node of the replay overwrites it unread (dead_stores)
+        body += [f"{loads[v][1]} = {x};" for v, x in held.items() if _key(order[v][1]) not in self.dead]
         return body
 
 
@@ -361,11 +405,16 @@ class CompiledGroup:
     """Nodes [first, first + count) of a fused run (offsets in its stage) as one generated
     function: what ``CpuPlan(compiled=...)`` takes (csrc/cpu/plan.h, ``eagle_compiled``)."""
 
-    def __init__(self, first, nodes):
+    def __init__(self, first, nodes, after=()):
+        """``after``: the nodes that follow the group in plan order (the rest of its run,
+        then the plan's later nodes), for ``dead_stores``."""
         self.first, self.count = first, len(nodes)
         self.segments = segments(nodes)
         slots, params = {}, []
-        segs = [_Segment(k, seg, slots, params) for k, seg in enumerate(self.segments)]
+        seq = list(nodes) + list(after)
+        segs = [_Segment(k, seg, slots, params, dead_stores(seg, seq))
+                for k, seg in enumerate(self.segments)]
+        self.dead = sum(len(s.dead) for s in segs)
         self.source = _HEADER + "\n".join(s.source for s in segs) + (
             "\nvoid eagle_fused(int64_t lo, int64_t hi, char **data, const int64_t *P, void *ud)\n{\n"
             "    (void)ud;\n" + "".join(f"    seg_{k}(lo, hi, data, P);\n" for k in range(len(segs))) + "}\n")
@@ -391,9 +440,10 @@ def _work(nodes) -> int:
     return sum(w.size for node in nodes for w in _outputs(node))
 
 
-def compile_run(nodes, mode):
+def compile_run(nodes, mode, later=()):
     """(the compiled groups of a fused run's ``nodes`` (in plan order), a note for
-    ``plan()``: "" when nothing was to be compiled)."""
+    ``plan()``: "" when nothing was to be compiled). ``later``: the nodes of the plan
+    after the run, in plan order (a store they overwrite unread is skipped)."""
     if mode == "off":
         return [], ""
     groups, current = [], []
@@ -411,7 +461,7 @@ def compile_run(nodes, mode):
         return [], ""
     failure = None
     for s in spans:
-        grp = CompiledGroup(s[0], [nodes[k] for k in s])
+        grp = CompiledGroup(s[0], [nodes[k] for k in s], nodes[s[-1] + 1:] + list(later))
         try:
             grp.load()
         except c_compiler.CompileError as e:
@@ -423,8 +473,11 @@ def compile_run(nodes, mode):
         return [], f"not compiled: {failure.splitlines()[0][:120]}"
     done = sum(g.count for g in groups)
     loops = sum(len(g.segments) for g in groups)
+    dead = sum(g.dead for g in groups)
     return groups, (f"compiled: {done} of {len(nodes)} nodes in {loops} "
-                    f"generated loop{'s' if loops > 1 else ''}")
+                    f"generated loop{'s' if loops > 1 else ''}"
+                    + (f"; {dead} store{'s' if dead > 1 else ''} skipped (overwritten later in the replay)"
+                       if dead else ""))
 
 
 def _warn(message):
