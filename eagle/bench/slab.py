@@ -37,7 +37,11 @@ def numpy_slab(n, seed=0):
 
 class SlabGraph:
     """The same transport as a graph; ``run()`` starts the particles again and returns the
-    tallies (reflected, transmitted, absorbed). ``compaction=False``: no compaction node;
+    tallies (reflected, transmitted, absorbed). As in the NumPy loop, a flight's direction
+    is drawn for the particles still alive, at the start of the step (``max(u, first)``:
+    ``first`` is 1.0 on the first replay, so entering particles fly along the normal, and
+    -1.0 after it), so the direction is no state and the compaction moves the depth and the
+    ids only. ``compaction=False``: no compaction node;
     finished particles stay in place and keep being moved, and ``where=alive`` keeps them
     out of the tallies and dead (replays until none is alive, counted by a reduction).
     ``min_dead_fraction`` above 0: the compaction waits for that share of finished
@@ -46,7 +50,8 @@ class SlabGraph:
 
     def __init__(self, n, key=7, compaction=True, min_dead_fraction=0.0):
         self.n, self.compaction = n, compaction
-        self.x, self.mu = np.zeros(n), np.ones(n)
+        self.x, self.mu = np.zeros(n), np.zeros(n)
+        self.first = np.ones(())
         self.ids = np.arange(n, dtype=np.int64)
         d, u = np.zeros(n), np.zeros(n)
         refl, trans, leak, absorbed = (np.zeros(n, bool) for _ in range(4))
@@ -54,11 +59,13 @@ class SlabGraph:
         self.live = np.zeros((), np.int64)
         step = [np.zeros((), np.int64) for _ in range(3)]
         self.totals = [np.zeros((), np.int64) for _ in range(3)]
-        x, mu, ids = {"x": self.x}, {"mu": self.mu}, {"id": self.ids}
+        x, mu, ids, first = {"x": self.x}, {"mu": self.mu}, {"id": self.ids}, {"first": self.first}
         # without a compaction, or with one that leaves finished particles in the range, the
         # tallies and the alive update see live particles only
         masked = {} if compaction and min_dead_fraction == 0.0 else {"where": {"alive": self.alive}}
         g = eagle.Graph()
+        g.add_node(uniform(mu, key=key + 2, low=-1.0, high=1.0, ids=ids), name="scatter")
+        g.add_node(ufunc(np.maximum, mu, first, out=mu), name="entering")
         g.add_node(exponential({"d": d}, key=key, scale=1.0 / SIGMA_T, ids=ids), name="flight")
         g.add_node(ufunc(np.multiply, mu, d, out={"d": d}), name="dx")
         g.add_node(ufunc(np.add, x, d, out=x), name="move")
@@ -74,18 +81,18 @@ class SlabGraph:
             g.add_node(ufunc(np.add, total, s, out=total), name="sum_" + name[2:])
         # alive: neither leaked nor absorbed (the two exclude each other)
         g.add_node(ufunc(np.equal, leak, absorbed, out={"alive": self.alive}, **masked), name="alive")
-        g.add_node(uniform({"mu": self.mu}, key=key + 2, low=-1.0, high=1.0, ids=ids), name="scatter")
+        g.add_node(ufunc(np.minimum, first, -1.0, out=first), name="entered")   # once a replay (0-d)
         if compaction:
             # 0.0: on every replay that finished one, so the step needs no mask (a finished
             # particle left in the range, unmasked, would fly again and be counted twice)
-            g.add_node(compact({"alive": self.alive}, {"x": self.x, "mu": self.mu}, ids=ids,
+            g.add_node(compact({"alive": self.alive}, x, ids=ids,
                                min_dead_fraction=min_dead_fraction), name="compact")
         else:
             g.add_node(ufunc(np.add.reduce, {"alive": self.alive}, out={"live": self.live}), name="live")
         self.g = g.build()
 
     def run(self, max_replays=10_000):
-        self.x[:], self.mu[:], self.alive[:] = 0.0, 1.0, True
+        self.x[:], self.alive[:], self.first[...] = 0.0, True, 1.0
         self.ids[:] = np.arange(self.n)
         for t in self.totals:
             t[...] = 0
