@@ -132,14 +132,13 @@ def slab_step(x, mu, first, alive, ids, totals):
     nodes (the same keys as ``slab.SlabGraph``'s) and finished particles leave through
     ``compact`` instead of ``x = x[keep]``."""
     d, u = np.empty_like(x), np.empty_like(x)
-    uniform(mu, key=9, low=-1.0, high=1.0, ids=ids)
+    uniform({"u": u, "mu": mu}, key=8, low=-1.0, high=1.0, ids=ids)   # one block, two numbers
     np.maximum(mu, first, out=mu)   # first: 1.0 on the first replay (along the normal), -1.0 after
     exponential(d, key=7, scale=1.0 / slab.SIGMA_T, ids=ids)
     x += mu * d
     refl, trans = x < 0.0, x > slab.THICKNESS
     leak = refl | trans
-    uniform(u, key=8, ids=ids)
-    absorbed = (u < slab.SIGMA_A / slab.SIGMA_T) & ~leak
+    absorbed = (u < slab.ABSORB_BELOW) & ~leak
     totals[0] += np.count_nonzero(refl)
     totals[1] += np.count_nonzero(trans)
     totals[2] += np.count_nonzero(absorbed)

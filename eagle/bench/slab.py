@@ -16,6 +16,7 @@ from eagle.graph import compact, exponential, ufunc, uniform
 
 SIGMA_T, SIGMA_A, THICKNESS = 1.0, 0.3, 2.0
 PARTICLES = 1_000_000
+ABSORB_BELOW = -1.0 + 2.0 * (SIGMA_A / SIGMA_T)
 
 
 def numpy_slab(n, seed=0):
@@ -38,10 +39,11 @@ def numpy_slab(n, seed=0):
 class SlabGraph:
     """The same transport as a graph; ``run()`` starts the particles again and returns the
     tallies (reflected, transmitted, absorbed). As in the NumPy loop, a flight's direction
-    is drawn for the particles still alive, at the start of the step (``max(u, first)``:
+    is drawn for the particles still alive, at the start of the step (``max(mu, first)``:
     ``first`` is 1.0 on the first replay, so entering particles fly along the normal, and
     -1.0 after it), so the direction is no state and the compaction moves the depth and the
-    ids only. ``compaction=False``: no compaction node;
+    ids only; it comes from the Philox block the absorption test's number comes from (a
+    uniform node with two outputs), so a particle's step costs two Philox calls, not three. ``compaction=False``: no compaction node;
     finished particles stay in place and keep being moved, and ``where=alive`` keeps them
     out of the tallies and dead (replays until none is alive, counted by a reduction).
     ``min_dead_fraction`` above 0: the compaction waits for that share of finished
@@ -64,7 +66,8 @@ class SlabGraph:
         # tallies and the alive update see live particles only
         masked = {} if compaction and min_dead_fraction == 0.0 else {"where": {"alive": self.alive}}
         g = eagle.Graph()
-        g.add_node(uniform(mu, key=key + 2, low=-1.0, high=1.0, ids=ids), name="scatter")
+        # the absorption test's number and the direction, from one Philox block a particle
+        g.add_node(uniform({"u": u, **mu}, key=key + 1, low=-1.0, high=1.0, ids=ids), name="collide")
         g.add_node(ufunc(np.maximum, mu, first, out=mu), name="entering")
         g.add_node(exponential({"d": d}, key=key, scale=1.0 / SIGMA_T, ids=ids), name="flight")
         g.add_node(ufunc(np.multiply, mu, d, out={"d": d}), name="dx")
@@ -72,8 +75,8 @@ class SlabGraph:
         g.add_node(ufunc(np.less, x, 0.0, out={"refl": refl}), name="reflected")
         g.add_node(ufunc(np.greater, x, THICKNESS, out={"trans": trans}), name="transmitted")
         g.add_node(ufunc(np.logical_or, refl, trans, out={"leak": leak}), name="leaked")
-        g.add_node(uniform({"u": u}, key=key + 1, ids=ids), name="u_absorb")
-        g.add_node(ufunc(np.less, u, SIGMA_A / SIGMA_T, out={"absorbed": absorbed}), name="absorb")
+        # u uniform in [-1, 1): absorbed with probability SIGMA_A / SIGMA_T
+        g.add_node(ufunc(np.less, {"u": u}, ABSORB_BELOW, out={"absorbed": absorbed}), name="absorb")
         g.add_node(ufunc(np.greater, absorbed, leak, out={"absorbed": absorbed}), name="inside")
         for name, flags, s, total in zip(("n_refl", "n_trans", "n_abs"), (refl, trans, absorbed), step,
                                          self.totals):
