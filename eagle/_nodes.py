@@ -410,12 +410,18 @@ def uniform(out, *, key, low=0.0, high=1.0, ids=None) -> Node:
     From the words of ``random_bits`` (same counter, key and ids): float64 uses
     ``u = ((w1 << 32 | w0) >> 11) * 2**-53``, float32 ``u = (w0 >> 8) * 2**-24``;
     the value is ``low + (high - low) * u`` in the output's type (a value that rounds
-    up to ``high`` becomes the largest one below it). One number per sample per replay.
+    up to ``high`` becomes the largest one below it). One number per sample per replay,
+    or two: a second output takes the block's other words, float64
+    ``((w3 << 32 | w2) >> 11) * 2**-53``, float32 ``(w2 >> 8) * 2**-24`` (the first output
+    is the one-output node's), so a step that needs two uniforms a sample (a collision's
+    absorption test and its new direction) pays one Philox call for both.
 
     Parameters
     ----------
     out : array or {name: array}
-        A 1-d float32 or float64 array, one number per sample (default name ``out``).
+        A 1-d float32 or float64 array, one number per sample (default name ``out``);
+        or a dict of two named arrays of one shape and dtype, the first drawn from words
+        0 and 1, the second from words 2 and 3 of the same block.
     key : int
         The Philox key, an integer in [0, 2**64).
     low, high : float, default 0.0, 1.0
@@ -447,6 +453,15 @@ def uniform(out, *, key, low=0.0, high=1.0, ids=None) -> Node:
     >>> g.add_node(uniform(u, key=1, low=2.0, high=3.0), name="draw")
     >>> g.build().launch(1)
     >>> bool((u >= 2.0).all() and (u < 3.0).all())
+    True
+
+    Two numbers a sample from one Philox block:
+
+    >>> absorb, mu = np.zeros(1000), np.zeros(1000)
+    >>> g = eagle.Graph()
+    >>> g.add_node(uniform({"absorb": absorb, "mu": mu}, key=1, low=-1.0, high=1.0), name="collide")
+    >>> g.build().launch(1)
+    >>> bool((mu >= -1.0).all() and (mu < 1.0).all() and (absorb != mu).all())
     True
     """
     return _random_node(random_spec(UNIFORM, out, key, ids, low, high))

@@ -17,6 +17,7 @@
  */
 #include "distribution_kernels.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "eagle/distributions.h"
@@ -66,10 +67,28 @@ static void pick_quarter(int64_t n, const uint64_t *restrict id, const block_wor
     }
 }
 
+/* whether ids[0..n) run on from ids[0] by one (a block before any compaction, a run of
+ * survivors after one), below 2**63 */
+EAGLE_SIMD_CLONES
+static int consecutive_ids(int64_t n, const uint64_t *restrict id)
+{
+    const uint64_t first = id[0];
+    uint64_t off = 0;
+#pragma omp simd reduction(| : off)
+    for (int64_t j = 0; j < n; ++j)
+        off |= id[j] ^ (first + (uint64_t)j);
+    return off == 0 && first <= (uint64_t)INT64_MAX - (uint64_t)n;
+}
+
 static const void *shared_bits(int per, int64_t n, const uint64_t *id, int64_t b, uint32_t r0, uint32_t c3,
                                uint32_t k0, uint32_t k1, shared_buf *buf)
 {
     const int shift = per == 2 ? 1 : 2;
+    if (id && n > 0 && consecutive_ids(n, id)) {
+        /* the blocks consecutive samples share, each drawn once: the same words */
+        b = (int64_t)id[0];
+        id = NULL;
+    }
     if (!id) {
         const int64_t g0 = b >> shift, groups = ((b + n - 1) >> shift) - g0 + 1;
         eagle_philox_interleaved(groups, NULL, (uint64_t)g0, r0, c3, k0, k1, buf->w32);

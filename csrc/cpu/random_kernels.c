@@ -36,6 +36,25 @@ static void uniform64(int64_t n, const block_words *restrict w, double low, doub
         out[j] = eagle_scale_uniform(eagle_u01_53(w->w0[j], w->w1[j]), low, span, below);
 }
 
+/* a uniform node's second output: words 2 and 3, as the first takes 0 and 1 */
+EAGLE_SIMD_CLONES
+static void uniform64_second(int64_t n, const block_words *restrict w, double low, double span, double below,
+                             double *restrict out)
+{
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j)
+        out[j] = eagle_scale_uniform(eagle_u01_53(w->w2[j], w->w3[j]), low, span, below);
+}
+
+EAGLE_SIMD_CLONES
+static void uniform32_second(int64_t n, const block_words *restrict w, float low, float span, float below,
+                             float *restrict out)
+{
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j)
+        out[j] = eagle_scale_uniform_f(eagle_u01_24(w->w2[j]), low, span, below);
+}
+
 EAGLE_SIMD_CLONES
 static void uniform32(int64_t n, const block_words *restrict w, float low, float span, float below,
                       float *restrict out)
@@ -76,6 +95,9 @@ void eagle_random_kernel(int64_t start, int64_t stop, char **data, const int64_t
     const int64_t ostride = strides[k_out];
     const int64_t item = p->what == EAGLE_RANDOM_BITS ? 16 : (p->f32 ? 4 : 8);
     const int direct = ostride == item;
+    char *out2 = p->second ? data[k_out + 1] : NULL;
+    const int64_t o2stride = p->second ? strides[k_out + 1] : 0;
+    const int direct2 = o2stride == item;
     uint64_t id[BLOCK];
     _Alignas(64) block_words w;
     _Alignas(64) unsigned char tmp[BLOCK * 16];
@@ -114,5 +136,15 @@ void eagle_random_kernel(int64_t start, int64_t stop, char **data, const int64_t
         if (!direct)
             for (int64_t j = 0; j < n; ++j)
                 memcpy(out + (b + j) * ostride, tmp + j * item, (size_t)item);
+        if (out2) {
+            void *dst2 = direct2 ? (void *)(out2 + b * o2stride) : (void *)tmp;
+            if (p->f32)
+                uniform32_second(n, &w, (float)p->a, (float)p->b, (float)p->below, (float *)dst2);
+            else
+                uniform64_second(n, &w, p->a, p->b, p->below, (double *)dst2);
+            if (!direct2)
+                for (int64_t j = 0; j < n; ++j)
+                    memcpy(out2 + (b + j) * o2stride, tmp + j * item, (size_t)item);
+        }
     }
 }

@@ -6,7 +6,8 @@
  * params->replay(): the replay the calling thread is running (the executor keeps
  * it per thread, eagle_thread_replay in executor.h), so a sample's numbers do not
  * depend on which thread, split or tile draws them. Arrays: data[0] is the ids
- * (int64 per sample) when has_ids, then the output.
+ * (int64 per sample) when has_ids, then the output, then (a uniform node's second)
+ * the output drawn from words 2 and 3 of the same block.
  * Thread-safety: any threads at once on disjoint ranges. Ownership: the params
  * are the caller's (eagle/cpu/_random.pyx keeps them alive with the node).
  */
@@ -24,6 +25,7 @@ typedef struct eagle_random_params {
     int32_t has_ids;        /* data[0] holds the samples' ids */
     double a, b;            /* uniform: low, high - low; normal: loc, scale */
     double below;           /* uniform: the largest output value below high */
+    int32_t second;         /* uniform: a second output, from words 2 and 3 */
     uint64_t (*replay)(void);   /* the replay the calling thread runs */
 } eagle_random_params;
 

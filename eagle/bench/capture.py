@@ -127,23 +127,24 @@ class HeatCaptured:
         return self.g.iterations(self.g.nodes[0])
 
 
-def slab_step(x, mu, alive, ids, totals):
+def slab_step(x, mu, first, alive, ids, totals):
     """One step of ``slab.numpy_slab`` written for capture: the draws are eagle's random
     nodes (the same keys as ``slab.SlabGraph``'s) and finished particles leave through
     ``compact`` instead of ``x = x[keep]``."""
     d, u = np.empty_like(x), np.empty_like(x)
+    uniform({"u": u, "mu": mu}, key=8, low=-1.0, high=1.0, ids=ids)   # one block, two numbers
+    np.maximum(mu, first, out=mu)   # first: 1.0 on the first replay (along the normal), -1.0 after
     exponential(d, key=7, scale=1.0 / slab.SIGMA_T, ids=ids)
     x += mu * d
     refl, trans = x < 0.0, x > slab.THICKNESS
     leak = refl | trans
-    uniform(u, key=8, ids=ids)
-    absorbed = (u < slab.SIGMA_A / slab.SIGMA_T) & ~leak
+    absorbed = (u < slab.ABSORB_BELOW) & ~leak
     totals[0] += np.count_nonzero(refl)
     totals[1] += np.count_nonzero(trans)
     totals[2] += np.count_nonzero(absorbed)
     alive[...] = ~(leak | absorbed)
-    uniform(mu, key=9, low=-1.0, high=1.0, ids=ids)
-    compact(alive, {"x": x, "mu": mu}, ids=ids, min_dead_fraction=0.0)   # as slab.SlabGraph's
+    np.minimum(first, -1.0, out=first)
+    compact(alive, {"x": x}, ids=ids, min_dead_fraction=0.0)   # as slab.SlabGraph's
 
 
 class SlabCaptured:
@@ -151,12 +152,14 @@ class SlabCaptured:
 
     def __init__(self, n):
         self.n = n
-        self.x, self.mu, self.alive = np.zeros(n), np.ones(n), np.ones(n, bool)
+        self.x, self.mu, self.alive = np.zeros(n), np.zeros(n), np.ones(n, bool)
+        self.first = np.ones(())
         self.ids, self.totals = np.arange(n, dtype=np.int64), np.zeros(3, np.int64)
-        self.g = eagle.capture(slab_step, self.x, self.mu, self.alive, self.ids, self.totals).build()
+        self.g = eagle.capture(slab_step, self.x, self.mu, self.first, self.alive, self.ids,
+                               self.totals).build()
 
     def run(self, max_replays=10_000):
-        self.x[:], self.mu[:], self.alive[:], self.totals[:] = 0.0, 1.0, True, 0
+        self.x[:], self.alive[:], self.totals[:], self.first[...] = 0.0, True, 0, 1.0
         self.ids[:] = np.arange(self.n)
         self.g.restart(self.n)          # as slab.SlabGraph.run: compaction's state as made, too
         self.g.launch_until_done(max_replays)

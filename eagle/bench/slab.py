@@ -16,6 +16,7 @@ from eagle.graph import compact, exponential, ufunc, uniform
 
 SIGMA_T, SIGMA_A, THICKNESS = 1.0, 0.3, 2.0
 PARTICLES = 1_000_000
+ABSORB_BELOW = -1.0 + 2.0 * (SIGMA_A / SIGMA_T)
 
 
 def numpy_slab(n, seed=0):
@@ -37,7 +38,12 @@ def numpy_slab(n, seed=0):
 
 class SlabGraph:
     """The same transport as a graph; ``run()`` starts the particles again and returns the
-    tallies (reflected, transmitted, absorbed). ``compaction=False``: no compaction node;
+    tallies (reflected, transmitted, absorbed). As in the NumPy loop, a flight's direction
+    is drawn for the particles still alive, at the start of the step (``max(mu, first)``:
+    ``first`` is 1.0 on the first replay, so entering particles fly along the normal, and
+    -1.0 after it), so the direction is no state and the compaction moves the depth and the
+    ids only; it comes from the Philox block the absorption test's number comes from (a
+    uniform node with two outputs), so a particle's step costs two Philox calls, not three. ``compaction=False``: no compaction node;
     finished particles stay in place and keep being moved, and ``where=alive`` keeps them
     out of the tallies and dead (replays until none is alive, counted by a reduction).
     ``min_dead_fraction`` above 0: the compaction waits for that share of finished
@@ -46,7 +52,8 @@ class SlabGraph:
 
     def __init__(self, n, key=7, compaction=True, min_dead_fraction=0.0):
         self.n, self.compaction = n, compaction
-        self.x, self.mu = np.zeros(n), np.ones(n)
+        self.x, self.mu = np.zeros(n), np.zeros(n)
+        self.first = np.ones(())
         self.ids = np.arange(n, dtype=np.int64)
         d, u = np.zeros(n), np.zeros(n)
         refl, trans, leak, absorbed = (np.zeros(n, bool) for _ in range(4))
@@ -54,19 +61,22 @@ class SlabGraph:
         self.live = np.zeros((), np.int64)
         step = [np.zeros((), np.int64) for _ in range(3)]
         self.totals = [np.zeros((), np.int64) for _ in range(3)]
-        x, mu, ids = {"x": self.x}, {"mu": self.mu}, {"id": self.ids}
+        x, mu, ids, first = {"x": self.x}, {"mu": self.mu}, {"id": self.ids}, {"first": self.first}
         # without a compaction, or with one that leaves finished particles in the range, the
         # tallies and the alive update see live particles only
         masked = {} if compaction and min_dead_fraction == 0.0 else {"where": {"alive": self.alive}}
         g = eagle.Graph()
+        # the absorption test's number and the direction, from one Philox block a particle
+        g.add_node(uniform({"u": u, **mu}, key=key + 1, low=-1.0, high=1.0, ids=ids), name="collide")
+        g.add_node(ufunc(np.maximum, mu, first, out=mu), name="entering")
         g.add_node(exponential({"d": d}, key=key, scale=1.0 / SIGMA_T, ids=ids), name="flight")
         g.add_node(ufunc(np.multiply, mu, d, out={"d": d}), name="dx")
         g.add_node(ufunc(np.add, x, d, out=x), name="move")
         g.add_node(ufunc(np.less, x, 0.0, out={"refl": refl}), name="reflected")
         g.add_node(ufunc(np.greater, x, THICKNESS, out={"trans": trans}), name="transmitted")
         g.add_node(ufunc(np.logical_or, refl, trans, out={"leak": leak}), name="leaked")
-        g.add_node(uniform({"u": u}, key=key + 1, ids=ids), name="u_absorb")
-        g.add_node(ufunc(np.less, u, SIGMA_A / SIGMA_T, out={"absorbed": absorbed}), name="absorb")
+        # u uniform in [-1, 1): absorbed with probability SIGMA_A / SIGMA_T
+        g.add_node(ufunc(np.less, {"u": u}, ABSORB_BELOW, out={"absorbed": absorbed}), name="absorb")
         g.add_node(ufunc(np.greater, absorbed, leak, out={"absorbed": absorbed}), name="inside")
         for name, flags, s, total in zip(("n_refl", "n_trans", "n_abs"), (refl, trans, absorbed), step,
                                          self.totals):
@@ -74,18 +84,18 @@ class SlabGraph:
             g.add_node(ufunc(np.add, total, s, out=total), name="sum_" + name[2:])
         # alive: neither leaked nor absorbed (the two exclude each other)
         g.add_node(ufunc(np.equal, leak, absorbed, out={"alive": self.alive}, **masked), name="alive")
-        g.add_node(uniform({"mu": self.mu}, key=key + 2, low=-1.0, high=1.0, ids=ids), name="scatter")
+        g.add_node(ufunc(np.minimum, first, -1.0, out=first), name="entered")   # once a replay (0-d)
         if compaction:
             # 0.0: on every replay that finished one, so the step needs no mask (a finished
             # particle left in the range, unmasked, would fly again and be counted twice)
-            g.add_node(compact({"alive": self.alive}, {"x": self.x, "mu": self.mu}, ids=ids,
+            g.add_node(compact({"alive": self.alive}, x, ids=ids,
                                min_dead_fraction=min_dead_fraction), name="compact")
         else:
             g.add_node(ufunc(np.add.reduce, {"alive": self.alive}, out={"live": self.live}), name="live")
         self.g = g.build()
 
     def run(self, max_replays=10_000):
-        self.x[:], self.mu[:], self.alive[:] = 0.0, 1.0, True
+        self.x[:], self.alive[:], self.first[...] = 0.0, True, 1.0
         self.ids[:] = np.arange(self.n)
         for t in self.totals:
             t[...] = 0

@@ -21,7 +21,9 @@ last: thread 0 writes the live count and the next logical size.
 
 A compaction reads its destinations off the alive flags as it copies (two
 cursors a chunk): no array of destinations is written, nor read once per
-array moved. So the flags move last, after the state.
+array moved. So the flags move last, after the state; bool flags are not
+moved but written (true for the live count, false behind: what the move
+would give), a pass less over them.
 
 One scratch serves every array in turn (as wide as the widest sample), and it
 and a reorder's destinations are allocated, not touched, when the node is made:
@@ -29,7 +31,7 @@ the node's memory is that of one array and its build costs no pass over it (the
 first compaction touches the pages, spread over the team).
 """
 from libc.stdint cimport int32_t, int64_t, uint8_t, uintptr_t
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 import numpy as np
 
@@ -42,6 +44,7 @@ DEF REORDER = 1
 cdef struct partition_state:
     int mode
     int32_t key_kind          # reorder: 0 for int32 keys, 1 for int64 keys
+    bint key_bool             # compaction: the flags are bool (written, not moved)
     int64_t n_keys            # buckets
     int64_t n_chunks
     int64_t n_arrays          # arrays permuted: data[0] (the key) .. data[n_arrays - 1]
@@ -231,6 +234,16 @@ cdef void partition_phase(int32_t phase, int32_t thread, int32_t n_threads, int6
         a = (phase - 3) // 2
         if st.mode == COMPACT:
             a = a + 1 if a + 1 < st.n_arrays else 0     # the flags (data[0]) last
+        if st.mode == COMPACT and a == 0 and st.key_bool and strides[0] == 1:
+            # no other phase reads the flags now: this thread's slice, written
+            if (phase - 3) % 2 == 0:
+                lo, hi = size * thread // n_threads, size * (thread + 1) // n_threads
+                live = live_count(st)
+                if lo < live:
+                    memset(data[0] + lo, 1, (live if live < hi else hi) - lo)
+                if hi > live:
+                    memset(data[0] + (live if live > lo else lo), 0, hi - (live if live > lo else lo))
+            return
         if (phase - 3) % 2 == 0:
             # array a into the scratch: this thread's chunks, one source streamed
             if st.mode == COMPACT:
@@ -268,6 +281,7 @@ cdef class Partition:
                  int64_t every, double min_dead_fraction, count_out, int64_t n_chunks):
         self.st.mode = COMPACT if mode == "compact" else REORDER
         self.st.key_kind = 1 if key.dtype.itemsize == 8 else 0
+        self.st.key_bool = key.dtype == np.bool_
         self.st.n_keys = n_keys
         self.st.n_chunks = n_chunks
         self.st.n_arrays = len(arrays)

@@ -15,6 +15,7 @@ cdef extern from "random_kernels.h" nogil:
         int32_t has_ids
         double a, b
         double below
+        int32_t second
         uint64_t (*replay)() noexcept nogil
     void eagle_random_kernel(int64_t start, int64_t stop, char **data, const int64_t *strides,
                              void *user_data)
@@ -62,9 +63,10 @@ cdef class _Params:
 
 
 def random_kernel(str name, int what, uint64_t key, bint f32, bint has_ids, double a, double b,
-                  double below):
+                  double below, bint second=False):
     """The Kernel of one random node: ``what`` is BITS, UNIFORM or NORMAL; ``a, b`` are
-    (low, high - low) or (loc, scale) and ``below`` the largest value below high."""
+    (low, high - low) or (loc, scale) and ``below`` the largest value below high;
+    ``second``: a uniform node's second output (words 2 and 3), after the first."""
     cdef _Params params = _Params()
     _set_common(&params.p, key, has_ids)
     params.p.what = what
@@ -72,6 +74,7 @@ def random_kernel(str name, int what, uint64_t key, bint f32, bint has_ids, doub
     params.p.a = a
     params.p.b = b
     params.p.below = below
+    params.p.second = second
     return wrap_kernel(<kernel_t>eagle_random_kernel, name, <void *>&params.p, params)
 
 

@@ -24,16 +24,23 @@ class RandomNode(NativeNode):
         from eagle.cpu._random import random_kernel
 
         out = spec.out
-        if not isinstance(out, np.ndarray) or (spec.ids is not None and not isinstance(spec.ids, np.ndarray)):
+        outs = {spec.out_name: out}
+        if spec.out2 is not None:
+            outs[spec.out2_name] = spec.out2
+        if not all(isinstance(a, np.ndarray) for a in outs.values()) or \
+                (spec.ids is not None and not isinstance(spec.ids, np.ndarray)):
             raise TypeError(f"{spec.kind}(): a cpu random node takes NumPy arrays")
         reads = {spec.ids_name: spec.ids} if spec.ids is not None else None
-        if spec.ids is not None and overlap(spec.ids, out):
-            raise ValueError(f"{spec.kind}(): ids {spec.ids_name!r} shares memory with out {spec.out_name!r}")
+        for name, a in outs.items():
+            if spec.ids is not None and overlap(spec.ids, a):
+                raise ValueError(f"{spec.kind}(): ids {spec.ids_name!r} shares memory with out {name!r}")
+        if spec.out2 is not None and overlap(out, spec.out2):
+            raise ValueError(f"{spec.kind}(): the outputs {spec.out_name!r} and {spec.out2_name!r} share memory")
         kernel = random_kernel(spec.kind, spec.what, spec.key, spec.f32, spec.ids is not None,
-                               spec.a, spec.b, spec.below)
+                               spec.a, spec.b, spec.below, spec.out2 is not None)
         # sample i's numbers are drawn from its own counter into its own row: sample-local,
         # so the node fuses into a run of sample tiles
-        super().__init__(kernel, reads, {spec.out_name: out}, split=True, sample_local=True)
+        super().__init__(kernel, reads, outs, split=True, sample_local=True)
         self.spec = spec
 
     def default_name(self) -> str:
@@ -42,7 +49,8 @@ class RandomNode(NativeNode):
     def __repr__(self):
         s = self.spec
         ids = f", ids={s.ids_name!r}" if s.ids is not None else ""
-        return f"{s.kind}(out={s.out_name!r}, key={s.key}{ids})"
+        out = repr(s.out_name) if s.out2 is None else f"({s.out_name!r}, {s.out2_name!r})"
+        return f"{s.kind}(out={out}, key={s.key}{ids})"
 
 
 class DistributionNode(NativeNode):

@@ -99,7 +99,7 @@ UNTIL_DONE_KERNELS = {"eagle_until_done_condition": 3}
 #: the kernels of eagle/cuda/kernels/control.cu (control-flow nodes, eagle/cuda/control.py)
 CONTROL_KERNELS = {"eagle_control_condition": 8}
 #: the kernels of eagle/cuda/kernels/random.cu (the random nodes, eagle/cuda/random_node.py)
-RANDOM_KERNELS = {"eagle_random": 13, "eagle_distribution": 18, "eagle_replay_step": 1}
+RANDOM_KERNELS = {"eagle_random": 15, "eagle_distribution": 18, "eagle_replay_step": 1}
 
 #: the device block of a graph (int64 each): logical size, next size, live replays, bad keys,
 #: the live-replay count at which launch_until_done stops

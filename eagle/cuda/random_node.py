@@ -33,8 +33,8 @@ __all__ = ["CudaRandomNode", "CudaRandomCapture", "CudaDistributionNode", "CudaD
 
 #: threads per block of eagle_random
 BLOCK = 256
-#: the index of eagle_random's size parameter (n, the last of 13)
-SIZE_INDEX = 12
+#: the index of eagle_random's size parameter (n, the last of 15)
+SIZE_INDEX = 14
 
 
 def _pointer_and_stride(a, name, what):
@@ -69,25 +69,34 @@ class CudaRandomNode(Node):
         out, ids = spec.out, spec.ids
         if array_kind(out) != "cuda" or (ids is not None and array_kind(ids) != "cuda"):
             raise TypeError(f"{spec.kind}(): a cuda random node takes CUDA arrays")
-        if ids is not None and overlap(ids, out):
-            raise ValueError(f"{spec.kind}(): ids {spec.ids_name!r} shares memory with out "
-                             f"{spec.out_name!r}")
+        outs = {spec.out_name: out}
+        if spec.out2 is not None:
+            outs[spec.out2_name] = spec.out2
+        if any(array_kind(a) != "cuda" for a in outs.values()):
+            raise TypeError(f"{spec.kind}(): a cuda random node takes CUDA arrays")
+        for name, a in outs.items():
+            if ids is not None and overlap(ids, a):
+                raise ValueError(f"{spec.kind}(): ids {spec.ids_name!r} shares memory with out {name!r}")
+        if spec.out2 is not None and overlap(out, spec.out2):
+            raise ValueError(f"{spec.kind}(): the outputs {spec.out_name!r} and {spec.out2_name!r} share memory")
         reads = {spec.ids_name: ids} if ids is not None else None
-        super().__init__(reads, {spec.out_name: out})
+        super().__init__(reads, outs)
         self.spec = spec
         self.out_ptr, self.out_stride = _pointer_and_stride(out, spec.out_name, spec.kind)
+        self.out2_ptr, self.out2_stride = (0, 0) if spec.out2 is None else \
+            _pointer_and_stride(spec.out2, spec.out2_name, spec.kind)
         self.ids_ptr, self.ids_stride = (0, 0) if ids is None else \
             _pointer_and_stride(ids, spec.ids_name, spec.kind)
 
     def kernel_args(self, size, size_ptr, replay_ptr):
-        """eagle_random's 13 arguments as ("i", int) / ("d", float) pairs (random.cu)."""
+        """eagle_random's 15 arguments as ("i", int) / ("d", float) pairs (random.cu)."""
         s = self.spec
         key = s.key - (1 << 64) if s.key >= 1 << 63 else s.key   # the same 64 bits, as an int64
         i = lambda v: ("i", int(v))  # noqa: E731
         d = lambda v: ("d", float(v))  # noqa: E731
         return [i(self.out_ptr), i(self.out_stride), i(self.ids_ptr), i(self.ids_stride),
                 i(s.what), i(s.f32), i(key), d(s.a), d(s.b), d(s.below), i(replay_ptr),
-                i(size_ptr), i(size)]
+                i(self.out2_ptr), i(self.out2_stride), i(size_ptr), i(size)]
 
     def default_name(self) -> str:
         return self.spec.kind
@@ -95,7 +104,8 @@ class CudaRandomNode(Node):
     def __repr__(self):
         s = self.spec
         ids = f", ids={s.ids_name!r}" if s.ids is not None else ""
-        return f"{s.kind}(out={s.out_name!r}, key={s.key}{ids}, cuda)"
+        out = repr(s.out_name) if s.out2 is None else f"({s.out_name!r}, {s.out2_name!r})"
+        return f"{s.kind}(out={out}, key={s.key}{ids}, cuda)"
 
 
 class CudaRandomCapture(Lowering):

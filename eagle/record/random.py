@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +39,8 @@ class RandomSpec:
     b: float               # uniform: high - low (in the output's type); normal: scale
     below: float           # uniform: the largest output value below high
     ids_name: str | None = None
+    out2_name: str | None = None   # uniform: a second output, from words 2 and 3
+    out2: object = None
 
     @property
     def kind(self) -> str:
@@ -146,8 +149,22 @@ def random_spec(what, out, key, ids=None, a=None, b=None) -> RandomSpec:
     """Check a random node's arguments (``a, b``: low, high or loc, scale) and return its
     spec; every error names the node and the argument."""
     name = KIND_NAMES[what]
+    out2_name = out2 = None
+    if what == UNIFORM and isinstance(out, Mapping) and len(out) == 2:
+        (k1, a1), (k2, a2) = out.items()
+        out2_name, out2 = named_array({k2: a2}, f"{name}(): out", "out", write=True)
+        out = {k1: a1}
     out_name, out = named_array(out, f"{name}(): out", "out", write=True)
     shape, dtype = shape_dtype(out)
+    if out2 is not None:
+        shape2, dtype2 = shape_dtype(out2)
+        if (shape2, dtype2) != (shape, dtype):
+            raise TypeError(f"{name}(): the two outputs {out_name!r} and {out2_name!r} must have one shape "
+                            f"and dtype, got {dtype} {shape} and {dtype2} {shape2}")
+        if array_kind(out2) != array_kind(out):
+            raise TypeError(f"{name}(): the two outputs {out_name!r} and {out2_name!r} must be on one device")
+        refuse_shared_elements(out2, f"{name}()", f"out {out2_name!r}",
+                               "every sample's numbers would land in the same bytes")
     refuse_shared_elements(out, f"{name}()", f"out {out_name!r}",
                            "every sample's numbers would land in the same bytes")
     if what == BITS:
@@ -165,6 +182,8 @@ def random_spec(what, out, key, ids=None, a=None, b=None) -> RandomSpec:
                              f"shape {shape}")
     key = as_uint64(key, f"{name}(): key= must be")
     ids_name, ids = checked_ids(name, ids, out_name, out)
+    if out2 is not None and ids_name == out2_name:
+        raise ValueError(f"{name}(): out and ids are both named {out2_name!r}; give one another name")
     f32 = dtype == np.float32
     below = 0.0
     if what == UNIFORM:
@@ -190,4 +209,5 @@ def random_spec(what, out, key, ids=None, a=None, b=None) -> RandomSpec:
         _normal_fits(name, a, b, np.float32 if f32 else np.float64)
     else:
         a = b = 0.0
-    return RandomSpec(what, out_name, out, ids, key, bool(f32), float(a), float(b), below, ids_name)
+    return RandomSpec(what, out_name, out, ids, key, bool(f32), float(a), float(b), below, ids_name,
+                      out2_name, out2)

@@ -412,6 +412,32 @@ def test_compaction_is_numpys_stable_partition_for_any_flag_bytes_and_widths(n_t
         np.testing.assert_array_equal(a, before[k][order])
 
 
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+def test_bool_flags_are_written_as_the_partition_of_themselves(n_threads):
+    # contiguous bool flags are not moved but written, each thread its slice: true for
+    # the live count, false behind, what moving them would give; the state moves as ever
+    rng = np.random.default_rng(8)
+    n = 50_003
+    alive = rng.random(n) < 0.6
+    x, ids = rng.random(n), np.arange(n, dtype=np.int64)
+    flags, before = alive.copy(), x.copy()
+    order = np.concatenate([np.flatnonzero(flags), np.flatnonzero(~flags)])
+    g = eagle.Graph()
+    g.add_node(compact({"alive": alive}, {"x": x}, ids=ids, min_dead_fraction=0.0))
+    g.build(cpu=eagle.CpuOptions(teams="parallel"))
+    was = eagle.get_num_threads()
+    eagle.set_num_threads(n_threads)
+    try:
+        g.launch(1)
+    finally:
+        eagle.set_num_threads(was)
+    live = int(flags.sum())
+    assert g.logical_size == live
+    np.testing.assert_array_equal(alive, flags[order])
+    np.testing.assert_array_equal(ids, order)
+    np.testing.assert_array_equal(x, before[order])
+
+
 def test_user_ids_are_permuted_in_place():
     ids = np.arange(100, 106, dtype=np.int64)
     alive = np.array([0, 1, 0, 1, 0, 1], bool)

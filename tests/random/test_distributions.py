@@ -399,6 +399,30 @@ def test_samples_that_share_blocks_keep_their_numbers_through_compaction(make, d
     np.testing.assert_array_equal(out[:live], whole[ids[:live]])
 
 
+@pytest.mark.parametrize("make,dtype,kw", [
+    (exponential, np.float64, {"scale": 2.0}),
+    (integers, np.int64, {"low": -7, "high": 1000}),
+    (integers, np.int64, {"low": 0, "high": 1 << 40}),
+])
+@pytest.mark.parametrize("start", [0, 5, (1 << 63) - 300])
+def test_ids_that_run_on_by_one_draw_each_sample_its_own_part(make, dtype, kw, start):
+    """Blocks of ids that run on by one draw the blocks their samples share once (the
+    path without ids); blocks that do not, and ids near 2**63, each sample's own: the
+    same numbers as the ids' reference, a run broken anywhere, an odd start, or none."""
+    n = 1100
+    ids = np.arange(start, start + n, dtype=np.int64)
+    ids[700] += 3                                       # one block's run broken
+    ids[900:] = ids[900:][::-1].copy()                  # and the tail reversed
+    got = draw(make, n, dtype, replay=4, key=11, ids={"id": ids}, **kw)
+    if make is exponential:
+        u = ((shared_words(ids, 2, 4, 11) >> np.uint64(11)).astype(np.float64) + 1) * 2.0 ** -53
+        np.testing.assert_allclose(got, -2.0 * np.log(u), rtol=4e-16, atol=0)
+    # shuffled, no block's ids run on: each sample draws its own part of its own copy
+    perm = np.random.default_rng(1).permutation(n)
+    shuffled = draw(make, n, dtype, replay=4, key=11, ids={"id": ids[perm]}, **kw)
+    np.testing.assert_array_equal(shuffled, got[perm])
+
+
 # ---- the parameters refused when recorded -------------------------------------------
 
 F, I = np.zeros(4), np.zeros(4, np.int64)

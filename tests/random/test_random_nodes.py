@@ -11,7 +11,7 @@ from numpy.lib.stride_tricks import as_strided
 import pytest
 
 import eagle
-from eagle.graph import compact, normal, opaque, random_bits, uniform
+from eagle.graph import compact, normal, opaque, random_bits, ufunc, uniform
 
 from philox_reference import normal_np, philox_np, philox_py, uniform_np
 
@@ -449,3 +449,55 @@ def test_cuda_arrays_make_a_cuda_node_without_a_driver():
     assert type(node).__name__ == "CudaRandomNode" and node.sized
     with pytest.raises(TypeError, match="one device"):
         normal(DeviceArray(), key=1, ids={"id": np.zeros(4, dtype=np.int64)})
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_two_output_uniform_takes_words_0_1_then_2_3_of_one_block(dtype):
+    """The first output is the one-output node's numbers; the second is the same transform
+    of the block's words 2 and 3 (word 2 alone for float32), through ids and replays."""
+    n, key, low, high = 3000, 0x5eed, -1.0, 1.0
+    ids = np.random.default_rng(3).permutation(10 * n)[:n].astype(np.int64)
+    a, b, one = np.zeros(n, dtype), np.zeros(n, dtype), np.zeros(n, dtype)
+    g = one_node(uniform({"a": a, "b": b}, key=key, low=low, high=high, ids={"id": ids}))
+    h = one_node(uniform({"one": one}, key=key, low=low, high=high, ids={"id": ids}))
+    for replay in (0, 7, (1 << 32) - 1):
+        g.replays = h.replays = replay
+        g.launch(1)
+        h.launch(1)
+        w = philox_np(ids, replay, key)
+        np.testing.assert_array_equal(a, one)
+        np.testing.assert_array_equal(a, uniform_np(w, low, high, dtype))
+        np.testing.assert_array_equal(b, uniform_np(w[:, [2, 3, 0, 1]], low, high, dtype))
+
+
+def test_two_output_uniform_is_the_same_whatever_the_threads_and_tiles(threads):
+    n = 50_000
+    got = []
+    for t, fuse in ((1, False), (2, False), (2, 256), (2, True)):
+        eagle.set_num_threads(t)
+        a, b, c = np.zeros(n), np.zeros(n), np.zeros(n)
+        g = eagle.Graph()
+        g.add_node(uniform({"a": a, "b": b}, key=9))
+        g.add_node(ufunc(np.subtract, {"a": a}, {"b": b}, out={"c": c}))
+        g.build(cpu=eagle.CpuOptions(teams="parallel", fuse=fuse))
+        g.launch(2)
+        got.append((a.copy(), b.copy(), c.copy()))
+    for arrays in got[1:]:
+        for x, y in zip(arrays, got[0]):
+            np.testing.assert_array_equal(x, y)
+
+
+def test_two_output_uniform_refusals():
+    x = np.zeros(10)
+    with pytest.raises(TypeError, match="one shape and dtype"):
+        uniform({"a": x, "b": np.zeros(10, np.float32)}, key=1)
+    with pytest.raises(TypeError, match="one shape and dtype"):
+        uniform({"a": x, "b": np.zeros(11)}, key=1)
+    with pytest.raises(ValueError, match="share memory"):
+        uniform({"a": x, "b": x}, key=1)
+    with pytest.raises(TypeError, match="one-entry dict"):
+        uniform({"a": x, "b": np.zeros(10), "c": np.zeros(10)}, key=1)
+    with pytest.raises(TypeError, match="one-entry dict"):
+        normal({"a": x, "b": np.zeros(10)}, key=1)
+    with pytest.raises(ValueError, match="both named 'id'"):
+        uniform({"a": x, "id": np.zeros(10)}, key=1, ids={"id": np.arange(10)})

@@ -214,3 +214,25 @@ def test_float32_subnormals_are_the_cpu_s(backend, kind, params):
         assert_same_numbers(backend, kind, got, want)
     else:
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_two_output_uniform_gives_the_cpu_numbers(backend, dtype):
+    """A uniform node with two outputs (words 0, 1 and 2, 3 of one block) through ids and a
+    replay past 2**32: the cpu backend's numbers on every backend."""
+    n, key, replay = (100_003 if backend.big else 700), 0xfedcba9876543210, (1 << 32) + 5
+    ids = np.random.default_rng(5).permutation(4 * n)[:n].astype(np.int64)
+    outs = []
+    for b in (backend, CpuBackend()):
+        a, c = b.asarray(np.full(n, 7, dtype)), b.asarray(np.full(n, 7, dtype))
+        g = eagle.Graph()
+        g.add_node(uniform({"a": a, "c": c}, key=key, low=-2.0, high=3.0, ids={"id": b.asarray(ids)}))
+        g.build()
+        g.replays = replay
+        g.launch(1)
+        outs.append((b.asnumpy(a), b.asnumpy(c)))
+    (a, c), (a_cpu, c_cpu) = outs
+    np.testing.assert_array_equal(a, a_cpu)
+    np.testing.assert_array_equal(c, c_cpu)
+    np.testing.assert_array_equal(a_cpu, reference("uniform", dtype, n, key, replay, ids))
+    assert not np.array_equal(a_cpu, c_cpu)

@@ -21,11 +21,12 @@ typedef long long i64;
  * replay. what: 0 random_bits (uint32 x 4 per sample), 1 uniform (a: low, b: high -
  * low, below: the largest value below high), 2 normal (a: loc, b: scale); f32: a
  * float32 output. ids: NULL (id = i) or int64 ids, istride bytes apart; ostride: the
- * bytes between two samples of out. */
+ * bytes between two samples of out; out2: NULL, or a uniform node's second output
+ * (words 2 and 3 of the same block), o2stride bytes apart. */
 extern "C" __global__ void eagle_random(char *out, i64 ostride, const char *ids, i64 istride,
                                         i64 what, i64 f32, i64 key, double a, double b,
                                         double below, const unsigned long long *replay,
-                                        const i64 *size, i64 n) {
+                                        char *out2, i64 o2stride, const i64 *size, i64 n) {
     const i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x;
     if (i >= n || (size && i >= *size)) return;
     const eagle_u64 r = *replay;
@@ -47,6 +48,12 @@ extern "C" __global__ void eagle_random(char *out, i64 ostride, const char *ids,
                                                  eagle_f32_from_double(b), eagle_f32_from_double(below));
         else
             *(double *)o = eagle_scale_uniform(eagle_u01_53(w.w0, w.w1), a, b, below);
+        if (out2 && f32)
+            *(float *)(out2 + i * o2stride) =
+                eagle_scale_uniform_f(eagle_u01_24(w.w2), eagle_f32_from_double(a),
+                                      eagle_f32_from_double(b), eagle_f32_from_double(below));
+        else if (out2)
+            *(double *)(out2 + i * o2stride) = eagle_scale_uniform(eagle_u01_53(w.w2, w.w3), a, b, below);
     } else {
         const double z = EAGLE_ADD(a, EAGLE_MUL(b, eagle_normal_from_words(w)));
         if (f32)
