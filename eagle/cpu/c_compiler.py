@@ -7,8 +7,9 @@ Python was built with), else ``cc``, found on ``PATH``. Flags: ``FLAGS`` (``-O3`
 written, so generated loops give NumPy's results bit for bit), ``-march=native`` on
 x86-64. The library is cached as ``<cache>/codegen/k_<hash>.so``: ``EAGLE_CACHE_DIR``
 if set, else ``$XDG_CACHE_HOME/eagle``, else ``~/.cache/eagle``; the hash covers the
-source, the compiler command and flags, the compiler's file (path, size, time) and the
-CPU's flags (``-march=native`` code runs on this CPU only). A compile writes a temporary
+source, the compiler command and flags, the file (path, size, time) of each program the
+command names (``ccache gcc``: both, so a new ``gcc`` behind the launcher is noticed) and
+the CPU's flags (``-march=native`` code runs on this CPU only). A compile writes a temporary
 name in the cache then renames it, so processes compiling the same source at once each
 get a whole library. A library cached once is loaded without calling the compiler.
 
@@ -86,10 +87,26 @@ def _cpu_identity() -> str:
     return _cpu_flags
 
 
-def _key(source: str, argv: list) -> str:
-    st = os.stat(argv[0])
+def _programs(command: list) -> str:
+    """Path, size and time of each program the compiler command names: the command's first
+    word, and any later word that is not an option and is found on PATH (the compiler behind
+    a launcher such as ``ccache gcc``)."""
+    found = []
+    for i, word in enumerate(command):
+        path = word if i == 0 else (shutil.which(word) if not word.startswith("-") else None)
+        if path is None:
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        found.append(f"{os.path.realpath(path)}:{st.st_size}:{st.st_mtime_ns}")
+    return "\0".join(found)
+
+
+def _key(source: str, argv: list, command: list) -> str:
     h = hashlib.sha256()
-    for part in (source, "\0".join(argv), f"{st.st_size}:{st.st_mtime_ns}", _cpu_identity(),
+    for part in (source, "\0".join(argv), _programs(command), _cpu_identity(),
                  platform.platform()):
         h.update(part.encode())
         h.update(b"\0")
@@ -102,8 +119,9 @@ def load(source: str, *, compiler_argv=None, symbol=None):
     argv = compiler_argv if compiler_argv is not None else compiler()
     if argv is None:
         raise CompileError("no C compiler found (EAGLE_CC, sysconfig's CC, cc)")
-    argv = list(argv) + list(FLAGS) + list(_machine_flags())
-    key = _key(source, argv)
+    command = list(argv)
+    argv = command + list(FLAGS) + list(_machine_flags())
+    key = _key(source, argv, command)
     with _lock:
         got = _loaded.get(key)
         if got is None:

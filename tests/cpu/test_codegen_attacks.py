@@ -657,3 +657,27 @@ def test_a_compiled_run_launched_beside_a_thread_reading_its_plan_and_resizing_i
     assert is_compiled(g)
     launched_beside_meddling(g, y)
     assert z.tobytes() == (y * 2.0).tobytes()
+
+
+def test_a_new_compiler_behind_a_launcher_is_not_served_the_old_library(tmp_path, monkeypatch):
+    # EAGLE_CC="ccache gcc": the library cached for the old gcc must not be loaded for a new one
+    real = c_compiler.compiler()[0]
+    calls = tmp_path / "calls"
+    launcher = tmp_path / "launcher"
+    launcher.write_text(f'#!/bin/sh\necho x >> "{calls}"\nexec "$@"\n')
+    launcher.chmod(0o755)
+    behind = tmp_path / "bin" / "the-cc"
+    behind.parent.mkdir()
+    behind.write_text(f'#!/bin/sh\nexec "{real}" "$@"\n')
+    behind.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{behind.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("EAGLE_CC", f"{launcher} the-cc")
+    small(codegen=True)
+    monkeypatch.setattr(c_compiler, "_loaded", {})   # as in a new process
+    small(codegen=True)
+    assert len(calls.read_text().split()) == 1       # the same compiler: served from the cache
+    behind.write_text(f'#!/bin/sh\n# upgraded\nexec "{real}" "$@"\n')
+    monkeypatch.setattr(c_compiler, "_loaded", {})
+    g = small(codegen=True)
+    assert "; compiled:" in str(g.plan())
+    assert len(calls.read_text().split()) == 2       # compiled again, by the new one
