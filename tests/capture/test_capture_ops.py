@@ -205,6 +205,16 @@ def test_an_expression_stays_in_a_temporary_where_its_destination_would_change_i
     assert g.temporaries
 
 
+def test_temporaries_written_in_their_destination_are_forgotten_alone():
+    def step(u, new, z):
+        c = u[1:-1]
+        new[1:-1] = c + 0.25 * (u[2:] + u[:-2] - 2.0 * c)    # t1 computed in new[1:-1]; t2 = 2.0 * c stays
+        z[...] = u * 2.0 + 1.0                               # t3 computed in z: forgotten, not t2
+    g, _ = replay_equals_eager(step, *rng_arrays(40, 40, 40))
+    assert [t.name for t in g.temporaries] == ["t2"] and g.temporary_bytes >= 38 * 8
+    assert outputs(g).count("t2") == 1
+
+
 def test_a_masked_first_write_is_not_moved_to_the_destination():
     # where x <= 0 the temporary keeps what it held (NumPy: uninitialized memory), not y's values
     def step(x, y):
