@@ -208,46 +208,52 @@ def _interleaved(fns, k, rounds):
     return best
 
 
-def _launches(graph, n):
+def _launches(graph, n, clock=time.perf_counter):
     def launch():
-        t = time.perf_counter()
+        t = clock()
         graph.launch(n)
-        return time.perf_counter() - t
+        return clock() - t
     return launch
 
 
-def _heat_runs(graph, u, u0, iterations):
+def _heat_runs(graph, u, u0, iterations, clock):
     def run():
         u[...] = u0                     # the same start every run (not timed)
-        t = time.perf_counter()
+        t = clock()
         iterations[graph] = graph.run()
-        return time.perf_counter() - t
+        return clock() - t
     return run
 
 
-def _slab_runs(graph, tallies):
+def _slab_runs(graph, tallies, clock):
     def run():
-        t = time.perf_counter()
+        t = clock()
         tallies[graph] = graph.run()
-        return time.perf_counter() - t
+        return clock() - t
     return run
 
 
-def rows_capture(rounds=5, target_s=TARGET_S, size=1, slab_sizes=(100_000, 1_000_000)):
+def rows_capture(rounds=5, target_s=TARGET_S, size=1, slab_sizes=(100_000, 1_000_000),
+                 clock=time.perf_counter):
     """[(case, captured s, hand-built s, ratio)]: each the best of ``rounds`` interleaved
     timings in one process, each timing repeated to last ``target_s`` at least (after a
-    warm-up: first replays measure costs); each pair checked to give the same arrays."""
+    warm-up: first replays measure costs); each pair checked to give the same arrays.
+
+    ``clock``: ``time.perf_counter`` (wall time), or ``time.process_time``: the CPU time of
+    all the process's threads, which a neighbour's load does not stretch (a graph
+    descheduled is not counted); beside other work its ratios are steadier, but a stage
+    run on a team counts every thread's time (compare like with like: ``eagle.set_num_threads(1)``)."""
     rows = []
     for name, step, by_hand, arrays in _cases(size):
         mine, theirs = [a.copy() for a in arrays], [a.copy() for a in arrays]
         g, h = eagle.capture(step, *mine).build(), by_hand(*theirs).build()
         n = 1
         while True:   # replays per timing, found on both graphs alike (their arrays stay in step)
-            t = min(_interleaved([_launches(g, n), _launches(h, n)], 1, 3))
+            t = min(_interleaved([_launches(g, n, clock), _launches(h, n, clock)], 1, 3))
             if t >= target_s or n >= 1 << 20:
                 break
             n *= 2
-        best = _interleaved([_launches(g, n), _launches(h, n)], 1, rounds)
+        best = _interleaved([_launches(g, n, clock), _launches(h, n, clock)], 1, rounds)
         for a, b in zip(mine, theirs):
             if not np.array_equal(a, b):
                 raise AssertionError(f"{name}: the captured and the hand-built graph disagree")
@@ -258,7 +264,7 @@ def rows_capture(rounds=5, target_s=TARGET_S, size=1, slab_sizes=(100_000, 1_000
     grids = [u0.copy() for _ in range(3)]
     loops = [HeatCaptured(grids[0]), heat.HeatGraph(grids[1], as_numpy=True), heat.HeatGraph(grids[2])]
     iterations = {}
-    runs = [_heat_runs(loop, u, u0, iterations) for loop, u in zip(loops, grids)]
+    runs = [_heat_runs(loop, u, u0, iterations, clock) for loop, u in zip(loops, grids)]
     k = max(_repeats(run, target_s) for run in runs)
     best = _interleaved(runs, k, rounds)
     iters = [iterations[loop] for loop in loops]
@@ -272,7 +278,7 @@ def rows_capture(rounds=5, target_s=TARGET_S, size=1, slab_sizes=(100_000, 1_000
         n *= size
         graphs = (SlabCaptured(n), slab.SlabGraph(n))
         done = {}
-        runs = [_slab_runs(graph, done) for graph in graphs]
+        runs = [_slab_runs(graph, done, clock) for graph in graphs]
         k = max(_repeats(run, target_s) for run in runs)
         best = _interleaved(runs, k, rounds)
         tallies = [done[graph] for graph in graphs]
@@ -290,5 +296,7 @@ def print_rows(rows, out=None):
 
 if __name__ == "__main__":
     import os
-    print(f"load: {os.getloadavg()[0]:.1f}")
-    print_rows(rows_capture())
+    import sys
+    cpu = "--cpu-time" in sys.argv[1:]     # process CPU time instead of wall time (see rows_capture)
+    print(f"load: {os.getloadavg()[0]:.1f}" + ("; process CPU time" if cpu else ""))
+    print_rows(rows_capture(clock=time.process_time if cpu else time.perf_counter))
