@@ -46,7 +46,7 @@ def statement(draw):
                                    "np.square"]))
     m = draw(view(n, "mask"))
     w = draw(view(n, "w"))
-    kind = draw(st.integers(0, 13))
+    kind = draw(st.integers(0, 14))
     return [
         f"{t}[...] = {u} {binop} {v}",
         f"{t} {binop}= {u}",
@@ -62,6 +62,7 @@ def statement(draw):
         f"{m}[...] = ({u} < {v}) | {m}",
         f"{t}[...] = {t} + np.count_nonzero({u} > 0)",
         f"{m}[...] = ({u} < {v}) & ~{m}",
+        f"{ufunc1}({u} {binop} {v} * {c}, out={t})",   # the expression computed in t, unless it reads t
     ][kind]
 
 
@@ -158,7 +159,7 @@ def statement2(draw):
     col = draw(view2(h, 1))
     row = f"{draw(st.sampled_from(['P', 'Q']))}[{draw(st.integers(0, R - 1))}, 0:{w}]"
     op = draw(st.sampled_from(["+", "-", "*"]))
-    kind = draw(st.integers(0, 6))
+    kind = draw(st.integers(0, 7))
     return [
         f"{t}[...] = {u} {op} {v}",
         f"{t} {op}= {u}",
@@ -167,6 +168,7 @@ def statement2(draw):
         f"{t} += {u}.max(axis=0) + 0.0",            # + 0.0: a zero tie (above)
         f"{t} -= {u}.max(axis=1, keepdims=True) + 0.0",
         f"{t}[...] = np.maximum({u}, {v}.min() + 0.0)",
+        f"np.add(({u} {op} {v}) * 0.5, {u}, out={t})",
     ][kind]
 
 
