@@ -358,7 +358,8 @@ def print_extra_rows(rounds, out=None, quick=False, tile_samples=TILE_SAMPLES):
                                    steps=40 if quick else 100)
     rows += sir_rows
     rows += [(f"captured: {what}", t, "the hand-built graph", ref)
-             for what, t, ref, _ in rows_capture(min(rounds, 3), replays=5 if quick else 20)]
+             for what, t, ref, _ in rows_capture(min(rounds, 5), target_s=0.005 if quick else 0.02,
+                                                  slab_sizes=(100_000,) if quick else (100_000, 1_000_000))]
     print(f"{'case':<42}{'eagle':>9}  {'reference':<28} {'time':>9}  ratio", file=out)
     for what, t, ref_name, ref in rows:
         _wrapped(what, out)

@@ -2,14 +2,19 @@
 against the graph a user builds node by node for the same step (``python -m eagle.bench
 --capture``). Each case is the NumPy function as a user has it; capture adds at most three
 lines. Both run the same number of replays from the same start and must give the same
-arrays; the row is the ratio of their times (goal: captured <= 1.05x hand-built).
+arrays; the row is the ratio of their times (goal: captured <= 1.05x hand-built). Each
+time is the best of interleaved rounds (the order reversed every other round), one timing
+repeating replays or runs until it lasts ``TARGET_S`` at least, after a warm-up (a graph's
+first replays measure its costs and choose its teams: timed, they made a first heat run
+twice a warm one).
 
 Cases: the GBM step (a ``normal`` node, then NumPy), 1-D and 2-D Jacobi and the 2-D FDTD
 step (the stencils of PolyBench), the heat equation until converged (the body captured,
 a ``while_loop`` on what it returns, beside ``eagle.bench.heat.HeatGraph`` of the same step,
 and beside the one that takes the change from the Laplacian, a pass fewer), slab transport
 until every particle is done (the step captured with its draws and its compaction, beside
-``eagle.bench.slab.SlabGraph``: the same nodes, so the same tallies).
+``eagle.bench.slab.SlabGraph``: the same nodes, so the same tallies), at 100,000 and
+1,000,000 particles.
 """
 from __future__ import annotations
 
@@ -176,51 +181,113 @@ def _cases(size):
                                                  np.array(0.5)]
 
 
-def rows_capture(rounds=5, replays=20, size=1):
-    """[(case, captured s, hand-built s, ratio)]: best of ``rounds``, the two interleaved in
-    one process; each pair checked to give the same arrays."""
+#: the shortest timing: replays (or runs) are repeated until one timing lasts this long
+TARGET_S = 0.02
+
+
+def _timed(fn, k):
+    """Seconds of ``k`` calls of ``fn`` (each returns the seconds it timed itself)."""
+    return sum(fn() for _ in range(k))
+
+
+def _repeats(fn, target_s):
+    """How many calls of ``fn`` one timing makes: the fewest (doubling) whose time, best of
+    three, is ``target_s`` or more. The calls also warm ``fn`` up (a graph's first replays
+    measure its costs and choose its teams)."""
+    k = 1
+    while min(_timed(fn, k) for _ in range(3)) < target_s and k < 1 << 20:
+        k *= 2
+    return k
+
+
+def _interleaved(fns, k, rounds):
+    """The best time of ``k`` calls of each of ``fns``, over ``rounds`` rounds that take them
+    in turn, the order reversed every other round (a load that comes and goes hits all)."""
+    best = [float("inf")] * len(fns)
+    for r in range(rounds):
+        order = range(len(fns)) if r % 2 == 0 else reversed(range(len(fns)))
+        for i in order:
+            best[i] = min(best[i], _timed(fns[i], k))
+    return best
+
+
+def _launches(graph, n, clock=time.perf_counter):
+    def launch():
+        t = clock()
+        graph.launch(n)
+        return clock() - t
+    return launch
+
+
+def _heat_runs(graph, u, u0, iterations, clock):
+    def run():
+        u[...] = u0                     # the same start every run (not timed)
+        t = clock()
+        iterations[graph] = graph.run()
+        return clock() - t
+    return run
+
+
+def _slab_runs(graph, tallies, clock):
+    def run():
+        t = clock()
+        tallies[graph] = graph.run()
+        return clock() - t
+    return run
+
+
+def rows_capture(rounds=5, target_s=TARGET_S, size=1, slab_sizes=(100_000, 1_000_000),
+                 clock=time.perf_counter):
+    """[(case, captured s, hand-built s, ratio)]: each the best of ``rounds`` interleaved
+    timings in one process, each timing repeated to last ``target_s`` at least (after a
+    warm-up: first replays measure costs); each pair checked to give the same arrays.
+
+    ``clock``: ``time.perf_counter`` (wall time), or ``time.process_time``: the CPU time of
+    all the process's threads, which a neighbour's load does not stretch (a graph
+    descheduled is not counted); beside other work its ratios are steadier, but a stage
+    run on a team counts every thread's time (compare like with like: ``eagle.set_num_threads(1)``)."""
     rows = []
     for name, step, by_hand, arrays in _cases(size):
         mine, theirs = [a.copy() for a in arrays], [a.copy() for a in arrays]
         g, h = eagle.capture(step, *mine).build(), by_hand(*theirs).build()
-        best = [float("inf"), float("inf")]
-        for _ in range(rounds):
-            for k, graph in enumerate((g, h)):
-                t = time.perf_counter()
-                graph.launch(replays)
-                best[k] = min(best[k], time.perf_counter() - t)
+        n = 1
+        while True:   # replays per timing, found on both graphs alike (their arrays stay in step)
+            t = min(_interleaved([_launches(g, n, clock), _launches(h, n, clock)], 1, 3))
+            if t >= target_s or n >= 1 << 20:
+                break
+            n *= 2
+        best = _interleaved([_launches(g, n, clock), _launches(h, n, clock)], 1, rounds)
         for a, b in zip(mine, theirs):
             if not np.array_equal(a, b):
                 raise AssertionError(f"{name}: the captured and the hand-built graph disagree")
-        rows.append((f"{name} ({replays} replays)", best[0], best[1], best[0] / best[1]))
+        rows.append((f"{name} ({n} replays)", best[0], best[1], best[0] / best[1]))
     u0 = heat.start(heat.SIDE * size // 2)
     # the hand-built loop of the same step (|new - c|, the NumPy loop's test bit for bit), and
     # the bench's HeatGraph (|ALPHA * lap|: a pass fewer, the test within rounding)
-    makers = (HeatCaptured, lambda u: heat.HeatGraph(u, as_numpy=True), heat.HeatGraph)
-    best, iters, grids = [float("inf")] * 3, {}, {}
-    for _ in range(max(1, rounds // 2)):
-        for k, make in enumerate(makers):
-            u = u0.copy()
-            graph = make(u)
-            t = time.perf_counter()
-            iters[k] = graph.run()
-            best[k] = min(best[k], time.perf_counter() - t)
-            grids[k] = u
+    grids = [u0.copy() for _ in range(3)]
+    loops = [HeatCaptured(grids[0]), heat.HeatGraph(grids[1], as_numpy=True), heat.HeatGraph(grids[2])]
+    iterations = {}
+    runs = [_heat_runs(loop, u, u0, iterations, clock) for loop, u in zip(loops, grids)]
+    k = max(_repeats(run, target_s) for run in runs)
+    best = _interleaved(runs, k, rounds)
+    iters = [iterations[loop] for loop in loops]
     if not (np.array_equal(grids[0], grids[1]) and np.allclose(grids[0], grids[2], rtol=0, atol=1e-12)):
         raise AssertionError("heat: the captured and the hand-built loop disagree")
+    if iters[0] != iters[1]:
+        raise AssertionError(f"heat: the captured loop ran {iters[0]} iterations, the hand-built one {iters[1]}")
     rows.append((f"heat until converged ({iters[0]} iterations)", best[0], best[1], best[0] / best[1]))
     rows.append(("heat, beside HeatGraph's |lap| (a pass fewer)", best[0], best[2], best[0] / best[2]))
-    n = 100_000 * size
-    best, tallies = [float("inf"), float("inf")], {}
-    graphs = (SlabCaptured(n), slab.SlabGraph(n))
-    for _ in range(max(1, rounds // 2)):
-        for k, graph in enumerate(graphs):
-            t = time.perf_counter()
-            tallies[k] = graph.run()
-            best[k] = min(best[k], time.perf_counter() - t)
-    if tallies[0] != tallies[1]:
-        raise AssertionError(f"slab: the captured and the hand-built step disagree: {tallies}")
-    rows.append((f"slab transport, {n:,} particles until done", best[0], best[1], best[0] / best[1]))
+    for n in slab_sizes:
+        n *= size
+        graphs = (SlabCaptured(n), slab.SlabGraph(n))
+        done = {}
+        runs = [_slab_runs(graph, done, clock) for graph in graphs]
+        k = max(_repeats(run, target_s) for run in runs)
+        best = _interleaved(runs, k, rounds)
+        tallies = [done[graph] for graph in graphs]
+        if tallies[0] != tallies[1]:
+            raise AssertionError(f"slab: the captured and the hand-built step disagree: {tallies}")
+        rows.append((f"slab transport, {n:,} particles until done", best[0], best[1], best[0] / best[1]))
     return rows
 
 
@@ -232,5 +299,7 @@ def print_rows(rows, out=None):
 
 if __name__ == "__main__":
     import os
-    print(f"load: {os.getloadavg()[0]:.1f}")
-    print_rows(rows_capture())
+    import sys
+    cpu = "--cpu-time" in sys.argv[1:]     # process CPU time instead of wall time (see rows_capture)
+    print(f"load: {os.getloadavg()[0]:.1f}" + ("; process CPU time" if cpu else ""))
+    print_rows(rows_capture(clock=time.process_time if cpu else time.perf_counter))

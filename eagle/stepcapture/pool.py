@@ -51,6 +51,7 @@ class TemporaryPool:
         self._free: list[int] = []
         self._closed = False
         self.temporaries: list[Temporary] = []
+        self._made = 0      # names count every temporary made, forgotten ones too: no name twice
 
     def take(self, shape, dtype, site, owner_cb, order=None):
         """A new temporary of ``shape`` and ``dtype``: (plain ndarray over pool memory, Temporary).
@@ -73,7 +74,8 @@ class TemporaryPool:
         order = tuple(range(len(shape))) if order is None else tuple(order)
         flat = raw[start:start + nbytes].view(dtype)[:int(np.prod(shape, dtype=np.int64))]
         plain = flat.reshape(tuple(shape[k] for k in order)).transpose(np.argsort(order))
-        temp = Temporary(f"t{len(self.temporaries) + 1}", shape, dtype, k, site)
+        self._made += 1
+        temp = Temporary(f"t{self._made}", shape, dtype, k, site)
         self.temporaries.append(temp)
         standin = owner_cb(plain, temp)
         weakref.finalize(standin, self._release, k)

@@ -58,6 +58,11 @@ def _overlaps(a, b) -> bool:
         return True
 
 
+def _axis_order(a):
+    """``a``'s axes from the largest step to the smallest (how ``_rows_first`` turns an op)."""
+    return tuple(sorted(range(a.ndim), key=lambda k: -abs(a.strides[k])))
+
+
 def _read_before_rewritten(t, ops) -> bool:
     """Whether one of ``ops``, in order, reads ``t``'s memory before one writes all of ``t``
     (a later temporary in its buffer)."""
@@ -194,6 +199,7 @@ class Session:
         def own(plain, temp):
             s = plain.view(StandIn)
             s.capture_session, s.label, s.temporary_root, s.owns_memory = self, temp.name, None, True
+            s.born = len(self.ops)      # the ops from here on are the ones that may touch it
             return s
 
         order = None
@@ -336,7 +342,12 @@ class Session:
         if uf.signature is None and _rows_not_runs(ins + ([mask] if mask else [])):
             self._by_line(uf, ins, out_ops, mask, _label or what)
         else:
-            self._record(_Op(self._name(_label or what), "ufunc", uf, ins, out_ops, mask))
+            op = self._record(_Op(self._name(_label or what), "ufunc", uf, ins, out_ops, mask))
+            if out is not None and mask is None and uf.nout == 1:
+                # np.exp(a * b, out=w): the temporary a * b written in w itself
+                for x, f in zip(inputs, _fresh):
+                    if f and self._mine(x) and x.owns_memory and self._write_through(x, out_ops[0], op):
+                        break
             if uf.nout == 1 and not _label:     # one node (not one per line): a & ~b may fold
                 self._note_negation(uf, inputs, out, where, result[0])
         return result[0] if len(result) == 1 else tuple(result)
@@ -571,9 +582,12 @@ class Session:
                          what_fixed=f"{view.label} = {label}.copy()")
 
     def _retarget(self, value, view):
-        """Have the last node write ``view`` instead of the temporary ``value`` it just made."""
+        """Have the nodes that made the temporary ``value`` write ``view`` instead: all of them
+        (``_write_through``), else the last one."""
         if not (self._mine(value) and value.owns_memory and self.ops and value.shape == view.shape):
             return False
+        if self._write_through(value, (view.label, view.__eagle_view__())):
+            return True
         op = self.ops[-1]
         vp, tp = value.__eagle_view__(), view.__eagle_view__()
         hit = [k for k, (_, o) in enumerate(op.outs) if _same_layout(o, vp)]
@@ -593,6 +607,70 @@ class Session:
             return False
         if not any(a is not None and isinstance(a, np.ndarray) and _same_layout(a, vp) for _, a in op.ins):
             self.pool.forget(value.label)
+        return True
+
+    def _write_through(self, t, dest, final=None):
+        """Have the ops since the temporary ``t`` was made write ``dest`` (label, plain view)
+        where they write ``t`` and read it where they read ``t``; ``final``, the last op, reads
+        ``t`` into ``dest``. An expression then accumulates in its destination, as a graph
+        built by hand does (``b[1:-1] = a[:-2] + a[1:-1] + a[2:]``: every node writes
+        ``b[1:-1]``), with no temporary in the fused run. False, nothing changed, where
+        ``dest`` would be read or written out of turn: an op of the chain reads or writes
+        ``dest`` (other than ``final`` writing it), reads ``t`` before a whole write of it,
+        reaches ``t`` through another view, or is a node capture did not make."""
+        label, dp = dest
+        tp = t.__eagle_view__()
+        born = getattr(t, "born", None)
+        if born is None or tp.shape != dp.shape or tp.dtype != dp.dtype or _axis_order(tp) != _axis_order(dp):
+            return False
+        chain = self.ops[born:]
+        if final is not None:
+            if not chain or chain[-1] is not final:
+                return False
+            chain = chain[:-1]
+        written = False
+        for op in chain + ([final] if final is not None else []):
+            if op.kind not in ("ufunc", "reduce"):
+                return False
+            reads = [a for _, a in op.ins + ([op.where] if op.where else []) if isinstance(a, np.ndarray)]
+            writes = [o for _, o in op.outs]
+            if op is final:
+                if len(writes) != 1 or not _same_layout(writes[0], dp):
+                    return False
+                writes = []
+            for a in reads + writes:
+                if a.size and (_same_layout(a, dp) or _overlaps(a, dp)):
+                    return False
+                if a.size and not _same_layout(a, tp) and _overlaps(a, tp):
+                    return False
+            if any(_same_layout(a, tp) for a in reads) and not written:
+                return False
+            if any(_same_layout(o, tp) for o in writes):
+                if op.where is not None and not written:
+                    return False     # a masked first write: what it leaves is t's, not dest's
+                written = True
+        if not written:
+            return False
+        changed = []
+        for op in chain + ([final] if final is not None else []):
+            old = (list(op.ins), list(op.outs), op.where)
+
+            def swap(pair):
+                return (label, dp) if isinstance(pair[1], np.ndarray) and _same_layout(pair[1], tp) else pair
+
+            op.ins, op.outs = [swap(p) for p in op.ins], [swap(p) for p in op.outs]
+            op.where = None if op.where is None else swap(op.where)
+            if (op.ins, op.outs, op.where) != old:
+                changed.append((op, old))
+        try:
+            for op, _ in changed:
+                op.make(self)
+        except (TypeError, ValueError):
+            for op, (ins, outs, where) in changed:
+                op.ins, op.outs, op.where = ins, outs, where
+                op.make(self)
+            return False
+        self.pool.forget(t.label)
         return True
 
     def fill(self, view, value, mask):

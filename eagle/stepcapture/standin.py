@@ -109,44 +109,47 @@ def _new_probe():
     return np.zeros(1).view(_UfuncProbe)
 
 
-def _probe_unnamed():
+def _probe_unnamed(kw):
     """(count, is self) of an operand no name holds, through each way a ufunc is reached."""
     t = _new_probe()
     seen = []
-    _new_probe() * 2.0
+    if not kw:     # operators take no keywords
+        _new_probe() * 2.0
+        seen.append((_UfuncProbe.refs[0], True))
+        2.0 * _new_probe()
+        seen.append((_UfuncProbe.refs[1], True))
+        t * _new_probe()
+        seen.append((_UfuncProbe.refs[1], False))
+    np.exp(_new_probe(), **kw)
     seen.append((_UfuncProbe.refs[0], True))
-    2.0 * _new_probe()
-    seen.append((_UfuncProbe.refs[1], True))
-    np.exp(_new_probe())
-    seen.append((_UfuncProbe.refs[0], True))
-    np.add(t, _new_probe())
-    seen.append((_UfuncProbe.refs[1], False))
-    t * _new_probe()
+    np.add(t, _new_probe(), **kw)
     seen.append((_UfuncProbe.refs[1], False))
     return seen
 
 
-def _probe_named():
+def _probe_named(kw):
     t, u = _new_probe(), _new_probe()
     seen = []
-    t * 2.0
+    if not kw:
+        t * 2.0
+        seen.append((_UfuncProbe.refs[0], True))
+        2.0 * t
+        seen.append((_UfuncProbe.refs[1], True))
+        u + t
+        seen.append((_UfuncProbe.refs[1], False))
+    np.exp(t, **kw)
     seen.append((_UfuncProbe.refs[0], True))
-    2.0 * t
-    seen.append((_UfuncProbe.refs[1], True))
-    np.exp(t)
-    seen.append((_UfuncProbe.refs[0], True))
-    np.add(t, u)
-    seen.append((_UfuncProbe.refs[1], False))
-    u + t
+    np.add(t, u, **kw)
     seen.append((_UfuncProbe.refs[1], False))
     return seen
 
 
-def _fresh_operand_refs():
+def _fresh_operand_refs(kw):
     """(for the operand ``__array_ufunc__`` is called on, for the others): the reference count
-    an operand no name holds has at most (``(a + b) * c``, ``np.exp(a + b)``, ``np.add(t, a + b)``);
-    None when this Python does not tell it from a named one."""
-    unnamed, named = _probe_unnamed(), _probe_named()
+    an operand no name holds has at most (``(a + b) * c``, ``np.exp(a + b)``, ``np.add(t, a + b)``;
+    with keywords ``kw``: ``np.exp(a + b, out=w)``); None when this Python does not tell it
+    from a named one."""
+    unnamed, named = _probe_unnamed(kw), _probe_named(kw)
     limits = []
     for own in (True, False):
         fresh = [n for n, s in unnamed if s is own]
@@ -157,9 +160,10 @@ def _fresh_operand_refs():
     return tuple(limits)
 
 
-#: what ``sys.getrefcount(x)`` is in ``StandIn.__array_ufunc__`` for an operand no name holds
-#: (its result may take that operand's memory, as NumPy's temporary elision does)
-FRESH_OPERAND_REFS = _fresh_operand_refs()
+#: what ``sys.getrefcount(x)`` is in ``StandIn.__array_ufunc__`` for an operand no name holds:
+#: for a call without keywords, and for one with (``out=``, ``where=``: NumPy holds the
+#: operands once more then)
+FRESH_OPERAND_REFS = (_fresh_operand_refs({}), _fresh_operand_refs({"out": np.zeros(1)}))
 
 
 def _plain(x):
@@ -204,8 +208,9 @@ class StandIn(np.ndarray):
         session = recorder()
         if session is None:
             return getattr(uf, method)(*_plainly(inputs), **_plainly(kwargs))
-        if method == "__call__" and FRESH_OPERAND_REFS is not None:
-            kwargs["_fresh"] = tuple(n <= FRESH_OPERAND_REFS[0 if mine else 1] for n, mine in zip(refs, own))
+        limits = FRESH_OPERAND_REFS[bool(kwargs)]
+        if method == "__call__" and limits is not None:
+            kwargs["_fresh"] = tuple(n <= limits[0 if mine else 1] for n, mine in zip(refs, own))
         return session.ufunc(uf, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):

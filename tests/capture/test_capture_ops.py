@@ -163,10 +163,64 @@ def test_returned_temporary_is_the_result():
 def test_an_expression_chain_computes_in_one_temporary():
     # NumPy's temporary elision: a temporary no name holds takes the next result
     def step(x, y):
-        y[...] = ((x + 1.0) * 2.0 + 3.0) * 4.0 - 1.0
+        t = ((x + 1.0) * 2.0 + 3.0) * 4.0 - 1.0
+        y[...] = t * t
     g, _ = replay_equals_eager(step, *rng_arrays(1000, 1000))
     assert len(g.temporaries) == 1 and "out=(y)" in repr(g.recording().nodes[-1])
     assert "temporaries:" in str(g)
+
+
+def outputs(g):
+    return [repr(node).split("out=(", 1)[1].split(")", 1)[0] for node in g.recording().nodes]
+
+
+def test_an_expression_accumulates_in_its_destination():
+    # as a hand-built graph: every node of the right-hand side writes the destination,
+    # no temporary (b[1:-1] = ... of a Jacobi sweep; np.exp(vol * z + drift, out=w))
+    def step(a, b, w):
+        b[1:-1] = 0.33333 * (a[:-2] + a[1:-1] + a[2:])
+        np.exp(0.02 * a + 0.001, out=w)
+        b[0:1] = np.where(a[0:1] > 0.0, a[0:1] * 2.0, -1.0)   # a masked write after a whole one
+    g, _ = replay_equals_eager(step, *rng_arrays(100, 100, 100), launches=2)
+    assert outputs(g)[:6] == ["b[1:-1]"] * 3 + ["w"] * 3
+    assert outputs(g)[-2:] == ["b[0:1]"] * 2     # np.where's two writes, no copy after them
+    assert [t.dtype for t in g.temporaries] == [bool, np.float64]  # its condition and operand
+
+
+@pytest.mark.parametrize("line", [
+    "y[1:] = (y[:-1] + x[1:]) * 2.0",          # the expression reads the destination's old values
+    "y[...] = (x + 1.0) * y",
+    "np.add(x * 2.0, y, out=y)",               # the last op reads its own output
+    "np.add(x * 2.0, y[::-1], out=y)",         # ... through another view (buffered by NumPy)
+    "f[...] = x * 2.0 + 1.0",                  # a cast into float32: computed in float64 first
+    "m.T[...] = m * 2.0 + 1.0",                # a transposed destination reading its own array
+    "m.T[...] = x[:36].reshape(6, 6) * 2.0 + 1.0",   # laid out the other way round
+])
+def test_an_expression_stays_in_a_temporary_where_its_destination_would_change_it(line):
+    env = {"np": np}
+    exec(f"def step(x, y, f, m):\n    {line}\n", env)
+    x, y, m = rng_arrays(50, 50, (6, 6), seed=3)
+    with np.errstate(all="ignore"):
+        g, _ = replay_equals_eager(env["step"], x, y, x.astype(np.float32), m, launches=2)
+    assert g.temporaries
+
+
+def test_temporaries_written_in_their_destination_are_forgotten_alone():
+    def step(u, new, z):
+        c = u[1:-1]
+        new[1:-1] = c + 0.25 * (u[2:] + u[:-2] - 2.0 * c)    # t1 computed in new[1:-1]; t2 = 2.0 * c stays
+        z[...] = u * 2.0 + 1.0                               # t3 computed in z: forgotten, not t2
+    g, _ = replay_equals_eager(step, *rng_arrays(40, 40, 40))
+    assert [t.name for t in g.temporaries] == ["t2"] and g.temporary_bytes >= 38 * 8
+    assert outputs(g).count("t2") == 1
+
+
+def test_a_masked_first_write_is_not_moved_to_the_destination():
+    # where x <= 0 the temporary keeps what it held (NumPy: uninitialized memory), not y's values
+    def step(x, y):
+        y[...] = np.add(x, 1.0, where=x > 0) * 2.0
+    g = eagle.capture(step, *rng_arrays(20, 20))
+    assert outputs(g) == ["t1", "t2", "y"]
 
 
 def test_temporaries_are_reused_once_dead():
@@ -353,7 +407,8 @@ def test_and_not_over_bools_is_one_node():
     g, result = replay_equals_eager(step, u, leak, np.zeros(64, bool))
     assert [n.split(" ", 1)[1] for n in g.nodes] == ["np.less", "np.greater (a & ~b)", "np.greater",
                                                       "np.greater (a & ~b)"]
-    assert len(g.temporaries) == 2 and g.result.tolist() == result.tolist()
+    # out[...] = ... is computed in out itself: the one temporary is the returned one
+    assert [t.name for t in g.temporaries] == ["t3"] and g.result.tolist() == result.tolist()
 
 
 def test_and_not_is_kept_where_the_negation_is_read_again_or_b_changes():
