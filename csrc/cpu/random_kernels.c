@@ -27,41 +27,24 @@ typedef struct block_words {
     uint32_t w0[BLOCK], w1[BLOCK], w2[BLOCK], w3[BLOCK];
 } block_words;
 
+/* a uniform from a sample's words hi, lo (the first output takes words 0 and 1, a
+ * second output words 2 and 3; float32 takes hi alone) */
 EAGLE_SIMD_CLONES
-static void uniform64(int64_t n, const block_words *restrict w, double low, double span, double below,
-                      double *restrict out)
+static void uniform64(int64_t n, const uint32_t *restrict hi, const uint32_t *restrict lo, double low,
+                      double span, double below, double *restrict out)
 {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j)
-        out[j] = eagle_scale_uniform(eagle_u01_53(w->w0[j], w->w1[j]), low, span, below);
-}
-
-/* a uniform node's second output: words 2 and 3, as the first takes 0 and 1 */
-EAGLE_SIMD_CLONES
-static void uniform64_second(int64_t n, const block_words *restrict w, double low, double span, double below,
-                             double *restrict out)
-{
-#pragma omp simd
-    for (int64_t j = 0; j < n; ++j)
-        out[j] = eagle_scale_uniform(eagle_u01_53(w->w2[j], w->w3[j]), low, span, below);
+        out[j] = eagle_scale_uniform(eagle_u01_53(hi[j], lo[j]), low, span, below);
 }
 
 EAGLE_SIMD_CLONES
-static void uniform32_second(int64_t n, const block_words *restrict w, float low, float span, float below,
-                             float *restrict out)
-{
-#pragma omp simd
-    for (int64_t j = 0; j < n; ++j)
-        out[j] = eagle_scale_uniform_f(eagle_u01_24(w->w2[j]), low, span, below);
-}
-
-EAGLE_SIMD_CLONES
-static void uniform32(int64_t n, const block_words *restrict w, float low, float span, float below,
+static void uniform32(int64_t n, const uint32_t *restrict hi, float low, float span, float below,
                       float *restrict out)
 {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j)
-        out[j] = eagle_scale_uniform_f(eagle_u01_24(w->w0[j]), low, span, below);
+        out[j] = eagle_scale_uniform_f(eagle_u01_24(hi[j]), low, span, below);
 }
 
 EAGLE_SIMD_CLONES
@@ -120,10 +103,10 @@ void eagle_random_kernel(int64_t start, int64_t stop, char **data, const int64_t
             eagle_philox_block(n, ip, (uint64_t)b, r0, r1, p->key0, p->key1, w.w0, w.w1, w.w2, w.w3);
             switch (p->what * 2 + p->f32) {
             case EAGLE_RANDOM_UNIFORM * 2:
-                uniform64(n, &w, p->a, p->b, p->below, (double *)dst);
+                uniform64(n, w.w0, w.w1, p->a, p->b, p->below, (double *)dst);
                 break;
             case EAGLE_RANDOM_UNIFORM * 2 + 1:
-                uniform32(n, &w, (float)p->a, (float)p->b, (float)p->below, (float *)dst);
+                uniform32(n, w.w0, (float)p->a, (float)p->b, (float)p->below, (float *)dst);
                 break;
             case EAGLE_RANDOM_NORMAL * 2:
                 normal64(n, &w, p->a, p->b, (double *)dst);
@@ -139,9 +122,9 @@ void eagle_random_kernel(int64_t start, int64_t stop, char **data, const int64_t
         if (out2) {
             void *dst2 = direct2 ? (void *)(out2 + b * o2stride) : (void *)tmp;
             if (p->f32)
-                uniform32_second(n, &w, (float)p->a, (float)p->b, (float)p->below, (float *)dst2);
+                uniform32(n, w.w2, (float)p->a, (float)p->b, (float)p->below, (float *)dst2);
             else
-                uniform64_second(n, &w, p->a, p->b, p->below, (double *)dst2);
+                uniform64(n, w.w2, w.w3, p->a, p->b, p->below, (double *)dst2);
             if (!direct2)
                 for (int64_t j = 0; j < n; ++j)
                     memcpy(out2 + (b + j) * o2stride, tmp + j * item, (size_t)item);
