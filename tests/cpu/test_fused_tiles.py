@@ -1,7 +1,6 @@
 """Fused sample tiles (eagle.cpu.fusion, csrc/cpu/tiles.c eagle_run_tiles): consecutive
 stages of sample-local nodes run tile by tile give the sequential oracle's result bit
 for bit, and every hazard that is not sample-local ends a fused run."""
-import signal
 import subprocess
 import sys
 import textwrap

@@ -10,7 +10,6 @@ replay, a subgraph) with bodies of ufunc, native and opaque nodes over the same 
 are compared with the Python while / if / call they stand for (ORACLE_N: examples).
 """
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

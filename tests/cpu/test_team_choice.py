@@ -12,7 +12,6 @@ under a noisy timing or a load that comes and goes are asserted exactly.
 """
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time

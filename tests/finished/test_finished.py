@@ -381,7 +381,7 @@ def test_stable_partition_and_count_array():
 
 
 @pytest.mark.parametrize("n_threads", [1, 2, 3])
-def test_compaction_is_numpys_stable_partition_for_any_flag_bytes_and_widths(n_threads):
+def test_compaction_is_numpys_stable_partition_for_any_flag_bytes_and_widths(threads, n_threads):
     # the copies read their destinations off the flags (the flags themselves move last):
     # uint8 flags of any nonzero value, a strided flag view, rows of 1, 4, 8 and 24 bytes
     rng = np.random.default_rng(5)
@@ -398,12 +398,8 @@ def test_compaction_is_numpys_stable_partition_for_any_flag_bytes_and_widths(n_t
     g = eagle.Graph()
     g.add_node(node)
     g.build()
-    was = eagle.get_num_threads()
-    eagle.set_num_threads(n_threads)
-    try:
-        g.launch(1)
-    finally:
-        eagle.set_num_threads(was)
+    threads(n_threads)
+    g.launch(1)
     live = int(np.count_nonzero(flags))
     assert g.logical_size == live
     np.testing.assert_array_equal(node.ids, order)
@@ -413,7 +409,7 @@ def test_compaction_is_numpys_stable_partition_for_any_flag_bytes_and_widths(n_t
 
 
 @pytest.mark.parametrize("n_threads", [1, 2, 3])
-def test_bool_flags_are_written_as_the_partition_of_themselves(n_threads):
+def test_bool_flags_are_written_as_the_partition_of_themselves(threads, n_threads):
     # contiguous bool flags are not moved but written, each thread its slice: true for
     # the live count, false behind, what moving them would give; the state moves as ever
     rng = np.random.default_rng(8)
@@ -425,12 +421,8 @@ def test_bool_flags_are_written_as_the_partition_of_themselves(n_threads):
     g = eagle.Graph()
     g.add_node(compact({"alive": alive}, {"x": x}, ids=ids, min_dead_fraction=0.0))
     g.build(cpu=eagle.CpuOptions(teams="parallel"))
-    was = eagle.get_num_threads()
-    eagle.set_num_threads(n_threads)
-    try:
-        g.launch(1)
-    finally:
-        eagle.set_num_threads(was)
+    threads(n_threads)
+    g.launch(1)
     live = int(flags.sum())
     assert g.logical_size == live
     np.testing.assert_array_equal(alive, flags[order])
