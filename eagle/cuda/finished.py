@@ -131,7 +131,7 @@ class _CupyKernels:
             fn = self._fn[name] = _cupy_module(self._cp, "control").get_function(name)
         elif fn is None and name in RANDOM_KERNELS:
             fn = self._fn[name] = _cupy_module(self._cp, "random").get_function(name)
-        return int(fn.ptr)
+        return int(fn.kernel.ptr)      # a cupy.RawKernel: its compiled cupy.cuda.Function
 
     def launch(self, name, stream, grid, block, args):
         self.function(name)

@@ -75,7 +75,8 @@
  * (instantiating a graph of more than k nodes fails naming its k-th node),
  * fake_cuda_fail_instantiate_at_kernel(func) (fails naming the first node, at any depth,
  * that launches kernel func), fake_cuda_set_edge_data(1) (captured dependencies carry
- * edge data: cuStreamGetCaptureInfo_v3 without edgeData_out is CUDA_ERROR_LOSSY_QUERY),
+ * edge data: cuStreamGetCaptureInfo_v3 without edgeData_out is CUDA_ERROR_LOSSY_QUERY; an
+ * edgeData_out without dependencies_out is CUDA_ERROR_INVALID_VALUE, as on a real 13.0 driver),
  * env FAKE_CUDA_DEVICES=N (0: no device; N > 1: N devices, each its own context), FAKE_CUDA_VERSION,
  * FAKE_CUDA_NO_INIT=1 (cuInit fails with CUDA_ERROR_NO_DEVICE), FAKE_CUDA_ARENA_ANYWHERE=1 (device
  * memory wherever mmap puts it, not at its fixed address: for ThreadSanitizer).
@@ -1896,6 +1897,7 @@ static int capture_info(void *sh, int *status, unsigned long long *id, void **gr
     ENTER("cuStreamGetCaptureInfo");
     int err;
     if (!status) LEAVE(E_INVALID_VALUE);
+    if (edges && !deps) LEAVE(E_INVALID_VALUE);   /* edgeData_out only beside dependencies_out */
     fstream *s = as_stream(sh, &err);
     if (!s) LEAVE(err);
     int lossy = v3 && edge_data_on && s->cap && s->ndeps;

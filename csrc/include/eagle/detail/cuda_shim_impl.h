@@ -656,11 +656,12 @@ int eagle_cuda_stream_capture_info(eagle_cudaStream_t s, int *capture_status,
     /* the edge data is asked for (and not used): with a NULL edgeData_out the driver refuses
      * the query (CUDA_ERROR_LOSSY_QUERY) once a dependency carries non-default edge data, as
      * a library's programmatic dependent launch leaves; eagle's edges from these nodes are
-     * full dependencies, which order at least as strongly */
+     * full dependencies, which order at least as strongly. The driver takes edgeData_out
+     * only beside dependencies_out (else CUDA_ERROR_INVALID_VALUE) */
     const eagle_CUgraphEdgeData *edges = NULL;
     if (eagle_cuda_T.CaptureInfoV3)
-        return eagle_cuda_T.CaptureInfoV3(s, sp, id, graph, (const void *const **)deps, &edges,
-                                          num_deps);
+        return eagle_cuda_T.CaptureInfoV3(s, sp, id, graph, (const void *const **)deps,
+                                          deps ? &edges : NULL, num_deps);
     return eagle_cuda_T.CaptureInfoV2(s, sp, id, graph, (const void *const **)deps, num_deps);
 }
 int eagle_cuda_stream_last_node(eagle_cudaStream_t s, eagle_cudaGraphNode_t *node) {
