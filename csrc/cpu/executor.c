@@ -11,6 +11,11 @@
 
 /* A launch of one replay this cheap (nodes' measured costs) keeps the GIL. */
 #define SHORT_LAUNCH_NS 2e3
+/* A verification inside a launch with at least this many replays left times the team
+ * from after the region's start (EAGLE_TIME_AFTER_START): such a launch's run pays for
+ * waking the team once, not per replay, while each verifying replay is a region of its
+ * own (in a VM, waking the team cost 10-40 µs: more than a Jacobi step's stages). */
+#define LONG_LAUNCH_REPLAYS 16
 
 static int any_team_in(const eagle_plan *plan)
 {
@@ -28,14 +33,18 @@ static int replay_serial(eagle_plan *plan, eagle_thread_state *me, int64_t r0, i
 }
 
 static int run_segment(eagle_plan *plan, eagle_thread_state *me, int64_t r0, int64_t r1, int kind,
-                       eagle_failure *failure)
+                       int64_t n_replays, eagle_failure *failure)
 {
     plan->paused = 0;
     if (kind == EAGLE_SEGMENT_MEASURE || kind == EAGLE_SEGMENT_PAIRED)
         return replay_serial(plan, me, r0, r1, 1, failure);
     /* without OpenMP every stage has team 1 */
     if (EAGLE_HAVE_OPENMP && any_team_in(plan))
-        return eagle_replay_team(plan, r0, r1, kind == EAGLE_SEGMENT_VERIFY, me->launch, failure);
+        return eagle_replay_team(plan, r0, r1,
+                                 kind != EAGLE_SEGMENT_VERIFY ? EAGLE_TIME_NONE
+                                 : n_replays - r0 >= LONG_LAUNCH_REPLAYS ? EAGLE_TIME_AFTER_START
+                                                                         : EAGLE_TIME_FROM_START,
+                                 me->launch, failure);
     return replay_serial(plan, me, r0, r1, 0, failure);
 }
 
@@ -82,7 +91,7 @@ static int execute_replays(eagle_plan *plan, int64_t n_replays, eagle_thread_sta
             plan->paused = 0;
             rc = eagle_replay_serial_gil(plan, me, r, stop, 0, failure);
         } else {
-            rc = run_segment(plan, me, r, stop, kind, failure);
+            rc = run_segment(plan, me, r, stop, kind, n_replays, failure);
         }
         int64_t done = plan->replays_done;
         eagle_choice_segment_done(ch, plan->num_threads, plan->logical_size, kind, r, stop, done, rc);

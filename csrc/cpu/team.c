@@ -166,6 +166,12 @@ static void team_replays(eagle_team_run *ts, int64_t r0, int64_t r1, int timing,
         eagle_signal_clock_init(&clock);
     stage_timer tm = {.t_stage = t_region, .pending = -1};
     eagle_profile_lane *lane = eagle_profile_lane_of(plan, tid);
+    if (timing == EAGLE_TIME_AFTER_START) {
+        /* the team is awake and here: the first stage's time is its own */
+        #pragma omp barrier
+        if (tid == 0)
+            tm.t_stage = eagle_now_ns();
+    }
 
     for (int64_t r = r0; r < r1; ++r) {
         eagle_set_thread_replay(me, plan, r);

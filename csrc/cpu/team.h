@@ -69,10 +69,15 @@ int eagle_run_stage_share(eagle_team_run *team, eagle_plan *plan, int32_t span_b
 int eagle_run_stage_alone(eagle_plan *plan, int32_t span_base, const eagle_stage *st, int32_t phase,
                           eagle_gil_slot *gil, eagle_profile_lane *lane, int32_t *failed_node);
 
+/* How eagle_replay_team times its team stages for a verification: not at all; the
+ * first stage of the region from before the region, so waking the team counts (a short
+ * launch pays it on every replay); or from a barrier at the region's start (a long
+ * launch pays it once). */
+enum { EAGLE_TIME_NONE = 0, EAGLE_TIME_FROM_START = 1, EAGLE_TIME_AFTER_START = 2 };
+
 /* Replays [r0, r1) in one parallel region (or serially, without OpenMP). With
- * `timing`, the calling thread times every stage that runs on the team, from the
- * barrier before it to the barrier after it (the first stage of the region from
- * before the region, so waking the team counts), for the team's verification. The
+ * `timing` (EAGLE_TIME_*), the calling thread times every stage that runs on the team,
+ * from the barrier before it to the barrier after it, for the team's verification. The
  * launching thread's context (`lctx`) is carried by every team thread, so a node
  * that calls back into the graph from a worker is refused as on the caller.
  * Called holding the GIL; 0, or -1 with the error set and *failure saying where. */

@@ -9,15 +9,17 @@
  *    cheap stage on the team for good;
  * 2. the cost rule: an auto stage goes on the team when its estimated cost
  *    (the nodes' costs at the logical size) pays for a barrier and a GIL
- *    hand-off (eagle_parallel_threshold_ns: 50 barriers, the cheapest of
- *    several timings, kept within [20 µs, 500 µs] and timed again after a
+ *    hand-off (eagle_parallel_threshold_ns: 20 barriers, the cheapest of
+ *    several timings, kept within [5 µs, 500 µs] and timed again after a
  *    second while it keeps a stage off the team);
  * 3. verify: a stage the cost rule puts on the team is timed there on four
  *    replays, each after one timed on the calling thread (interleaved, so a
- *    load that comes and goes hits both), and stays on the team only if its
- *    typical time there (the mean of its team replays without the slowest,
- *    eagle_choice_team_sample) beat its best on one thread (one noisy timing on
- *    either side cannot decide); the verdict is re-checked on a clock (0.25 s
+ *    load that comes and goes hits both), and the stages timed together stay on
+ *    the team only if their typical times there (the mean of each one's team
+ *    replays without the slowest, eagle_choice_team_sample) add up to less than
+ *    their best on one thread (one noisy timing on either side cannot decide;
+ *    together, since a replay that switches from one thread to the team wakes
+ *    the team, a cost no stage's own timing sees); the verdict is re-checked on a clock (0.25 s
  *    after it, the interval doubling to at most 1 s while re-checks agree, never
  *    more often than every 100 replays' worth of time on the slower side, as the
  *    verification timed it, so a re-check costs a few percent at most), so a stage
@@ -240,7 +242,7 @@ double eagle_parallel_threshold_ns(eagle_choice_env *env, int n_threads);
 void eagle_pin_parallel_threshold_ns(eagle_choice_env *env, int n_threads, double ns);
 
 /* The threshold that n barrier timings (ns[], < 0: none) give: 50 times the
- * cheapest, within [20 µs, 500 µs]. Pure. */
+ * cheapest, within [5 µs, 500 µs]. Pure. */
 double eagle_threshold_from_barriers(const double *ns, int n);
 
 /* One launch(1) as the run loop drives the choice, with no node run (tests: the

@@ -98,25 +98,29 @@ def fdtd_2d(TMAX, ex, ey, hz, _fict_):
 # ---- the same, as eagle graphs: one ufunc node per NumPy operation -----------------------
 
 def jacobi_1d_graph(A, B, **build):
-    """One time step of ``jacobi_1d`` (launch it TSTEPS - 1 times)."""
-    t = np.empty(A.shape[0] - 2)
+    """One time step of ``jacobi_1d`` (launch it TSTEPS - 1 times). NumPy's temporaries
+    are the destination's interior itself (it is written whole by the last operation and
+    read by none of them), so a fused run stores it once and needs no scratch array."""
     g = eagle.Graph()
     for src, dst in ((A, B), (B, A)):
-        g.add_node(ufunc(np.add, src[:-2], src[1:-1], out=t))
-        g.add_node(ufunc(np.add, t, src[2:], out=t))
-        g.add_node(ufunc(np.multiply, 0.33333, t, out=dst[1:-1]))
+        d = dst[1:-1]
+        g.add_node(ufunc(np.add, src[:-2], src[1:-1], out=d))
+        g.add_node(ufunc(np.add, d, src[2:], out=d))
+        g.add_node(ufunc(np.multiply, 0.33333, d, out=d))
     return g.build(**build)
 
 
 def jacobi_2d_graph(A, B, **build):
-    t = np.empty((A.shape[0] - 2, A.shape[1] - 2))
+    """One time step of ``jacobi_2d``; the temporaries are the destination's interior,
+    as in ``jacobi_1d_graph``."""
     g = eagle.Graph()
     for src, dst in ((A, B), (B, A)):
-        g.add_node(ufunc(np.add, src[1:-1, 1:-1], src[1:-1, :-2], out=t))
-        g.add_node(ufunc(np.add, t, src[1:-1, 2:], out=t))
-        g.add_node(ufunc(np.add, t, src[2:, 1:-1], out=t))
-        g.add_node(ufunc(np.add, t, src[:-2, 1:-1], out=t))
-        g.add_node(ufunc(np.multiply, 0.2, t, out=dst[1:-1, 1:-1]))
+        d = dst[1:-1, 1:-1]
+        g.add_node(ufunc(np.add, src[1:-1, 1:-1], src[1:-1, :-2], out=d))
+        g.add_node(ufunc(np.add, d, src[1:-1, 2:], out=d))
+        g.add_node(ufunc(np.add, d, src[2:, 1:-1], out=d))
+        g.add_node(ufunc(np.add, d, src[:-2, 1:-1], out=d))
+        g.add_node(ufunc(np.multiply, 0.2, d, out=d))
     return g.build(**build)
 
 

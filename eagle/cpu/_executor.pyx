@@ -57,8 +57,8 @@ def barrier_cost_ns(int n_threads):
 
 
 def parallel_threshold_ns(int n_threads):
-    """An auto stage cheaper than this runs on one thread: 50 barriers (the cheapest
-    of several timings), within [20 µs, 500 µs]."""
+    """An auto stage cheaper than this runs on one thread: 20 barriers (the cheapest
+    of several timings), within [5 µs, 500 µs]."""
     return eagle_parallel_threshold_ns(eagle_choice_process_env(), n_threads)
 
 

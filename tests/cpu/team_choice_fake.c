@@ -160,7 +160,7 @@ int main(void)
         waited += 5 * MS;
     }
     check(r.stage.team == 2 && waited >= 0.9e9 && waited <= 1.5e9, "the threshold is timed again after a second");
-    check(eagle_parallel_threshold_ns(&r.env, 2) == 20e3, "... at its floor now");
+    check(eagle_parallel_threshold_ns(&r.env, 2) == 20 * 300.0, "... at 20 barriers now");
 
     /* beside a busy neighbour: a team replay 100x a serial one (a loop's barriers each
      * waiting a time slice). The verdict is one thread; the re-checks, each running
@@ -193,6 +193,43 @@ int main(void)
         verified |= kind == EAGLE_SEGMENT_VERIFY || kind == EAGLE_SEGMENT_PAIRED;
     }
     check(!verified && r.stage.team == 1, "a stage holding an iterating control node stays on one thread");
+
+    /* two stages timed together get one verdict: a replay that goes from one thread to
+     * the team wakes the team each time, which neither stage's own timing sees */
+    {
+        fake f = {.now_ns = 1e12, .barrier_ns = 100};
+        eagle_choice_env env;
+        eagle_choice_env_init(&env, fake_now, fake_barrier, &f);
+        eagle_choice_node nodes[2];
+        eagle_choice_stage stages[2];
+        eagle_choice ch;
+        const double serial[2] = {1 * MS, 1 * MS};
+        const double faster_together[2] = {1.1 * MS, 0.4 * MS};   /* 1.5 ms against 2 */
+        const double slower_together[2] = {1.5 * MS, 0.8 * MS};   /* 2.3 ms against 2 */
+        const double *cases[2] = {faster_together, slower_together};
+        for (int c = 0; c < 2; ++c) {
+            memset(nodes, 0, sizeof nodes);
+            memset(stages, 0, sizeof stages);
+            for (int i = 0; i < 2; ++i) {
+                nodes[i].cost_ns = -1;
+                nodes[i].sized = nodes[i].splits = 1;
+                stages[i].first = i;
+                stages[i].count = 1;
+                stages[i].policy = EAGLE_TEAM_AUTO;
+            }
+            eagle_choice_init(&ch, nodes, 2, stages, 2, &env);
+            for (int k = 0; k < 12; ++k) {
+                f.now_ns += 5 * MS;
+                eagle_choice_simulate_launch(&ch, 2, 1000000, serial, cases[c]);
+            }
+            f.now_ns += 5 * MS;
+            const int kind = eagle_choice_simulate_launch(&ch, 2, 1000000, serial, cases[c]);
+            const int want = c == 0 ? 2 : 1;
+            check(kind == EAGLE_SEGMENT_RUN && stages[0].team == want && stages[1].team == want,
+                  c == 0 ? "two stages faster on the team together both take it, one slower alone"
+                         : "two stages slower on the team together both stay on one thread, one faster alone");
+        }
+    }
 
     return failures ? 1 : 0;
 }

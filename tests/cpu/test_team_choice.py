@@ -29,7 +29,7 @@ pytestmark = pytest.mark.skipif(not eagle.have_openmp(), reason="eagle was built
 
 @pytest.fixture(autouse=True)
 def cost_rule_at_its_floor():
-    """The cost rule's threshold pinned at its 20 µs floor: on a loaded machine the
+    """The cost rule's threshold pinned at 20 µs: on a loaded machine the
     measured barrier cost (hence the threshold) can exceed these stages, and the
     tests are about what comes after the cost rule."""
     from eagle.cpu._executor import _pin_parallel_threshold
@@ -51,7 +51,7 @@ def big_stage_graph(n=1_000_000, teams="auto"):
 def skip_unless_candidate(g):
     sp = g.plan().stages[0]
     if sp.team == 1 and not sp.verdict:
-        # the cost rule (20 µs and 50 barriers) came first: barriers on a heavily
+        # the cost rule (5 µs and 20 barriers) came first: barriers on a heavily
         # loaded machine can cost more than this stage
         pytest.skip(f"the cost rule keeps the stage on one thread here: {g.plan()}")
 
@@ -318,7 +318,7 @@ def test_the_team_choice_runs_from_c_with_a_fake_clock_and_barrier(tmp_path):
     assert build.returncode == 0, build.stderr
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60, env=program_env())
     assert run.returncode == 0 and "FAILED" not in run.stdout, run.stdout + run.stderr
-    assert sum(line.startswith("ok ") for line in run.stdout.splitlines()) == 17, run.stdout
+    assert sum(line.startswith("ok ") for line in run.stdout.splitlines()) == 19, run.stdout
 
 
 MS = 1e6
@@ -328,7 +328,7 @@ MS = 1e6
 def sim():
     """A one-node plan (axpy over 1M doubles, auto) to drive with synthetic timings: its
     team choice measures with a fake env of its own (a clock each launch sets, fed barrier
-    timings, its own threshold cache, pinned at the 20 µs floor as the autouse fixture
+    timings, its own threshold cache, pinned at 20 µs as the autouse fixture
     pins the process's), so nothing process-wide is touched."""
     g, _ = big_stage_graph()
     plan = g._backend._plan
@@ -452,8 +452,8 @@ def test_the_threshold_is_the_cheapest_barrier_and_bounded():
     from eagle.cpu._executor import threshold_from_barriers
 
     assert threshold_from_barriers([262e3]) == 500e3          # busy neighbour: bounded above
-    assert threshold_from_barriers([262e3, 0.2e3, 300e3]) == 20e3   # the cheapest, at the floor
-    assert threshold_from_barriers([4e3, 3e3, 9e3]) == 150e3
+    assert threshold_from_barriers([262e3, 0.2e3, 300e3]) == 5e3    # the cheapest, at the floor
+    assert threshold_from_barriers([4e3, 3e3, 9e3]) == 60e3        # 20 barriers
     assert threshold_from_barriers([]) == 500e3
 
 
@@ -468,7 +468,7 @@ def test_a_threshold_timed_under_load_is_timed_again_and_lets_the_stage_on(sim):
     sim._fake_env(barriers=[0.3e3] * 5)       # the neighbour left
     on = clock.seconds_until(2, lambda i: (stage_ns, 0.2 * MS))
     assert 0.9 <= on <= 1.5, on               # timed again once a second old, then verified
-    assert sim._fake_threshold_ns(2) == 20e3
+    assert sim._fake_threshold_ns(2) == 20 * 0.3e3                # 20 barriers of 0.3 µs
 
 
 def test_launches_on_one_thread_leave_the_rechecks_scheduled(sim):
