@@ -420,18 +420,41 @@ cdef extern from *:
     #define EAGLE_PICK(T, U, v, o, f) do { U vi_, oi_; const U k_ = (U)0 - (U)((f) != 0); \
         memcpy(&vi_, &(v), sizeof vi_); memcpy(&oi_, &(o), sizeof oi_); oi_ = (vi_ & k_) | (oi_ & ~k_); \
         memcpy(&(o), &oi_, sizeof oi_); } while (0)
+    /* A chunk of the mask, its bytes ORed and ANDed in one pass: 0 none set, 1 some, 2 all
+     * (vectorised on bytes; a chunk this size is a few vector loads). */
+    #define EAGLE_MASK_CHUNK 256
+    static inline int eagle_mask_kind(const unsigned char *restrict m, intptr_t n)
+    {
+        unsigned char any = 0, all = 1;
+        for (intptr_t j = 0; j < n; ++j) {
+            any |= m[j];
+            all &= m[j] != 0;
+        }
+        return all ? 2 : any != 0;
+    }
+    /* d = a OP b over [lo, hi) of chunk k, straight (every mask byte set) or selected */
+    #define EAGLE_ARITH_CHUNK(T, U, OP, AJ, BJ) do { \
+        if (kind == 2) { \
+            _Pragma("GCC ivdep") for (intptr_t j = lo; j < hi; ++j) d[j] = (AJ) OP (BJ); \
+        } else { \
+            _Pragma("GCC ivdep") for (intptr_t j = lo; j < hi; ++j) { \
+                const T v = (AJ) OP (BJ); T o = d[j]; EAGLE_PICK(T, U, v, o, m[j]); d[j] = o; } \
+        } } while (0)
+    /* One pass over the mask and the operands, EAGLE_MASK_CHUNK elements at a time: a chunk
+     * with no set byte is skipped, one with every byte set stored straight, the others
+     * selected element by element. No counting pass before it: the counts cost a sixth of
+     * an unmasked add over the same elements. */
     #define EAGLE_MASKED_ARITH(name, T, U, OP) \
     EAGLE_SIMD_CLONES static void name(T *d, const T *a, int sa, const T *b, int sb, \
                                        const unsigned char *restrict m, intptr_t n) \
-    { if (sa && sb) { \
-          _Pragma("GCC ivdep") for (intptr_t j = 0; j < n; ++j) { \
-              const T v = a[j] OP b[j]; T o = d[j]; EAGLE_PICK(T, U, v, o, m[j]); d[j] = o; } \
-      } else if (sa) { const T y = b[0]; \
-          _Pragma("GCC ivdep") for (intptr_t j = 0; j < n; ++j) { \
-              const T v = a[j] OP y; T o = d[j]; EAGLE_PICK(T, U, v, o, m[j]); d[j] = o; } \
-      } else { const T x = a[0]; \
-          _Pragma("GCC ivdep") for (intptr_t j = 0; j < n; ++j) { \
-              const T v = x OP b[j]; T o = d[j]; EAGLE_PICK(T, U, v, o, m[j]); d[j] = o; } } }
+    { const T x = a[0], y = b[0]; \
+      for (intptr_t lo = 0; lo < n; lo += EAGLE_MASK_CHUNK) { \
+          const intptr_t hi = lo + EAGLE_MASK_CHUNK < n ? lo + EAGLE_MASK_CHUNK : n; \
+          const int kind = eagle_mask_kind(m + lo, hi - lo); \
+          if (kind == 0) continue; \
+          if (sa && sb) EAGLE_ARITH_CHUNK(T, U, OP, a[j], b[j]); \
+          else if (sa) EAGLE_ARITH_CHUNK(T, U, OP, a[j], y); \
+          else EAGLE_ARITH_CHUNK(T, U, OP, x, b[j]); } }
     EAGLE_MASKED_ARITH(eagle_masked_add_f64, double, uint64_t, +)
     EAGLE_MASKED_ARITH(eagle_masked_sub_f64, double, uint64_t, -)
     EAGLE_MASKED_ARITH(eagle_masked_mul_f64, double, uint64_t, *)
@@ -537,6 +560,15 @@ cdef int _masked_run(layout *L, char **ptrs, const npy_intp *strides, const char
     while b < n and rc >= 0:
         m = min(L.mask_block, n - b)
         bm = <const unsigned char *>mask + b * mstride
+        if fused and not eagle_error_pending(ts):
+            # one pass, chunk by chunk (skipped, stored straight or selected): no counts
+            for k in range(L.nargs):
+                args[k] = ptrs[k] + b * strides[k]
+            blended += 1
+            eagle_masked_arith(L.fused_op, args[2], args[0], strides[0] != 0, args[1], strides[1] != 0,
+                               bm, m)
+            b += m
+            continue
         count = 0
         runs = 0
         if mstride == 0:
@@ -555,11 +587,6 @@ cdef int _masked_run(layout *L, char **ptrs, const npy_intp *strides, const char
                 args[k] = ptrs[k] + b * strides[k]
             if count == m:
                 rc = L.loop(L.context, args, &m, <npy_intp *>strides, L.auxdata)
-            elif fused and runs * RUNS_CALL + count >= m and not eagle_error_pending(ts):
-                # a fused block costs about the unmasked loop's pass: runs only when fewer
-                blended += 1
-                eagle_masked_arith(L.fused_op, args[2], args[0], strides[0] != 0, args[1], strides[1] != 0,
-                                   bm, m)
             elif runs * RUNS_CALL < (m - count) + m // 2 or eagle_error_pending(ts):
                 by_runs += 1
                 rc = _runs_loop(L, args, strides, <const char *>bm, mstride, m)
