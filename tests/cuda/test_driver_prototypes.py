@@ -92,6 +92,7 @@ def _entries():
             field_type[f.strip()] = t
     rows = re.findall(r'EAGLE_E\((\w+), "(\w+)", \d+, \d+, (\d+), [01]\)', src)
     assert len(rows) > 40, "the shim's entry table was not found"
+    assert len(rows) == len(re.findall(r"^\s*EAGLE_E\(", src, re.M)), "an entry the check cannot read"
     return [(f, name, int(abi), field_type[f]) for f, name, abi in rows]
 
 
