@@ -139,3 +139,13 @@ def test_edge_data_only_beside_dependencies(drv):
     assert info(None, ctypes.byref(status), None, None, ctypes.byref(deps), ctypes.byref(edges),
                 ctypes.byref(n)) == 0
     assert info(None, None, None, None, None, None, None) == INVALID_VALUE   # captureStatus_out: required
+
+
+def test_get_nodes_clears_the_entries_past_the_graphs_nodes(drv, fake):
+    """cuGraphGetNodes: "If numNodes is higher than the actual number of nodes, the
+    remaining entries in nodes will be set to NULL"."""
+    a = kernel_node(drv, fake, [])[1]
+    get = drv("cuGraphGetNodes", vp, ctypes.POINTER(vp), ctypes.POINTER(ctypes.c_size_t))
+    nodes, n = (vp * 3)(0x1234, 0x1234, 0x1234), ctypes.c_size_t(3)
+    assert get(drv.graph, nodes, ctypes.byref(n)) == 0
+    assert n.value == 1 and nodes[0] == a.value and nodes[1] is None and nodes[2] is None

@@ -1959,8 +1959,12 @@ static int graph_get_nodes(void *g, void **nodes, size_t *n) {
     ENTER("cuGraphGetNodes");
     if (!valid_graph(g) || !n) LEAVE(E_INVALID_VALUE);
     fgraph *fg = (fgraph *)g;
-    if (nodes)
+    if (nodes) {
         for (size_t i = 0; i < fg->n && i < *n; ++i) nodes[i] = fg->nodes[i], nodes_listed++;
+        /* "If numNodes is higher than the actual number of nodes, the remaining entries in
+         * nodes will be set to NULL" */
+        for (size_t i = fg->n; i < *n; ++i) nodes[i] = NULL;
+    }
     *n = fg->n;
     LEAVE(0);
 }
