@@ -51,8 +51,8 @@ def drv(fake):
     fn("cuGraphDestroy", vp)(g)
 
 
-def kernel_node(drv, fake, deps):
-    params = KernelParams(func=fake.fake_cuda_kernel(b"add_one"))
+def kernel_node(drv, fake, deps, extra=None):
+    params = KernelParams(func=fake.fake_cuda_kernel(b"add_one"), extra=extra)
     params.grid[:] = params.block[:] = (1, 1, 1)
     arr = (vp * len(deps))(*deps)
     node = vp()
@@ -114,6 +114,7 @@ def test_kernel_params_and_extra_together_are_refused(drv, fake):
     launch = drv("cuLaunchKernel", vp, *[ctypes.c_uint] * 7, vp, ctypes.POINTER(vp), ctypes.POINTER(vp))
     dummy = (vp * 1)(None)
     assert launch(fake.fake_cuda_kernel(b"add_one"), 1, 1, 1, 1, 1, 1, 0, None, dummy, dummy) == INVALID_VALUE
+    assert kernel_node(drv, fake, [], extra=dummy)[0] == INVALID_VALUE   # cuGraphAddKernelNode
 
 
 def test_an_external_event_wait_only_during_capture(drv):
