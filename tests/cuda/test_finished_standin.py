@@ -126,6 +126,37 @@ def check_rows(fake, ck, extra):
         assert_same(host_cpu + (ids_c, count_c), host_gpu + (ids_g, count_g))
 
 
+@pytest.fixture
+def cupy_compiled(fake, emulated_kernels, monkeypatch):
+    """The kernels taken as on a GPU: compiled by CuPy (``cupy.RawModule``), here the CuPy
+    test double (tests/doubles/fake_cupy.py) handing out the stand-in's kernels by name."""
+    import sys
+
+    import fake_cupy
+    from eagle.cuda import finished
+
+    lib = emulated_kernels
+    cp = fake_cupy.make(14, functions=lambda name: lib.fake_cuda_module_function(name.encode()) or 0)
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setattr(finished, "_modules", {})
+    saved = finished._provider[0]
+    finished.set_kernel_provider(None)
+    yield cp
+    finished.set_kernel_provider(saved)
+
+
+def test_compaction_with_kernels_compiled_by_cupy(fake, ck, cupy_compiled):
+    """The path a GPU takes: RawModule.get_function gives a RawKernel, whose CUfunction is
+    ``.kernel.ptr`` (a RawKernel has no ``ptr``: every compaction failed on the first GPU
+    run), launched through CuPy with eagle's stream."""
+    from eagle.cuda import finished
+
+    kernels = finished.kernel_provider()
+    assert isinstance(kernels, finished._CupyKernels)
+    assert kernels.function("eagle_part_count") == fake.fake_cuda_module_function(b"eagle_part_count")
+    check_rows(fake, ck, np.random.default_rng(3).random((50, 3)))
+
+
 # ---- running until done ---------------------------------------------------------------
 
 def test_launch_until_done_in_chunks_and_fallback(fake, ck):

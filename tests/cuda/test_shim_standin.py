@@ -24,6 +24,7 @@ import pytest
 
 from eagle.cuda import _graph, _memory, _retune, _stream
 
+import cuda_headers
 from fake_cuda import DeviceArray, kernel, library_kernel
 from fake_cuda_build import DOUBLES_CFLAGS, build_fake_libcuda
 from programs import program_env
@@ -31,7 +32,9 @@ from programs import program_env
 ROOT = Path(__file__).resolve().parents[2]
 INCLUDE = ROOT / "csrc" / "include"
 CUDA_HOME = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
-CUDA_H = CUDA_HOME / "include" / "cuda.h"
+# the driver headers: the toolkit's, else the nvidia-cuda-runtime wheel's (tests/helpers)
+HEADERS = cuda_headers.include_dir() or CUDA_HOME / "include"
+CUDA_H = HEADERS / "cuda.h"
 
 
 def p(a):
@@ -158,7 +161,7 @@ def test_entry_points_follow_the_driver_version(fake_libcuda_path, cuda_mod, ver
 
 # ---- the versioned driver ABI ----------------------------------------------------------
 
-TYPEDEFS_H = CUDA_HOME / "include" / "cudaTypedefs.h"
+TYPEDEFS_H = HEADERS / "cudaTypedefs.h"
 SHIM_IMPL = INCLUDE / "eagle" / "detail" / "cuda_shim_impl.h"
 FAKE_LIBCUDA_C = ROOT / "tests" / "doubles" / "fake_libcuda.c"
 
@@ -218,7 +221,7 @@ print(buf.value.decode(), end="")
 """
 
 
-@pytest.mark.skipif(not TYPEDEFS_H.exists(), reason=f"no CUDA headers at {TYPEDEFS_H}")
+@pytest.mark.skipif(not TYPEDEFS_H.exists(), reason=cuda_headers.SKIP_REASON)
 @pytest.mark.parametrize("driver", [12000, 12030, 12040, 12080, 13000])
 def test_every_entry_point_has_the_abi_of_eagles_type(fake_libcuda_path, cuda_mod, driver):
     """Each entry point eagle resolves is asked for at the CUDA version whose ABI eagle's
@@ -262,7 +265,7 @@ def test_every_entry_point_has_the_abi_of_eagles_type(fake_libcuda_path, cuda_mo
     assert not wrong, "\n".join(wrong)
 
 
-@pytest.mark.skipif(not TYPEDEFS_H.exists(), reason=f"no CUDA headers at {TYPEDEFS_H}")
+@pytest.mark.skipif(not TYPEDEFS_H.exists(), reason=cuda_headers.SKIP_REASON)
 def test_the_standin_hands_out_the_forms_of_the_real_header(fake_libcuda_path, cuda_mod):
     """Every (symbol, since) row of the stand-in's cuGetProcAddress table is a form
     cudaTypedefs.h has; the stand-in hands out by the version asked, validates the flags
@@ -832,8 +835,15 @@ int main(void) {
     SAME_VAL(EAGLE_CUDA_CAPTURE_STATUS_NONE, CU_STREAM_CAPTURE_STATUS_NONE);
     SAME_VAL(EAGLE_CUDA_CAPTURE_STATUS_ACTIVE, CU_STREAM_CAPTURE_STATUS_ACTIVE);
     SAME_VAL(EAGLE_CUDA_CAPTURE_STATUS_INVALIDATED, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+    SAME_VAL(EAGLE_CUDA_STREAM_DEFAULT, CU_STREAM_DEFAULT);
     SAME_VAL(EAGLE_CUDA_STREAM_NON_BLOCKING, CU_STREAM_NON_BLOCKING);
+    SAME_VAL(EAGLE_CUDA_EVENT_DEFAULT, CU_EVENT_DEFAULT);
     SAME_VAL(EAGLE_CUDA_EVENT_DISABLE_TIMING, CU_EVENT_DISABLE_TIMING);
+    SAME_VAL(EAGLE_CUDA_GRAPH_COND_TYPE_IF, CU_GRAPH_COND_TYPE_IF);
+    SAME_VAL(EAGLE_CUDA_STREAM_SET_CAPTURE_DEPENDENCIES, CU_STREAM_SET_CAPTURE_DEPENDENCIES);
+    SAME_VAL(EAGLE_CUDA_MEMHOSTALLOC_PORTABLE, CU_MEMHOSTALLOC_PORTABLE);
+    SAME_VAL(EAGLE_CUDA_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_DEVICEMAP);
+    SAME_VAL(EAGLE_CUDA_ERR_NOT_READY, CUDA_ERROR_NOT_READY);
     SAME_VAL(EAGLE_CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD);
     SAME_VAL(EAGLE_CUDA_GRAPH_NODE_TYPE_CONDITIONAL, CU_GRAPH_NODE_TYPE_CONDITIONAL);
     SAME_VAL(EAGLE_CUDA_GRAPH_COND_TYPE_WHILE, CU_GRAPH_COND_TYPE_WHILE);
@@ -852,7 +862,7 @@ int main(void) {
 """
 
 
-@pytest.mark.skipif(not CUDA_H.exists(), reason=f"no CUDA headers at {CUDA_H}")
+@pytest.mark.skipif(not CUDA_H.exists(), reason=cuda_headers.SKIP_REASON)
 @pytest.mark.parametrize("lang", ["c", "c++"])
 def test_shim_declarations_match_the_driver_header(tmp_path, lang):
     cc = shutil.which("cc" if lang == "c" else "c++")
@@ -861,13 +871,13 @@ def test_shim_declarations_match_the_driver_header(tmp_path, lang):
     src = tmp_path / ("abi.c" if lang == "c" else "abi.cpp")
     src.write_text(ABI_CHECK)
     exe = tmp_path / "abi"
-    subprocess.run([cc, "-Wall", "-I", str(INCLUDE), "-I", str(CUDA_HOME / "include"),
+    subprocess.run([cc, "-Wall", "-I", str(INCLUDE), "-I", str(HEADERS),
                     str(src), "-o", str(exe)], check=True)
     r = subprocess.run([str(exe)], capture_output=True, text=True, env=program_env())
     assert r.returncode == 0 and "ABI OK" in r.stdout, r.stdout
 
 
-@pytest.mark.skipif(not CUDA_H.exists(), reason=f"no CUDA headers at {CUDA_H}")
+@pytest.mark.skipif(not CUDA_H.exists(), reason=cuda_headers.SKIP_REASON)
 def test_instantiate_result_names_are_the_headers(cuda_mod):
     """Every CUgraphInstantiateResult of cuda.h, by the name eagle gives it (result 4 is
     about contexts, not devices)."""

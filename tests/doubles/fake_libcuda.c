@@ -1719,6 +1719,8 @@ static int stream_wait_event(void *sh, void *h, unsigned flags) {
     int err;
     fstream *s = submit(sh, &err);
     if (!s) LEAVE(err);
+    /* CU_EVENT_WAIT_EXTERNAL: "This flag is invalid outside of stream capture" */
+    if (flags && !s->cap) LEAVE(E_INVALID_VALUE);
     if (e->cap && e->cap->active) {
         fcapture *c = e->cap;
         if (s->cap && s->cap != c) LEAVE(E_CAPTURE_MERGE);
@@ -1957,8 +1959,12 @@ static int graph_get_nodes(void *g, void **nodes, size_t *n) {
     ENTER("cuGraphGetNodes");
     if (!valid_graph(g) || !n) LEAVE(E_INVALID_VALUE);
     fgraph *fg = (fgraph *)g;
-    if (nodes)
+    if (nodes) {
         for (size_t i = 0; i < fg->n && i < *n; ++i) nodes[i] = fg->nodes[i], nodes_listed++;
+        /* "If numNodes is higher than the actual number of nodes, the remaining entries in
+         * nodes will be set to NULL" */
+        for (size_t i = fg->n; i < *n; ++i) nodes[i] = NULL;
+    }
     *n = fg->n;
     LEAVE(0);
 }
@@ -1968,10 +1974,20 @@ static int check_deps(fgraph *g, const void *const *deps, size_t n) {
         if (!valid_node(deps[i]) || ((const fnode *)deps[i])->owner != g) return E_INVALID_VALUE;
     return 0;
 }
+/* the dependencies of a node being added: "dependencies may not have any duplicate
+ * entries" (cuGraphAddKernelNode, cuGraphAddChildGraphNode, cuGraphAddNode); the code is
+ * CUDA_ERROR_INVALID_VALUE, the calls' error for an invalid argument */
+static int check_new_node_deps(fgraph *g, const void *const *deps, size_t n) {
+    int rc = check_deps(g, deps, n);
+    for (size_t i = 0; !rc && i < n; ++i)
+        for (size_t j = 0; j < i; ++j)
+            if (deps[i] == deps[j]) return E_INVALID_VALUE;
+    return rc;
+}
 static int add_child(void **out, void *g, const void *const *deps, size_t n, void *child) {
     ENTER("cuGraphAddChildGraphNode");
     if (!out || !valid_graph(g) || !valid_graph(child)) LEAVE(E_INVALID_VALUE);
-    int rc = check_deps((fgraph *)g, deps, n);
+    int rc = check_new_node_deps((fgraph *)g, deps, n);
     if (rc) LEAVE(rc);
     /* the docs say only "this call will return an error" for a childGraph holding a
      * conditional node; the code is a guess: CUDA_ERROR_INVALID_VALUE, the one error the
@@ -1994,6 +2010,9 @@ static int add_deps_common(void *g, const void *const *from, const void *const *
     if (check_deps((fgraph *)g, from, n) || check_deps((fgraph *)g, to, n)) return E_INVALID_VALUE;
     for (size_t i = 0; i < n; ++i) {
         if (reaches((const fnode *)from[i], (const fnode *)to[i])) return E_INVALID_VALUE; /* cycle */
+        /* "Specifying an existing dependency will return an error" */
+        for (size_t j = 0; j < ((const fnode *)to[i])->ndeps; ++j)
+            if (((const fnode *)to[i])->deps[j] == (const fnode *)from[i]) return E_INVALID_VALUE;
         node_add_dep((fnode *)to[i], (fnode *)from[i]);
     }
     return 0;
@@ -2023,6 +2042,7 @@ typedef struct kparams {
 
 static int kp_to_launch(klaunch *l, const kparams *p) {
     if (!p) return E_INVALID_VALUE;
+    if (p->params && p->extra) return E_INVALID_VALUE;   /* both: the driver's documented refusal */
     if (p->extra) return E_NOT_SUPPORTED;
     fake_dim3 g = {p->gx, p->gy, p->gz}, b = {p->bx, p->by, p->bz};
     return klaunch_set(l, p->func ? p->func : p->kern, g, b, p->shmem, p->params);
@@ -2031,7 +2051,7 @@ static int add_kernel_node(void **out, void *g, const void *const *deps, size_t 
                            const kparams *p) {
     ENTER("cuGraphAddKernelNode");
     if (!out || !valid_graph(g)) LEAVE(E_INVALID_VALUE);
-    int rc = check_deps((fgraph *)g, deps, n);
+    int rc = check_new_node_deps((fgraph *)g, deps, n);
     klaunch l;
     if (!rc) rc = kp_to_launch(&l, p);
     if (rc) LEAVE(rc);
@@ -2072,7 +2092,9 @@ static int kernel_node_set(void *node, const kparams *p) {
 static int cond_handle_create(unsigned long long *h, void *g, void *ctx, unsigned dflt,
                               unsigned flags) {
     ENTER("cuGraphConditionalHandleCreate");
-    if (!h || !valid_graph(g) || ctx != PRIMARY_CTX || nconds == NCOND) LEAVE(E_INVALID_VALUE);
+    /* flags: "Currently must be CU_GRAPH_COND_ASSIGN_DEFAULT or 0" */
+    if (!h || !valid_graph(g) || ctx != PRIMARY_CTX || nconds == NCOND || flags > 1)
+        LEAVE(E_INVALID_VALUE);
     conds[nconds].graph = (fgraph *)g;
     conds[nconds].dflt = dflt;
     conds[nconds].flags = flags;
@@ -2085,13 +2107,24 @@ typedef struct { unsigned long long handle; int type; unsigned size; void **phGr
 typedef struct { void *graph; int ownership; } childp;
 typedef struct { int type; int reserved0[3]; union { long long reserved1[29]; condp cond; childp child; } u;
                  long long reserved2; } nodeparams;
+static int nonzero_bytes(const void *p, size_t n) {
+    for (size_t i = 0; i < n; ++i)
+        if (((const unsigned char *)p)[i]) return 1;
+    return 0;
+}
 static int add_node_v2(void **out, void *g, const void *const *deps, const void *edges, size_t n,
                        nodeparams *p) {
     (void)edges;
     ENTER("cuGraphAddNode");
     if (!out || !valid_graph(g) || !p) LEAVE(E_INVALID_VALUE);
-    int rc = check_deps((fgraph *)g, deps, n);
+    int rc = check_new_node_deps((fgraph *)g, deps, n);
     if (rc) LEAVE(rc);
+    /* "All unused bytes - that is, reserved0 and all bytes past the utilized union member -
+     * must be set to zero" (the code is a guess: CUDA_ERROR_INVALID_VALUE) */
+    size_t used = p->type == N_CHILD ? sizeof(childp) : p->type == N_COND ? sizeof(condp) : 0;
+    if (used && (nonzero_bytes(p->reserved0, sizeof p->reserved0) ||
+        nonzero_bytes((const unsigned char *)&p->u + used, sizeof p->u - used) || p->reserved2))
+        LEAVE(E_INVALID_VALUE);
     if (p->type == N_CHILD) {   /* CU_GRAPH_NODE_TYPE_GRAPH: clone only */
         childp *cp = &p->u.child;
         if (!valid_graph(cp->graph) || cp->ownership != 0) LEAVE(E_INVALID_VALUE);
@@ -2317,6 +2350,7 @@ static int launch_kernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigne
                          unsigned bz, unsigned shmem, void *sh, void **params, void **extra) {
     ENTER("cuLaunchKernel");
     int err;
+    if (params && extra) LEAVE(E_INVALID_VALUE);   /* both: the driver's documented refusal */
     if (extra) LEAVE(E_NOT_SUPPORTED);
     fstream *s = submit(sh, &err);
     if (!s) LEAVE(err);

@@ -70,13 +70,18 @@ def fake(cuda_mod, fake_libcuda_path, emulated_kernels):
 @pytest.fixture
 def emulating_cupy(fake, fake_libcuda_path, tmp_path, monkeypatch):
     """TEST DOUBLE of cupy.RawKernel: compiles the source eagle generates with the CUDA C
-    emulator, loads it into the stand-in and stands for its CUfunction address (an int,
-    which cuda_kernel takes)."""
+    emulator and loads it into the stand-in. Shaped as CuPy 14's (cupy/_core/raw.pyx): no
+    ``ptr`` of its own, its compiled ``cupy.cuda.Function`` is ``.kernel`` (``.ptr``: the
+    CUfunction), ``.name`` the kernel's name."""
+    import fake_cupy
+
     lib = bind_fake_libcuda(ctypes.CDLL(fake_libcuda_path))
     made = {}
 
-    class RawKernel(int):
-        def __new__(cls, source, name):
+    class RawKernel:
+        def __init__(self, source, name, options=()):
+            if not isinstance(options, tuple):
+                raise TypeError("Argument 'options' has incorrect type (expected tuple)")
             if name not in made:
                 d = tmp_path / name
                 d.mkdir()
@@ -86,7 +91,9 @@ def emulating_cupy(fake, fake_libcuda_path, tmp_path, monkeypatch):
                 assert lib.fake_cuda_load_module(so.encode()) == 0
                 made[name] = lib.fake_cuda_module_function(name.encode())
                 assert made[name], name
-            return super().__new__(cls, made[name])
+            self.code, self.name, self.options = source, name, options
+            self.__name__ = name
+            self.kernel = fake_cupy.Function(None, made[name])
 
     cp = types.SimpleNamespace(RawKernel=RawKernel, made=made)
 

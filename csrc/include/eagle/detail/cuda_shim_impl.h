@@ -36,6 +36,7 @@ typedef int (*eagle_cu_hp)(void **);
 typedef int (*eagle_cu_hp_flags)(void **, unsigned int);
 typedef int (*eagle_cu_hh)(void *, void *);
 typedef int (*eagle_cu_hp_h)(void **, void *);
+typedef int (*eagle_cu_h_hp)(void *, void **);
 typedef int (*eagle_cu_err_str)(int, const char **);
 typedef int (*eagle_cu_dev_get)(int *, int);
 typedef int (*eagle_cu_ctx_retain)(void **, int);
@@ -52,7 +53,8 @@ typedef int (*eagle_cu_capture_info_v3)(void *, int *, unsigned long long *, voi
 typedef int (*eagle_cu_capture_to_graph)(void *, void *, const void *const *,
                                          const eagle_CUgraphEdgeData *, size_t, int);
 typedef int (*eagle_cu_update_deps_v1)(void *, void **, size_t, unsigned int);
-typedef int (*eagle_cu_update_deps_v2)(void *, void **, const void *, size_t, unsigned int);
+typedef int (*eagle_cu_update_deps_v2)(void *, void **, const eagle_CUgraphEdgeData *, size_t,
+                                       unsigned int);
 typedef int (*eagle_cu_graph_get_nodes)(void *, void **, size_t *);
 typedef int (*eagle_cu_add_child)(void **, void *, const void *const *, size_t, void *);
 typedef int (*eagle_cu_add_deps_v1)(void *, const void *const *, const void *const *, size_t);
@@ -114,7 +116,7 @@ typedef struct eagle_cuda_table {
     eagle_cu_update_deps_v2 UpdateDepsV2;          /* 12.3+ form           */
     eagle_cu_graph_get_nodes GraphGetNodes;
     eagle_cu_add_child GraphAddChildGraphNode;
-    eagle_cu_hh GraphChildGraphNodeGetGraph;
+    eagle_cu_h_hp GraphChildGraphNodeGetGraph;
     eagle_cu_add_deps_v1 AddDepsV1;
     eagle_cu_add_deps_v2 AddDepsV2;
     eagle_cu_add_kernel GraphAddKernelNode;
@@ -698,7 +700,7 @@ int eagle_cuda_graph_add_child_graph_node(eagle_cudaGraphNode_t *node, eagle_cud
     EAGLE_CUDA_CALL(GraphAddChildGraphNode, node, g, (const void *const *)deps, num_deps, child);
 }
 int eagle_cuda_child_graph_node_get_graph(eagle_cudaGraphNode_t node, eagle_cudaGraph_t *child) {
-    EAGLE_CUDA_CALL(GraphChildGraphNodeGetGraph, node, (void *)child);
+    EAGLE_CUDA_CALL(GraphChildGraphNodeGetGraph, node, child);
 }
 int eagle_cuda_graph_add_dependencies(eagle_cudaGraph_t g, const eagle_cudaGraphNode_t *from,
                                       const eagle_cudaGraphNode_t *to, size_t n) {
