@@ -17,7 +17,7 @@ kept by capture, or still held after the step; ``d``'s memory is touched after t
 capture did not make; ``d``'s first write was masked, partial, or by a node other than a
 ufunc or random node (what a replay reads of ``d``'s other elements would change); a node
 whose accesses are not known (a ``while_loop`` or ``if_else``) runs after ``d`` is made.
-Only buffers of ``REUSE_MIN_BYTES`` or more are given (the pool's reason: the order the
+Only buffers of ``pool.REUSE_MIN_BYTES`` or more are given (the pool's reason: the order the
 shared memory adds costs a stage where it saves little).
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ import numpy as np
 from numpy.lib.array_utils import byte_bounds
 
 from eagle.record.node import RunsAs
-from eagle.stepcapture.pool import REUSE_MIN_BYTES
+from eagle.stepcapture import pool
 
 __all__ = ["reuse_dying_operands"]
 
@@ -84,9 +84,8 @@ class _Memory:
     once its temporary's stand-ins are gone), each from its ``born`` on."""
 
     def __init__(self, session):
-        pool = session.pool
-        self.ranges = {k: byte_bounds(b) for k, b in enumerate(pool.buffers) if b.size}
-        self.temps = [t for t in pool.temporaries if t.plain is not None and t.born is not None]
+        self.ranges = {k: byte_bounds(b) for k, b in enumerate(session.pool.buffers) if b.size}
+        self.temps = [t for t in session.pool.temporaries if t.plain is not None and t.born is not None]
         tenants = {}
         for t in self.temps:
             tenants.setdefault(t.buffer, []).append(t)
@@ -155,7 +154,7 @@ def _gives(mem, held, session, op, d, t):
     """Whether ``t``, first written by ``op``, may live in the memory of ``d``, read last by it."""
     if d is t or d.buffer == t.buffer or d.name in held or t.name in held:
         return False
-    if not _same_form(d.plain, t.plain) or t.plain.nbytes < REUSE_MIN_BYTES:
+    if not _same_form(d.plain, t.plain) or t.plain.nbytes < pool.REUSE_MIN_BYTES:
         return False
     if any(seq >= d.born for seq in mem.unknown):
         return False
