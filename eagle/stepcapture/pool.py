@@ -26,9 +26,9 @@ REUSE_MIN_BYTES = 64 * 1024
 class Temporary:
     """One temporary: its name, shape and dtype, and the pool buffer it lives in; ``plain``,
     the ndarray over its memory the nodes are given; ``born``, the serial number of the first
-    op recorded after it was made (``Session._serial``); ``standin_alive()``, whether the
-    stand-in the step was given for it is still held (by the step's result, or by anything
-    else that outlived the step)."""
+    op recorded after it was made (ops are numbered in their session); ``standin_alive()``,
+    whether the stand-in the step was given for it is still held (by the step's result, or
+    by anything else that outlived the step)."""
 
     __slots__ = ("name", "shape", "dtype", "buffer", "site", "plain", "born", "_finalizer")
 
