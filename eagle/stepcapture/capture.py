@@ -286,6 +286,8 @@ def capture(fn, *args, **kwargs) -> CapturedGraph:
     session.fold_negations()
     session.reuse_dying_operands(_escaping(returned))
     session.pool.keep()
+    if session.device is not None:
+        session.device.forget_unused()
     g = CapturedGraph()
     g.own(session.pool, session.kept + [session.device], _result(returned, name, session))
     for op in session.ops:
