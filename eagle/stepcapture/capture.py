@@ -180,6 +180,15 @@ def _result(value, what, session):
     raise CaptureError(f"capture: {what}: " + NOT_AN_ARRAY_RESULT.format(what=type(value).__name__))
 
 
+def _escaping(value) -> list:
+    """The arrays the step returned (also inside tuples), as the nodes see them."""
+    if isinstance(value, tuple):
+        return [a for v in value for a in _escaping(v)]
+    if isinstance(value, StandIn):
+        return [value.__eagle_view__()]
+    return [value] if isinstance(value, np.ndarray) else []
+
+
 def _cuda_arrays(arguments) -> dict:
     """{name: array} of the CUDA arrays (CuPy...) among the step's arguments; TypeError when
     NumPy arrays come with them (a graph runs on one device)."""
@@ -275,7 +284,10 @@ def capture(fn, *args, **kwargs) -> CapturedGraph:
         returned = fn(*call_args, **call_kwargs)
     _refuse_escapes(fn, session)
     session.fold_negations()
+    session.reuse_dying_operands(_escaping(returned))
     session.pool.keep()
+    if session.device is not None:
+        session.device.forget_unused()
     g = CapturedGraph()
     g.own(session.pool, session.kept + [session.device], _result(returned, name, session))
     for op in session.ops:

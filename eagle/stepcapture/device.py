@@ -94,6 +94,11 @@ class DeviceMemory:
             self._twins[k] = buf
         return self._twins[k]
 
+    def forget_unused(self) -> None:
+        """Let go of the device twins of pool buffers no temporary kept (``TemporaryPool.keep``:
+        a temporary that came to live in another's memory left its buffer empty)."""
+        self._twins = {k: buf for k, buf in self._twins.items() if self.pool.buffers[k].size}
+
     def view(self, a):
         """The device view of ``a``, a view of a shadow or of a pool buffer; None when ``a``
         is neither (a NumPy array the step did not get)."""

@@ -24,12 +24,20 @@ REUSE_MIN_BYTES = 64 * 1024
 
 
 class Temporary:
-    """One temporary: its name, shape and dtype, and the pool buffer it lives in."""
+    """One temporary: its name, shape and dtype, and the pool buffer it lives in; ``plain``,
+    the ndarray over its memory the nodes are given; ``born``, the serial number of the first
+    op recorded after it was made (ops are numbered in their session); ``standin_alive()``,
+    whether the stand-in the step was given for it is still held (by the step's result, or
+    by anything else that outlived the step)."""
 
-    __slots__ = ("name", "shape", "dtype", "buffer", "site")
+    __slots__ = ("name", "shape", "dtype", "buffer", "site", "plain", "born", "_finalizer")
 
-    def __init__(self, name, shape, dtype, buffer, site):
+    def __init__(self, name, shape, dtype, buffer, site, plain=None):
         self.name, self.shape, self.dtype, self.buffer, self.site = name, shape, dtype, buffer, site
+        self.plain, self.born, self._finalizer = plain, None, None
+
+    def standin_alive(self) -> bool:
+        return self._finalizer is not None and self._finalizer.alive
 
     @property
     def nbytes(self) -> int:
@@ -75,10 +83,10 @@ class TemporaryPool:
         flat = raw[start:start + nbytes].view(dtype)[:int(np.prod(shape, dtype=np.int64))]
         plain = flat.reshape(tuple(shape[k] for k in order)).transpose(np.argsort(order))
         self._made += 1
-        temp = Temporary(f"t{self._made}", shape, dtype, k, site)
+        temp = Temporary(f"t{self._made}", shape, dtype, k, site, plain)
         self.temporaries.append(temp)
         standin = owner_cb(plain, temp)
-        weakref.finalize(standin, self._release, k)
+        temp._finalizer = weakref.finalize(standin, self._release, k)
         return standin, temp
 
     def forget(self, name) -> None:

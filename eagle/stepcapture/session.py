@@ -30,6 +30,7 @@ from eagle import graph as eg
 from eagle.stepcapture import functions
 from eagle.stepcapture.device import DeviceMemory, device_operands, refuse_opaque
 from eagle.stepcapture.pool import TemporaryPool
+from eagle.stepcapture.reuse import reuse_dying_operands
 from eagle.stepcapture.refusals import (ELEMENT_ORDER, ESCAPE, FANCY_INDEX, NO_FORM, UNSAFE_CAST,
                                         WRITE_OUTSIDE, CaptureError, refuse)
 from eagle.stepcapture.source import user_site
@@ -129,12 +130,14 @@ def copy_ufunc(dtype):
 class _Op:
     """A recorded operation: a node, remade when its output is retargeted."""
 
-    __slots__ = ("name", "uf", "ins", "outs", "where", "initial", "node", "kind")
+    __slots__ = ("name", "uf", "ins", "outs", "where", "initial", "node", "kind", "seq")
 
     def __init__(self, name, kind, uf=None, ins=(), outs=(), where=None, initial=None, node=None):
         self.name, self.kind, self.uf = name, kind, uf
         self.ins, self.outs, self.where, self.initial = list(ins), list(outs), where, initial
         self.node = node
+        #: the op's serial number in its session: unchanged when ops before it are removed
+        self.seq = None
 
     def make(self, session):
         if self.kind == "node":
@@ -179,6 +182,7 @@ class Session:
         #: over CUDA arrays: the stand-ins' device memory (eagle.stepcapture.device), else None
         self.device = DeviceMemory(self.pool) if on_cuda else None
         self.ops: list[_Op] = []
+        self._serial = 0         # the next op's seq
         self._names: dict[str, int] = {}
         self._quiet = 0
         self._negations = {}     # id(~b) -> (weakref to ~b, the op that made it)
@@ -199,7 +203,9 @@ class Session:
         def own(plain, temp):
             s = plain.view(StandIn)
             s.capture_session, s.label, s.temporary_root, s.owns_memory = self, temp.name, None, True
-            s.born = len(self.ops)      # the ops from here on are the ones that may touch it
+            # the ops from here on are the ones that may touch it: a serial number, not an
+            # index into self.ops (fold_negations removes ops)
+            s.born = temp.born = self._serial
             return s
 
         order = None
@@ -230,7 +236,17 @@ class Session:
                                "a step captured over CUDA arrays would run on the host stand-ins; make "
                                "it outside the step, on the CUDA arrays, and add it to the captured "
                                "graph before or after the step's nodes (g.add_node)")
-        self.ops.append(_Op(self._name(node.default_name()), "node", node=node))
+        self._append(_Op(self._name(node.default_name()), "node", node=node))
+
+    def _append(self, op):
+        op.seq = self._serial
+        self._serial += 1
+        self.ops.append(op)
+        return op
+
+    def _since(self, born):
+        """The ops recorded from the serial number ``born`` on, in order."""
+        return [op for op in self.ops if op.seq >= born]
 
     def _name(self, what):
         base = f"{user_site().label()} {what}"
@@ -274,8 +290,7 @@ class Session:
             raise
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"capture: {user_site().describe()}: {exc}") from exc
-        self.ops.append(op)
-        return op
+        return self._append(op)
 
     # ---- ufunc calls ---------------------------------------------------------------
 
@@ -408,6 +423,12 @@ class Session:
             self.ops.remove(neg_op)
             if not writes_t:
                 self.pool.forget(t_label)
+
+    def reuse_dying_operands(self, escaping=()) -> int:
+        """Once the step is over: a temporary an elementwise op reads for the last time gives
+        its memory to the temporary the op makes (``eagle.stepcapture.reuse``); ``escaping``,
+        the arrays the step returned. The number of temporaries moved."""
+        return reuse_dying_operands(self, escaping)
 
     def _by_line(self, uf, ins, outs, mask, what):
         """An operand whose rows are not runs where the output's are (a column ``(n, 1)``
@@ -623,7 +644,7 @@ class Session:
         born = getattr(t, "born", None)
         if born is None or tp.shape != dp.shape or tp.dtype != dp.dtype or _axis_order(tp) != _axis_order(dp):
             return False
-        chain = self.ops[born:]
+        chain = self._since(born)
         if final is not None:
             if not chain or chain[-1] is not final:
                 return False

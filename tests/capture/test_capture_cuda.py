@@ -64,6 +64,32 @@ def test_a_step_on_device_arrays_is_the_nodes_it_is_on_the_cpu(backend):
     assert bool(read(b, g.result)) == bool(g_cpu.result)
 
 
+def test_a_dying_temporary_gives_its_device_memory_to_the_product(cuda_backend):
+    # the slab's x += mu * d over device arrays: the product in d's device memory, the
+    # buffer it would have had let go
+    b = cuda_backend
+
+    def step(x, mu):
+        d = mu * 2.0 + 0.5
+        x += mu * d
+    x, mu = np.random.default_rng(6).standard_normal((2, 20_000))      # 160 kB a temporary
+    mine = [b.asarray(a) for a in (x, mu)]
+    g = b.capture(step, *mine)
+    assert len(g.temporaries) == 2 and len({t.buffer for t in g.temporaries}) == 1
+    assert g.temporary_bytes < 2 * x.nbytes
+    g.build()
+    g.launch(2)
+    b.sync()
+    want = x.copy()
+    for _ in range(2):
+        step(want, mu)
+    got = read(b, mine[0])
+    if b.exact_math:
+        assert got.tobytes() == want.tobytes()
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
 def test_what_has_no_device_kernel_is_refused_at_its_line(cuda_backend):
     b = cuda_backend
     if b.name == "gpu":

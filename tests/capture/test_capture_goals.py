@@ -1,5 +1,7 @@
 """The goal steps of capture (eagle.bench.capture): each plain NumPy step, captured, gives what
 the hand-built graph of the same step gives and what the step called eagerly gives."""
+import inspect
+
 import numpy as np
 import pytest
 
@@ -59,8 +61,18 @@ def test_heat_until_converged_matches_the_hand_built_loop_and_numpy():
     np.testing.assert_array_equal(a, b)
 
 
-def test_slab_transport_gives_the_hand_built_graphs_tallies():
-    assert cases.SlabCaptured(5000).run() == slab.SlabGraph(5000).run()
+@pytest.mark.parametrize("n", [5000, 20_000])
+def test_slab_transport_gives_the_hand_built_graphs_tallies(n):
+    # 20,000 particles: d (160 kB) gives its memory to mu * d, as the hand-built graph's
+    captured = cases.SlabCaptured(n)
+    assert captured.run() == slab.SlabGraph(n).run()
+    lines, first = inspect.getsourcelines(cases.slab_step)
+
+    def buffers_at(text):
+        k = first + next(j for j, ln in enumerate(lines) if text in ln)
+        return {t.buffer for t in captured.g.temporaries if t.site == f"slab_step:{k}"}
+    shared = buffers_at("x += mu * d") & buffers_at("d, u = np.empty_like(x)")
+    assert bool(shared) == (n * 8 >= 64 * 1024)
 
 
 @pytest.mark.parametrize("n", [500, 800, 1200, 5000])
@@ -90,7 +102,6 @@ def test_a_step_may_return_the_node_it_made():
 def test_the_heat_loop_is_three_lines_for_eagle():
     # as the issue counts: the lines a user adds beside the NumPy loop's body (the sweep, as
     # it is), the launch aside (it replaces the call of the loop)
-    import inspect
     src = inspect.getsource(cases.HeatCaptured).split("return change > tol", 1)[1]
     code = [ln.split("#")[0].strip() for ln in src.splitlines()]
     added = [ln for ln in code if ln and not ln.startswith(("def ", "return ")) and ".launch(" not in ln]

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import eagle
-from eagle.graph import normal, while_loop
+from eagle.graph import exponential, normal, opaque, ufunc, while_loop
 
 
 def replay_equals_eager(step, *arrays, launches=1, exact=True):
@@ -224,6 +224,29 @@ def test_a_masked_first_write_is_not_moved_to_the_destination():
 
 
 def test_temporaries_are_reused_once_dead():
+    # each temporary read last by an in-place op, which makes none: none gives its memory
+    # to the next (below); the pool alone puts c in a's buffer and d in b's
+    def step(x, y):
+        a = x + 1.0
+        b = a * 2.0
+        b += a
+        del a
+        c = b + 3.0
+        c += b
+        del b
+        d = c * 4.0
+        d += c
+        y[...] = d
+    g, _ = replay_equals_eager(step, *rng_arrays(10_000, 10_000))   # 80 kB each: worth reusing
+    buffers = {t.buffer for t in g.temporaries}
+    assert len(buffers) == 2 < len(g.temporaries) == 4
+    plan = str(g.plan())
+    assert "temporaries: 4 in 2 buffers" in plan and "t4 10000 float64 in buffer" in plan
+
+
+def test_a_chain_of_dying_temporaries_lives_in_one_buffer():
+    # read element for element, each for the last time: every result is written over the
+    # temporary it reads (c takes a's buffer from the pool and b's from the op alike)
     def step(x, y):
         a = x + 1.0
         b = a * 2.0
@@ -232,11 +255,198 @@ def test_temporaries_are_reused_once_dead():
         del b
         d = c * 4.0
         y[...] = d
-    g, _ = replay_equals_eager(step, *rng_arrays(10_000, 10_000))   # 80 kB each: worth reusing
-    buffers = {t.buffer for t in g.temporaries}
-    assert len(buffers) == 2 < len(g.temporaries) == 4
-    plan = str(g.plan())
-    assert "temporaries: 4 in 2 buffers" in plan and "t4 10000 float64 in buffer" in plan
+    g, _ = replay_equals_eager(step, *rng_arrays(10_000, 10_000), launches=2)
+    assert len(g.temporaries) == 4 and {t.buffer for t in g.temporaries} == {0}
+    assert "temporaries: 4 in 1 buffers" in str(g.plan())
+
+
+#: float64 temporaries of this length are over the pool's REUSE_MIN_BYTES (80 kB)
+LONG = 10_000
+
+
+def buffer_made_at(g, step, k):
+    """The pool buffer of the temporary made at line ``k`` of ``step``."""
+    (buffer,) = {t.buffer for t in g.temporaries if t.site == f"step:{line_of(step, k)}"}
+    return buffer
+
+
+def test_a_named_temporary_read_for_the_last_time_takes_the_next_result():
+    # the slab's x += mu * d: the product written over d, as the hand-built graph's
+    # ufunc(np.multiply, mu, d, out=d), not into memory of its own
+    def step(x, mu):
+        d = np.exp(mu)
+        x += mu * d
+    g, _ = replay_equals_eager(step, *rng_arrays(LONG, LONG), launches=2)
+    assert [t.name for t in g.temporaries] == ["t1", "t2"]
+    assert buffer_made_at(g, step, 1) == buffer_made_at(g, step, 2)
+    assert "temporaries: 2 in 1 buffers" in str(g.plan()) and g.temporary_bytes < 2 * 8 * LONG
+    (mul,) = [n for n in g.recording().nodes if "multiply" in repr(n)]
+    (out,) = mul.writes.values()
+    assert any(np.shares_memory(out, a) for a in mul.reads.values())
+
+
+def test_a_random_draw_into_a_named_temporary_gives_it_to_the_product():
+    # the slab step's flight: d drawn by a random node (a whole write), then x += mu * d
+    def step(x, mu, ids):
+        d = np.empty_like(x)
+        exponential(d, key=7, scale=0.5, ids=ids)
+        x += mu * d
+    x, mu = rng_arrays(LONG, LONG)
+    ids = np.arange(LONG, dtype=np.int64)
+    mine = x.copy()
+    g = eagle.capture(step, mine, mu, ids)
+    assert len({t.buffer for t in g.temporaries}) == 1 < len(g.temporaries)
+    d = np.zeros(LONG)
+    h = eagle.Graph()
+    h.add_node(exponential({"d": d}, key=7, scale=0.5, ids=ids))
+    h.add_node(ufunc(np.multiply, mu, d, out={"d": d}))
+    h.add_node(ufunc(np.add, x, d, out=x))
+    g.build().launch(2)
+    h.build().launch(2)
+    assert mine.tobytes() == x.tobytes()
+
+
+def _read_again(x, mu):
+    d = np.exp(mu)
+    x += mu * d
+    mu[...] = d
+
+
+def _product_returned(x, mu):
+    d = np.exp(mu)
+    p = mu * d
+    x += 1.0
+    return p
+
+
+def _operand_returned(x, mu):
+    d = np.exp(mu)
+    x += mu * d
+    return d
+
+
+def _another_view_of_d_read(x, mu):
+    d = np.exp(mu)
+    x += d[::-1] * d
+
+
+def _product_through_another_view(x, mu):
+    d = np.exp(mu)
+    p = mu * d
+    x += p[::-1]
+
+
+def _product_read_broadcast(x, mu):
+    d = np.exp(mu)
+    p = mu * d
+    x += p              # x (2, n): p read with a zero step across x's rows, another view of it
+
+
+def _buffer_given_on_while_the_product_lives(x, mu):
+    d = np.exp(mu)
+    p = mu * d
+    del d               # the pool gives d's buffer to q, made while p is still to be read
+    q = x * 2.0
+    x += p + q
+
+
+def _masked_first_write(x, mu):
+    d = np.empty_like(mu)
+    np.exp(mu, out=d, where=mu > 0.0)
+    with np.errstate(all="ignore"):
+        x += np.where(mu > 0.0, mu * d, 0.0)
+
+
+def _partial_first_write(x, mu):
+    d = np.empty_like(mu)
+    d[::2] = 1.0
+    d[1::2] = 2.0
+    x += mu * d
+
+
+#: (step, the line that makes d, the line that makes the product): d's memory is not given
+KEEPS = {
+    "d read again": (_read_again, 1, 2),
+    "the product returned": (_product_returned, 1, 2),
+    "d returned": (_operand_returned, 1, 2),
+    "the op reads d through another view": (_another_view_of_d_read, 1, 2),
+    "the product read through another view": (_product_through_another_view, 1, 2),
+    "the product read broadcast": (_product_read_broadcast, 1, 2),
+    "d's buffer taken by another while the product lives": (_buffer_given_on_while_the_product_lives, 1, 2),
+    "d's first write masked": (_masked_first_write, 1, 4),
+    "d's first write partial": (_partial_first_write, 1, 4),
+}
+
+
+@pytest.mark.parametrize("case", list(KEEPS))
+def test_a_temporary_keeps_its_memory_where_another_could_see_it(case):
+    step, d_line, p_line = KEEPS[case]
+    g, _ = replay_equals_eager(step, *rng_arrays((2, LONG) if "broadcast" in case else LONG, LONG),
+                               launches=2)
+    def site(k):
+        return f"{step.__name__}:{line_of(step, k)}"
+    (d,) = [t for t in g.temporaries if t.site == site(d_line)]
+    assert d.nbytes >= 64 * 1024
+    assert not [t for t in g.temporaries if t.site == site(p_line) and t.buffer == d.buffer]
+
+
+def test_a_temporary_kept_by_the_step_keeps_its_memory():
+    # d is still held once the step is over (in a list the step was given): a replay
+    # updates it, so the product may not be written over it
+    def step(x, mu, box):
+        d = np.exp(mu)
+        box.append(d)
+        x += mu * d
+    x, mu = rng_arrays(LONG, LONG)
+    box = []
+    g = eagle.capture(step, x, mu, box)
+    assert buffer_made_at(g, step, 1) != buffer_made_at(g, step, 3)
+    g.build().launch(1)
+    assert np.array_equal(np.asarray(box[0]), np.exp(mu))
+
+
+def test_a_temporary_keeps_its_memory_beside_a_node_of_unknown_accesses():
+    # an opaque node writing d first, a while_loop made after d: what they touch is not
+    # ufunc operands capture can follow
+    def step(x, mu):
+        d = np.empty_like(mu)
+        opaque(lambda: None, writes={"d": d})
+        x += mu * d
+    g = eagle.capture(step, *rng_arrays(LONG, LONG))
+    assert buffer_made_at(g, step, 1) != buffer_made_at(g, step, 3)
+
+    y, more = np.zeros(3), np.zeros((), bool)
+
+    def body_step(y, more):
+        y += 1.0
+        return y.max() < 2.0
+
+    body = eagle.capture(body_step, y, more)
+
+    def step(x, mu):
+        d = np.exp(mu)
+        while_loop(body.result, body, max_iterations=5)
+        x += mu * d
+    x, mu = rng_arrays(LONG, LONG)
+    g = eagle.capture(step, x, mu)
+    assert buffer_made_at(g, step, 1) != buffer_made_at(g, step, 3)
+    want = x + mu * np.exp(mu)
+    body.result[...] = True
+    g.build().launch(1)
+    assert x.tobytes() == want.tobytes() and y.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_ops_folded_before_a_temporary_do_not_shift_where_it_was_made():
+    # fold_negations removes the ~b node, recorded before d: a position in the list of ops
+    # taken before the fold points one op past d's first write, which then looks unwritten
+    def step(x, mu, a, b):
+        a[...] = a & ~b
+        d = np.exp(mu)
+        x += mu * d
+    r = np.random.default_rng(5)
+    g, _ = replay_equals_eager(step, *rng_arrays(LONG, LONG), r.random(LONG) < 0.5, r.random(LONG) < 0.5)
+    assert any("(a & ~b)" in name for name in g.nodes)
+    assert buffer_made_at(g, step, 2) == buffer_made_at(g, step, 3)
 
 
 def test_small_temporaries_are_not_reused():

@@ -1,13 +1,21 @@
 """The random-program oracle of capture: hypothesis draws small NumPy programs over
 overlapping views (ufuncs with and without out=, in-place operators, where=, np.where,
 np.clip, casts, exact reductions, assignments between overlapping slices) and checks
-that capturing and replaying a program gives, bit for bit, what calling it eagerly gives."""
+that capturing and replaying a program gives, bit for bit, what calling it eagerly gives.
+
+Some statements name temporaries (``d = ...``), read again, through other views, or for
+the last time by an op that makes another (which then takes their memory:
+``eagle.stepcapture.reuse``); the programs' arrays are small, so the pool's threshold for
+reusing a buffer is lifted while they are captured (``small_buffers_reused``)."""
+import contextlib
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import eagle
+from eagle.stepcapture import pool
 
 N = 12
 FLOATS = ["x", "y", "z"]
@@ -46,7 +54,7 @@ def statement(draw):
                                    "np.square"]))
     m = draw(view(n, "mask"))
     w = draw(view(n, "w"))
-    kind = draw(st.integers(0, 14))
+    kind = draw(st.integers(0, 21))
     return [
         f"{t}[...] = {u} {binop} {v}",
         f"{t} {binop}= {u}",
@@ -63,7 +71,26 @@ def statement(draw):
         f"{t}[...] = {t} + np.count_nonzero({u} > 0)",
         f"{m}[...] = ({u} < {v}) & ~{m}",
         f"{ufunc1}({u} {binop} {v} * {c}, out={t})",   # the expression computed in t, unless it reads t
+        # named temporaries: d read for the last time by the op that makes the next one, or not
+        f"d = {u} {binop} {v}; {t} {binop}= {c} * d",
+        f"d = {ufunc1}({u}); e = d * {v}; {t}[...] = e - d",                    # d read again
+        f"d = np.zeros_like({u}); np.add({u}, {v}, out=d, where={m}); e = d * {c}; {t}[...] = {ufunc1}(e) + e",
+        f"d = {u} * {c}; {t}[...] = d[::-1] {binop} d",                       # d through another view
+        f"d = {ufunc1}({u}); e = {v} {binop} d; {t}[...] = e[::-1] + e",       # e through another view
+        f"d = {u} + {v}; e = d * d; f = e {binop} {c}; {t}[...] = f * f",      # a chain of them
+        f"e = {t} * {c}; f = e + {u}; {t}[...] = {ufunc1}(f) - f; {u} += e",   # e read after f is made
     ][kind]
+
+
+@contextlib.contextmanager
+def small_buffers_reused():
+    """The pool reuses (and a dying temporary gives) buffers of any size, as it does those of
+    ``REUSE_MIN_BYTES`` or more: the oracle's arrays are 12 elements."""
+    saved, pool.REUSE_MIN_BYTES = pool.REUSE_MIN_BYTES, 0
+    try:
+        yield
+    finally:
+        pool.REUSE_MIN_BYTES = saved
 
 
 def run_program(params, lines, start, launches=2):
@@ -75,7 +102,8 @@ def run_program(params, lines, start, launches=2):
     program = env["program"]
     eager, mine = [a.copy() for a in start], [a.copy() for a in start]
     try:
-        g = eagle.capture(program, *mine)
+        with small_buffers_reused():
+            g = eagle.capture(program, *mine)
     except eagle.CaptureError as e:
         # NumPy's in-order 1-d copy between overlapping views of different steps: refused
         assert "element by element, in order" in str(e), str(e)
@@ -159,7 +187,7 @@ def statement2(draw):
     col = draw(view2(h, 1))
     row = f"{draw(st.sampled_from(['P', 'Q']))}[{draw(st.integers(0, R - 1))}, 0:{w}]"
     op = draw(st.sampled_from(["+", "-", "*"]))
-    kind = draw(st.integers(0, 7))
+    kind = draw(st.integers(0, 10))
     return [
         f"{t}[...] = {u} {op} {v}",
         f"{t} {op}= {u}",
@@ -169,6 +197,10 @@ def statement2(draw):
         f"{t} -= {u}.max(axis=1, keepdims=True) + 0.0",
         f"{t}[...] = np.maximum({u}, {v}.min() + 0.0)",
         f"np.add(({u} {op} {v}) * 0.5, {u}, out={t})",
+        # named temporaries (laid out as their operands, transposed ones too)
+        f"D = {u} {op} {v}; {t} {op}= D * 0.5",
+        f"D = {u} * 0.5; E = D {op} {v}; {t}[...] = E * E",
+        f"D = {u} * 0.5; E = D {op} {col}; {t}[...] = E + E",    # E made by columns: D's memory kept
     ][kind]
 
 
