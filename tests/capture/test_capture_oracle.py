@@ -50,8 +50,12 @@ def statement(draw):
     binop = draw(st.sampled_from(["+", "-", "*", "/"]))
     ufunc2 = draw(st.sampled_from(["np.add", "np.maximum", "np.minimum", "np.hypot", "np.copysign",
                                    "np.subtract"]))
-    ufunc1 = draw(st.sampled_from(["np.exp", "np.sin", "np.abs", "np.negative", "np.sqrt", "np.floor",
-                                   "np.square"]))
+    # correctly rounded ufuncs only: NumPy's own exp and sin differ by an ulp between their
+    # SIMD loop and the strided one (np.exp(x[3:0:-1]) against np.exp of a contiguous copy,
+    # 47 of 1000 values with AVX-512), so NumPy's buffered eager call and the replay's
+    # unbuffered one could not be compared bit for bit
+    ufunc1 = draw(st.sampled_from(["np.reciprocal", "np.ceil", "np.abs", "np.negative", "np.sqrt",
+                                   "np.floor", "np.square"]))
     m = draw(view(n, "mask"))
     w = draw(view(n, "w"))
     kind = draw(st.integers(0, 21))
