@@ -125,22 +125,25 @@ def jacobi_2d_graph(A, B, **build):
 
 
 def heat_3d_graph(A, B, **build):
-    shape = tuple(n - 2 for n in A.shape)
-    s, t, two = np.empty(shape), np.empty(shape), np.empty(shape)
+    """One time step of ``heat_3d``: the first axis's term and the running sum in the
+    interior view it assigns (``dst[c]``), each other axis's term in one scratch ``t``
+    (three scratch grids were three more arrays each fused run stores)."""
+    t = np.empty(tuple(n - 2 for n in A.shape))
     c = (slice(1, -1),) * 3
     g = eagle.Graph()
     for src, dst in ((A, B), (B, A)):
+        d = dst[c]
         for axis in range(3):
             hi, lo = list(c), list(c)
             hi[axis], lo[axis] = slice(2, None), slice(None, -2)
-            acc = s if axis == 0 else t
-            g.add_node(ufunc(np.multiply, 2.0, src[c], out=two))
-            g.add_node(ufunc(np.subtract, src[tuple(hi)], two, out=acc))
+            acc = d if axis == 0 else t
+            g.add_node(ufunc(np.multiply, 2.0, src[c], out=acc))
+            g.add_node(ufunc(np.subtract, src[tuple(hi)], acc, out=acc))
             g.add_node(ufunc(np.add, acc, src[tuple(lo)], out=acc))
             g.add_node(ufunc(np.multiply, 0.125, acc, out=acc))
             if axis:
-                g.add_node(ufunc(np.add, s, t, out=s))
-        g.add_node(ufunc(np.add, s, src[c], out=dst[c]))
+                g.add_node(ufunc(np.add, d, t, out=d))
+        g.add_node(ufunc(np.add, d, src[c], out=d))
     return g.build(**build)
 
 
