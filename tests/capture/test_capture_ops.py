@@ -239,6 +239,24 @@ def test_temporaries_are_reused_once_dead():
     assert "temporaries: 4 in 2 buffers" in plan and "t4 10000 float64 in buffer" in plan
 
 
+@pytest.mark.parametrize("n", [0, 10])
+def test_temporaries_of_no_elements_replay_as_a_no_op(n):
+    # a 0-length argument, and empty views of a longer one: every temporary has 0 elements
+    # (its pool buffer still holds one, a 0-byte one cannot be viewed as float64)
+    def step(x, y, z):
+        y[...] = np.exp(x) * 2.0 + 1.0
+        t = x[5:5] + 1.0
+        y[3:3] = t * 2.0
+        z[2:2] += x[7:7] * 3.0
+        m = x[4:4] > 0.0
+        return (x * 2.0).sum() + 0.0, np.maximum(x[1:1], 0.5), m
+    x = np.arange(n, dtype=np.float64)
+    g, eager = replay_equals_eager(step, x, np.zeros(n), np.ones(n, np.float32), launches=2)
+    assert min(t.nbytes for t in g.temporaries) == 0
+    for got, want in zip(g.result, eager):
+        np.testing.assert_array_equal(got, want, strict=True)
+
+
 def test_small_temporaries_are_not_reused():
     # a reused buffer orders its new writer after the old one's readers: for the 0-d counts
     # of two tallies that order cost a stage (each count waited for the other's total)
