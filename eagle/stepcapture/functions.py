@@ -60,7 +60,7 @@ def _copyto(session, dst, src, casting="same_kind", where=True):
 
 
 def _copy(session, a, order="K", subok=False):
-    return session.copy(a)
+    return session.copy(a, order)
 
 
 def _like(fill):
