@@ -1,13 +1,17 @@
 """The random-program oracle of capture: hypothesis draws small NumPy programs over
-overlapping views (ufuncs with and without out=, in-place operators, where=, np.where,
-np.clip, casts, exact reductions, assignments between overlapping slices) and checks
-that capturing and replaying a program gives, bit for bit, what calling it eagerly gives."""
+overlapping views, empty ones among them (ufuncs with and without out=, in-place operators,
+where=, np.where, np.clip, casts, exact reductions, assignments between overlapping slices)
+and checks that capturing and replaying a program gives, bit for bit, what calling it eagerly
+gives; once as capture records it, once with every dead temporary's buffer reused."""
+import contextlib
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import eagle
+from eagle.stepcapture import pool
 
 N = 12
 FLOATS = ["x", "y", "z"]
@@ -23,6 +27,9 @@ FLOATS = ["x", "y", "z"]
 def view(draw, length, name=None):
     name = name or draw(st.sampled_from(FLOATS))
     step = draw(st.sampled_from([1, 1, 2, -1]))
+    if length == 0:                  # an empty view: x[5:5], x[5:5:-1], x[5:5:2]
+        a = draw(st.integers(0, N))
+        return f"{name}[{a}:{a}{'' if step == 1 else f':{step}'}]"
     if step == 1:
         a = draw(st.integers(0, N - length))
         return f"{name}[{a}:{a + length}]"
@@ -36,7 +43,7 @@ def view(draw, length, name=None):
 
 @st.composite
 def statement(draw):
-    n = draw(st.integers(1, 6))
+    n = draw(st.integers(0, 6))
     t, u, v = draw(view(n)), draw(view(n)), draw(view(n))
     c = draw(st.sampled_from(["0.5", "-2.0", "3", "1e300", "np.float32(1.5)"]))
     binop = draw(st.sampled_from(["+", "-", "*", "/"]))
@@ -54,7 +61,8 @@ def statement(draw):
         f"{ufunc2}({u}, {v}, out={t})",
         f"{t}[...] = np.where({u} > {v}, {u}, {c})",
         f"{t}[...] = np.clip({u}, -0.5, 0.5)",
-        f"{t} += {u}.max() - np.min({v}) + 0.0",    # + 0.0: a zero tie (above)
+        f"{t} += {u}.max() - np.min({v}) + 0.0" if n else   # + 0.0: a zero tie (above)
+        f"{t} += np.max({u}, initial=-1.0) - {v}.sum()",   # no max of an empty view: NumPy raises
         f"{t}[...] = {u} * {c} + {ufunc1}({v})",
         f"np.add({u}, {v}, out={t}, where={m})",
         f"{w}[...] = {u} * {c}",
@@ -66,13 +74,30 @@ def statement(draw):
     ][kind]
 
 
-def run_program(params, lines, start, launches=2):
-    """Capture ``def program(<params>): <lines>`` on copies of ``start`` and replay it
-    ``launches`` times beside as many eager calls: (source, eager arrays, replayed arrays)."""
+@contextlib.contextmanager
+def every_temporary_reused():
+    """The pool reuses the buffer of any dead temporary, not only of 64 kB or more (the
+    oracle's arrays are small): its reuse, and the order it adds, are then exercised."""
+    saved = pool.REUSE_MIN_BYTES
+    pool.REUSE_MIN_BYTES = 1
+    try:
+        yield
+    finally:
+        pool.REUSE_MIN_BYTES = saved
+
+
+def program_of(params, lines):
+    """(source, function) of ``def program(<params>): <lines>``."""
     src = f"def program({', '.join(params)}):\n" + "".join(f"    {ln}\n" for ln in lines)
     env = {"np": np}
     exec(compile(src, "<program>", "exec"), env)
-    program = env["program"]
+    return src, env["program"]
+
+
+def run_program(params, lines, start, launches=2):
+    """Capture ``def program(<params>): <lines>`` on copies of ``start`` and replay it
+    ``launches`` times beside as many eager calls: (source, eager arrays, replayed arrays)."""
+    src, program = program_of(params, lines)
     eager, mine = [a.copy() for a in start], [a.copy() for a in start]
     try:
         g = eagle.capture(program, *mine)
@@ -116,6 +141,23 @@ def same_bits(a, b):
 @given(st.lists(statement(), min_size=1, max_size=6))
 def test_replay_is_the_eager_call_bit_for_bit(lines):
     assert_replays_as_called(["x", "y", "z", "w", "mask"], *run_eager_and_captured(lines))
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(statement(), min_size=1, max_size=6))
+def test_replay_with_every_temporary_reused_is_the_eager_call(lines):
+    with every_temporary_reused():
+        assert_replays_as_called(["x", "y", "z", "w", "mask"], *run_eager_and_captured(lines))
+
+
+def test_the_reuse_variant_reuses():
+    lines = ["x[...] = y * 2.0 + np.exp(z)", "y[0:4] = np.where(x[0:4] > z[2:6], x[4:8], 0.5)",
+             "z[3:3] = x[1:1] * 2.0", "z[0:6] = y[0:6] * 3 + np.sin(x[0:6])"]
+    with every_temporary_reused():
+        src, eager, mine = run_eager_and_captured(lines)
+        g = eagle.capture(program_of(["x", "y", "z", "w", "mask"], lines)[1], *[a.copy() for a in mine])
+    assert len({t.buffer for t in g.temporaries}) < len(g.temporaries)
+    assert_replays_as_called("xyz", src, eager, mine)
 
 
 def test_an_in_order_numpy_copy_is_refused():
