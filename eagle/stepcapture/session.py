@@ -29,6 +29,7 @@ import weakref
 import numpy as np
 
 from eagle import graph as eg
+from eagle.record.ufunc_operands import weak_dtype
 from eagle.stepcapture import functions
 from eagle.stepcapture.device import DeviceMemory, device_operands, refuse_opaque
 from eagle.stepcapture.pool import TemporaryPool
@@ -360,7 +361,7 @@ class Session:
         for x in inputs:
             if not isinstance(x, (np.ndarray,) + _SCALARS):
                 raise refuse(NO_FORM, what=f"{what} of {type(x).__name__}")
-        dtypes = tuple(x.dtype if isinstance(x, (np.ndarray, np.generic)) else type(x) for x in inputs)
+        dtypes = tuple(x.dtype if isinstance(x, np.ndarray) else weak_dtype(x) for x in inputs)
         if uf.signature is not None and any(o is None for o in outs):
             raise refuse(NO_FORM, what=f"{what}{uf.signature} without out=")
         resolved = uf.resolve_dtypes(dtypes + (None,) * uf.nout) if uf.signature is None else None
@@ -557,6 +558,8 @@ class Session:
         if not axes:
             return self.call(copy_ufunc(x.dtype)[0], (x,) + copy_ufunc(x.dtype)[1], out=(out,),
                              casting="unsafe")
+        if rdtype == bool and x.dtype != bool and uf in (np.logical_or, np.logical_and):
+            x = self.call(np.not_equal, (x, 0))     # x.any() of numbers: NumPy's cast to bool, x != 0
         if x.dtype != rdtype and not (x.dtype == bool and uf is np.add and rdtype.kind in "iu"):
             if not np.can_cast(x.dtype, rdtype, "same_kind"):
                 raise refuse(UNSAFE_CAST, what=what, src=x.dtype, dst=rdtype)

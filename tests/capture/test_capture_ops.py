@@ -83,6 +83,22 @@ def test_broadcasting_and_casting():
                         np.array(3), np.zeros(6, np.float32), launches=2)
 
 
+def test_python_bool_scalars_and_any_all_of_numbers():
+    # a Python bool is an operand as NumPy takes it (np.bool_), and x.any() / x.all() of a
+    # number array reduce x != 0 (NumPy's cast to bool: NaN is True, -0.0 False)
+    def step(b, x, i):
+        return (b ^ True, b & False, np.logical_and(b, True), b + True, x * True, np.maximum(x, False),
+                i * True, x.any(), x.all(), x[:2].any(), i.any(axis=1), i.T.all(axis=0),
+                np.any(x, keepdims=True))
+    b = np.array([True, False, True, True])
+    x = np.array([0.0, -0.0, np.nan, 2.0])
+    i = np.array([[0, 3], [0, 0]], np.int8)
+    g, eager = replay_equals_eager(step, b, x, i)
+    for got, want in zip(g.result, eager):
+        np.testing.assert_array_equal(got, want, strict=not np.isscalar(want))
+        assert np.asarray(got).dtype == np.asarray(want).dtype
+
+
 def test_an_output_larger_than_the_inputs_takes_them_broadcast():
     def step(row, m):
         np.add(row, 1.0, out=m)            # (k,) into (n, k)
