@@ -238,3 +238,49 @@ def test_a_zero_tie_of_a_float_min_is_either_zero():
     for a, b in zip(eager, mine):
         assert np.array_equal(a, b), src          # the same values (a zero's sign aside)
     assert_replays_as_called("PQ", *run_program(["P", "Q"], [ln.format(" + 0.0") for ln in lines], [P, Q]))
+
+
+# ---- 3-d programs: views of two cubes, any transpose, reductions over any axis ----
+
+S = 4
+
+
+@st.composite
+def view3(draw, dims, name=None):
+    name = name or draw(st.sampled_from(["A", "B"]))
+    perm = draw(st.permutations(range(3)))
+    starts = [draw(st.integers(0, S - d)) for d in dims]
+    steps = [draw(st.sampled_from([1, 1, -1])) for _ in dims]
+    key = ", ".join(f"{a}:{a + d}" if s == 1 else f"{a + d - 1}:{'' if a == 0 else a - 1}:-1"
+                    for a, d, s in zip(starts, dims, steps))
+    return f"{name}.transpose({', '.join(map(str, perm))})[{key}]"
+
+
+@st.composite
+def statement3(draw):
+    dims = [draw(st.integers(1, S)) for _ in range(3)]
+    t, u, v = draw(view3(dims)), draw(view3(dims)), draw(view3(dims))
+    ax = draw(st.sampled_from(["0", "1", "2", "(0, 2)", "(1, 2)"]))
+    one = draw(st.sampled_from(["0", "1", "2"]))
+    op = draw(st.sampled_from(["+", "-", "*"]))
+    kind = draw(st.integers(0, 5))
+    return [
+        f"{t}[...] = {u} {op} {v} * 0.5",
+        f"{t} += {u}.max(axis={ax}, keepdims=True) + 0.0",           # + 0.0: a zero tie (above)
+        f"{t} -= np.min({u}, axis={ax}, keepdims=True) + 0.0",
+        # a sum of up to 4 terms: NumPy adds them one after another along any axis, as the node
+        f"{t}[...] = {u}.sum(axis={one}, keepdims=True) {op} {v}",
+        f"{t}[...] = np.where({u} > {v}, {u}.max(axis={ax}, keepdims=True) + 0.0, {v})",
+        f"{t} *= ({u}.min(axis={one}, keepdims=True) > 0) + 0.5",
+    ][kind]
+
+
+def run_3d(lines, launches=2):
+    r = np.random.default_rng(len("".join(lines)))
+    return run_program(["A", "B"], lines, [r.standard_normal((S, S, S)), r.standard_normal((S, S, S))], launches)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(statement3(), min_size=1, max_size=4))
+def test_3d_programs_replay_as_called(lines):
+    assert_replays_as_called("AB", *run_3d(lines))
