@@ -275,6 +275,12 @@ class StandIn(np.ndarray):
             return _plain(self).astype(dtype, order=order, casting=casting, copy=copy)
         return session.astype(self, dtype, copy, order)
 
+    def round(self, decimals=0, out=None):
+        session = recorder()
+        if session is None:
+            return _plain(self).round(decimals, _plainly(out))
+        return session.function(np.round, (StandIn,), (self, decimals, out), {})
+
     def fill(self, value):
         session = recorder()
         if session is None:
@@ -372,7 +378,7 @@ def _no_form(name):
 
 
 for _name in ("sort", "partition", "put", "resize", "setfield", "byteswap", "argsort", "argmax", "argmin",
-              "nonzero", "searchsorted", "cumsum", "cumprod", "round", "take", "compress", "choose", "repeat",
+              "nonzero", "searchsorted", "cumsum", "cumprod", "take", "compress", "choose", "repeat",
               "dot", "trace", "ptp", "std", "var", "argpartition", "dump", "dumps"):
     setattr(StandIn, _name, _no_form(_name))
 del _name

@@ -99,6 +99,20 @@ def test_python_bool_scalars_and_any_all_of_numbers():
         assert np.asarray(got).dtype == np.asarray(want).dtype
 
 
+def test_round_is_numpys_multiply_rint_divide():
+    def step(x, f, i, o):
+        np.round(x, 1, out=o)
+        return (np.round(x), np.round(x, 2), x.round(-2), np.around(f, 3), f.round(), np.round(i),
+                i.round(1), np.round(x[::-1], 3))
+    r = np.random.default_rng(0)
+    x = r.standard_normal(50) * 1000
+    g, eager = replay_equals_eager(step, x, x.astype(np.float32), np.arange(-20, 30), np.zeros(50))
+    for got, want in zip(g.result, eager):
+        np.testing.assert_array_equal(got, want, strict=True)
+    with pytest.raises(eagle.CaptureError, match="np.round of int64 to -1 decimals"):
+        eagle.capture(lambda i: np.round(i, -1), np.arange(4))
+
+
 def test_an_output_larger_than_the_inputs_takes_them_broadcast():
     def step(row, m):
         np.add(row, 1.0, out=m)            # (k,) into (n, k)
