@@ -237,6 +237,10 @@ cdef struct layout:
     # (inner_len elements, step[k] apart), once for each index of its n_outer outer
     # dimensions (outer_dims[d] long, outer_strides[k * MAX_OUTER + d] bytes apart)
     npy_intp inner_len
+    # the loop runs each call's elements from the last to the first, step[k] (positive)
+    # apart: every operand stepped backwards (<= 0, one < 0), which NumPy's iterator turns
+    # around (a float64 exp or log loop takes another code path for a negative step)
+    int backwards
     int n_outer
     npy_intp outer_dims[MAX_OUTER]
     npy_intp outer_strides[MAX_ARGS * MAX_OUTER]
@@ -670,6 +674,7 @@ cdef int _strided_rows(layout *L, char **args, int64_t n, npy_intp *steps) noexc
     cdef npy_intp dims[1]
     cdef int k, d, rc = 0
     cdef int64_t i
+    cdef char *call[MAX_ARGS]
     dims[0] = L.inner_len
     for i in range(n):
         for k in range(L.nargs):
@@ -677,7 +682,7 @@ cdef int _strided_rows(layout *L, char **args, int64_t n, npy_intp *steps) noexc
         for d in range(L.n_outer):
             idx[d] = 0
         while True:
-            rc = L.loop(L.context, row, dims, steps, L.auxdata)
+            rc = L.loop(L.context, _turned(L, row, call, L.inner_len, steps), dims, steps, L.auxdata)
             if rc < 0:
                 return rc
             d = L.n_outer - 1
@@ -699,10 +704,22 @@ cdef int _strided_rows(layout *L, char **args, int64_t n, npy_intp *steps) noexc
     return rc
 
 
+cdef inline char **_turned(layout *L, char **args, char **call, npy_intp n, const npy_intp *steps) noexcept nogil:
+    """``args`` as the loop takes them for ``n`` elements: as they are, or (``L.backwards``)
+    at each operand's last element, from which the loop steps back to the first."""
+    cdef int k
+    if not L.backwards:
+        return args
+    for k in range(L.nargs):
+        call[k] = args[k] - (n - 1) * steps[k] if n > 0 else args[k]
+    return call
+
+
 cdef void _ufunc_kernel(int64_t start, int64_t stop, char **data, const int64_t *strides,
                         void *user_data) noexcept nogil:
     cdef layout *L = <layout *>user_data
     cdef char *args[MAX_ARGS]
+    cdef char *call[MAX_ARGS]
     cdef npy_intp dims[1 + MAX_CORE]
     cdef npy_intp steps[MAX_ARGS + MAX_ARGS * MAX_CORE]
     cdef int k, rc = 0
@@ -736,11 +753,11 @@ cdef void _ufunc_kernel(int64_t start, int64_t stop, char **data, const int64_t 
         steps[L.nargs + k] = L.core_steps[k]
     if not L.per_sample:
         dims[0] = (stop - start) * L.row_len
-        rc = L.loop(L.context, args, dims, steps, L.auxdata)
+        rc = L.loop(L.context, _turned(L, args, call, dims[0], steps), dims, steps, L.auxdata)
     elif L.n_outer == 0:
         dims[0] = L.inner_len
         for i in range(stop - start):
-            rc = L.loop(L.context, args, dims, steps, L.auxdata)
+            rc = L.loop(L.context, _turned(L, args, call, dims[0], steps), dims, steps, L.auxdata)
             if rc < 0:
                 break
             for k in range(L.nargs):
@@ -801,9 +818,10 @@ cdef class UfuncLoop:
 
     def __init__(self, str name, capsule, list slots, list constants, list sample_strides,
                  list steps, bint per_sample, npy_intp row_len, list core_dims, list core_steps,
-                 inner_len=None, list outer_dims=None, list outer_strides=None):
+                 inner_len=None, list outer_dims=None, list outer_strides=None, bint backwards=False):
         """``per_sample`` rows run ``inner_len`` elements a call (``row_len`` if None), for
-        each index of ``outer_dims`` (``outer_strides``: each operand's strides of them)."""
+        each index of ``outer_dims`` (``outer_strides``: each operand's strides of them);
+        ``backwards``: ``steps`` are the operands' steps turned around (see ``layout``)."""
         cdef call_info *info = <call_info *>PyCapsule_GetPointer(capsule, CALL_INFO_NAME)
         cdef int nargs = len(slots)
         cdef int k
@@ -830,6 +848,7 @@ cdef class UfuncLoop:
             raise ValueError(f"a ufunc node's rows have at most {MAX_OUTER + 1} dimensions that do "
                              f"not merge, got {len(outer_dims) + 1}")
         self.L.inner_len = row_len if inner_len is None else inner_len
+        self.L.backwards = backwards
         self.L.n_outer = len(outer_dims)
         for d in range(len(outer_dims)):
             self.L.outer_dims[d] = outer_dims[d]

@@ -224,7 +224,7 @@ def dead_stores(seg, seq) -> frozenset:
                 continue
             if not isinstance(x, UfuncNode):
                 break
-            if not any(a is not None and overlap(a, w) for a in x.operands):
+            if not any(overlap(a, w) for _, a, _ in x.arrays()):   # its where= mask too
                 continue
             if _overwrites(x, w):
                 dead.add(_key(w))

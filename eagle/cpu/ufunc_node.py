@@ -226,6 +226,10 @@ def _cpu_ufunc(uf, dufunc, ins, outs, where=True, whole=None) -> UfuncNode:
     nargs = len(ops)
     if uf.signature is None:
         layout = _elementwise_layout(uf, ins, outs)
+        if where is True and _backwards(layout):
+            # NumPy's iterator turns an axis every operand steps backwards around, so the loop
+            # sees positive steps: a loop may pick another code path for a negative one
+            layout["steps"], layout["backwards"] = [-s for s in layout["steps"]], True
     else:
         layout = _gufunc_layout(uf, ins, outs)
     steps = layout["steps"]
@@ -267,7 +271,8 @@ def _cpu_ufunc(uf, dufunc, ins, outs, where=True, whole=None) -> UfuncNode:
 
     loop = UfuncLoop(uf.__name__, capsule, slots[:nargs], constants, layout["sample_strides"], steps,
                      layout["per_sample"], layout["row_len"], layout["core_dims"], layout["core_steps"],
-                     layout.get("inner_len"), layout.get("outer_dims"), layout.get("outer_strides"))
+                     layout.get("inner_len"), layout.get("outer_dims"), layout.get("outer_strides"),
+                     layout.get("backwards", False))
     direct = None if casts or mask is None or layout["per_sample"] else \
         _flat_mask_steps(mask_view, layout["row_len"])
     if direct is not None:
@@ -428,6 +433,13 @@ def _elementwise_layout(uf, ins, outs):
     return dict(sample_strides=sample_strides, steps=[s[-1] for s in strides], per_sample=True,
                 row_len=row_len, core_dims=[], core_steps=[], shape=shape,
                 inner_len=dims[-1], outer_dims=dims[:-1], outer_strides=[list(s[:-1]) for s in strides])
+
+
+def _backwards(layout) -> bool:
+    """Whether every operand steps backwards along the loop's dimension (a step <= 0, one
+    < 0: ``x[::-1]`` into ``y[::-1]``), where NumPy's iterator would run it forwards."""
+    steps = layout["steps"]
+    return all(s <= 0 for s in steps) and any(s < 0 for s in steps)
 
 
 def _merged_row(row, strides):

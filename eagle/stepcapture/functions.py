@@ -2,8 +2,8 @@
 
 A NumPy function called on a stand-in reaches ``dispatch`` (``__array_function__``):
 
-* ``np.where``, ``np.clip``, ``np.count_nonzero``, ``np.copyto``, ``np.copy``, the ``*_like``
-  constructors: recorded here as ufunc and reduction nodes;
+* ``np.where``, ``np.clip``, ``np.count_nonzero``, ``np.copyto``, ``np.copy``, ``np.round``, the
+  ``*_like`` constructors: recorded here as ufunc and reduction nodes;
 * functions NumPy itself writes with ufuncs, reductions and views (``np.sum``, ``np.max``,
   ``np.mean``, ``np.transpose``...): run as NumPy runs them, their ufunc calls recorded;
 * anything else: refused at the line, with the way out (``eagle.graph.opaque``).
@@ -60,7 +60,29 @@ def _copyto(session, dst, src, casting="same_kind", where=True):
 
 
 def _copy(session, a, order="K", subok=False):
-    return session.copy(a)
+    return session.copy(a, order)
+
+
+def _round(session, a, decimals=0, out=None):
+    """NumPy's own round (PyArray_Round), its ufunc calls: a float array times 10**decimals,
+    np.rint, divided back (divided, then multiplied, for decimals < 0); an integer or bool
+    array with decimals >= 0 is copied."""
+    decimals = int(decimals)
+    out = None if out is None else (out,)
+    if a.dtype.kind in "biu" and decimals >= 0:
+        if out is None:
+            return session.copy(a)
+        _copyto(session, out[0], a)
+        return out[0]
+    if a.dtype.kind != "f" or abs(decimals) > 22:
+        raise refuse(NO_FORM, what=f"np.round of {a.dtype} to {decimals} decimals")
+    if decimals == 0:
+        return session.call(np.rint, (a,), out=out)
+    f = a.dtype.type(10.0 ** abs(decimals))     # NumPy's factor, in the array's dtype
+    first, second = (np.multiply, np.true_divide) if decimals > 0 else (np.true_divide, np.multiply)
+    t = session.call(first, (a, f), out=out)
+    session.call(np.rint, (t,), out=(t,))
+    return session.call(second, (t, f), out=(t,))
 
 
 def _like(fill):
@@ -86,6 +108,8 @@ _RECORDED = {
     np.count_nonzero: _count_nonzero,
     np.copyto: _copyto,
     np.copy: _copy,
+    np.round: _round,
+    np.around: _round,
     np.empty_like: _like(None),
     np.zeros_like: _like(0),
     np.ones_like: _like(1),

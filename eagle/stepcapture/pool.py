@@ -67,7 +67,10 @@ class TemporaryPool:
         axes from the slowest to the fastest in memory (C order when None)."""
         dtype = np.dtype(dtype)
         shape = tuple(int(n) for n in shape)
-        nbytes = max(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, 1)
+        count = int(np.prod(shape, dtype=np.int64))
+        # at least one element: a 0-element temporary (``a[5:5] + 1``) still needs a buffer
+        # to view as ``dtype`` (a 0-byte one cannot be), and a data pointer of its own
+        nbytes = max(count, 1) * dtype.itemsize
         fits = [b for b in self._free if REUSE_MIN_BYTES <= nbytes <= self.buffers[b].nbytes - _ALIGN
                 <= 2 * nbytes + _ALIGN]
         if fits:
@@ -80,7 +83,7 @@ class TemporaryPool:
         raw = self.buffers[k]
         start = (-raw.ctypes.data) % _ALIGN
         order = tuple(range(len(shape))) if order is None else tuple(order)
-        flat = raw[start:start + nbytes].view(dtype)[:int(np.prod(shape, dtype=np.int64))]
+        flat = raw[start:start + nbytes].view(dtype)[:count]
         plain = flat.reshape(tuple(shape[k] for k in order)).transpose(np.argsort(order))
         self._made += 1
         temp = Temporary(f"t{self._made}", shape, dtype, k, site, plain)

@@ -8,7 +8,8 @@ records it as the node ``eagle.graph`` already has for it, in order, computing n
   (``eagle.stepcapture.pool``), of NumPy's result dtype and broadcast shape;
 * ``uf.reduce`` (``x.sum()``, ``np.max``, ``x.any()``...): ``ufunc(uf.reduce, ...)`` over
   the sample axis, the reduced axes moved first (one node when they merge into one axis,
-  one node per axis otherwise); ``uf.at``: ``ufunc(uf.at, ...)``;
+  one node per axis otherwise; one node per line of the kept axes where a sample's elements
+  are not one run, ``A.sum(axis=1)`` of a 3-d ``A``); ``uf.at``: ``ufunc(uf.at, ...)``;
 * assignment ``a[k] = v``: the node that made ``v`` writes ``a[k]`` itself when ``v`` is an
   expression's temporary nobody else holds, else a copy node (``np.positive``, or
   ``np.logical_or(v, False)`` for bools);
@@ -21,12 +22,14 @@ eagle.graph refuses is refused at that line.
 """
 from __future__ import annotations
 
+import itertools
 import operator
 import weakref
 
 import numpy as np
 
 from eagle import graph as eg
+from eagle.record.ufunc_operands import weak_dtype
 from eagle.stepcapture import functions
 from eagle.stepcapture.device import DeviceMemory, device_operands, refuse_opaque
 from eagle.stepcapture.pool import TemporaryPool
@@ -116,6 +119,56 @@ def _rows_not_runs(pairs) -> bool:
                for _, a in pairs)
 
 
+def _one_run(a) -> bool:
+    """Whether the elements of a sample of ``a`` (its dimensions past axis 0, those of one
+    element left out) are one run of equal steps, as a reduction node reads them."""
+    dims = [(n, st) for n, st in zip(a.shape[1:], a.strides[1:]) if n != 1]
+    expect = dims[-1][1] if dims else 0
+    for n, st in reversed(dims):
+        if st != expect:
+            return False
+        expect = st * n
+    return True
+
+
+def _read_order(x, order):
+    """NumPy's ``order=`` of a reshape or flatten that copies ``x``: 'C' or 'F' ('A' resolved)."""
+    if order in ("A", "a"):
+        return "F" if x.flags.f_contiguous and not x.flags.c_contiguous else "C"
+    if order in ("C", "c", "F", "f", None):
+        return (order or "C").upper()
+    raise ValueError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
+
+
+def _fewest_lines(shape, works):
+    """(axes, count): the axes of ``shape`` to take one index at a time, so that ``works(axes)``
+    holds, with the fewest lines (the product of their lengths); no axes when it holds as is."""
+    best = None
+    for k in range(len(shape) + 1):
+        for axes in itertools.combinations(range(len(shape)), k):
+            lines = int(np.prod([shape[a] for a in axes], dtype=np.int64))
+            if (best is None or lines < best[1]) and works(axes):
+                best = (axes, lines)
+    return best
+
+
+def _lines(shape, axes):
+    """(key, label) of each line: the index of ``axes`` fixed, the other axes whole."""
+    for idx in np.ndindex(*[shape[a] for a in axes]):
+        key = [slice(None)] * len(shape)
+        for a, i in zip(axes, idx):
+            key[a] = i
+        labels = [":" if isinstance(v, slice) else str(v) for v in key]
+        while labels and labels[-1] == ":":
+            labels.pop()
+        yield tuple(key), "[" + ", ".join(labels) + "]"
+
+
+def _at(a, key) -> np.ndarray:
+    """Line ``key`` of ``a`` (a view); a lower-dimensional operand (0-d) as it is."""
+    return a[key] if isinstance(a, np.ndarray) and a.ndim == len(key) else a
+
+
 def copy_ufunc(dtype):
     """The ufunc that copies values of ``dtype`` exactly, and its extra operands."""
     dtype = np.dtype(dtype)
@@ -198,8 +251,9 @@ class Session:
         s.capture_session, s.label, s.temporary_root, s.owns_memory = self, label, None, False
         return s
 
-    def temporary(self, shape, dtype, like=None):
-        """A temporary of the pool; laid out as ``like`` (NumPy's order 'K') when given."""
+    def temporary(self, shape, dtype, like=None, order="K"):
+        """A temporary of the pool; laid out as ``like`` when given (NumPy's ``order``: 'K' as
+        ``like``, 'A' Fortran where ``like`` is Fortran-contiguous only, 'C', 'F')."""
         def own(plain, temp):
             s = plain.view(StandIn)
             s.capture_session, s.label, s.temporary_root, s.owns_memory = self, temp.name, None, True
@@ -208,10 +262,16 @@ class Session:
             s.born = temp.born = self._serial
             return s
 
-        order = None
-        if isinstance(like, np.ndarray) and like.shape == tuple(shape) and like.ndim >= 2:
-            order = sorted(range(like.ndim), key=lambda k: -abs(like.strides[k]))
-        standin, _ = self.pool.take(shape, dtype, user_site().label(), own, order)
+        axes = None
+        if order == "A" and isinstance(like, np.ndarray):
+            order = "F" if like.flags.f_contiguous and not like.flags.c_contiguous else "C"
+        if order == "F":
+            axes = tuple(reversed(range(len(shape))))
+        elif order == "K" and isinstance(like, np.ndarray) and like.shape == tuple(shape) and like.ndim >= 2:
+            axes = sorted(range(like.ndim), key=lambda k: -abs(like.strides[k]))
+        elif order not in ("K", "C"):
+            raise ValueError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
+        standin, _ = self.pool.take(shape, dtype, user_site().label(), own, axes)
         return standin
 
     def quiet(self):
@@ -316,7 +376,7 @@ class Session:
         for x in inputs:
             if not isinstance(x, (np.ndarray,) + _SCALARS):
                 raise refuse(NO_FORM, what=f"{what} of {type(x).__name__}")
-        dtypes = tuple(x.dtype if isinstance(x, (np.ndarray, np.generic)) else type(x) for x in inputs)
+        dtypes = tuple(x.dtype if isinstance(x, np.ndarray) else weak_dtype(x) for x in inputs)
         if uf.signature is not None and any(o is None for o in outs):
             raise refuse(NO_FORM, what=f"{what}{uf.signature} without out=")
         resolved = uf.resolve_dtypes(dtypes + (None,) * uf.nout) if uf.signature is None else None
@@ -433,26 +493,36 @@ class Session:
     def _by_line(self, uf, ins, outs, mask, what):
         """An operand whose rows are not runs where the output's are (a column ``(n, 1)``
         broadcast against ``(n, k)``, a transposed view): a ufunc node reads a row as one run,
-        so the op is recorded one node per column, or per row where there are fewer rows
-        (NumPy's iterator would buffer), up to ``_MAX_LINES`` nodes."""
+        so the op is recorded one node per line of the axes that make every operand's rows
+        runs (per column of a 2-d output, or per row where there are fewer rows: NumPy's
+        iterator would buffer), up to ``_MAX_LINES`` nodes."""
         o = outs[0][1]
-        if o.ndim != 2 or min(o.shape) > _MAX_LINES:
+        pairs = ins + ([mask] if mask else [])
+
+        def works(axes):
+            if not axes:
+                return False
+            key = tuple(0 if k in axes else slice(None) for k in range(o.ndim))
+            return not _rows_not_runs([(lb, _at(a, key)) for lb, a in pairs])
+
+        best = _fewest_lines(o.shape, works)
+        if best is None or best[1] > _MAX_LINES:
             raise refuse(NO_FORM, what=f"{what} over operands laid out differently from its {o.shape} "
                                        f"output (a column broadcast within rows, a transposed view: "
-                                       f"a ufunc node reads a row as one run; capture splits 2-d "
-                                       f"outputs with up to {_MAX_LINES} columns or rows)")
-        by_row = o.shape[0] < o.shape[1]
+                                       f"a ufunc node reads a row as one run; capture splits an op "
+                                       f"into up to {_MAX_LINES} nodes, one per line of the axes that "
+                                       f"make the rows runs, and this takes "
+                                       f"{'more' if best is None else best[1]})")
 
-        def line(pair, j):
+        def line(pair, key, where):
             label, a = pair
-            if isinstance(a, np.ndarray) and a.ndim == 2:
-                return (f"{label}[{j}]", a[j]) if by_row else (f"{label}[:, {j}]", a[:, j])
+            if isinstance(a, np.ndarray) and a.ndim == len(key):
+                return f"{label}{where}", a[key]
             return pair
 
-        for j in range(o.shape[0] if by_row else o.shape[1]):
-            where = f"[{j}]" if by_row else f"[:, {j}]"
-            self._record(_Op(self._name(f"{what} {where}"), "ufunc", uf, [line(p, j) for p in ins],
-                             [line(p, j) for p in outs], None if mask is None else line(mask, j)))
+        for key, where in _lines(o.shape, best[0]):
+            self._record(_Op(self._name(f"{what} {where}"), "ufunc", uf, [line(p, key, where) for p in ins],
+                             [line(p, key, where) for p in outs], None if mask is None else line(mask, key, where)))
 
     def _elided(self, inputs, fresh, shape, dtype):
         """An operand the result may overwrite, as NumPy's temporary elision does: a temporary
@@ -509,6 +579,8 @@ class Session:
         if not axes:
             return self.call(copy_ufunc(x.dtype)[0], (x,) + copy_ufunc(x.dtype)[1], out=(out,),
                              casting="unsafe")
+        if rdtype == bool and x.dtype != bool and uf in (np.logical_or, np.logical_and):
+            x = self.call(np.not_equal, (x, 0))     # x.any() of numbers: NumPy's cast to bool, x != 0
         if x.dtype != rdtype and not (x.dtype == bool and uf is np.add and rdtype.kind in "iu"):
             if not np.can_cast(x.dtype, rdtype, "same_kind"):
                 raise refuse(UNSAFE_CAST, what=what, src=x.dtype, dst=rdtype)
@@ -534,23 +606,53 @@ class Session:
             mask = (self._operand(mask)[0], np.reshape(m, (-1,) + rest, copy=False) if m.ndim else m)
         init = None if initial is np._NoValue else initial
         if stages is not None:
-            self._record(_Op(self._name(what), "reduce", uf, [(label, stages[0])], [(out_label, final)],
-                             mask, init))
+            self._reduce_lines(what, uf, (label, stages[0]), (out_label, final), mask, init)
             return out
         # axes that do not merge: one node per axis, the first ones into temporaries
         cur_label, cur = label, front
         for k in range(len(axes)):
             if k == len(axes) - 1:
-                self._record(_Op(self._name(what), "reduce", uf, [(cur_label, cur)], [(out_label, final)],
-                                 None, init))
+                self._reduce_lines(what, uf, (cur_label, cur), (out_label, final), None, init)
             else:
                 t = self.temporary(cur.shape[1:], cur.dtype if not (cur.dtype == bool and uf is np.add)
                                    else rdtype)
                 self.kept.append(t)
-                self._record(_Op(self._name(what), "reduce", uf, [(cur_label, cur)],
-                                 [(t.label, t.__eagle_view__())]))
+                self._reduce_lines(what, uf, (cur_label, cur), (t.label, t.__eagle_view__()), None, None)
                 cur_label, cur = t.label, t.__eagle_view__()
         return out
+
+    def _reduce_lines(self, what, uf, x, out, mask, init):
+        """``uf.reduce`` of ``x`` (label, plain) over its axis 0 into ``out``: one node where a
+        sample's elements of every operand read flat (``_one_run``), else one node per line of
+        the kept axes that do not (``A.sum(axis=1)`` of a 3-d ``A``: one node per ``A[i]``),
+        each over the reduced axis as NumPy's loop runs it; up to ``_MAX_LINES`` nodes."""
+        (label, a), (out_label, o) = x, out
+        rest = a.shape[1:]
+        if 0 in rest:
+            return              # no output element: NumPy computes nothing
+        arrays = [a, o.reshape((1,) + o.shape)] + ([mask[1]] if mask is not None and mask[1].ndim else [])
+
+        def works(axes):
+            key = (slice(None),) + tuple(0 if k in axes else slice(None) for k in range(len(rest)))
+            return all(_one_run(b[key]) for b in arrays)
+
+        axes, lines = _fewest_lines(rest, works)
+        if not axes:
+            self._record(_Op(self._name(what), "reduce", uf, [x], [out], mask, init))
+            return
+        if lines > _MAX_LINES:
+            raise refuse(NO_FORM, what=(
+                f"{what} of a {a.shape[1:]} result whose elements do not read as one run of equal steps "
+                f"(a reduction over an inner axis of a 3-d array keeps axes on both sides of it; capture "
+                f"splits it into one node per line of the kept axes, up to {_MAX_LINES}, and this takes "
+                f"{lines}): reduce a copy with the reduced axis first, "
+                f"np.moveaxis(A, axis, 0).copy().sum(axis=0), or move the axis in the arrays themselves"))
+        for key, where in _lines(rest, axes):
+            m = mask
+            if mask is not None and mask[1].ndim:
+                m = (mask[0], mask[1][(slice(None),) + key])
+            self._record(_Op(self._name(f"{what} {where}"), "reduce", uf, [(label, a[(slice(None),) + key])],
+                             [(out_label, o[key])], m, init))
 
     def at(self, uf, tally, index, weights=None):
         ops = [self._writable(tally, f"np.{uf.__name__}.at")] + [self._operand(v) for v in (index, weights)]
@@ -704,19 +806,19 @@ class Session:
         uf, extra = copy_ufunc(view.dtype)
         self.call(uf, (v,) + extra, out=(view,), where=True if mask is None else mask, _label="=")
 
-    def copy(self, x):
-        t = self.temporary(x.shape, x.dtype, x)
+    def copy(self, x, order="K"):
+        t = self.temporary(x.shape, x.dtype, x, order)
         uf, extra = copy_ufunc(x.dtype)
         return self.call(uf, (x,) + extra, out=(t,), _label="copy")
 
-    def astype(self, x, dtype, copy):
+    def astype(self, x, dtype, copy, order="K"):
         dtype = np.dtype(dtype)
         if dtype == x.dtype and not copy:
             return x
         if not np.can_cast(x.dtype, dtype, "same_kind"):
             raise refuse(UNSAFE_CAST, what=f"{getattr(x, '_label', 'array')}.astype({dtype})", src=x.dtype,
                          dst=dtype)
-        t = self.temporary(x.shape, dtype, x)
+        t = self.temporary(x.shape, dtype, x, order)
         uf, extra = copy_ufunc(x.dtype)
         return self.call(uf, (x,) + extra, out=(t,), _label=f"astype({dtype})")
 
@@ -725,8 +827,18 @@ class Session:
             return np.ndarray.reshape(x, shape, copy=False, **kwargs)
         except ValueError:
             pass
-        # NumPy would copy: the copy is a temporary, reshaped as a view
-        return np.ndarray.reshape(self.copy(x), shape, **kwargs)
+        # NumPy would copy: the copy is a temporary laid out in the order the elements are
+        # read (C, or F), which the reshape then views (a copy made now would never be updated)
+        order = _read_order(x, kwargs.get("order", "C"))
+        if kwargs.get("copy", None) is False:
+            raise ValueError(f"capture: {user_site().describe()}: cannot reshape {x.shape} to {shape} "
+                             "without copying (copy=False)")
+        kwargs = {k: v for k, v in kwargs.items() if k != "copy"}
+        return np.ndarray.reshape(self.copy(x, order), shape, copy=False, **dict(kwargs, order=order))
+
+    def flatten(self, x, order):
+        order = _read_order(x, order)
+        return np.ndarray.reshape(self.copy(x, order), -1, order=order, copy=False)
 
     def gather(self, x, key):
         raise refuse(FANCY_INDEX, what=f"{x.label}[{index_label(key)}]")

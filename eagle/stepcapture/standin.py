@@ -180,6 +180,16 @@ def _plainly(x):
     return _plain(x)
 
 
+def memory_order(x):
+    """The view of ``x`` whose C order is NumPy's ``ravel('K')`` / ``flatten('K')`` order: its
+    axes by step, largest first, whatever their sign (NumPy reverses no axis for 'K'; a
+    broadcast axis, of step 0, is refused)."""
+    if any(st == 0 and n > 1 for n, st in zip(x.shape, x.strides)):
+        raise refuse(NO_FORM, what=f"{getattr(x, 'label', 'array')}.ravel('K') / .flatten('K') of a "
+                                   "broadcast view")
+    return x.transpose(sorted(range(x.ndim), key=lambda k: -abs(x.strides[k])))
+
+
 class StandIn(np.ndarray):
     """An array of a captured step: its memory, its name, the capture it records into."""
 
@@ -257,13 +267,19 @@ class StandIn(np.ndarray):
 
     def copy(self, order="C"):
         session = recorder()
-        return _plain(self).copy(order) if session is None else session.copy(self)
+        return _plain(self).copy(order) if session is None else session.copy(self, order)
 
     def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
         session = recorder()
         if session is None:
             return _plain(self).astype(dtype, order=order, casting=casting, copy=copy)
-        return session.astype(self, dtype, copy)
+        return session.astype(self, dtype, copy, order)
+
+    def round(self, decimals=0, out=None):
+        session = recorder()
+        if session is None:
+            return _plain(self).round(decimals, _plainly(out))
+        return session.function(np.round, (StandIn,), (self, decimals, out), {})
 
     def fill(self, value):
         session = recorder()
@@ -279,11 +295,17 @@ class StandIn(np.ndarray):
         return session.reshape(self, shape[0] if len(shape) == 1 else shape, kwargs)
 
     def ravel(self, order="C"):
+        if order in ("K", "k") and recorder() is not None:
+            return memory_order(self).reshape(-1)
         return self.reshape(-1, order=order)
 
     def flatten(self, order="C"):
         session = recorder()
-        return _plain(self).flatten(order) if session is None else self.copy().reshape(-1)
+        if session is None:
+            return _plain(self).flatten(order)
+        if order in ("K", "k"):
+            return session.flatten(memory_order(self), "C")
+        return session.flatten(self, order)
 
     # ---- what reads values: refused while capturing ------------------------------
 
@@ -356,7 +378,7 @@ def _no_form(name):
 
 
 for _name in ("sort", "partition", "put", "resize", "setfield", "byteswap", "argsort", "argmax", "argmin",
-              "nonzero", "searchsorted", "cumsum", "cumprod", "round", "take", "compress", "choose", "repeat",
+              "nonzero", "searchsorted", "cumsum", "cumprod", "take", "compress", "choose", "repeat",
               "dot", "trace", "ptp", "std", "var", "argpartition", "dump", "dumps"):
     setattr(StandIn, _name, _no_form(_name))
 del _name

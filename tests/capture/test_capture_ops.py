@@ -83,6 +83,36 @@ def test_broadcasting_and_casting():
                         np.array(3), np.zeros(6, np.float32), launches=2)
 
 
+def test_python_bool_scalars_and_any_all_of_numbers():
+    # a Python bool is an operand as NumPy takes it (np.bool_), and x.any() / x.all() of a
+    # number array reduce x != 0 (NumPy's cast to bool: NaN is True, -0.0 False)
+    def step(b, x, i):
+        return (b ^ True, b & False, np.logical_and(b, True), b + True, x * True, np.maximum(x, False),
+                i * True, x.any(), x.all(), x[:2].any(), i.any(axis=1), i.T.all(axis=0),
+                np.any(x, keepdims=True))
+    b = np.array([True, False, True, True])
+    x = np.array([0.0, -0.0, np.nan, 2.0])
+    i = np.array([[0, 3], [0, 0]], np.int8)
+    g, eager = replay_equals_eager(step, b, x, i)
+    for got, want in zip(g.result, eager):
+        np.testing.assert_array_equal(got, want, strict=not np.isscalar(want))
+        assert np.asarray(got).dtype == np.asarray(want).dtype
+
+
+def test_round_is_numpys_multiply_rint_divide():
+    def step(x, f, i, o):
+        np.round(x, 1, out=o)
+        return (np.round(x), np.round(x, 2), x.round(-2), np.around(f, 3), f.round(), np.round(i),
+                i.round(1), np.round(x[::-1], 3))
+    r = np.random.default_rng(0)
+    x = r.standard_normal(50) * 1000
+    g, eager = replay_equals_eager(step, x, x.astype(np.float32), np.arange(-20, 30), np.zeros(50))
+    for got, want in zip(g.result, eager):
+        np.testing.assert_array_equal(got, want, strict=True)
+    with pytest.raises(eagle.CaptureError, match="np.round of int64 to -1 decimals"):
+        eagle.capture(lambda i: np.round(i, -1), np.arange(4))
+
+
 def test_an_output_larger_than_the_inputs_takes_them_broadcast():
     def step(row, m):
         np.add(row, 1.0, out=m)            # (k,) into (n, k)
@@ -107,6 +137,18 @@ def test_a_transposed_operand_beside_a_c_ordered_output_runs_line_by_line():
     r = np.random.default_rng(4)
     g, _ = replay_equals_eager(step, r.random((3, 3)), r.random((3, 3)), launches=2)
     assert any(name.endswith("= [1]") for name in g.nodes)   # the copy into n[:2], row by row
+
+
+@pytest.mark.parametrize("line", ["Y[...] = X.transpose(1, 0, 2) * 2.0", "Y[...] = X.transpose(2, 1, 0)[:4] + 1.0",
+                                  "Y += X[:, :, :1]", "Y[...] = np.moveaxis(X, 2, 0)[:4].copy()"])
+def test_3d_operands_laid_out_differently_run_line_by_line(line):
+    # the 2-d rule in three dimensions: one node per line of the axes that make rows runs
+    def step(X, Y):
+        exec(line)
+    X = np.random.default_rng(8).standard_normal((6, 6, 6))
+    Y = np.random.default_rng(9).standard_normal((4 if "[:4]" in line else 6, 6, 6))
+    g, _ = replay_equals_eager(step, X, Y, launches=2)
+    assert 1 < len(g.nodes) <= 64 and any(n.endswith(" [0]") or n.endswith(" [0, 0]") for n in g.nodes)
 
 
 def test_a_wide_broadcast_within_the_rows_is_refused_at_the_line():
@@ -140,6 +182,42 @@ def test_reductions_map_to_reduction_nodes():
     g, _ = replay_equals_eager(step, x, m, np.zeros(6), launches=2)
     assert any("np.maximum.reduce" in n for n in g.nodes)
     assert any("np.add.reduce" in n for n in g.nodes)
+
+
+def test_3d_reductions_replay_as_called():
+    # an inner axis of a 3-d array keeps axes on both sides: one reduction node per line of
+    # the kept axes, each over the reduced axis in NumPy's order (float sums over a strided
+    # axis of up to 64 are NumPy's bits too: NumPy adds them one after another)
+    def step(A, B, K):
+        return (A.sum(axis=1), np.max(A, axis=2), np.min(B, axis=1, keepdims=True),
+                K.sum(axis=1), A.transpose(2, 0, 1).max(axis=1), np.max(B, axis=(0, 2)),
+                K.prod(axis=(1, 2)), (B > 0).any(axis=1))
+    r = np.random.default_rng(3)
+    A, B = r.standard_normal((4, 5, 6)), r.standard_normal((3, 40, 7)).astype(np.float32)
+    K = r.integers(-9, 9, (6, 3, 4))
+    g, eager = replay_equals_eager(step, A, B, K, launches=2)
+    for got, want in zip(g.result, eager):
+        np.testing.assert_array_equal(got, want, strict=True)
+    first = [n for n in g.nodes if n.startswith(f"step:{line_of(step, 1)} np.add.reduce")]
+    assert first == [f"step:{line_of(step, 1)} np.add.reduce [{i}]" for i in range(4)]
+
+
+def test_a_3d_reduction_of_more_than_64_lines_is_refused_with_the_way_out():
+    def step(A):
+        return A.sum(axis=1)
+    with pytest.raises(eagle.CaptureError, match=rf"line {line_of(step, 1)} .*takes 70\): reduce a copy"):
+        eagle.capture(step, np.ones((80, 3, 70)))
+    g = eagle.capture(step, np.ones((80, 3, 5)))     # the other kept axis: 5 lines
+    assert len(g.nodes) == 5
+
+    def moved(A):
+        return np.moveaxis(A, 1, 0).copy().sum(axis=0)
+    A = np.random.default_rng(1).standard_normal((80, 3, 5))
+    g, eager = replay_equals_eager(moved, A)
+    line = line_of(moved, 1)
+    assert g.nodes == [f"moved:{line} copy [{i}]" for i in range(3)] + [f"moved:{line} np.add.reduce"]
+    np.testing.assert_array_equal(g.result, eager, strict=True)
+    np.testing.assert_array_equal(g.result, A.sum(axis=1), strict=True)
 
 
 def test_float_sums_are_the_reduction_nodes_fixed_order():
@@ -449,6 +527,24 @@ def test_ops_folded_before_a_temporary_do_not_shift_where_it_was_made():
     assert buffer_made_at(g, step, 2) == buffer_made_at(g, step, 3)
 
 
+@pytest.mark.parametrize("n", [0, 10])
+def test_temporaries_of_no_elements_replay_as_a_no_op(n):
+    # a 0-length argument, and empty views of a longer one: every temporary has 0 elements
+    # (its pool buffer still holds one, a 0-byte one cannot be viewed as float64)
+    def step(x, y, z):
+        y[...] = np.exp(x) * 2.0 + 1.0
+        t = x[5:5] + 1.0
+        y[3:3] = t * 2.0
+        z[2:2] += x[7:7] * 3.0
+        m = x[4:4] > 0.0
+        return (x * 2.0).sum() + 0.0, np.maximum(x[1:1], 0.5), m
+    x = np.arange(n, dtype=np.float64)
+    g, eager = replay_equals_eager(step, x, np.zeros(n), np.ones(n, np.float32), launches=2)
+    assert min(t.nbytes for t in g.temporaries) == 0
+    for got, want in zip(g.result, eager):
+        np.testing.assert_array_equal(got, want, strict=True)
+
+
 def test_small_temporaries_are_not_reused():
     # a reused buffer orders its new writer after the old one's readers: for the 0-d counts
     # of two tallies that order cost a stage (each count waited for the other's total)
@@ -539,6 +635,26 @@ def test_views_transposes_and_integer_indices():
         v[::2] = m[2, :5][::2]
     m, v = rng_arrays((5, 5), 6)
     replay_equals_eager(step, m, v, launches=2)
+
+
+@pytest.mark.parametrize("line", [
+    "m.T.reshape(-1)", "m.T.ravel()", "m.flatten('F')", "m.T.flatten()", "m.reshape(-1, order='F')",
+    "np.ravel(m, order='F')", "m.T.reshape(2, 6)", "m.T.flatten('A')", "m.T.ravel('K')",
+    "m[::-1, ::2].ravel('K')", "m.T[::-1].flatten('K')", "m.T.copy()", "np.copy(m.T)",
+    "m.copy(order='F')", "m.T.astype(np.float32, order='C')"])
+def test_a_reshape_or_copy_that_copies_replays_in_numpys_order_and_layout(line):
+    # a reshape NumPy makes by copying is a recorded copy (a copy made at capture would never
+    # be updated), in the order the reshape reads the elements; copies keep NumPy's layout
+    def step(m):
+        r = eval(line)
+        return r * 1 if r.ndim == 1 else r
+    m = np.arange(12.0).reshape(3, 4)
+    g = eagle.capture(step, m).build()
+    m *= 3.0              # the values the replay must read
+    g.launch(1)
+    want = step(m)
+    np.testing.assert_array_equal(g.result, want, strict=True)
+    assert g.result.strides == want.strides
 
 
 def test_zeros_like_copy_astype_and_fill():

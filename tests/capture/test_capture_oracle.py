@@ -1,12 +1,14 @@
 """The random-program oracle of capture: hypothesis draws small NumPy programs over
-overlapping views (ufuncs with and without out=, in-place operators, where=, np.where,
-np.clip, casts, exact reductions, assignments between overlapping slices) and checks
-that capturing and replaying a program gives, bit for bit, what calling it eagerly gives.
+overlapping views, empty ones among them (ufuncs with and without out=, in-place operators,
+where=, np.where, np.clip, casts, exact reductions, assignments between overlapping slices)
+and checks that capturing and replaying a program gives, bit for bit, what calling it eagerly
+gives.
 
 Some statements name temporaries (``d = ...``), read again, through other views, or for
 the last time by an op that makes another (which then takes their memory:
 ``eagle.stepcapture.reuse``); the programs' arrays are small, so the pool's threshold for
-reusing a buffer is lifted while they are captured (``small_buffers_reused``)."""
+reusing a buffer is lifted while they are captured (``small_buffers_reused``): every dead
+temporary's buffer is reused, and the order that adds is exercised."""
 import contextlib
 
 import numpy as np
@@ -31,6 +33,9 @@ FLOATS = ["x", "y", "z"]
 def view(draw, length, name=None):
     name = name or draw(st.sampled_from(FLOATS))
     step = draw(st.sampled_from([1, 1, 2, -1]))
+    if length == 0:                  # an empty view: x[5:5], x[5:5:-1], x[5:5:2]
+        a = draw(st.integers(0, N))
+        return f"{name}[{a}:{a}{'' if step == 1 else f':{step}'}]"
     if step == 1:
         a = draw(st.integers(0, N - length))
         return f"{name}[{a}:{a + length}]"
@@ -44,7 +49,7 @@ def view(draw, length, name=None):
 
 @st.composite
 def statement(draw):
-    n = draw(st.integers(1, 6))
+    n = draw(st.integers(0, 6))
     t, u, v = draw(view(n)), draw(view(n)), draw(view(n))
     c = draw(st.sampled_from(["0.5", "-2.0", "3", "1e300", "np.float32(1.5)"]))
     binop = draw(st.sampled_from(["+", "-", "*", "/"]))
@@ -66,7 +71,8 @@ def statement(draw):
         f"{ufunc2}({u}, {v}, out={t})",
         f"{t}[...] = np.where({u} > {v}, {u}, {c})",
         f"{t}[...] = np.clip({u}, -0.5, 0.5)",
-        f"{t} += {u}.max() - np.min({v}) + 0.0",    # + 0.0: a zero tie (above)
+        f"{t} += {u}.max() - np.min({v}) + 0.0" if n else   # + 0.0: a zero tie (above)
+        f"{t} += np.max({u}, initial=-1.0) - {v}.sum()",   # no max of an empty view: NumPy raises
         f"{t}[...] = {u} * {c} + {ufunc1}({v})",
         f"np.add({u}, {v}, out={t}, where={m})",
         f"{w}[...] = {u} * {c}",
@@ -97,13 +103,18 @@ def small_buffers_reused():
         pool.REUSE_MIN_BYTES = saved
 
 
-def run_program(params, lines, start, launches=2):
-    """Capture ``def program(<params>): <lines>`` on copies of ``start`` and replay it
-    ``launches`` times beside as many eager calls: (source, eager arrays, replayed arrays)."""
+def program_of(params, lines):
+    """(source, function) of ``def program(<params>): <lines>``."""
     src = f"def program({', '.join(params)}):\n" + "".join(f"    {ln}\n" for ln in lines)
     env = {"np": np}
     exec(compile(src, "<program>", "exec"), env)
-    program = env["program"]
+    return src, env["program"]
+
+
+def run_program(params, lines, start, launches=2):
+    """Capture ``def program(<params>): <lines>`` on copies of ``start`` and replay it
+    ``launches`` times beside as many eager calls: (source, eager arrays, replayed arrays)."""
+    src, program = program_of(params, lines)
     eager, mine = [a.copy() for a in start], [a.copy() for a in start]
     try:
         with small_buffers_reused():
@@ -148,6 +159,16 @@ def same_bits(a, b):
 @given(st.lists(statement(), min_size=1, max_size=6))
 def test_replay_is_the_eager_call_bit_for_bit(lines):
     assert_replays_as_called(["x", "y", "z", "w", "mask"], *run_eager_and_captured(lines))
+
+
+def test_the_reuse_variant_reuses():
+    lines = ["x[...] = y * 2.0 + np.exp(z)", "y[0:4] = np.where(x[0:4] > z[2:6], x[4:8], 0.5)",
+             "z[3:3] = x[1:1] * 2.0", "z[0:6] = y[0:6] * 3 + np.sin(x[0:6])"]
+    with small_buffers_reused():
+        src, eager, mine = run_eager_and_captured(lines)
+        g = eagle.capture(program_of(["x", "y", "z", "w", "mask"], lines)[1], *[a.copy() for a in mine])
+    assert len({t.buffer for t in g.temporaries}) < len(g.temporaries)
+    assert_replays_as_called("xyz", src, eager, mine)
 
 
 def test_an_in_order_numpy_copy_is_refused():
@@ -232,3 +253,49 @@ def test_a_zero_tie_of_a_float_min_is_either_zero():
     for a, b in zip(eager, mine):
         assert np.array_equal(a, b), src          # the same values (a zero's sign aside)
     assert_replays_as_called("PQ", *run_program(["P", "Q"], [ln.format(" + 0.0") for ln in lines], [P, Q]))
+
+
+# ---- 3-d programs: views of two cubes, any transpose, reductions over any axis ----
+
+S = 4
+
+
+@st.composite
+def view3(draw, dims, name=None):
+    name = name or draw(st.sampled_from(["A", "B"]))
+    perm = draw(st.permutations(range(3)))
+    starts = [draw(st.integers(0, S - d)) for d in dims]
+    steps = [draw(st.sampled_from([1, 1, -1])) for _ in dims]
+    key = ", ".join(f"{a}:{a + d}" if s == 1 else f"{a + d - 1}:{'' if a == 0 else a - 1}:-1"
+                    for a, d, s in zip(starts, dims, steps))
+    return f"{name}.transpose({', '.join(map(str, perm))})[{key}]"
+
+
+@st.composite
+def statement3(draw):
+    dims = [draw(st.integers(1, S)) for _ in range(3)]
+    t, u, v = draw(view3(dims)), draw(view3(dims)), draw(view3(dims))
+    ax = draw(st.sampled_from(["0", "1", "2", "(0, 2)", "(1, 2)"]))
+    one = draw(st.sampled_from(["0", "1", "2"]))
+    op = draw(st.sampled_from(["+", "-", "*"]))
+    kind = draw(st.integers(0, 5))
+    return [
+        f"{t}[...] = {u} {op} {v} * 0.5",
+        f"{t} += {u}.max(axis={ax}, keepdims=True) + 0.0",           # + 0.0: a zero tie (above)
+        f"{t} -= np.min({u}, axis={ax}, keepdims=True) + 0.0",
+        # a sum of up to 4 terms: NumPy adds them one after another along any axis, as the node
+        f"{t}[...] = {u}.sum(axis={one}, keepdims=True) {op} {v}",
+        f"{t}[...] = np.where({u} > {v}, {u}.max(axis={ax}, keepdims=True) + 0.0, {v})",
+        f"{t} *= ({u}.min(axis={one}, keepdims=True) > 0) + 0.5",
+    ][kind]
+
+
+def run_3d(lines, launches=2):
+    r = np.random.default_rng(len("".join(lines)))
+    return run_program(["A", "B"], lines, [r.standard_normal((S, S, S)), r.standard_normal((S, S, S))], launches)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(statement3(), min_size=1, max_size=4))
+def test_3d_programs_replay_as_called(lines):
+    assert_replays_as_called("AB", *run_3d(lines))

@@ -239,3 +239,44 @@ def test_an_overwrite_by_a_loop_outside_the_compiled_set_keeps_the_store():
         np.sin(ref[0][2:], out=ref[2])
     for got, want in zip((A, B, t), ref):
         assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("case", ["mask reads the view", "masked write of the view"])
+def test_a_where_mask_counts_as_a_read_and_a_masked_write_kills_no_store(case):
+    # m, written by a compiled segment, is read next only as a where= mask (a view of its
+    # bytes as bool), then overwritten whole: the mask must see the segment's values. A later
+    # masked write of the segment's own output leaves its values where the mask is False.
+    n = 100
+    a = np.linspace(-1.0, 1.0, n)
+    b = np.cos(np.arange(n, dtype=np.float64))
+    src = (np.arange(n) % 3 == 0).astype(np.uint8)
+    one, zero = np.ones(n, np.uint8), np.zeros(n, np.uint8)
+    m, z, out = np.zeros(n, np.uint8), np.zeros(n), np.zeros(n)
+    mask = a > 0
+    g = eagle.Graph()
+    if case == "mask reads the view":
+        g.add_node(ufunc(np.add, src, zero, out=m))
+        g.add_node(ufunc(np.multiply, m, one, out=m))
+        g.add_node(ufunc(np.add, a, 1.0, out=z, where=m.view(bool)))
+        g.add_node(ufunc(np.add, zero, zero, out=m))
+    else:
+        g.add_node(ufunc(np.add, a, b, out=out))
+        g.add_node(ufunc(np.multiply, out, b, out=out))
+        g.add_node(ufunc(np.subtract, a, b, out=out, where=mask))
+    g = g.build(cpu=ON)
+    assert any("compiled" in n for n in fused_notes(g)), fused_notes(g)
+    assert not any("skipped" in n for n in fused_notes(g)), fused_notes(g)
+    g.launch(2)
+    rm, rz, rout = np.zeros(n, np.uint8), np.zeros(n), np.zeros(n)
+    for _ in range(2):
+        if case == "mask reads the view":
+            np.add(src, zero, out=rm)
+            np.multiply(rm, one, out=rm)
+            np.add(a, 1.0, out=rz, where=rm.view(bool))
+            np.add(zero, zero, out=rm)
+        else:
+            np.add(a, b, out=rout)
+            np.multiply(rout, b, out=rout)
+            np.subtract(a, b, out=rout, where=mask)
+    for got, want in ((m, rm), (z, rz), (out, rout)):
+        assert got.tobytes() == want.tobytes(), case

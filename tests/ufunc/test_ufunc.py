@@ -280,6 +280,36 @@ def test_strided_1d_views(threads):
     np.testing.assert_array_equal(rev, -buf[::-2])
 
 
+@pytest.mark.parametrize("uf", [np.exp, np.log, np.sin, np.tanh, np.add])
+@pytest.mark.parametrize("views", ["x[::-1] -> y[::-1]", "x[::-2] -> y[::-1]", "in place x[::-1]",
+                                   "m[:, ::-1] -> n[:, ::-1]", "m[::-1, -2:0:-2] -> n[::-1, -2:0:-2]"])
+def test_operands_all_stepping_backwards_give_numpys_bits(uf, views, threads):
+    # NumPy's iterator runs an axis every operand steps backwards forwards: its float64 exp
+    # and log loops take another code path (other last bits) for a negative step
+    threads(2)
+    r = np.random.default_rng(5)
+    x, y = np.abs(r.standard_normal(4000)) * 9 + 0.1, np.zeros(4000)
+    m, n = np.abs(r.standard_normal((200, 40))) * 9 + 0.1, np.zeros((200, 40))
+    pick = {"x[::-1] -> y[::-1]": lambda x, y, m, n: (x[::-1], y[::-1]),
+            "x[::-2] -> y[::-1]": lambda x, y, m, n: (x[::-2], y[:2000][::-1]),
+            "in place x[::-1]": lambda x, y, m, n: (x[::-1], x[::-1]),
+            "m[:, ::-1] -> n[:, ::-1]": lambda x, y, m, n: (m[:, ::-1], n[:, ::-1]),
+            "m[::-1, -2:0:-2] -> n[::-1, -2:0:-2]": lambda x, y, m, n: (m[::-1, -2:0:-2], n[::-1, -2:0:-2])}[views]
+    want = [a.copy() for a in (x, y, m, n)]
+    src, dst = pick(x, y, m, n)
+    args = (src, 0.25) if uf is np.add else (src,)
+    g = run(ufunc(uf, *args, out=dst), teams="parallel")
+    wsrc, wdst = pick(*want)
+    uf(*((wsrc, 0.25) if uf is np.add else (wsrc,)), out=wdst)
+    for got, w in zip((x, y, m, n), want):
+        assert got.tobytes() == w.tobytes(), views
+    if views != "in place x[::-1]":
+        g.set_logical_size(7)       # the first 7 samples of the views, as before
+        dst[...] = 0.0
+        g.launch(1)
+        assert dst[:7].tobytes() == wdst[:7].tobytes() and not dst[7:].any()
+
+
 def test_nd_rows_packed_and_unpacked(threads):
     threads(2)
     a = np.arange(60.0).reshape(10, 6)
