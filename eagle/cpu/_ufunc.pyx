@@ -273,13 +273,18 @@ cdef struct layout:
     int mask_direct
     npy_intp mask_sample_stride
     npy_intp mask_step
-    # a masked add, subtract, multiply or divide of float64 / float32 (FUSED_*): its
-    # blended blocks compute and select in one pass (eagle_masked_arith), not the loop
-    # into the scratch and a select after it
+    # a masked add, subtract, multiply or divide (eagle_masked_arith's op code): it runs
+    # in one pass over chunks of the mask, not block by block through the loop
     int fused_op
     # blocks of the masked loop run whole and blended, and run by runs of set elements
     long blocks_blended
     long blocks_by_runs
+    # chunks of a fused op skipped (all unset), computed whole (all set), selected
+    # (scattered), computed run by run (few runs)
+    long chunks_skipped
+    long chunks_whole
+    long chunks_mixed
+    long chunks_runs
     iter_slot *iters
     int n_iters
     # room in iters: one per thread of the largest team eagle makes (eagle.max_threads())
@@ -382,26 +387,8 @@ cdef extern from *:
     """
     #include <stdint.h>
     #include <string.h>
-    /* A block's contiguous mask: *count its set bytes, *runs its runs of set bytes
-     * (set bytes after an unset one or at the start). Branch-free, in 16-bit
-     * counters over stretches they cannot overflow: vectorised on bytes. */
-    static inline void eagle_mask_counts(const unsigned char *m, intptr_t n, intptr_t *count,
-                                         intptr_t *runs)
-    {
-        intptr_t c = 0, r = n > 0 && m[0] != 0;
-        for (intptr_t j0 = 0; j0 < n; j0 += 4080) {
-            const intptr_t e = j0 + 4080 < n ? j0 + 4080 : n;
-            uint16_t cc = 0, rr = 0;
-            for (intptr_t j = j0; j < e; ++j)
-                cc += m[j] != 0;
-            for (intptr_t j = j0 ? j0 : 1; j < e; ++j)
-                rr += (m[j] != 0) & (m[j - 1] == 0);
-            c += cc;
-            r += rr;
-        }
-        *count = c;
-        *runs = r;
-    }
+    #include "mask_scan.h"
+    #include "masked_arith.h"
     /* d[j] = m[j] ? s[j] : d[j], j < n, contiguous: an unset element is written back
      * as it was (a select, vectorised; a random mask would mispredict every other branch) */
     #define EAGLE_SELECT(name, T) \
@@ -414,78 +401,16 @@ cdef extern from *:
     EAGLE_SELECT(eagle_select_4, uint32_t)
     EAGLE_SELECT(eagle_select_2, uint16_t)
     EAGLE_SELECT(eagle_select_1, uint8_t)
-    /* d[j] = m[j] ? a[j] OP b[j] : d[j] for j < n, a and b contiguous or one of them a
-     * scalar (step 0), d and m contiguous: one pass, as the unmasked loop's (a blend after
-     * the loop into a scratch was a second pass over the outputs: 1.6-2x an unmasked add).
-     * IEEE +, -, *, / of the operands' type: NumPy's loop's results, bit for bit. d may be
-     * a or b (in place), never a partial overlap (the node refuses one). */
-    #include "simd_clones.h"
-    /* the select on the bits (a select of doubles on byte flags is left scalar by GCC 12) */
-    #define EAGLE_PICK(T, U, v, o, f) do { U vi_, oi_; const U k_ = (U)0 - (U)((f) != 0); \
-        memcpy(&vi_, &(v), sizeof vi_); memcpy(&oi_, &(o), sizeof oi_); oi_ = (vi_ & k_) | (oi_ & ~k_); \
-        memcpy(&(o), &oi_, sizeof oi_); } while (0)
-    /* A chunk of the mask, its bytes ORed and ANDed in one pass: 0 none set, 1 some, 2 all
-     * (vectorised on bytes; a chunk this size is a few vector loads). */
-    #define EAGLE_MASK_CHUNK 256
-    static inline int eagle_mask_kind(const unsigned char *restrict m, intptr_t n)
-    {
-        unsigned char any = 0, all = 1;
-        for (intptr_t j = 0; j < n; ++j) {
-            any |= m[j];
-            all &= m[j] != 0;
-        }
-        return all ? 2 : any != 0;
-    }
-    /* d = a OP b over [lo, hi) of chunk k, straight (every mask byte set) or selected */
-    #define EAGLE_ARITH_CHUNK(T, U, OP, AJ, BJ) do { \
-        if (kind == 2) { \
-            _Pragma("GCC ivdep") for (intptr_t j = lo; j < hi; ++j) d[j] = (AJ) OP (BJ); \
-        } else { \
-            _Pragma("GCC ivdep") for (intptr_t j = lo; j < hi; ++j) { \
-                const T v = (AJ) OP (BJ); T o = d[j]; EAGLE_PICK(T, U, v, o, m[j]); d[j] = o; } \
-        } } while (0)
-    /* One pass over the mask and the operands, EAGLE_MASK_CHUNK elements at a time: a chunk
-     * with no set byte is skipped, one with every byte set stored straight, the others
-     * selected element by element. No counting pass before it: the counts cost a sixth of
-     * an unmasked add over the same elements. */
-    #define EAGLE_MASKED_ARITH(name, T, U, OP) \
-    EAGLE_SIMD_CLONES static void name(T *d, const T *a, int sa, const T *b, int sb, \
-                                       const unsigned char *restrict m, intptr_t n) \
-    { const T x = a[0], y = b[0]; \
-      for (intptr_t lo = 0; lo < n; lo += EAGLE_MASK_CHUNK) { \
-          const intptr_t hi = lo + EAGLE_MASK_CHUNK < n ? lo + EAGLE_MASK_CHUNK : n; \
-          const int kind = eagle_mask_kind(m + lo, hi - lo); \
-          if (kind == 0) continue; \
-          if (sa && sb) EAGLE_ARITH_CHUNK(T, U, OP, a[j], b[j]); \
-          else if (sa) EAGLE_ARITH_CHUNK(T, U, OP, a[j], y); \
-          else EAGLE_ARITH_CHUNK(T, U, OP, x, b[j]); } }
-    EAGLE_MASKED_ARITH(eagle_masked_add_f64, double, uint64_t, +)
-    EAGLE_MASKED_ARITH(eagle_masked_sub_f64, double, uint64_t, -)
-    EAGLE_MASKED_ARITH(eagle_masked_mul_f64, double, uint64_t, *)
-    EAGLE_MASKED_ARITH(eagle_masked_div_f64, double, uint64_t, /)
-    EAGLE_MASKED_ARITH(eagle_masked_add_f32, float, uint32_t, +)
-    EAGLE_MASKED_ARITH(eagle_masked_sub_f32, float, uint32_t, -)
-    EAGLE_MASKED_ARITH(eagle_masked_mul_f32, float, uint32_t, *)
-    EAGLE_MASKED_ARITH(eagle_masked_div_f32, float, uint32_t, /)
-    /* op: 1 add, 2 subtract, 3 multiply, 4 divide, + 4 for float32 */
-    static void eagle_masked_arith(int op, char *d, const char *a, int sa, const char *b, int sb,
-                                   const unsigned char *m, intptr_t n)
-    {
-        switch (op) {
-        case 1: eagle_masked_add_f64((double *)d, (const double *)a, sa, (const double *)b, sb, m, n); break;
-        case 2: eagle_masked_sub_f64((double *)d, (const double *)a, sa, (const double *)b, sb, m, n); break;
-        case 3: eagle_masked_mul_f64((double *)d, (const double *)a, sa, (const double *)b, sb, m, n); break;
-        case 4: eagle_masked_div_f64((double *)d, (const double *)a, sa, (const double *)b, sb, m, n); break;
-        case 5: eagle_masked_add_f32((float *)d, (const float *)a, sa, (const float *)b, sb, m, n); break;
-        case 6: eagle_masked_sub_f32((float *)d, (const float *)a, sa, (const float *)b, sb, m, n); break;
-        case 7: eagle_masked_mul_f32((float *)d, (const float *)a, sa, (const float *)b, sb, m, n); break;
-        default: eagle_masked_div_f32((float *)d, (const float *)a, sa, (const float *)b, sb, m, n); break;
-        }
-    }
     """
-    void eagle_masked_arith(int op, char *d, const char *a, int sa, const char *b, int sb,
-                            const unsigned char *m, Py_ssize_t n) nogil
+    ctypedef struct eagle_mask_tally:
+        Py_ssize_t skipped
+        Py_ssize_t whole
+        Py_ssize_t mixed
+        Py_ssize_t runs
+    int eagle_masked_arith(int op, char *d, const char *a, int sa, const char *b, int sb,
+                           const unsigned char *m, Py_ssize_t n, eagle_mask_tally *t) nogil
     void eagle_mask_counts(const unsigned char *m, Py_ssize_t n, Py_ssize_t *count, Py_ssize_t *runs) nogil
+    Py_ssize_t eagle_mask_find(const unsigned char *m, Py_ssize_t i, Py_ssize_t n, int set) nogil
     void eagle_select_8(void *d, const void *s, const unsigned char *m, Py_ssize_t n) nogil
     void eagle_select_4(void *d, const void *s, const unsigned char *m, Py_ssize_t n) nogil
     void eagle_select_2(void *d, const void *s, const unsigned char *m, Py_ssize_t n) nogil
@@ -515,16 +440,22 @@ cdef inline void _copy_set(char *dst, npy_intp dstride, const char *src, npy_int
 
 cdef int _runs_loop(layout *L, char **ptrs, const npy_intp *strides, const char *mask, npy_intp mstride,
                     npy_intp n) noexcept nogil:
-    """NumPy's masked loop: the loop over each run of set mask elements of [0, n)."""
+    """NumPy's masked loop: the loop over each run of set mask elements of [0, n) (a
+    contiguous mask scanned eight bytes a step)."""
     cdef char *args[MAX_ARGS]
+    cdef const unsigned char *um = <const unsigned char *>mask
     cdef npy_intp i = 0, j, n_run
     cdef int k, rc = 0
     while i < n and rc >= 0:
-        while i < n and mask[i * mstride] == 0:
-            i += 1
-        j = i
-        while j < n and mask[j * mstride] != 0:
-            j += 1
+        if mstride == 1:
+            i = eagle_mask_find(um, i, n, 1)
+            j = eagle_mask_find(um, i, n, 0)
+        else:
+            while i < n and mask[i * mstride] == 0:
+                i += 1
+            j = i
+            while j < n and mask[j * mstride] != 0:
+                j += 1
         if j > i:
             for k in range(L.nargs):
                 args[k] = ptrs[k] + i * strides[k]
@@ -545,11 +476,12 @@ cdef inline bint _fused_fits(layout *L, const npy_intp *strides, npy_intp mstrid
 cdef int _masked_run(layout *L, char **ptrs, const npy_intp *strides, const char *mask,
                      npy_intp mstride, npy_intp n, PyThreadState *ts) noexcept nogil:
     """The loop over elements [0, n) of the operands (``ptrs``, ``strides``) where the mask
-    is set, block by block: a block all set runs the loop on the operands; a sparse block
-    (few runs of set elements, RUNS_CALL) runs it once per run, as NumPy does; a denser or
-    more fragmented one runs it
-    over the whole block into a scratch, then copies the set elements to the outputs
-    (every input is read before an output is written: exact in-place stays exact).
+    is set. A fused op (an add, subtract, multiply or divide on contiguous operands) runs
+    in one pass, chunk by chunk (eagle_masked_arith). Any other loop runs block by block:
+    a block all set runs the loop on the operands; a sparse block (few runs of set
+    elements, RUNS_CALL) runs it once per run, as NumPy does; a denser or more fragmented
+    one runs it over the whole block into a scratch, then copies the set elements to the
+    outputs (every input is read before an output is written: exact in-place stays exact).
     Elements where the mask is not set keep their values. A loop that reports an error
     on a whole block (it may on an element the mask leaves out: an integer power's
     negative exponent) runs that block again by runs, so only set elements' errors count."""
@@ -560,19 +492,19 @@ cdef int _masked_run(layout *L, char **ptrs, const npy_intp *strides, const char
     cdef int k, rc = 0
     cdef long blended = 0, by_runs = 0
     cdef const unsigned char *bm
-    cdef bint fused = L.fused_op and _fused_fits(L, strides, mstride)
+    cdef eagle_mask_tally tally
+    if L.fused_op and _fused_fits(L, strides, mstride):
+        tally.skipped = tally.whole = tally.mixed = tally.runs = 0
+        if eagle_masked_arith(L.fused_op, ptrs[2], ptrs[0], strides[0] != 0, ptrs[1], strides[1] != 0,
+                              <const unsigned char *>mask, n, &tally) == 0:
+            eagle_add_long(&L.chunks_skipped, tally.skipped)
+            eagle_add_long(&L.chunks_whole, tally.whole)
+            eagle_add_long(&L.chunks_mixed, tally.mixed)
+            eagle_add_long(&L.chunks_runs, tally.runs)
+            return 0
     while b < n and rc >= 0:
         m = min(L.mask_block, n - b)
         bm = <const unsigned char *>mask + b * mstride
-        if fused and not eagle_error_pending(ts):
-            # one pass, chunk by chunk (skipped, stored straight or selected): no counts
-            for k in range(L.nargs):
-                args[k] = ptrs[k] + b * strides[k]
-            blended += 1
-            eagle_masked_arith(L.fused_op, args[2], args[0], strides[0] != 0, args[1], strides[1] != 0,
-                               bm, m)
-            b += m
-            continue
         count = 0
         runs = 0
         if mstride == 0:
@@ -944,15 +876,25 @@ cdef class UfuncLoop:
         mask's density chose, block by block."""
         return eagle_load_long(&self.L.blocks_blended), eagle_load_long(&self.L.blocks_by_runs)
 
+    @property
+    def masked_chunks(self):
+        """(chunks skipped, computed whole, selected element by element, computed run by
+        run) so far by a fused op's one pass (see run_masked_direct): what the mask's
+        chunks of 256 elements held (none set, all set, scattered, few runs)."""
+        return (eagle_load_long(&self.L.chunks_skipped), eagle_load_long(&self.L.chunks_whole),
+                eagle_load_long(&self.L.chunks_mixed), eagle_load_long(&self.L.chunks_runs))
+
     def run_masked_direct(self, int nin, list out_items, int where_slot, npy_intp mask_sample_stride,
                           npy_intp mask_step, int fused_op=0):
         """Run the loop under a mask on the arrays themselves (no operand needs a cast, the
         layout runs flat, see _masked_run): ``out_items`` the outputs' element bytes, the
         mask read from data[where_slot], ``mask_sample_stride`` bytes a sample, ``mask_step``
         bytes an element (0 for a 0-d mask). ``fused_op``: the loop is NumPy's add (1),
-        subtract (2), multiply (3) or divide (4) of float64, + 4 of float32, which the
-        blended blocks compute and select in one pass."""
-        if not 0 <= fused_op <= 8 or (fused_op and (nin != 2 or self.L.nargs != 3)):
+        subtract (2), multiply (3) or divide (4) of float64, + 4 of float32, + 8 of 64-bit
+        integers, + 12 of 32-bit integers (no integer divide), which runs in one pass over
+        the mask where the operands are contiguous (eagle_masked_arith)."""
+        if not (0 <= fused_op <= 8 or (9 <= fused_op <= 15 and fused_op % 4 != 0)) or \
+                (fused_op and (nin != 2 or self.L.nargs != 3)):
             raise ValueError(f"a fused masked loop is a binary add, subtract, multiply or divide, got {fused_op}")
         self.L.fused_op = fused_op
         self._set_outputs(nin, out_items)

@@ -37,9 +37,11 @@ dense and fragmented (a random half), the loop runs over the whole block into a
 scratch and the set elements are copied out, which costs about the unmasked loop
 (NumPy's per-run calls cost several times that). Without a cast the masked loop
 runs on the arrays themselves (``run_masked_direct``), with one through the
-iterator; there a float64 or float32 add, subtract, multiply or divide computes
-and selects a fragmented block in one pass (``_fused_op``: the copy-out after a
-loop that cheap was a second pass over the outputs), NumPy's results bit for bit.
+iterator; there a float64 or float32 add, subtract, multiply or divide (and an
+integer add, subtract or multiply) runs in one pass over the mask, chunk by chunk
+(``_fused_op``: an unset chunk skipped, a set one computed, a mixed one computed
+and selected; a copy-out after a loop that cheap would be a second pass), NumPy's
+results bit for bit.
 
 Floating-point errors are not reported: eagle does not consult
 ``np.errstate``; results are NumPy's under ``np.errstate(all="ignore")``.
@@ -294,15 +296,20 @@ _FUSED_OPS = {np.add: 1, np.subtract: 2, np.multiply: 3, np.divide: 4}
 
 
 def _fused_op(uf, loop_dtypes, layout):
-    """The fused masked loop of a float64 or float32 add, subtract, multiply or divide (its
-    code for UfuncLoop.run_masked_direct), 0 for any other loop: computed and selected in
-    one pass, with NumPy's results bit for bit (IEEE arithmetic, one rounding)."""
+    """The fused masked loop of an add, subtract, multiply or divide of float64 or float32,
+    or an add, subtract or multiply of 64- or 32-bit integers (its code for
+    UfuncLoop.run_masked_direct), 0 for any other loop: computed and selected in one pass,
+    with NumPy's results bit for bit (IEEE arithmetic, one rounding; integers wrap)."""
     if uf not in _FUSED_OPS or layout["core_dims"] or len(set(loop_dtypes)) != 1:
         return 0
     kind = np.dtype(loop_dtypes[0])
     if kind == np.float64:
         return _FUSED_OPS[uf]
-    return _FUSED_OPS[uf] + 4 if kind == np.float32 else 0
+    if kind == np.float32:
+        return _FUSED_OPS[uf] + 4
+    if kind.kind in "iu" and kind.itemsize in (8, 4) and uf is not np.divide:
+        return _FUSED_OPS[uf] + (8 if kind.itemsize == 8 else 12)
+    return 0
 
 
 def _flat_mask_steps(view, row_len):
