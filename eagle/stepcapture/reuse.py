@@ -197,13 +197,7 @@ def _move(session, mem, t, d):
         op.ins, op.outs = [swap(p) for p in op.ins], [swap(p) for p in op.outs]
         op.where = None if op.where is None else swap(op.where)
         changed.append((op, old))
-    try:
-        for op, _ in changed:
-            op.make(session)
-    except (TypeError, ValueError):
-        for op, (ins, outs, where) in changed:
-            op.ins, op.outs, op.where = ins, outs, where
-            op.make(session)
+    if not session.remake_ops(changed):
         return False
     for acc in mem.of[t.name]:
         mem.by_buffer[acc.buffer].remove(acc)

@@ -785,6 +785,15 @@ class Session:
             op.where = None if op.where is None else swap(op.where)
             if (op.ins, op.outs, op.where) != old:
                 changed.append((op, old))
+        if not self.remake_ops(changed):
+            return False
+        self.pool.forget(t.label)
+        return True
+
+    def remake_ops(self, changed):
+        """Make the nodes of ops whose operands were changed again; if one refuses, give
+        every op of ``changed`` ([(op, (ins, outs, where) before)]) back its operands and
+        node, and return False."""
         try:
             for op, _ in changed:
                 op.make(self)
@@ -793,7 +802,6 @@ class Session:
                 op.ins, op.outs, op.where = ins, outs, where
                 op.make(self)
             return False
-        self.pool.forget(t.label)
         return True
 
     def fill(self, view, value, mask):

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import cuda_headers
+import shim_table
 
 ROOT = Path(__file__).resolve().parents[2]
 INCLUDE = ROOT / "csrc" / "include"
@@ -85,11 +86,7 @@ template <class R, class... A> struct NN<R (*)(A...)> {
 def _entries():
     """[(field, symbol, abi, eagle type)] of the shim's entry table."""
     src = SHIM_IMPL.read_text()
-    table = src[src.index("typedef struct eagle_cuda_table {"):src.index("} eagle_cuda_table;")]
-    field_type = {}
-    for t, fields in re.findall(r"^\s*(eagle_cu_\w+) ([\w, ]+);", table, re.M):
-        for f in fields.split(","):
-            field_type[f.strip()] = t
+    field_type = shim_table.field_types(src)
     rows = re.findall(r'EAGLE_E\((\w+), "(\w+)", \d+, \d+, (\d+), [01]\)', src)
     assert len(rows) > 40, "the shim's entry table was not found"
     assert len(rows) == len(re.findall(r"^\s*EAGLE_E\(", src, re.M)), "an entry the check cannot read"

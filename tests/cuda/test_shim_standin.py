@@ -25,6 +25,7 @@ import pytest
 from eagle.cuda import _graph, _memory, _retune, _stream
 
 import cuda_headers
+import shim_table
 from fake_cuda import DeviceArray, kernel, library_kernel
 from fake_cuda_build import DOUBLES_CFLAGS, build_fake_libcuda
 from programs import program_env
@@ -193,11 +194,7 @@ def _eagle_entries():
     import re
     src = SHIM_IMPL.read_text()
     types = {t: _arity(a) for t, a in re.findall(r"typedef int \(\*(eagle_cu_\w+)\)\((.*?)\);", src, re.S)}
-    table = src[src.index("typedef struct eagle_cuda_table {"):src.index("} eagle_cuda_table;")]
-    field_type = {}
-    for t, fields in re.findall(r"^\s*(eagle_cu_\w+) ([\w, ]+);", table, re.M):
-        for f in fields.split(","):
-            field_type[f.strip()] = t
+    field_type = shim_table.field_types(src)
     rows = re.findall(r'EAGLE_E\((\w+), "(\w+)", (\d+), (\d+), (?:(\d+), )?[01]\)', src)
     assert len(rows) > 40, "the shim's entry table was not found"
     return [(f, n, int(lo), int(hi), int(abi or 0), types[field_type[f]]) for f, n, lo, hi, abi in rows]
