@@ -299,8 +299,10 @@ def statement3(draw):
         f"{t}[...] = {u} {op} {v} * 0.5",
         f"{t} += {u}.max(axis={ax}, keepdims=True) + 0.0",           # + 0.0: a zero tie (above)
         f"{t} -= np.min({u}, axis={ax}, keepdims=True) + 0.0",
-        # a sum of up to 4 terms: NumPy adds them one after another along any axis, as the node
-        f"{t}[...] = {u}.sum(axis={one}, keepdims=True) {op} {v}",
+        # a sum of whole numbers: exact in any order (NumPy adds a reduced inner axis as its first
+        # element plus the sum of the others, an outer one element after element: a float sum's
+        # last bit is not compared, see test_float_sums_are_the_reduction_nodes_fixed_order)
+        f"{t}[...] = np.floor({u} * 8.0).sum(axis={ax}, keepdims=True) {op} {v}",
         f"{t}[...] = np.where({u} > {v}, {u}.max(axis={ax}, keepdims=True) + 0.0, {v})",
         f"{t} *= ({u}.min(axis={one}, keepdims=True) > 0) + 0.5",
     ][kind]
