@@ -424,8 +424,8 @@ def _elementwise_layout(uf, ins, outs):
     n = shape[0]
     sample_strides = [op.array.strides[0] if op.is_array and op.array.ndim else 0 for op in ops]
     if not row:
-        return dict(sample_strides=sample_strides, steps=list(sample_strides), per_sample=False,
-                    row_len=1, core_dims=[], core_steps=[], shape=shape)
+        return dict(sample_strides=sample_strides, steps=_numpys_1d_steps(ins, outs, sample_strides, n),
+                    per_sample=False, row_len=1, core_dims=[], core_steps=[], shape=shape)
     contiguous = all(_row_contiguous(row, op.array.strides[1:], op.array.itemsize) for op in shaped)
     packed = contiguous and (n <= 1 or all(op.array.strides[0] == row_len * op.array.itemsize
                                            for op in shaped))
@@ -440,6 +440,18 @@ def _elementwise_layout(uf, ins, outs):
     return dict(sample_strides=sample_strides, steps=[s[-1] for s in strides], per_sample=True,
                 row_len=row_len, core_dims=[], core_steps=[], shape=shape,
                 inner_len=dims[-1], outer_dims=dims[:-1], outer_strides=[list(s[:-1]) for s in strides])
+
+
+def _numpys_1d_steps(ins, outs, strides, n):
+    """The steps NumPy's own call hands the loop over these 1-d operands (a loop may take
+    another code path for other steps, with other last bits: NumPy's float64 exp and log).
+    One output of positive steps, no smaller than its items: NumPy's trivial loop, the
+    operands' own steps. Otherwise NumPy's iterator: one element has steps 0, and an axis
+    every operand steps backwards is turned around (``_backwards``)."""
+    o = outs[0].array
+    if len(outs) == 1 and o.strides[0] >= o.itemsize:
+        return list(strides)
+    return [0] * len(strides) if n == 1 else list(strides)
 
 
 def _backwards(layout) -> bool:

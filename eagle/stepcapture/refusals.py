@@ -8,7 +8,8 @@ from __future__ import annotations
 from eagle.stepcapture.source import user_site
 
 __all__ = ["CaptureError", "refuse", "CONTROL_FLOW", "VALUE_READ", "NO_FORM", "GENERATOR", "ESCAPE",
-           "UNSAFE_CAST", "WRITE_OUTSIDE", "FANCY_INDEX", "NOT_AN_ARRAY_RESULT", "ELEMENT_ORDER"]
+           "UNSAFE_CAST", "WRITE_OUTSIDE", "FANCY_INDEX", "NOT_AN_ARRAY_RESULT", "ELEMENT_ORDER",
+           "OVERLAP_STEPS"]
 
 
 class CaptureError(TypeError):
@@ -45,6 +46,10 @@ ELEMENT_ORDER = ("{what}: the source overlaps the target with another step, and 
                  "1-d assignment element by element, in order, without a buffer: its result depends on "
                  "that order, which a node split across threads does not keep; copy the source first "
                  "({what_fixed})")
+OVERLAP_STEPS = ("{what}: the input {name} overlaps the output other than element for element; NumPy "
+                 "runs {what}'s loop over the overlapping views where their order allows it, which takes "
+                 "its scalar code path, a node runs it over a copy, which may take its vector path: the "
+                 "last bits differ; copy the input first ({name}.copy())")
 NOT_AN_ARRAY_RESULT = ("the step returned {what}; a captured step returns nothing, an array, or a tuple "
                        "of arrays (the graph's result, g.result)")
 

@@ -33,9 +33,9 @@ from eagle.record.ufunc_operands import weak_dtype
 from eagle.stepcapture import functions
 from eagle.stepcapture.device import DeviceMemory, device_operands, refuse_opaque
 from eagle.stepcapture.pool import TemporaryPool
+from eagle.stepcapture.refusals import (ELEMENT_ORDER, ESCAPE, FANCY_INDEX, NO_FORM, OVERLAP_STEPS,
+                                        UNSAFE_CAST, WRITE_OUTSIDE, CaptureError, refuse)
 from eagle.stepcapture.reuse import reuse_dying_operands
-from eagle.stepcapture.refusals import (ELEMENT_ORDER, ESCAPE, FANCY_INDEX, NO_FORM, UNSAFE_CAST,
-                                        WRITE_OUTSIDE, CaptureError, refuse)
 from eagle.stepcapture.source import user_site
 from eagle.stepcapture.standin import StandIn, index_label
 
@@ -129,6 +129,49 @@ def _one_run(a) -> bool:
             return False
         expect = st * n
     return True
+
+
+#: ufuncs whose loops give the same bits whatever the steps they are handed: exact or
+#: correctly rounded operations. NumPy's exp, log, power, arctan, cbrt... take a vector code
+#: path (SVML, AVX-512) for contiguous operands and another for strided ones, with other last
+#: bits: capture hands them the steps the eager call would
+_STEPS_FREE = frozenset([
+    np.add, np.subtract, np.multiply, np.true_divide, np.floor_divide, np.negative, np.positive,
+    np.absolute, np.fabs, np.square, np.sqrt, np.reciprocal, np.maximum, np.minimum, np.fmax, np.fmin,
+    np.copysign, np.floor, np.ceil, np.trunc, np.rint, np.sign, np.less, np.less_equal, np.greater,
+    np.greater_equal, np.equal, np.not_equal, np.logical_and, np.logical_or, np.logical_xor,
+    np.logical_not, np.bitwise_and, np.bitwise_or, np.bitwise_xor, np.invert, np.left_shift,
+    np.right_shift, np.isnan, np.isinf, np.conjugate, np.remainder, np.fmod, np.heaviside,
+    np._core.umath.clip])
+
+
+def _steps_free(uf, a, b) -> bool:
+    """Whether ``uf``'s node may run over ``b`` where the eager call runs over ``a``: the
+    same steps, or a loop whose bits do not depend on them (``_STEPS_FREE``)."""
+    return uf in _STEPS_FREE or a.strides == b.strides
+
+
+def _copy_is_numpys(a, out_ops) -> bool:
+    """Whether a loop over a copy of the input ``a`` (1-d) into the one output is handed the
+    steps NumPy's own call hands it: NumPy copies the output (a contiguous temporary) where it
+    does not run in place (``_numpy_runs_in_place``) and reads the input as it is, so both
+    must be contiguous."""
+    if len(out_ops) != 1:
+        return False
+    o = out_ops[0][1]
+    return (o.ndim == 1 and a.ndim == 1 and o.strides[0] == o.itemsize and a.strides[0] == a.itemsize
+            and not _numpy_runs_in_place(a, o))
+
+
+def _numpy_runs_in_place(a, o) -> bool:
+    """Whether NumPy runs a one-output ufunc over ``a`` into ``o``, 1-d views that overlap,
+    without a copy: its trivial loop, where ``a`` steps ahead of ``o`` (each element read
+    before it is written: PyArray_EQUIVALENTLY_ITERABLE_OVERLAP_OK)."""
+    if a.ndim != 1 or o.ndim != 1 or a.shape != o.shape or o.strides[0] < o.itemsize:
+        return False
+    pa, po = a.__array_interface__["data"][0], o.__array_interface__["data"][0]
+    sa, so = a.strides[0], o.strides[0]
+    return (sa >= so and pa >= po) if sa > 0 else (sa <= so and pa <= po) if sa < 0 else False
 
 
 def _read_order(x, order):
@@ -404,7 +447,7 @@ class Session:
         if uf.signature is None:
             shape = result[0].shape      # inputs broadcast to the output's shape, as NumPy's
         out_ops = [self._writable(o, f"{what}(..., out=...)") for o in result]
-        ins = [self._input(x, out_ops, shape if uf.signature is None else None) for x in inputs]
+        ins = [self._input(x, out_ops, shape if uf.signature is None else None, uf) for x in inputs]
         mask = None
         if isinstance(where, np.ndarray):
             mask = self._input(where, out_ops, shape)
@@ -534,13 +577,19 @@ class Session:
                 return x
         return None
 
-    def _input(self, x, out_ops, shape):
+    def _input(self, x, out_ops, shape, uf=None):
         """An input's (label, plain), copied first when it overlaps an output partly (NumPy's
         buffering), broadcast to ``shape`` (a 0-d array is read as it is)."""
         label, a = self._operand(x)
         if not isinstance(a, np.ndarray):
             return label, a
         if any(_overlaps(a, o) for _, o in out_ops):
+            if uf is not None and uf not in _STEPS_FREE and not _copy_is_numpys(a, out_ops):
+                # NumPy runs such a loop over the overlapping views where it may (its scalar
+                # path: np.exp(z[0:9:2], out=z[0:5])), else over a copy of the output: a
+                # node over a copy of the input is handed other steps
+                name = getattr(x, "label", "the input")
+                raise refuse(OVERLAP_STEPS, what=f"np.{uf.__name__}", name=name)
             label, a = self._copy_to_temporary(x)
         if shape is not None and a.ndim and a.shape != shape:
             a = np.broadcast_to(a, shape)
@@ -716,6 +765,8 @@ class Session:
         hit = [k for k, (_, o) in enumerate(op.outs) if _same_layout(o, vp)]
         if op.kind not in ("ufunc", "reduce") or op.where is not None or len(hit) != 1:
             return False
+        if op.kind == "ufunc" and not _steps_free(op.uf, vp, tp):
+            return False
         if op.kind == "reduce" and value.dtype != view.dtype:
             return False
         if any(isinstance(a, np.ndarray) and _overlaps(a, tp) for _, a in op.ins):
@@ -754,6 +805,8 @@ class Session:
         written = False
         for op in chain + ([final] if final is not None else []):
             if op.kind not in ("ufunc", "reduce"):
+                return False
+            if op.kind == "ufunc" and not _steps_free(op.uf, tp, dp):
                 return False
             reads = [a for _, a in op.ins + ([op.where] if op.where else []) if isinstance(a, np.ndarray)]
             writes = [o for _, o in op.outs]

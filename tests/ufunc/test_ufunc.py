@@ -310,6 +310,29 @@ def test_operands_all_stepping_backwards_give_numpys_bits(uf, views, threads):
         assert dst[:7].tobytes() == wdst[:7].tobytes() and not dst[7:].any()
 
 
+@pytest.mark.parametrize("n", [1, 2, 100])
+@pytest.mark.parametrize("src", ["contiguous", "reversed", "every other"])
+@pytest.mark.parametrize("dst", ["contiguous", "reversed", "every other", "in place"])
+def test_a_1d_loop_gets_the_steps_numpys_own_call_gives_it(n, src, dst):
+    # NumPy's trivial loop (one output of positive steps) passes the operands' steps as they
+    # are; its iterator (an output stepping backwards) gives one element steps 0 and turns an
+    # axis every operand steps backwards around. Its float64 exp takes another code path for
+    # other steps: a node handed other steps gave other last bits
+    values = np.random.default_rng(n).standard_normal((40, n)) * 6
+    pick = {"contiguous": lambda b: b[:n], "reversed": lambda b: b[n - 1::-1], "every other": lambda b: b[:2 * n:2]}
+
+    def operands():
+        a = pick[src](np.zeros(2 * n))
+        return a, (a if dst == "in place" else pick[dst](np.zeros(2 * n)))
+
+    for row in values:
+        (a1, o1), (a2, o2) = operands(), operands()
+        a1[...], a2[...] = row, row
+        np.exp(a1, out=o1)
+        run(ufunc(np.exp, a2, out=o2))
+        assert o2.tobytes() == o1.tobytes(), row
+
+
 def test_nd_rows_packed_and_unpacked(threads):
     threads(2)
     a = np.arange(60.0).reshape(10, 6)
