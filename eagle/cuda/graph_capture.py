@@ -27,6 +27,7 @@ from eagle.cuda._driver import (CAPTURE_MODE_RELAXED, CAPTURE_STATUS_ACTIVE, CAP
                                 CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, DriverError)
 from eagle.cuda._graph import kernel_node_name
 from eagle.cuda._stream import Event, fork, join
+from eagle.cuda.collection_pause import collection_paused
 from eagle.cuda.interop import cupy_stream
 from eagle.record.node import RunsAs
 
@@ -100,7 +101,8 @@ class GraphCapture:
         self.library_kernels = {}
         _nvtx.push("eagle capture")
         try:
-            return self._capture_stages(root, owners, tail)
+            with collection_paused():
+                return self._capture_stages(root, owners, tail)
         finally:
             _nvtx.pop()
 

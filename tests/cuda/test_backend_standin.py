@@ -1174,3 +1174,55 @@ def test_captured_dependencies_with_edge_data_are_read(ck, fake, cuda_mod):
         lib.fake_cuda_set_edge_data(0)
     g.launch(1)
     assert b.host.tolist() == [4.0] * 4 and c.host.tolist() == [6.0] * 4
+
+
+def test_no_garbage_collection_inside_a_capture(backend_mod, fake):
+    """A collection inside a capture runs GPU objects' finalizers there (it aborted pytest
+    on an H200: tests/gpu/RESULTS.md): the collector is off while build() captures, on
+    again after it, also after a capture that failed, and left off if it was off."""
+    assert gc.isenabled()
+    seen = []
+
+    def graph(step):
+        g = eagle.Graph()
+        g.add_node(opaque(step, writes={"a": dev(np.zeros(4))[0]}), name="step")
+        return g
+
+    graph(lambda: seen.append(gc.isenabled())).build()
+    assert seen == [False] and gc.isenabled()
+
+    def fails():
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        graph(fails).build()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        graph(lambda: seen.append(gc.isenabled())).build()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_collection_pause_overlapping_across_threads(backend_mod):
+    """Captures in two threads overlap: the collector stays off until the last one ends."""
+    from eagle.cuda.collection_pause import collection_paused
+    entered, release = threading.Event(), threading.Event()
+    states = []
+
+    def other():
+        with collection_paused():
+            entered.set()
+            release.wait(10)
+        states.append(("other done", gc.isenabled()))
+
+    t = threading.Thread(target=other)
+    with collection_paused():
+        t.start()
+        assert entered.wait(10)
+    states.append(("main done", gc.isenabled()))
+    release.set()
+    t.join(10)
+    assert states == [("main done", False), ("other done", True)]
+    assert gc.isenabled()

@@ -202,7 +202,8 @@ class GpuBackend(CudaBackend):
         return self.cupy.asnumpy(a)
 
     def put(self, a, index, value):
-        a[index] = value
+        # CuPy takes no host array on the right of `a[index] =` (only a scalar, as a fill)
+        a[index] = self.cupy.asarray(value)
 
     def ufunc(self, *args, **kwargs):
         from eagle.graph import ufunc
