@@ -21,15 +21,18 @@ _was_enabled = False
 @contextmanager
 def collection_paused():
     global _depth, _was_enabled
-    with _lock:
-        if _depth == 0:
-            _was_enabled = gc.isenabled()
-            gc.disable()
-        _depth += 1
+    entered = False
     try:
+        with _lock:
+            _depth += 1
+            entered = True      # no call since the line above: a Ctrl-C cannot fall between
+            if _depth == 1:
+                _was_enabled = gc.isenabled()
+                gc.disable()
         yield
     finally:
-        with _lock:
-            _depth -= 1
-            if _depth == 0 and _was_enabled:
-                gc.enable()
+        if entered:
+            with _lock:
+                _depth -= 1
+                if _depth == 0 and _was_enabled:
+                    gc.enable()
