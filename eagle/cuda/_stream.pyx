@@ -12,6 +12,15 @@ In the manner of CuPy's ``cupy.cuda.stream``, with ownership in the class:
 * :class:`NodeOwners` — attributes the graph nodes a capture adds to eagle node indices,
   so a failed instantiate names the eagle node.
 
+**No garbage collection while a stream captures.** A collection inside a capture runs
+the finalizers of whatever GPU objects became garbage (CuPy's, torch's, eagle's) there,
+and CUDA refuses many of their calls during a capture: on an H200 one such collection
+aborted the process (tests/gpu/RESULTS.md). So a stream's begin-capture turns Python's
+cyclic collector off and its end-capture (or the stream's end) turns it back on once no
+stream captures any more, as it was before the first (PyTorch's ``torch.cuda.graph``
+guards its captures the same way). Kept in C, beside the capture calls, so a Ctrl-C can
+fall before or after the pair of them but never between a capture and its pause.
+
 Every call goes through eagle.cuda._driver (errors: its ``DriverError``). Handles may be used
 from any thread.
 """
@@ -28,10 +37,44 @@ from eagle.cuda._driver cimport (
 from eagle.cuda._graph cimport GraphBase, own_graph
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 
+cdef extern from "Python.h":
+    int PyGC_Enable()
+    int PyGC_Disable()
+
 from eagle._errors import CudaError
 
 __all__ = ["StreamBase", "Stream", "BorrowedStream", "Event", "NodeOwners", "fork", "join",
-           "launch_kernel"]
+           "launch_kernel", "captures_pausing_collection"]
+
+# the streams capturing now (any thread; the GIL guards these), and whether the collector
+# was on when the first of them began
+cdef Py_ssize_t _capturing = 0
+cdef bint _collector_was_on = False
+
+
+cdef void _pause_collection(StreamBase s) noexcept:
+    global _capturing, _collector_was_on
+    if s.pausing_collection:
+        return
+    s.pausing_collection = True
+    if _capturing == 0:
+        _collector_was_on = PyGC_Disable()
+    _capturing += 1
+
+
+cdef void _resume_collection(StreamBase s) noexcept:
+    global _capturing
+    if not s.pausing_collection:
+        return
+    s.pausing_collection = False
+    _capturing -= 1
+    if _capturing == 0 and _collector_was_on:
+        PyGC_Enable()
+
+
+def captures_pausing_collection():
+    """How many streams capture now, keeping the garbage collector off (module doc)."""
+    return _capturing
 
 
 cdef class StreamBase:
@@ -70,12 +113,17 @@ cdef class StreamBase:
 
     def begin_capture(self, int mode=EAGLE_CUDA_CAPTURE_MODE_RELAXED):
         """Start capturing (relaxed mode by default: a memory pool may allocate
-        during capture). Pair with ``end_capture`` on every path."""
+        during capture), the garbage collector off until it ends (module doc). Pair
+        with ``end_capture`` on every path."""
         begin_capture(self.handle, mode)
+        _pause_collection(self)
 
     def end_capture(self):
         """End the capture and return the captured graph (an owned ``Graph``)."""
-        return own_graph(end_capture(self.handle))
+        try:
+            return own_graph(end_capture(self.handle))
+        finally:
+            _resume_collection(self)
 
     def capture(self, int mode=EAGLE_CUDA_CAPTURE_MODE_RELAXED):
         """Context manager: ``with stream.capture() as cap: ...``; afterwards
@@ -104,10 +152,14 @@ cdef class StreamBase:
         """Capture into ``graph`` (cuStreamBeginCaptureToGraph, 12.3+): a conditional
         node's body or a child-graph node's graph. End it with ``end_capture_to_graph``."""
         begin_capture_to_graph(self.handle, graph.live_handle(), mode)
+        _pause_collection(self)
 
     def end_capture_to_graph(self):
         """End a capture begun with ``begin_capture_to_graph``."""
-        end_capture(self.handle)
+        try:
+            end_capture(self.handle)
+        finally:
+            _resume_collection(self)
 
     def set_capture_deps(self, nodes):
         """The capturing stream's next work follows ``nodes`` (handles of nodes added to
@@ -129,6 +181,7 @@ cdef class Stream(StreamBase):
     def close(self):
         cdef int st
         s = self.handle
+        _resume_collection(self)
         if s != NULL:
             self.handle = NULL
             with nogil:
@@ -136,6 +189,7 @@ cdef class Stream(StreamBase):
             check(st, "cuStreamDestroy")
 
     def __dealloc__(self):
+        _resume_collection(self)
         if self.handle != NULL:
             with nogil:
                 stream_destroy(self.handle)
@@ -154,8 +208,12 @@ cdef class BorrowedStream(StreamBase):
         self.owner = owner
 
     def close(self):
+        _resume_collection(self)
         self.handle = NULL
         self.owner = None
+
+    def __dealloc__(self):
+        _resume_collection(self)
 
     def __repr__(self):
         return f"<eagle.cuda._stream.BorrowedStream 0x{<uintptr_t>self.handle:x}>"

@@ -74,7 +74,6 @@ from eagle.cuda._graph import BorrowedGraph, Graph
 from eagle.cuda._memory import DeviceBuffer
 from eagle.cuda._stream import Stream
 from eagle.cuda.capture import Lowering, register, runs_on_cuda
-from eagle.cuda.collection_pause import collection_paused
 from eagle.record.control import ControlNode
 from eagle.record.node import RunsAs
 
@@ -292,13 +291,6 @@ class ControlCapture(Lowering):
         self._streams.append(s)
         self._path.append(label)
         where = " in ".join(reversed(self._path))
-        try:
-            with collection_paused():
-                self._capture_body_into(ctx, rec, graph, s, where, after)
-        finally:
-            self._path.pop()
-
-    def _capture_body_into(self, ctx, rec, graph, s, where, after):
         s.begin_capture_to_graph(graph, CAPTURE_MODE_RELAXED)
         try:
             for j in range(len(rec.nodes)):
@@ -308,6 +300,7 @@ class ControlCapture(Lowering):
                 after(s)
                 self._own(graph, f"the condition check of {where}")
         finally:
+            self._path.pop()
             with contextlib.suppress(CudaError):
                 s.end_capture_to_graph()
 

@@ -27,7 +27,6 @@ from eagle.cuda._driver import (CAPTURE_MODE_RELAXED, CAPTURE_STATUS_ACTIVE, CAP
                                 CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, DriverError)
 from eagle.cuda._graph import kernel_node_name
 from eagle.cuda._stream import Event, fork, join
-from eagle.cuda.collection_pause import collection_paused
 from eagle.cuda.interop import cupy_stream
 from eagle.record.node import RunsAs
 
@@ -101,8 +100,7 @@ class GraphCapture:
         self.library_kernels = {}
         _nvtx.push("eagle capture")
         try:
-            with collection_paused():
-                return self._capture_stages(root, owners, tail)
+            return self._capture_stages(root, owners, tail)
         finally:
             _nvtx.pop()
 

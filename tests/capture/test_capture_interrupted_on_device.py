@@ -137,6 +137,7 @@ def test_ctrl_c_at_any_point_of_build_ends_the_capture_and_the_graph_builds_agai
         except KeyboardInterrupt:
             interrupted += 1
         assert captures_open(fake) == 0, at.where   # no stream left capturing
+        assert gc.isenabled(), at.where             # nor the collector left off
         g.build()                                   # again, whole
         check_replays(b, g, mine, 2)
         del g

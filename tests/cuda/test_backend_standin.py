@@ -1205,24 +1205,32 @@ def test_no_garbage_collection_inside_a_capture(backend_mod, fake):
         gc.enable()
 
 
-def test_collection_pause_overlapping_across_threads(backend_mod):
-    """Captures in two threads overlap: the collector stays off until the last one ends."""
-    from eagle.cuda.collection_pause import collection_paused
-    entered, release = threading.Event(), threading.Event()
-    states = []
-
-    def other():
-        with collection_paused():
-            entered.set()
-            release.wait(10)
-        states.append(("other done", gc.isenabled()))
-
-    t = threading.Thread(target=other)
-    with collection_paused():
-        t.start()
-        assert entered.wait(10)
-    states.append(("main done", gc.isenabled()))
-    release.set()
+def test_overlapping_captures_keep_the_collector_off_until_the_last_ends(backend_mod, fake):
+    """Two streams capture at once, ended in the other order (from two threads); the
+    collector comes back when the last ends, once: ending a stream twice does not count
+    it again, and a stream dropped while it captures is no longer counted."""
+    from eagle.cuda._stream import Stream, captures_pausing_collection
+    assert gc.isenabled() and captures_pausing_collection() == 0
+    s1, s2 = Stream(), Stream()
+    s1.begin_capture()
+    assert not gc.isenabled() and captures_pausing_collection() == 1
+    t = threading.Thread(target=s2.begin_capture)
+    t.start()
     t.join(10)
-    assert states == [("main done", False), ("other done", True)]
-    assert gc.isenabled()
+    assert captures_pausing_collection() == 2
+    s1.end_capture()
+    assert not gc.isenabled() and captures_pausing_collection() == 1
+    with pytest.raises(eagle.CudaError):
+        s1.end_capture()                    # not capturing any more: the driver refuses
+    assert not gc.isenabled() and captures_pausing_collection() == 1
+    t = threading.Thread(target=s2.end_capture)
+    t.start()
+    t.join(10)
+    assert gc.isenabled() and captures_pausing_collection() == 0
+    s3 = Stream()
+    s3.begin_capture()
+    assert not gc.isenabled()
+    del s3                                  # dropped mid-capture: no longer counted
+    assert gc.isenabled() and captures_pausing_collection() == 0
+    s1.close()
+    s2.close()
