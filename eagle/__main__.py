@@ -122,7 +122,7 @@ def real_size_table(size, repeats, replays=None):
         seed.graph.launch(1)   # the first replays measure the costs that pick the stages' teams
         per_eagle, per_numpy = time_against_loop(seed.graph, seed_ufunc_calls(seed.arrays), replays,
                                                  repeats)
-        ratio = per_eagle / per_numpy
+        ratio = float(f"{per_eagle / per_numpy:.2g}")   # as shown: the words agree with it
         speed = (f"{1 / ratio:.1f}x faster than NumPy" if ratio < 0.8 else
                  f"{ratio:.1f}x slower than NumPy" if ratio > 1.25 else "about NumPy")
         lines.append(f"  {what:27} {fmt_time(per_eagle):>9} (NumPy {fmt_time(per_numpy)})  "
