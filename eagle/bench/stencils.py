@@ -332,7 +332,13 @@ def jax_runner(stencil):
     return run, jax
 
 
+SETTLE_S = 0.05
+
+
 def _best(fn, rounds_of, best):
+    # a pause before each timing, untimed: the thread pools of the runner before it (JAX's,
+    # numba's) stop spinning, so no runner is timed beside another's busy threads
+    time.sleep(SETTLE_S)
     t = time.perf_counter()
     fn()
     best[rounds_of] = min(best.get(rounds_of, float("inf")), time.perf_counter() - t)
