@@ -37,6 +37,10 @@ import numpy as np
 
 from eagle.native cimport Kernel, wrap_team_kernel
 
+cdef extern from "compact_scatter.h":
+    int64_t eagle_compact_rows8(int64_t *dst, const int64_t *src, const unsigned char *flags,
+                                int64_t *live_at, int64_t *dead_at, int64_t lo, int64_t hi) nogil
+
 DEF COMPACT = 0
 DEF REORDER = 1
 
@@ -108,6 +112,10 @@ cdef void scatter_by_flags(char *dst, char *src, int64_t stride, int64_t row, co
     of live_at, a finished one to the next of dead_at (without a branch: a random flag
     would mispredict every other one)."""
     cdef int64_t i, v, pos
+    if row == 8 and stride == 8 and fstride == 1:
+        # eight rows a step where the CPU has AVX-512 (csrc/cpu/compact_scatter.h)
+        lo += eagle_compact_rows8(<int64_t *>dst, <const int64_t *>src, <const unsigned char *>flags,
+                                  &live_at, &dead_at, lo, hi)
     if row == 8:
         for i in range(lo, hi):
             v = flags[i * fstride] != 0
