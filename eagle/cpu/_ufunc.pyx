@@ -388,19 +388,8 @@ cdef extern from *:
     #include <stdint.h>
     #include <string.h>
     #include "mask_scan.h"
+    #include "mask_select.h"
     #include "masked_arith.h"
-    /* d[j] = m[j] ? s[j] : d[j], j < n, contiguous: an unset element is written back
-     * as it was (a select, vectorised; a random mask would mispredict every other branch) */
-    #define EAGLE_SELECT(name, T) \
-    static inline void name(void *dv, const void *sv, const unsigned char *m, intptr_t n) \
-    { T *d = (T *)dv; const T *s = (const T *)sv; \
-      for (intptr_t j = 0; j < n; ++j) { \
-          const T keep = (T)0 - (T)(m[j] != 0), a = s[j], b = d[j]; \
-          d[j] = (a & keep) | (b & ~keep); } }
-    EAGLE_SELECT(eagle_select_8, uint64_t)
-    EAGLE_SELECT(eagle_select_4, uint32_t)
-    EAGLE_SELECT(eagle_select_2, uint16_t)
-    EAGLE_SELECT(eagle_select_1, uint8_t)
     """
     ctypedef struct eagle_mask_tally:
         Py_ssize_t skipped

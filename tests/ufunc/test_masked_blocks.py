@@ -181,3 +181,27 @@ def test_other_loops_and_mixed_dtypes_keep_the_scratch_and_select():
     assert ufunc(np.add, np.ones(n, np.int8), 1, out=np.zeros(n, np.int8), where=mask).loop.fused_op == 0
     assert ufunc(np.add, np.ones(n, np.int64), 1, out=np.zeros(n, np.int64), where=mask).loop.fused_op == 9
     assert ufunc(np.add, np.ones(n, np.float32), 1.0, out=np.zeros(n), where=mask).loop.fused_op == 0
+
+
+@pytest.mark.parametrize("dt", ["f8", "f4", "i8", "i4", "i2", "?"])
+@pytest.mark.parametrize("nthreads", [1, 2])
+def test_blended_blocks_select_every_width_around_the_vector_lengths(threads, dt, nthreads):
+    """A loop with no fused form (maximum) under fragmented masks: each blended block's set
+    elements go to the output by a select (csrc/cpu/mask_select.h: 16 or 8 lanes at a time
+    where the CPU has AVX-512, then the tail), at lengths around the lane counts and block
+    sizes; the unset elements keep their values, the set ones are NumPy's."""
+    threads(nthreads)
+    dt = np.dtype(dt)
+    rng = np.random.default_rng(5)
+    for n in (1, 7, 8, 9, 15, 16, 17, 31, 33, 2047, 2048, 2049, 5003):
+        for pattern in ("half", "alternating", "last only"):
+            mask = rng.random(n) < 0.5 if pattern == "half" else \
+                np.arange(n) % 2 == 1 if pattern == "alternating" else np.arange(n) == n - 1
+            x = (rng.integers(-100, 100, n)).astype(dt)
+            y = (rng.integers(-100, 100, n)).astype(dt)
+            out = (rng.integers(-100, 100, n)).astype(dt)
+            want = out.copy()
+            np.maximum(x, y, out=want, where=mask)
+            node = ufunc(np.maximum, x, y, out=out, where=mask)
+            run(node)
+            np.testing.assert_array_equal(out, want, err_msg=f"{dt} n={n} {pattern}")
