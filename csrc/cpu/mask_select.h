@@ -82,6 +82,18 @@ static inline void eagle_select_4(void *dv, const void *sv, const unsigned char 
     eagle_select_loop_4(d + j, s + j, m + j, n - j);
 }
 
+/* each 64-byte line of [p, p + bytes) asked for, for writing or for reading (a hint: no
+ * fault, no wait) */
+static inline void eagle_prefetch(const char *p, intptr_t bytes, int write)
+{
+    if (write)
+        for (intptr_t o = 0; o < bytes; o += 64)
+            __builtin_prefetch(p + o, 1, 3);
+    else
+        for (intptr_t o = 0; o < bytes; o += 64)
+            __builtin_prefetch(p + o, 0, 3);
+}
+
 static inline void eagle_select_2(void *d, const void *s, const unsigned char *m, intptr_t n)
 {
     eagle_select_loop_2((uint16_t *)d, (const uint16_t *)s, m, n);

@@ -404,6 +404,7 @@ cdef extern from *:
     void eagle_select_4(void *d, const void *s, const unsigned char *m, Py_ssize_t n) nogil
     void eagle_select_2(void *d, const void *s, const unsigned char *m, Py_ssize_t n) nogil
     void eagle_select_1(void *d, const void *s, const unsigned char *m, Py_ssize_t n) nogil
+    void eagle_prefetch(const char *p, Py_ssize_t bytes, int write) nogil
 
 
 cdef inline void _copy_set(char *dst, npy_intp dstride, const char *src, npy_intp item,
@@ -477,7 +478,7 @@ cdef int _masked_run(layout *L, char **ptrs, const npy_intp *strides, const char
     cdef long double scratch[MASK_SCRATCH_LD]
     cdef char *args[MAX_ARGS]
     cdef npy_intp bstrides[MAX_ARGS]
-    cdef npy_intp b = 0, m, j, count, runs, off
+    cdef npy_intp b = 0, m, j, count, runs, off, nxt
     cdef int k, rc = 0
     cdef long blended = 0, by_runs = 0
     cdef const unsigned char *bm
@@ -524,6 +525,13 @@ cdef int _masked_run(layout *L, char **ptrs, const npy_intp *strides, const char
                     args[k] = <char *>scratch + off
                     bstrides[k] = L.out_item[k]
                     off += m * L.out_item[k]
+                # the next block's lines asked for while this block's loop runs: the loop
+                # into the scratch and the select after it do not overlap, so neither hides
+                # the other's memory waits as one pass over the arrays would
+                nxt = min(L.mask_block, n - b - m)
+                for k in range(L.nargs):
+                    if nxt > 0 and strides[k] > 0 and strides[k] <= 64:
+                        eagle_prefetch(ptrs[k] + (b + m) * strides[k], nxt * strides[k], k >= L.nin)
                 rc = L.loop(L.context, args, &m, bstrides, L.auxdata)
                 if rc < 0 or eagle_error_pending(ts):
                     with gil:
