@@ -193,7 +193,7 @@ def test_blended_blocks_select_every_width_around_the_vector_lengths(threads, dt
     threads(nthreads)
     dt = np.dtype(dt)
     rng = np.random.default_rng(5)
-    for n in (1, 7, 8, 9, 15, 16, 17, 31, 33, 2047, 2048, 2049, 5003):
+    for n in (1, 7, 8, 9, 15, 16, 17, 31, 33, 511, 512, 513, 2047, 2048, 2049, 5003):
         for pattern in ("half", "alternating", "last only"):
             mask = rng.random(n) < 0.5 if pattern == "half" else \
                 np.arange(n) % 2 == 1 if pattern == "alternating" else np.arange(n) == n - 1
