@@ -12,17 +12,16 @@
 
 #include <stdint.h>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
+#include "avx512_masks.h"
 
-__attribute__((target("avx512f,avx512bw,avx512vl"))) static int64_t eagle_compact_rows8_avx512(
+#ifdef EAGLE_AVX512_MASKS
+EAGLE_AVX512_BW static int64_t eagle_compact_rows8_avx512(
     int64_t *dst, const int64_t *src, const unsigned char *flags, int64_t *live_at, int64_t *dead_at,
     int64_t lo, int64_t hi)
 {
     int64_t i = lo, live = *live_at, dead = *dead_at;
     for (; i + 8 <= hi; i += 8) {
-        const __m128i fb = _mm_loadl_epi64((const __m128i *)(flags + i));
-        const __mmask8 k = (__mmask8)_mm_test_epi8_mask(fb, fb);
+        const __mmask8 k = eagle_mask_bits8(flags + i);
         const __m512i v = _mm512_loadu_si512((const void *)(src + i));
         const int nl = __builtin_popcount((unsigned)k);
         _mm512_mask_storeu_epi64(dst + live, (__mmask8)((1u << nl) - 1), _mm512_maskz_compress_epi64(k, v));
@@ -40,9 +39,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static int64_t eagle_compac
 static inline int64_t eagle_compact_rows8(int64_t *dst, const int64_t *src, const unsigned char *flags,
                                           int64_t *live_at, int64_t *dead_at, int64_t lo, int64_t hi)
 {
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl"))
+#ifdef EAGLE_AVX512_MASKS
+    if (eagle_has_avx512_bw())
         return eagle_compact_rows8_avx512(dst, src, flags, live_at, dead_at, lo, hi);
 #endif
     (void)dst, (void)src, (void)flags, (void)live_at, (void)dead_at, (void)lo, (void)hi;

@@ -48,6 +48,33 @@ static void portable(int64_t from, int64_t n, const uint64_t *restrict id, uint6
 }
 
 #ifdef EAGLE_PHILOX_X86
+/* PFX_forms: counters [0, n) by PFX_body in one of its four forms, each compiled as its
+ * own loop (no test of id or inter inside); how many it drew */
+#define PHILOX_FORM(PFX, TARGET, NAME, IDS, SOA)                                          \
+    __attribute__((target(TARGET))) static int64_t PFX##_##NAME(                           \
+        int64_t n, const uint64_t *restrict id, uint64_t first, uint32_t c2, uint32_t c3,   \
+        uint32_t k0, uint32_t k1, uint32_t *restrict w0, uint32_t *restrict w1,             \
+        uint32_t *restrict w2, uint32_t *restrict w3, uint32_t *restrict inter)             \
+    {                                                                                       \
+        return PFX##_body(n, IDS ? id : NULL, IDS ? 0 : first, c2, c3, k0, k1, SOA ? w0 : NULL, \
+                          SOA ? w1 : NULL, SOA ? w2 : NULL, SOA ? w3 : NULL, SOA ? NULL : inter); \
+    }
+#define PHILOX_FORMS(PFX, TARGET)                                                           \
+    PHILOX_FORM(PFX, TARGET, soa_ids, 1, 1)                                                 \
+    PHILOX_FORM(PFX, TARGET, soa_first, 0, 1)                                               \
+    PHILOX_FORM(PFX, TARGET, aos_ids, 1, 0)                                                 \
+    PHILOX_FORM(PFX, TARGET, aos_first, 0, 0)                                               \
+    static int64_t PFX##_forms(int64_t n, const uint64_t *id, uint64_t first, uint32_t c2, uint32_t c3, \
+                               uint32_t k0, uint32_t k1, uint32_t *w0, uint32_t *w1, uint32_t *w2,  \
+                               uint32_t *w3, uint32_t *inter)                               \
+    {                                                                                       \
+        return (inter ? (id ? PFX##_aos_ids : PFX##_aos_first)                              \
+                      : (id ? PFX##_soa_ids : PFX##_soa_first))(n, id, first, c2, c3, k0, k1, w0, w1, \
+                                                                w2, w3, inter);             \
+    }
+#endif
+
+#ifdef EAGLE_PHILOX_X86
 /* one round on four counters; c1 ^ K0 and c3 ^ K1 do not wait for the multiplies */
 #define ROUND(c0, c1, c2, c3, K0, K1)                                                        \
     do {                                                                                    \
@@ -121,36 +148,7 @@ static inline int64_t avx2_body(int64_t n, const uint64_t *restrict id, uint64_t
     }
     return j;
 }
-/* the four forms, each its own loop (no test of id or inter inside) */
-__attribute__((target("avx2")))
-static int64_t avx2_soa_ids(int64_t n, const uint64_t *restrict id, uint32_t c2, uint32_t c3, uint32_t k0,
-                            uint32_t k1, uint32_t *restrict w0, uint32_t *restrict w1, uint32_t *restrict w2,
-                            uint32_t *restrict w3)
-{
-    return avx2_body(n, id, 0, c2, c3, k0, k1, w0, w1, w2, w3, NULL);
-}
-
-__attribute__((target("avx2")))
-static int64_t avx2_soa_first(int64_t n, uint64_t first, uint32_t c2, uint32_t c3, uint32_t k0, uint32_t k1,
-                              uint32_t *restrict w0, uint32_t *restrict w1, uint32_t *restrict w2,
-                              uint32_t *restrict w3)
-{
-    return avx2_body(n, NULL, first, c2, c3, k0, k1, w0, w1, w2, w3, NULL);
-}
-
-__attribute__((target("avx2")))
-static int64_t avx2_aos_ids(int64_t n, const uint64_t *restrict id, uint32_t c2, uint32_t c3, uint32_t k0,
-                            uint32_t k1, uint32_t *restrict out)
-{
-    return avx2_body(n, id, 0, c2, c3, k0, k1, NULL, NULL, NULL, NULL, out);
-}
-
-__attribute__((target("avx2")))
-static int64_t avx2_aos_first(int64_t n, uint64_t first, uint32_t c2, uint32_t c3, uint32_t k0, uint32_t k1,
-                              uint32_t *restrict out)
-{
-    return avx2_body(n, NULL, first, c2, c3, k0, k1, NULL, NULL, NULL, NULL, out);
-}
+PHILOX_FORMS(avx2, "avx2")
 #endif
 
 #ifdef EAGLE_PHILOX_X86
@@ -226,36 +224,7 @@ static inline int64_t avx512_body(int64_t n, const uint64_t *restrict id, uint64
     return j;
 }
 
-/* the four forms, each its own loop (no test of id or inter inside) */
-__attribute__((target("avx512f")))
-static int64_t avx512_soa_ids(int64_t n, const uint64_t *restrict id, uint32_t c2, uint32_t c3, uint32_t k0,
-                              uint32_t k1, uint32_t *restrict w0, uint32_t *restrict w1, uint32_t *restrict w2,
-                              uint32_t *restrict w3)
-{
-    return avx512_body(n, id, 0, c2, c3, k0, k1, w0, w1, w2, w3, NULL);
-}
-
-__attribute__((target("avx512f")))
-static int64_t avx512_soa_first(int64_t n, uint64_t first, uint32_t c2, uint32_t c3, uint32_t k0, uint32_t k1,
-                                uint32_t *restrict w0, uint32_t *restrict w1, uint32_t *restrict w2,
-                                uint32_t *restrict w3)
-{
-    return avx512_body(n, NULL, first, c2, c3, k0, k1, w0, w1, w2, w3, NULL);
-}
-
-__attribute__((target("avx512f")))
-static int64_t avx512_aos_ids(int64_t n, const uint64_t *restrict id, uint32_t c2, uint32_t c3, uint32_t k0,
-                              uint32_t k1, uint32_t *restrict out)
-{
-    return avx512_body(n, id, 0, c2, c3, k0, k1, NULL, NULL, NULL, NULL, out);
-}
-
-__attribute__((target("avx512f")))
-static int64_t avx512_aos_first(int64_t n, uint64_t first, uint32_t c2, uint32_t c3, uint32_t k0, uint32_t k1,
-                                uint32_t *restrict out)
-{
-    return avx512_body(n, NULL, first, c2, c3, k0, k1, NULL, NULL, NULL, NULL, out);
-}
+PHILOX_FORMS(avx512, "avx512f")
 #endif
 
 #ifdef EAGLE_PHILOX_X86
@@ -265,19 +234,14 @@ static int64_t vectorised(int64_t n, const uint64_t *id, uint64_t first, uint32_
 {
     int64_t d = 0;
     if (EAGLE_PHILOX_MAX_LEVEL >= 2 && __builtin_cpu_supports("avx512f"))
-        d = inter ? (id ? avx512_aos_ids(n, id, c2, c3, k0, k1, inter)
-                        : avx512_aos_first(n, first, c2, c3, k0, k1, inter))
-                  : (id ? avx512_soa_ids(n, id, c2, c3, k0, k1, w0, w1, w2, w3)
-                        : avx512_soa_first(n, first, c2, c3, k0, k1, w0, w1, w2, w3));
-    if (EAGLE_PHILOX_MAX_LEVEL < 1 || !__builtin_cpu_supports("avx2"))
+        d = avx512_forms(n, id, first, c2, c3, k0, k1, w0, w1, w2, w3, inter);
+    if (EAGLE_PHILOX_MAX_LEVEL < 1 || !__builtin_cpu_supports("avx2") || d == n)
         return d;
-    const int64_t m = n - d;
-    const uint64_t *idd = id ? id + d : NULL;
     if (inter)
-        return d + (id ? avx2_aos_ids(m, idd, c2, c3, k0, k1, inter + 4 * d)
-                       : avx2_aos_first(m, first + (uint64_t)d, c2, c3, k0, k1, inter + 4 * d));
-    return d + (id ? avx2_soa_ids(m, idd, c2, c3, k0, k1, w0 + d, w1 + d, w2 + d, w3 + d)
-                   : avx2_soa_first(m, first + (uint64_t)d, c2, c3, k0, k1, w0 + d, w1 + d, w2 + d, w3 + d));
+        return d + avx2_forms(n - d, id ? id + d : NULL, first + (uint64_t)d, c2, c3, k0, k1, NULL, NULL,
+                              NULL, NULL, inter + 4 * d);
+    return d + avx2_forms(n - d, id ? id + d : NULL, first + (uint64_t)d, c2, c3, k0, k1, w0 + d, w1 + d,
+                          w2 + d, w3 + d, NULL);
 }
 #endif
 

@@ -16,6 +16,8 @@
 #   3. pytest -m gpu      85 s  every gpu-marked test but the NCCL one (the files
 #                               tests/gpu/gpu_test_files.sh lists: tests/gpu, the gpu case of
 #                               the scenarios written once for every backend), 30 s per test;
+#                               if pytest dies (abort, segfault), a second pytest in the same
+#                               budget runs the tests the first had not started;
 #   4. NCCL              30 s  tests/gpu/test_gpu_nccl.py in a pytest of its own: a
 #                               communicator that hangs at exit costs this step only;
 #   5. timing             55 s  tests/gpu/timing.py: the ratio table.
