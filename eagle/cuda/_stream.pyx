@@ -20,6 +20,10 @@ cyclic collector off and its end-capture (or the stream's end) turns it back on 
 stream captures any more, as it was before the first (PyTorch's ``torch.cuda.graph``
 guards its captures the same way). Kept in C, beside the capture calls, so a Ctrl-C can
 fall before or after the pair of them but never between a capture and its pause.
+:func:`collection_paused` extends the pause over what surrounds a capture: the collector
+comes back the moment a capture ends, and the collection it had put off then ran inside
+the capture's memory-pool scope, as it was being left (CuPy's allocator and torch's
+``use_mem_pool`` still in use), and aborted the process the same way on an H200.
 
 Every call goes through eagle.cuda._driver (errors: its ``DriverError``). Handles may be used
 from any thread.
@@ -44,37 +48,75 @@ cdef extern from "Python.h":
 from eagle._errors import CudaError
 
 __all__ = ["StreamBase", "Stream", "BorrowedStream", "Event", "NodeOwners", "fork", "join",
-           "launch_kernel", "captures_pausing_collection"]
+           "launch_kernel", "captures_pausing_collection", "collection_paused"]
 
-# the streams capturing now (any thread; the GIL guards these), and whether the collector
-# was on when the first of them began
-cdef Py_ssize_t _capturing = 0
+# the pauses held now: streams capturing and collection_paused() scopes (any thread; the
+# GIL guards these), and whether the collector was on when the first of them began
+cdef Py_ssize_t _pauses = 0
 cdef bint _collector_was_on = False
 
 
-cdef void _pause_collection(StreamBase s) noexcept:
-    global _capturing, _collector_was_on
-    if s.pausing_collection:
-        return
-    s.pausing_collection = True
-    if _capturing == 0:
+cdef void _pause() noexcept:
+    global _pauses, _collector_was_on
+    if _pauses == 0:
         _collector_was_on = PyGC_Disable()
-    _capturing += 1
+    _pauses += 1
 
 
-cdef void _resume_collection(StreamBase s) noexcept:
-    global _capturing
-    if not s.pausing_collection:
-        return
-    s.pausing_collection = False
-    _capturing -= 1
-    if _capturing == 0 and _collector_was_on:
+cdef void _resume() noexcept:
+    global _pauses
+    _pauses -= 1
+    if _pauses == 0 and _collector_was_on:
         PyGC_Enable()
 
 
+cdef void _pause_collection(StreamBase s) noexcept:
+    if s.pausing_collection:
+        return
+    s.pausing_collection = True
+    _pause()
+
+
+cdef void _resume_collection(StreamBase s) noexcept:
+    if not s.pausing_collection:
+        return
+    s.pausing_collection = False
+    _resume()
+
+
 def captures_pausing_collection():
-    """How many streams capture now, keeping the garbage collector off (module doc)."""
-    return _capturing
+    """How many captures and :func:`collection_paused` scopes keep the garbage collector
+    off now (module doc)."""
+    return _pauses
+
+
+cdef class _CollectionPause:
+    """The context manager :func:`collection_paused` returns: entered and left in C, so a
+    Ctrl-C lands before the pause or inside the ``with`` (whose exit resumes), never
+    between the two; each instance pauses at most once."""
+    cdef bint held
+
+    def __enter__(self):
+        if not self.held:
+            self.held = True
+            _pause()
+        return self
+
+    def __exit__(self, *exc):
+        if self.held:
+            self.held = False
+            _resume()
+        return False
+
+    def __dealloc__(self):
+        if self.held:
+            _resume()
+
+
+def collection_paused():
+    """Context manager: no cyclic garbage collection inside it (module doc), counted with
+    the streams' captures; wrap what surrounds a capture, e.g. its memory-pool scope."""
+    return _CollectionPause()
 
 
 cdef class StreamBase:

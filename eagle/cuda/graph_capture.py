@@ -26,7 +26,7 @@ from eagle.cuda import _nvtx
 from eagle.cuda._driver import (CAPTURE_MODE_RELAXED, CAPTURE_STATUS_ACTIVE, CAPTURE_STATUS_NONE,
                                 CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, DriverError)
 from eagle.cuda._graph import kernel_node_name
-from eagle.cuda._stream import Event, fork, join
+from eagle.cuda._stream import Event, collection_paused, fork, join
 from eagle.cuda.interop import cupy_stream
 from eagle.record.node import RunsAs
 
@@ -109,7 +109,10 @@ class GraphCapture:
         s0 = self.stream
         events = []
         where = None
-        with self.pools.scope():
+        # the collector stays off past end_capture until the pools' scope is left: the
+        # collection the capture put off, run as that scope was left, aborted the process
+        # on an H200 (eagle.cuda._stream's doc)
+        with collection_paused(), self.pools.scope():
             try:
                 # inside the try: a Ctrl-C raised as the call returns still ends the capture
                 s0.begin_capture(CAPTURE_MODE_RELAXED)

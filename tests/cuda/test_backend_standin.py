@@ -18,6 +18,7 @@ arrays is refused; the picture says ``backend: cuda``. A fake ``cupy`` module
 graph-owned memory pool during capture, ordering after CuPy's current stream
 on launch, and the RawKernel launch path of ``cuda_kernel``.
 """
+import contextlib
 import ctypes
 import gc
 import os
@@ -1203,6 +1204,58 @@ def test_no_garbage_collection_inside_a_capture(backend_mod, fake):
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_no_garbage_collection_until_the_capture_pools_scope_is_left(backend_mod, fake,
+                                                                     monkeypatch):
+    """The collection a capture puts off must not run as the capture's memory-pool scope
+    is left (CuPy's allocator, torch's use_mem_pool still in use): on an H200 it aborted
+    pytest there, after end_capture had turned the collector back on."""
+    from eagle.cuda import interop
+    scope = interop.CapturePools.scope
+    seen = []
+
+    @contextlib.contextmanager
+    def watched(self):
+        with scope(self):
+            seen.append(("enter", gc.isenabled()))
+            yield
+            seen.append(("leave", gc.isenabled()))
+
+    monkeypatch.setattr(interop.CapturePools, "scope", watched)
+    g = eagle.Graph()
+    g.add_node(opaque(lambda: None, writes={"a": dev(np.zeros(4))[0]}), name="step")
+    g.build()
+    assert seen == [("enter", False), ("leave", False)]
+    assert gc.isenabled() and _stream.captures_pausing_collection() == 0
+
+
+def test_collection_paused_scopes_count_with_captures(backend_mod, fake):
+    """collection_paused() and a capture hold the pause together: whichever ends last turns
+    the collector back on; a scope entered twice or dropped while held counts once."""
+    from eagle.cuda._stream import Stream, collection_paused, captures_pausing_collection
+    s = Stream()
+    with collection_paused() as held:
+        assert not gc.isenabled() and captures_pausing_collection() == 1
+        s.begin_capture()
+        assert captures_pausing_collection() == 2
+        with held:                          # the same pause, entered again
+            assert captures_pausing_collection() == 2
+        assert captures_pausing_collection() == 1
+        assert not gc.isenabled()
+    assert not gc.isenabled() and captures_pausing_collection() == 1
+    s.end_capture()
+    assert gc.isenabled() and captures_pausing_collection() == 0
+    held = collection_paused()
+    held.__enter__()
+    assert not gc.isenabled()
+    del held                                # dropped while held: resumed
+    assert gc.isenabled() and captures_pausing_collection() == 0
+    with pytest.raises(KeyError):
+        with collection_paused():
+            raise KeyError("inside")
+    assert gc.isenabled() and captures_pausing_collection() == 0
+    s.close()
 
 
 def test_overlapping_captures_keep_the_collector_off_until_the_last_ends(backend_mod, fake):
