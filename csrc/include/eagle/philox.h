@@ -202,19 +202,31 @@ EAGLE_RNG_FN float eagle_u01_24(eagle_u32 w)
     return eagle_f32_mul((float)(w >> 8), EAGLE_TWO_M24F);
 }
 
+/* musl's log constants (fdlibm's e_log.c): ln 2 in two parts, the polynomial's
+ * coefficients, and the bits of sqrt(2)/2 (also used by csrc/cpu/exponential_avx512.h,
+ * which must compute what eagle_log_01 does) */
+#define EAGLE_LOG_LN2_HI 6.93147180369123816490e-01
+#define EAGLE_LOG_LN2_LO 1.90821492927058770002e-10
+#define EAGLE_LOG_LG1 6.666666666666735130e-01
+#define EAGLE_LOG_LG2 3.999999999940941908e-01
+#define EAGLE_LOG_LG3 2.857142874366239149e-01
+#define EAGLE_LOG_LG4 2.222219843214978396e-01
+#define EAGLE_LOG_LG5 1.818357216161805012e-01
+#define EAGLE_LOG_LG6 1.531383769920937332e-01
+#define EAGLE_LOG_LG7 1.479819860511658591e-01
+#define EAGLE_LOG_HALF_SQRT2_BITS 0x3fe6a09e667f3bcdULL
+
 /* log(x) for x in [2**-53, 1] (no zero, negative, subnormal, inf or nan): musl's
  * log (fdlibm), branch-free, with fma() in the polynomial. */
 EAGLE_RNG_FN double eagle_log_01(double x)
 {
-    const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
-    const double Lg1 = 6.666666666666735130e-01, Lg2 = 3.999999999940941908e-01,
-                 Lg3 = 2.857142874366239149e-01, Lg4 = 2.222219843214978396e-01,
-                 Lg5 = 1.818357216161805012e-01, Lg6 = 1.531383769920937332e-01,
-                 Lg7 = 1.479819860511658591e-01;
+    const double ln2_hi = EAGLE_LOG_LN2_HI, ln2_lo = EAGLE_LOG_LN2_LO;
+    const double Lg1 = EAGLE_LOG_LG1, Lg2 = EAGLE_LOG_LG2, Lg3 = EAGLE_LOG_LG3, Lg4 = EAGLE_LOG_LG4,
+                 Lg5 = EAGLE_LOG_LG5, Lg6 = EAGLE_LOG_LG6, Lg7 = EAGLE_LOG_LG7;
     /* x = 2**k m with m in [sqrt(2)/2, sqrt(2)) */
-    eagle_u64 ix = eagle_double_bits(x) + (0x3ff0000000000000ULL - 0x3fe6a09e667f3bcdULL);
+    eagle_u64 ix = eagle_double_bits(x) + (0x3ff0000000000000ULL - EAGLE_LOG_HALF_SQRT2_BITS);
     const double k = EAGLE_SUB(eagle_small_to_double(ix >> 52), 1023.0);   /* the exponent */
-    ix = (ix & 0x000fffffffffffffULL) + 0x3fe6a09e667f3bcdULL;
+    ix = (ix & 0x000fffffffffffffULL) + EAGLE_LOG_HALF_SQRT2_BITS;
     const double f = EAGLE_SUB(eagle_bits_double(ix), 1.0);
     const double hfsq = EAGLE_MUL(EAGLE_MUL(0.5, f), f);
     const double s = f / EAGLE_ADD(2.0, f);
