@@ -1,11 +1,12 @@
 /* AVX-512 over byte masks (a where= mask, a compaction's alive flags): whether the CPU
  * has it (F, BW and VL, checked at run time), the attribute that compiles a function for
  * it, and eight or sixteen mask bytes as a bit mask (bit i: byte i is not zero). For
- * x86-64 with GCC or Clang; EAGLE_AVX512_MASKS is defined where it applies. */
+ * x86-64 with GCC or Clang; EAGLE_AVX512_MASKS is defined where it applies (not with
+ * EAGLE_NO_AVX512_MASKS: the tests' checks build the portable forms that way). */
 #ifndef EAGLE_AVX512_MASKS_H
 #define EAGLE_AVX512_MASKS_H
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(EAGLE_NO_AVX512_MASKS)
 #include <immintrin.h>
 #define EAGLE_AVX512_MASKS 1
 #define EAGLE_AVX512_BW __attribute__((target("avx512f,avx512bw,avx512vl")))

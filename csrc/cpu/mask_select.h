@@ -4,8 +4,7 @@
  * time) the 8- and 4-byte forms store under a bit mask made from the mask's bytes, so the
  * unset elements are neither read nor written back; measured on a Zen 4 core, 1e6
  * 8-byte elements, random half: 0.16-0.23 ms against 0.29-0.38 ms for the select loop
- * GCC vectorises for the baseline x86-64. eagle_prefetch asks for the next block's lines
- * while a block's loop runs (eagle/cpu/_ufunc.pyx, _masked_run). */
+ * GCC vectorises for the baseline x86-64. */
 #ifndef EAGLE_MASK_SELECT_H
 #define EAGLE_MASK_SELECT_H
 
@@ -62,18 +61,6 @@ EAGLE_AVX512_BW static intptr_t eagle_select_avx512_4(uint32_t *d, const uint32_
     }
 EAGLE_SELECT(8, uint64_t)
 EAGLE_SELECT(4, uint32_t)
-
-/* each 64-byte line of [p, p + bytes) asked for, for writing or for reading (a hint: no
- * fault, no wait) */
-static inline void eagle_prefetch(const char *p, intptr_t bytes, int write)
-{
-    if (write)
-        for (intptr_t o = 0; o < bytes; o += 64)
-            __builtin_prefetch(p + o, 1, 3);
-    else
-        for (intptr_t o = 0; o < bytes; o += 64)
-            __builtin_prefetch(p + o, 0, 3);
-}
 
 static inline void eagle_select_2(void *d, const void *s, const unsigned char *m, intptr_t n)
 {

@@ -122,10 +122,12 @@ cdef enum:
     # elements per buffer of a cast operand (NumPy's own default buffer size)
     CAST_BUFFER = 8192
     # bytes of a masked loop's scratch (see _masked_run), on the stack: the outputs of
-    # one block of at most MASK_BLOCK elements. 512 elements: a block's operands, its
-    # scratch and the next block's lines asked for keep in L1; measured (1e6 doubles, one
-    # thread, random half, Zen 4): exp 1.37-1.39x its unmasked node at 512 against
-    # 1.65-1.93x at 2048, maximum 1.8-2.4x against 2.3-2.8x
+    # one block of at most MASK_BLOCK elements. 512 elements: a block's operands and its
+    # scratch keep in L1; measured (1e6 doubles, one thread, random half, Zen 4): exp
+    # 1.37-1.39x its unmasked node at 512 against 1.65-1.93x at 2048. Asking for the next
+    # block's lines ahead (software prefetch) was tried and dropped: with the mask's
+    # counts by AVX-512 it made exp 1.38-1.59x against 1.22-1.34x without it (the burst of
+    # prefetches stalled the core before each block's loop)
     MASK_SCRATCH = 16384
     MASK_SCRATCH_LD = 1024   # MASK_SCRATCH in long doubles (16-byte aligned for any loop)
     MASK_BLOCK = 512
@@ -407,7 +409,6 @@ cdef extern from *:
     void eagle_select_4(void *d, const void *s, const unsigned char *m, Py_ssize_t n) nogil
     void eagle_select_2(void *d, const void *s, const unsigned char *m, Py_ssize_t n) nogil
     void eagle_select_1(void *d, const void *s, const unsigned char *m, Py_ssize_t n) nogil
-    void eagle_prefetch(const char *p, Py_ssize_t bytes, int write) nogil
 
 
 cdef inline void _copy_set(char *dst, npy_intp dstride, const char *src, npy_intp item,
@@ -481,7 +482,7 @@ cdef int _masked_run(layout *L, char **ptrs, const npy_intp *strides, const char
     cdef long double scratch[MASK_SCRATCH_LD]
     cdef char *args[MAX_ARGS]
     cdef npy_intp bstrides[MAX_ARGS]
-    cdef npy_intp b = 0, m, j, count, runs, off, nxt
+    cdef npy_intp b = 0, m, j, count, runs, off
     cdef int k, rc = 0
     cdef long blended = 0, by_runs = 0
     cdef const unsigned char *bm
@@ -528,13 +529,6 @@ cdef int _masked_run(layout *L, char **ptrs, const npy_intp *strides, const char
                     args[k] = <char *>scratch + off
                     bstrides[k] = L.out_item[k]
                     off += m * L.out_item[k]
-                # the next block's lines asked for while this block's loop runs: the loop
-                # into the scratch and the select after it do not overlap, so neither hides
-                # the other's memory waits as one pass over the arrays would
-                nxt = min(L.mask_block, n - b - m)
-                for k in range(L.nargs):
-                    if nxt > 0 and strides[k] > 0 and strides[k] <= 64:
-                        eagle_prefetch(ptrs[k] + (b + m) * strides[k], nxt * strides[k], k >= L.nin)
                 rc = L.loop(L.context, args, &m, bstrides, L.auxdata)
                 if rc < 0 or eagle_error_pending(ts):
                     with gil:
