@@ -98,6 +98,10 @@ for name in ("setuptools", "Cython", "numpy", "cupy-cuda13x", "cupy-cuda12x", "t
 EOF
     "$PY" tests/gpu/build_requirements.py pyproject.toml
     command -v cc >/dev/null && cc --version | head -1 || echo "no C compiler (cc) on PATH"
+    # the host CPU and the AVX-512 parts eagle's CPU kernels pick at run time: the GPU
+    # tests' oracle is the CPU backend's node, so this says which CPU path they compared
+    grep -m1 "model name" /proc/cpuinfo 2>/dev/null || echo "model name: unknown"
+    echo "cpu avx512: $(grep -m1 -o -w -E 'avx512(f|dq|bw|vl)' /proc/cpuinfo 2>/dev/null | sort -u | tr '\n' ' ')"
     command -v nvcc >/dev/null && nvcc --version | tail -1 || echo "nvcc: not on PATH"
 }
 
