@@ -24,6 +24,12 @@ fall before or after the pair of them but never between a capture and its pause.
 comes back the moment a capture ends, and the collection it had put off then ran inside
 the capture's memory-pool scope, as it was being left (CuPy's allocator and torch's
 ``use_mem_pool`` still in use), and aborted the process the same way on an H200.
+A capture's pause belongs to the stream: ending it through another wrapper of the same
+stream (a ``BorrowedStream`` of its ``ptr``) ends it. Two limits, both of the collector
+being off: a ``gc.disable()`` called while a pause is held is undone when the last pause
+ends (the collector comes back as it was before the first), and a wrapper left capturing
+inside a reference cycle keeps its pause until an explicit ``gc.collect()`` frees it (eagle
+ends every capture it begins, on every path).
 
 Every call goes through eagle.cuda._driver (errors: its ``DriverError``). Handles may be used
 from any thread.
@@ -40,6 +46,7 @@ from eagle.cuda._driver cimport (
     EAGLE_CUDA_CAPTURE_MODE_RELAXED, EAGLE_CUDA_CAPTURE_STATUS_ACTIVE)
 from eagle.cuda._graph cimport GraphBase, own_graph
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
+from cpython.ref cimport PyObject
 
 cdef extern from "Python.h":
     int PyGC_Enable()
@@ -70,18 +77,42 @@ cdef void _resume() noexcept:
         PyGC_Enable()
 
 
+# the streams whose capture holds a pause, by handle: the address of the wrapper that
+# began the capture (a borrowed reference: a wrapper leaves this when its pause ends, and
+# it ends at the latest when the wrapper is closed or freed), so the capture's end through
+# any wrapper of the same stream (a BorrowedStream of its ptr) releases it
+cdef dict _pausing_streams = {}
+
+
 cdef void _pause_collection(StreamBase s) noexcept:
-    if s.pausing_collection:
+    key = <uintptr_t>s.handle
+    if s.pausing_collection or key in _pausing_streams:
         return
     s.pausing_collection = True
+    _pausing_streams[key] = <uintptr_t><PyObject *>s
     _pause()
 
 
 cdef void _resume_collection(StreamBase s) noexcept:
+    """s's own pause ends (its capture ended, or s is closed or freed)."""
     if not s.pausing_collection:
         return
     s.pausing_collection = False
+    _pausing_streams.pop(<uintptr_t>s.handle, None)
     _resume()
+
+
+cdef void _capture_ended(StreamBase s) noexcept:
+    """The capture of s's stream ended through s: the pause of whichever wrapper began it
+    ends."""
+    cdef uintptr_t owner
+    if s.pausing_collection:
+        _resume_collection(s)
+        return
+    found = _pausing_streams.get(<uintptr_t>s.handle)
+    if found is not None:
+        owner = found
+        _resume_collection(<StreamBase><PyObject *>owner)
 
 
 def captures_pausing_collection():
@@ -93,23 +124,24 @@ def captures_pausing_collection():
 cdef class _CollectionPause:
     """The context manager :func:`collection_paused` returns: entered and left in C, so a
     Ctrl-C lands before the pause or inside the ``with`` (whose exit resumes), never
-    between the two; each instance pauses at most once."""
-    cdef bint held
+    between the two; entered again inside itself, it counts the nesting (the outer
+    ``with`` keeps its pause)."""
+    cdef Py_ssize_t held
 
     def __enter__(self):
-        if not self.held:
-            self.held = True
-            _pause()
+        self.held += 1
+        _pause()
         return self
 
     def __exit__(self, *exc):
-        if self.held:
-            self.held = False
+        if self.held > 0:
+            self.held -= 1
             _resume()
         return False
 
     def __dealloc__(self):
-        if self.held:
+        while self.held > 0:
+            self.held -= 1
             _resume()
 
 
@@ -165,7 +197,7 @@ cdef class StreamBase:
         try:
             return own_graph(end_capture(self.handle))
         finally:
-            _resume_collection(self)
+            _capture_ended(self)
 
     def capture(self, int mode=EAGLE_CUDA_CAPTURE_MODE_RELAXED):
         """Context manager: ``with stream.capture() as cap: ...``; afterwards
@@ -201,7 +233,7 @@ cdef class StreamBase:
         try:
             end_capture(self.handle)
         finally:
-            _resume_collection(self)
+            _capture_ended(self)
 
     def set_capture_deps(self, nodes):
         """The capturing stream's next work follows ``nodes`` (handles of nodes added to

@@ -1232,30 +1232,55 @@ def test_no_garbage_collection_until_the_capture_pools_scope_is_left(backend_mod
 
 def test_collection_paused_scopes_count_with_captures(backend_mod, fake):
     """collection_paused() and a capture hold the pause together: whichever ends last turns
-    the collector back on; a scope entered twice or dropped while held counts once."""
+    the collector back on; a scope entered again inside itself counts the nesting (the
+    outer ``with`` keeps its pause); one dropped while held lets its pauses go."""
     from eagle.cuda._stream import Stream, collection_paused, captures_pausing_collection
     s = Stream()
     with collection_paused() as held:
         assert not gc.isenabled() and captures_pausing_collection() == 1
         s.begin_capture()
         assert captures_pausing_collection() == 2
-        with held:                          # the same pause, entered again
-            assert captures_pausing_collection() == 2
-        assert captures_pausing_collection() == 1
-        assert not gc.isenabled()
-    assert not gc.isenabled() and captures_pausing_collection() == 1
-    s.end_capture()
+        with held:                          # the same scope, entered again
+            assert captures_pausing_collection() == 3
+        assert captures_pausing_collection() == 2
+        s.end_capture()
+        assert not gc.isenabled() and captures_pausing_collection() == 1
     assert gc.isenabled() and captures_pausing_collection() == 0
     held = collection_paused()
     held.__enter__()
-    assert not gc.isenabled()
-    del held                                # dropped while held: resumed
+    held.__enter__()
+    assert not gc.isenabled() and captures_pausing_collection() == 2
+    del held                                # dropped while held: both resumed
     assert gc.isenabled() and captures_pausing_collection() == 0
     with pytest.raises(KeyError):
         with collection_paused():
             raise KeyError("inside")
     assert gc.isenabled() and captures_pausing_collection() == 0
     s.close()
+
+
+def test_a_capture_ended_through_another_wrapper_of_its_stream_ends_its_pause(backend_mod, fake):
+    """The pause belongs to the stream, not to the wrapper that began the capture: ending
+    it through a BorrowedStream of the same ptr turns the collector back on, and a borrowed
+    wrapper dropped while the stream still captures does not."""
+    from eagle.cuda._stream import BorrowedStream, Stream, captures_pausing_collection
+    s = Stream()
+    s.begin_capture()
+    other = BorrowedStream(s.ptr)
+    del other                               # dropped mid-capture: not its pause
+    assert not gc.isenabled() and captures_pausing_collection() == 1
+    BorrowedStream(s.ptr).end_capture().close()
+    assert not s.is_capturing()
+    assert gc.isenabled() and captures_pausing_collection() == 0
+    s.close()                               # nothing left to resume
+    assert gc.isenabled() and captures_pausing_collection() == 0
+    s2 = Stream()
+    b = BorrowedStream(s2.ptr)
+    b.begin_capture()                       # begun through the borrowed wrapper
+    s2.end_capture().close()                # ended through the owner
+    assert gc.isenabled() and captures_pausing_collection() == 0
+    b.close()
+    s2.close()
 
 
 def test_overlapping_captures_keep_the_collector_off_until_the_last_ends(backend_mod, fake):
