@@ -352,7 +352,9 @@ def print_extra_rows(rounds, out=None, quick=False, tile_samples=TILE_SAMPLES):
     rows += rows_fused_tiles(rounds, tile_samples)
     rows += rows_heat(min(rounds, 3), side=128 if quick else 512)
     rows += rows_masked(min(rounds, 5), n=100_000 if quick else 1_000_000)
-    rows += rows_slab(min(rounds, 3), n=100_000 if quick else 1_000_000)
+    # every round: one run of the graph (~15 ms) and of the NumPy loop (~36 ms), cheap; a
+    # 15 ms run feels the machine's noise (best of 3 read 1.7-2.9x NumPy, of 7 2.3-2.7x)
+    rows += rows_slab(rounds, n=100_000 if quick else 1_000_000)
     rows += rows_stencils(min(rounds, 3), quick=quick)
     sir_rows, sir_notes = rows_sir(min(rounds, 3), replicates=10_000 if quick else 100_000,
                                    steps=40 if quick else 100)
