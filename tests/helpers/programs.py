@@ -21,3 +21,36 @@ def program_env(env=None, **extra):
     out.pop("LD_PRELOAD", None)
     out.update({k: str(v) for k, v in extra.items()})
     return out
+
+
+def cpu_has(*flags):
+    """Whether /proc/cpuinfo lists every one of ``flags`` (False where it cannot be read)."""
+    try:
+        have = set(open("/proc/cpuinfo").read().split())
+    except OSError:
+        return False
+    return all(f in have for f in flags)
+
+
+def run_c_check(tmp_path, sources, cflags=(), libs=()):
+    """Build a C check of eagle's CPU kernels (``sources`` with csrc/include and csrc/cpu
+    on the include path, ``-Wall -Werror``), run it, and return its output; skips without
+    a C compiler. The check prints ``N mismatches`` and exits nonzero if N is not 0."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    import pytest
+
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    root = Path(__file__).resolve().parents[2]
+    exe = tmp_path / "check"
+    build = subprocess.run([cc, "-std=c11", "-Wall", "-Werror", *cflags, f"-I{root / 'csrc' / 'include'}",
+                            f"-I{root / 'csrc' / 'cpu'}", *[str(root / s) for s in sources], "-o", str(exe),
+                            *libs], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60, env=program_env())
+    assert run.returncode == 0 and " 0 mismatches" in run.stdout, run.stdout + run.stderr
+    return run.stdout
