@@ -5,7 +5,6 @@ from eagle.cuda._driver cimport eagle_cudaStream_t, eagle_cudaEvent_t
 
 cdef class StreamBase:
     cdef eagle_cudaStream_t handle
-    cdef bint pausing_collection   # this stream's capture keeps the garbage collector off
 
 
 cdef class Stream(StreamBase):

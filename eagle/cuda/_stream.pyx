@@ -86,33 +86,26 @@ cdef dict _pausing_streams = {}
 
 cdef void _pause_collection(StreamBase s) noexcept:
     key = <uintptr_t>s.handle
-    if s.pausing_collection or key in _pausing_streams:
+    if key in _pausing_streams:
         return
-    s.pausing_collection = True
     _pausing_streams[key] = <uintptr_t><PyObject *>s
     _pause()
 
 
 cdef void _resume_collection(StreamBase s) noexcept:
-    """s's own pause ends (its capture ended, or s is closed or freed)."""
-    if not s.pausing_collection:
+    """s's own pause ends, if it holds one (its capture ended, or s is closed or freed)."""
+    key = <uintptr_t>s.handle
+    if _pausing_streams.get(key) != <uintptr_t><PyObject *>s:
         return
-    s.pausing_collection = False
-    _pausing_streams.pop(<uintptr_t>s.handle, None)
+    del _pausing_streams[key]
     _resume()
 
 
 cdef void _capture_ended(StreamBase s) noexcept:
-    """The capture of s's stream ended through s: the pause of whichever wrapper began it
-    ends."""
-    cdef uintptr_t owner
-    if s.pausing_collection:
-        _resume_collection(s)
-        return
-    found = _pausing_streams.get(<uintptr_t>s.handle)
-    if found is not None:
-        owner = found
-        _resume_collection(<StreamBase><PyObject *>owner)
+    """The capture of s's stream ended through s: the pause of whichever wrapper of that
+    stream began it ends."""
+    if _pausing_streams.pop(<uintptr_t>s.handle, None) is not None:
+        _resume()
 
 
 def captures_pausing_collection():
